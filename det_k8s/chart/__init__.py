@@ -1,0 +1,1 @@
+"""Chart rendering: values.yaml and Chart.yaml from Jinja2 templates, and the chart directory."""

@@ -1,0 +1,146 @@
+"""Render values.yaml and Chart.yaml from the Jinja2 templates in `templates/`.
+
+Rendering is pure: effective values in, text out. The templates write every key with a comment,
+and unset optional keys as commented-out examples, so the result reads like a hand-kept values
+file while still loading back into exactly the effective values (a test checks the round trip).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Mapping
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from .. import __version__
+from ..quantity import parse_quantity
+from ..settings import schema
+from ..settings.schema import Kind
+
+CHART_VERSION = "0.1.0"
+
+
+def templates_dir() -> Path:
+    """The `templates/` directory: inside the installed package, or at the top of a checkout."""
+    installed = Path(__file__).resolve().parent.parent / "_templates"
+    if installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parent.parent.parent / "templates"
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # YAML, not HTML
+    )
+    env.globals.update(field=_field, block=_block, scalar=_scalar, inline=_inline)
+    return env
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, insertion order, and lists indented under their key like hand-written YAML."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def _scalar(value: Any) -> str:
+    text = yaml.dump(value, Dumper=_Dumper, default_flow_style=True, width=10**6, allow_unicode=True)
+    return text.removesuffix("\n...\n").rstrip("\n")
+
+
+def _inline(value: Any) -> str:
+    return _scalar(value)
+
+
+def _block(value: Any, indent: int) -> str:
+    text = yaml.dump(value, Dumper=_Dumper, default_flow_style=False, sort_keys=False, width=120,
+                     allow_unicode=True)
+    pad = " " * indent
+    return "\n".join(pad + line if line else line for line in text.rstrip("\n").split("\n"))
+
+
+def _field(name: str, value: Any, example: Any = None, indent: int = 0) -> str:
+    """One key at column `indent` (the template already wrote the leading spaces)."""
+    if value is None:
+        return f"# {name}:" + (f" {_scalar(example)}" if example is not None else "")
+    if isinstance(value, Mapping | list):
+        if not value:
+            return f"{name}: {_scalar(value)}"
+        return f"{name}:\n{_block(value, indent + 2)}"
+    return f"{name}: {_scalar(value)}"
+
+
+def _full_view(values: Mapping[str, Any], keys: Mapping[str, schema.Key]) -> dict[str, Any]:
+    """Every schema key present (None when unset), so templates can name any key."""
+    out: dict[str, Any] = dict(values)
+    for name, key in keys.items():
+        if key.kind is Kind.SECTION:
+            inner = values.get(name)
+            out[name] = _full_view(inner if isinstance(inner, Mapping) else {}, key.children)
+        else:
+            out.setdefault(name, None)
+    return out
+
+
+def normalise(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Values as the chart should see them: CPU quantities such as "7910m" become numbers (7.91)."""
+    out = copy.deepcopy(dict(values))
+    for path, key in schema.walk():
+        if key.kind is not Kind.CPU:
+            continue
+        node: Any = out
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(path[-1]), str):
+            amount: Fraction = parse_quantity(node[path[-1]])
+            node[path[-1]] = int(amount) if amount.denominator == 1 else float(amount)
+    return out
+
+
+def render_values(values: Mapping[str, Any]) -> str:
+    """values.yaml text for the effective values."""
+    normalised = normalise(values)
+    view = _full_view(normalised, {k: v for k, v in schema.SCHEMA.items() if not v.chart_yaml})
+    storage = normalised.get("checkpointStorage") or {}
+    shown = {
+        "shared_fs": {"hostPath"},
+        "azure": {"container", "connection_string", "account_url", "credential"},
+        "s3": {"bucket", "prefix", "accessKey", "secretKey", "endpointUrl"},
+        "gcs": {"bucket", "prefix"},
+    }.get(storage.get("type"), {"bucket", "prefix"})
+    common = {"type", "saveExperimentBest", "saveTrialBest", "saveTrialLatest"}
+    other = [k for k in storage if k not in shown and k not in common and storage.get(k) is not None]
+    template = _environment().get_template("values.yaml.j2")
+    return template.render(v=view, other_storage_keys=other, logging=normalised.get("logging"),
+                           det_k8s_version=__version__,
+                           has_secrets=_has_secrets(normalised))
+
+
+def render_chart_yaml(app_version: str, base: Mapping[str, Any] | None = None) -> str:
+    """Chart.yaml with `app_version`; other fields come from `base` (a user chart) or our defaults."""
+    base = dict(base or {})
+    known = {"apiVersion", "name", "description", "type", "version", "appVersion"}
+    extra = {k: v for k, v in base.items() if k not in known}
+    view = _full_view(base, {k: schema.Key(Kind.STRING, "") for k in known})
+    template = _environment().get_template("Chart.yaml.j2")
+    return template.render(base=view, extra=extra, app_version=str(app_version), chart_version=CHART_VERSION,
+                           det_k8s_version=__version__)
+
+
+def _has_secrets(values: Mapping[str, Any]) -> bool:
+    for path in schema.secret_paths():
+        node: Any = values
+        for part in path:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node not in (None, ""):
+            return True
+    return False

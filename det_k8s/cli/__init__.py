@@ -1,0 +1,65 @@
+"""The command-line interface. `main` is the console script: it runs the Typer app and turns every
+det-k8s error into one `error:` line and an exit code, here and nowhere else."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from ..errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, DetK8sError, SettingsError
+
+
+def _report(exc: DetK8sError) -> None:
+    from . import output
+
+    if isinstance(exc, SettingsError) and not exc.reported:
+        for item in exc.problems:
+            output.problem(item, stream=sys.stderr)
+        return
+    output.error(exc.message, exc.hint)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run det-k8s with `argv` (default: sys.argv[1:]) and return the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("DET_K8S_DEBUG") == "1"
+    from typer import main as typer_main
+    from typer._click import exceptions as click_exceptions
+
+    from .app import build_app
+    from .options import GlobalOptions, set_current
+
+    set_current(GlobalOptions())
+    command = typer_main.get_command(build_app())
+    try:
+        result = command.main(args=args, prog_name="det-k8s", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except DetK8sError as exc:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        _report(exc)
+        return exc.exit_code
+    except click_exceptions.ClickException as exc:
+        exc.show()
+        return EXIT_USAGE if exc.exit_code == 2 else exc.exit_code
+    except click_exceptions.Abort as exc:
+        interrupted = isinstance(exc.__context__ or exc.__cause__, KeyboardInterrupt)
+        print("interrupted" if interrupted else "aborted", file=sys.stderr)
+        return EXIT_INTERRUPTED if interrupted else EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `det-k8s ... | head`: the reader left; that is not an error of ours.
+        sys.stderr.close()
+        return 0
+    except Exception as exc:  # a bug in det-k8s: one line, unless --debug asks for the traceback
+        if debug:
+            raise
+        from . import output
+
+        output.error(f"internal error: {type(exc).__name__}: {exc}", "run again with --debug for the traceback")
+        return EXIT_FAILURE

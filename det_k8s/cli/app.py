@@ -1,0 +1,49 @@
+"""The Typer application: one module per command group, assembled here."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .. import __version__
+from . import chart_cmds
+from .options import ContextOpt, DebugOpt, GlobalOptions, KubeconfigOpt, NamespaceOpt, VerboseOpt, set_current
+
+HELP = """det-k8s: run the Determined deep-learning platform on Kubernetes, safely.
+
+Render and validate the Determined chart, install and upgrade it with helm, and schedule
+distributed experiments all-or-nothing so they never deadlock the cluster."""
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"det-k8s {__version__}")
+        raise typer.Exit()
+
+
+def build_app() -> typer.Typer:
+    app = typer.Typer(
+        name="det-k8s",
+        help=HELP,
+        no_args_is_help=True,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+
+    @app.callback()
+    def root(
+        namespace: NamespaceOpt = None,
+        kube_context: ContextOpt = None,
+        kubeconfig: KubeconfigOpt = None,
+        verbose: VerboseOpt = 0,
+        debug: DebugOpt = False,
+        version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                              help="Print the det-k8s version and exit.")] = False,
+    ) -> None:
+        set_current(GlobalOptions(namespace, kube_context, kubeconfig, verbose, debug))
+
+    app.command("render", rich_help_panel="Chart")(chart_cmds.render)
+    app.command("validate", rich_help_panel="Chart")(chart_cmds.validate)
+    return app

@@ -1,0 +1,79 @@
+"""`det-k8s render` and `det-k8s validate`: settings in, a chart or a list of problems out."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import Severity, SettingsError
+from ..settings import LoadedSettings
+from ..settings.node_rules import check_nodes
+from . import output
+from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot
+from .options import OutputFormat, OutputOpt, with_global_options
+
+
+def report_warnings(loaded: LoadedSettings) -> None:
+    for item in loaded.warnings:
+        output.problem(item, stream=sys.stderr)
+
+
+@with_global_options
+def render(
+    out_dir: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="Directory to write the chart into.")],
+    values: ValuesOpt = None,
+    set_: SetOpt = None,
+    set_string: SetStringOpt = None,
+    chart: Annotated[Path | None, typer.Option(
+        "--chart", metavar="PATH", help="Render into a copy of this chart (directory or .tgz) instead of the bundled one. "
+        "Your copy is never modified.")] = None,
+) -> None:
+    """Render values.yaml and Chart.yaml and write a complete chart directory helm can install."""
+    from ..chart.assemble import write_chart
+
+    loaded = load_settings_from_cli(values, set_, set_string)
+    settings = loaded.settings()  # raises SettingsError listing every error
+    report_warnings(loaded)
+    result = write_chart(out_dir, loaded.values, settings.app_version, chart)
+    output.success(f"Wrote chart to {result.directory}")
+    output.message(f"  {result.values_file} (mode 0600: holds secrets)")
+    output.message(f"  {result.chart_file} (appVersion {settings.app_version})")
+    output.message(f"Next: helm lint {result.directory}   or   det-k8s install RELEASE -f ...")
+
+
+@with_global_options
+def validate(
+    values: ValuesOpt = None,
+    set_: SetOpt = None,
+    set_string: SetStringOpt = None,
+    nodes: Annotated[Path | None, typer.Option(
+        "--nodes", metavar="FILE", help="Check against these nodes: a Kubernetes List as `kubectl get nodes -o yaml` prints it.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
+    output_format: OutputOpt = OutputFormat.table,
+) -> None:
+    """Report every problem in the settings at once: errors exit 1, warnings alone exit 0."""
+    loaded = load_settings_from_cli(values, set_, set_string)
+    problems = list(loaded.problems)
+    if nodes is not None and not loaded.errors:
+        snapshot = load_snapshot(nodes)
+        problems.extend(check_nodes(loaded.settings(), snapshot.nodes, loaded.sources, str(nodes)))
+    elif nodes is not None:
+        output.message(f"node checks skipped: fix the errors above first ({nodes})")
+    errors = [p for p in problems if p.is_error or strict]
+    if output_format is not OutputFormat.table:
+        output.data({"valid": not errors, "problems": [
+            {"severity": p.severity.value, "key": p.path, "message": p.message, "hint": p.hint,
+             "location": str(p.location) if p.location else None} for p in problems]}, output_format)
+    else:
+        for item in problems:
+            output.problem(item)
+    if errors:
+        raise SettingsError([p if p.is_error else replace(p, severity=Severity.ERROR) for p in errors],
+                            reported=True)
+    if output_format is OutputFormat.table:
+        count = len(problems)
+        output.success("settings are valid" + (f" ({count} warning{'s' * (count != 1)})" if count else ""))

@@ -1,0 +1,132 @@
+"""Everything det-k8s prints goes through here.
+
+Data (tables, JSON, YAML) goes to stdout; messages, warnings and spinners go to stderr, so
+`det-k8s pods list -o json | jq` always gets clean JSON. On a terminal, tables are Rich tables
+and long waits show a spinner; when piped, tables are plain aligned columns (like kubectl) and
+there is no animation. Rich honours NO_COLOR itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from ..errors import Problem
+from .options import OutputFormat
+
+
+def _console(stderr: bool) -> Any:
+    from rich.console import Console  # rich costs ~15 ms to import: only when something is printed
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def _is_tty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def message(text: str) -> None:
+    """A line for the person running the command (stderr)."""
+    if _is_tty(sys.stderr):
+        _console(True).print(text, markup=False)
+    else:
+        print(text, file=sys.stderr, flush=True)
+
+
+def warning(text: str) -> None:
+    if _is_tty(sys.stderr):
+        _console(True).print(f"[yellow]warning:[/yellow] {_escape(text)}")
+    else:
+        print(f"warning: {text}", file=sys.stderr, flush=True)
+
+
+def error(text: str, hint: str | None = None) -> None:
+    if _is_tty(sys.stderr):
+        line = f"[red]error:[/red] {_escape(text)}" + (f"; {_escape(hint)}" if hint else "")
+        _console(True).print(line)
+    else:
+        print(f"error: {text}" + (f"; {hint}" if hint else ""), file=sys.stderr, flush=True)
+
+
+def success(text: str) -> None:
+    if _is_tty(sys.stderr):
+        _console(True).print(f"[green]{_escape(text)}[/green]")
+    else:
+        print(text, file=sys.stderr, flush=True)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def problem(item: Problem, stream: Any = None) -> None:
+    """One validation finding on its own line."""
+    stream = stream or sys.stdout
+    text = item.render()
+    if _is_tty(stream):
+        colour = "red" if item.is_error else "yellow"
+        label = item.severity.value
+        _console(stream is sys.stderr).print(f"[{colour}]{label}:[/{colour}] {_escape(text[len(label) + 2:])}")
+    else:
+        print(text, file=stream, flush=True)
+
+
+def data(obj: Any, fmt: OutputFormat) -> None:
+    """Machine-readable output on stdout."""
+    if fmt is OutputFormat.json:
+        sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+    else:
+        sys.stdout.write(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True))
+    sys.stdout.flush()
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
+    """A table on stdout: Rich on a terminal, aligned plain columns otherwise."""
+    cells = [["" if c is None else str(c) for c in row] for row in rows]
+    if _is_tty(sys.stdout):
+        from rich import box
+        from rich.table import Table
+
+        rich_table = Table(*columns, box=box.SIMPLE, title=title, header_style="bold", pad_edge=False)
+        for row in cells:
+            rich_table.add_row(*(_escape(c) for c in row))
+        _console(False).print(rich_table)
+        return
+    if title:
+        print(title)
+    widths = [len(c) for c in columns]
+    for row in cells:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    print("   ".join(c.upper().ljust(widths[i]) for i, c in enumerate(columns)).rstrip())
+    for row in cells:
+        print("   ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    sys.stdout.flush()
+
+
+def key_values(pairs: Mapping[str, Any]) -> None:
+    """`Key: value` lines on stdout (describe-style output)."""
+    width = max((len(k) for k in pairs), default=0)
+    for key, value in pairs.items():
+        print(f"{(key + ':').ljust(width + 1)} {value}")
+    sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def spinner(text: str) -> Iterator[None]:
+    """A spinner on stderr while waiting, only on a terminal."""
+    if not _is_tty(sys.stderr):
+        yield
+        return
+    with _console(True).status(text):
+        yield

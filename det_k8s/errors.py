@@ -1,0 +1,141 @@
+"""The one exception hierarchy of det-k8s.
+
+Every failure a user can meet is one of these classes. Each carries its exit code and an
+optional hint, and the CLI turns them into `error: ...` lines in exactly one place
+(`det_k8s.cli.main`). Nothing else in the program prints errors or chooses exit codes, so a
+message never appears twice and a traceback never reaches a user (except with `--debug`).
+
+Exit codes: 0 ok, 1 the operation failed or the settings are invalid, 2 usage error,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class DetK8sError(Exception):
+    """Base class: an operation failed (exit 1)."""
+
+    exit_code: int = EXIT_FAILURE
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(DetK8sError):
+    """The command line itself is wrong: a bad argument, a missing consent (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConsentRequired(UsageError):
+    """A destructive action was asked for without a terminal to confirm and without --yes."""
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a value came from: a file and a 1-based line, or a command-line argument."""
+
+    source: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}" if self.line is not None else self.source
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding about user input, named by its key path (`checkpointStorage.bucket`)."""
+
+    severity: Severity
+    path: str
+    message: str
+    hint: str | None = None
+    location: Location | None = field(default=None, compare=False)
+
+    def render(self) -> str:
+        text = f"{self.severity.value}: {self.path}: {self.message}" if self.path else (
+            f"{self.severity.value}: {self.message}"
+        )
+        if self.hint:
+            text += f"; {self.hint}"
+        if self.location is not None:
+            text += f" ({self.location})"
+        return text
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity is Severity.ERROR
+
+
+class SettingsError(DetK8sError):
+    """User settings are invalid: carries every problem found, not just the first (exit 1)."""
+
+    def __init__(self, problems: Sequence[Problem], *, reported: bool = False) -> None:
+        self.problems = tuple(problems)
+        self.reported = reported  # the command printed them already; only a summary remains to say
+        count = len(self.problems)
+        super().__init__(f"settings are invalid: {count} error{'s' * (count != 1)}")
+
+
+class InputError(DetK8sError):
+    """A file the user gave cannot be read or parsed (names the file and line, exit 1)."""
+
+
+class ToolNotFound(DetK8sError):
+    """helm or kubectl is not installed where we looked."""
+
+
+class ToolFailed(DetK8sError):
+    """helm or kubectl ran and exited non-zero; the message keeps the tool's own stderr."""
+
+    def __init__(self, message: str, *, returncode: int, stderr: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class OperationTimeout(DetK8sError):
+    """An external call did not finish within its time limit."""
+
+
+class ClusterError(DetK8sError):
+    """Talking to the Kubernetes API failed."""
+
+
+class ClusterUnreachable(ClusterError):
+    """The API server could not be reached (names the context)."""
+
+
+class NotFound(ClusterError):
+    """The object does not exist (HTTP 404)."""
+
+
+class Conflict(ClusterError):
+    """Someone else changed or created it first (HTTP 409)."""
+
+
+class Forbidden(ClusterError):
+    """RBAC says no (HTTP 401/403)."""
+
+
+class StorageError(DetK8sError):
+    """A checkpoint storage probe could not run at all."""

@@ -1,0 +1,97 @@
+"""From settings files and `--set` flags to validated settings, the way helm combines values.
+
+Input is text, not paths: the CLI reads the files, so this module stays free of I/O and can be
+fed by tests and property checks directly.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import Location, Problem, SettingsError
+from . import schema
+from .merge import deep_merge
+from .model import Settings, build_settings
+from .rules import check_semantics, check_structure
+from .setvalues import apply_assignment, parse_set
+from .source import SourceMap, load_yaml_text, require_mapping
+
+
+@dataclass(frozen=True)
+class Document:
+    """One settings file's name (for messages) and its text."""
+
+    name: str
+    text: str
+
+
+@dataclass
+class LoadedSettings:
+    user_values: dict[str, Any]
+    """What the user wrote, files and --set merged, before defaults (appVersion included)."""
+    values: dict[str, Any]
+    """Effective values for values.yaml: chart defaults with the user's values over them."""
+    app_version: Any
+    sources: SourceMap
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.is_error]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if not p.is_error]
+
+    def settings(self) -> Settings:
+        """The typed settings; raises SettingsError listing every error when there are any."""
+        if self.errors:
+            raise SettingsError(self.errors)
+        return build_settings(self.values, str(self.app_version))
+
+
+def combine(documents: Sequence[Document], sets: Sequence[str] = (), set_strings: Sequence[str] = ()) -> tuple[
+        dict[str, Any], SourceMap, list[Problem]]:
+    """Merge files left to right, then --set, then --set-string (helm's order)."""
+    merged: dict[str, Any] = {}
+    sources = SourceMap()
+    problems: list[Problem] = []
+    for doc in documents:
+        loaded = load_yaml_text(doc.text, doc.name)
+        problems.extend(loaded.problems)
+        merged = deep_merge(merged, require_mapping(loaded, doc.name))
+        sources.update(loaded.sources)
+    for flag, expressions, as_string in (("--set", sets, False), ("--set-string", set_strings, True)):
+        for expression in expressions:
+            for assignment in parse_set(expression, as_string=as_string, flag=flag):
+                apply_assignment(merged, assignment)
+                sources.record(assignment.path, Location(f"{flag} {expression}"))
+    return merged, sources, problems
+
+
+def load_settings(documents: Sequence[Document], sets: Sequence[str] = (),
+                  set_strings: Sequence[str] = ()) -> LoadedSettings:
+    """Combine and validate; problems are collected, never raised (use `.settings()` for that)."""
+    user, sources, problems = combine(documents, sets, set_strings)
+    problems.extend(check_structure(user, sources))
+    values_part = {k: v for k, v in user.items() if k != "appVersion"}
+    values = deep_merge(schema.defaults(), values_part, null_deletes=True)
+    app_version = user.get("appVersion") if user.get("appVersion") is not None else schema.SCHEMA["appVersion"].default
+    problems.extend(check_semantics(values, user, app_version, sources))
+    return LoadedSettings(user_values=copy.deepcopy(user), values=values, app_version=app_version,
+                          sources=sources, problems=problems)
+
+
+def redact(values: Mapping[str, Any], mask: str = "<redacted>") -> dict[str, Any]:
+    """A copy of values with every secret key masked, for printing."""
+    out = copy.deepcopy(dict(values))
+    for path in schema.secret_paths():
+        node: Any = out
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(path[-1]) not in (None, ""):
+            node[path[-1]] = mask
+    return out

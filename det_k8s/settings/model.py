@@ -1,0 +1,130 @@
+"""The typed settings other parts of det-k8s read (scheduler, storage probes, release commands).
+
+Built only from values that passed validation, so its fields have their documented types.
+Secret fields are excluded from `repr`, so a settings object in a log or a traceback shows no
+password.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from ..quantity import parse_quantity
+
+
+@dataclass(frozen=True)
+class CheckpointStorage:
+    type: str
+    host_path: str | None = None
+    bucket: str | None = None
+    prefix: str | None = None
+    endpoint_url: str | None = None
+    container: str | None = None
+    account_url: str | None = None
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    connection_string: str | None = field(default=None, repr=False)
+    credential: str | None = field(default=None, repr=False)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The secret strings in use, so error texts built from SDK messages can be scrubbed."""
+        return tuple(s for s in (self.access_key, self.secret_key, self.connection_string, self.credential) if s)
+
+
+@dataclass(frozen=True)
+class TaskDefaults:
+    cpu_pod_spec: Mapping[str, Any] | None = None
+    gpu_pod_spec: Mapping[str, Any] | None = None
+    cpu_image: str | None = None
+    gpu_image: str | None = None
+    force_pull_image: bool = False
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated settings. `values` is the full effective values mapping (defaults merged in)."""
+
+    values: Mapping[str, Any] = field(repr=False)
+    app_version: str
+    max_slots_per_pod: int | None
+    slot_type: str
+    cpu_per_slot: Fraction | None
+    default_scheduler: str
+    checkpoint: CheckpointStorage
+    external_db: str | None
+    image_registry: str
+    image_pull_secret: str | None
+    tls_secret: str | None
+    use_node_port: bool
+    master_port: int
+    task_defaults: TaskDefaults
+
+    @property
+    def bundled_db(self) -> bool:
+        """True when the chart runs its own Postgres (uninstall then destroys experiment records)."""
+        return not self.external_db
+
+    @property
+    def slot_resource(self) -> str:
+        return "cpu" if self.slot_type == "cpu" else "nvidia.com/gpu"
+
+    def slot_request(self, slots: int) -> dict[str, Fraction]:
+        """What a pod with `slots` slots asks Kubernetes for."""
+        if self.slot_type == "cpu":
+            assert self.cpu_per_slot is not None
+            return {"cpu": self.cpu_per_slot * slots}
+        return {"nvidia.com/gpu": Fraction(slots)}
+
+
+def _get(values: Mapping[str, Any], *path: str) -> Any:
+    node: Any = values
+    for part in path:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def build_settings(values: Mapping[str, Any], app_version: str) -> Settings:
+    """Build typed settings from effective values that passed validation."""
+    cs = _get(values, "checkpointStorage") or {}
+    tcd = _get(values, "taskContainerDefaults") or {}
+    cpu = _get(values, "slotResourceRequests", "cpu")
+    return Settings(
+        values=values,
+        app_version=app_version,
+        max_slots_per_pod=_get(values, "maxSlotsPerPod"),
+        slot_type=_get(values, "slotType") or "gpu",
+        cpu_per_slot=parse_quantity(cpu) if cpu is not None else None,
+        default_scheduler=_get(values, "defaultScheduler") or "",
+        checkpoint=CheckpointStorage(
+            type=cs.get("type") or "shared_fs",
+            host_path=cs.get("hostPath"),
+            bucket=cs.get("bucket"),
+            prefix=cs.get("prefix"),
+            endpoint_url=cs.get("endpointUrl"),
+            container=cs.get("container"),
+            account_url=cs.get("account_url"),
+            access_key=cs.get("accessKey"),
+            secret_key=cs.get("secretKey"),
+            connection_string=cs.get("connection_string"),
+            credential=cs.get("credential"),
+        ),
+        external_db=_get(values, "db", "hostAddress") or None,
+        image_registry=_get(values, "imageRegistry") or "determinedai",
+        image_pull_secret=_get(values, "imagePullSecretName") or None,
+        tls_secret=_get(values, "tlsSecret") or None,
+        use_node_port=bool(_get(values, "useNodePortForMaster")),
+        master_port=int(_get(values, "masterPort") or 8080),
+        task_defaults=TaskDefaults(
+            cpu_pod_spec=tcd.get("cpuPodSpec"),
+            gpu_pod_spec=tcd.get("gpuPodSpec"),
+            cpu_image=tcd.get("cpuImage"),
+            gpu_image=tcd.get("gpuImage"),
+            force_pull_image=bool(tcd.get("forcePullImage")),
+        ),
+    )

@@ -1,0 +1,115 @@
+"""Rules that need the cluster's nodes: do slots fit the machines that will run them?
+
+The documents' two traps: `maxSlotsPerPod` must divide every GPU node's GPU count (4- and 8-GPU
+nodes need 4), and a CPU slot must fit a node's *allocatable* CPU, which is below its core count
+(an 8-core node may offer 7.91, so 8 CPUs per slot never schedule).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+
+from ..cluster.model import Constraints, Node
+from ..cluster.read import constraints_from_spec
+from ..errors import Problem, Severity
+from ..quantity import format_cpu, format_decimal
+from .model import Settings
+from .source import SourceMap, format_path
+
+
+def task_constraints(settings: Settings) -> Constraints:
+    """Where task pods may go, from the default pod spec of the slot type."""
+    spec = settings.task_defaults.gpu_pod_spec if settings.slot_type == "gpu" else settings.task_defaults.cpu_pod_spec
+    inner = (spec or {}).get("spec") if isinstance(spec, dict) else None
+    return constraints_from_spec(inner) if isinstance(inner, dict) else Constraints()
+
+
+def eligible_nodes(nodes: Sequence[Node], constraints: Constraints) -> tuple[list[Node], dict[str, int]]:
+    """Nodes task pods can use, and how many were excluded for which reason."""
+    keep: list[Node] = []
+    excluded: dict[str, int] = {}
+
+    def skip(reason: str) -> None:
+        excluded[reason] = excluded.get(reason, 0) + 1
+
+    for node in nodes:
+        if not node.ready:
+            skip("not ready")
+        elif node.unschedulable:
+            skip("cordoned")
+        elif (taint := constraints.untolerated(node.taints)) is not None:
+            skip(f"taint {taint}")
+        elif not constraints.selector_matches(node.labels):
+            skip("node selector")
+        else:
+            keep.append(node)
+    return keep, excluded
+
+
+def _half_cores_below(milli: int) -> Fraction:
+    return Fraction(math.floor(Fraction(milli, 1000) * 2), 2)
+
+
+def check_nodes(settings: Settings, nodes: Sequence[Node], sources: SourceMap, origin: str) -> list[Problem]:
+    """maxSlotsPerPod against GPU node sizes; slotResourceRequests.cpu against allocatable CPU."""
+    problems: list[Problem] = []
+
+    def add(severity: Severity, path: tuple[str, ...], message: str, hint: str | None = None) -> None:
+        problems.append(Problem(severity, format_path(path), message, hint, sources.find(path)))
+
+    usable, excluded = eligible_nodes(nodes, task_constraints(settings))
+    if not nodes:
+        add(Severity.WARNING, (), f"{origin} lists no nodes; node checks skipped")
+        return problems
+    if not usable:
+        reasons = ", ".join(f"{count} {why}" for why, count in sorted(excluded.items()))
+        add(Severity.ERROR, (), f"no node in {origin} can run task pods ({reasons})",
+            "untaint or uncordon nodes, or add tolerations to the task pod spec")
+        return problems
+    slots = settings.max_slots_per_pod
+    if settings.slot_type == "gpu":
+        gpu_nodes = [n for n in usable if n.gpus > 0]
+        if not gpu_nodes:
+            add(Severity.WARNING, ("slotType",), f"no usable node in {origin} offers nvidia.com/gpu; GPU tasks will "
+                "stay Pending", "install the NVIDIA device plugin, or use slotType: cpu")
+            return problems
+        sizes = sorted({n.gpus for n in gpu_nodes})
+        gcd = math.gcd(*sizes)
+        if slots is not None:
+            bad = [n for n in gpu_nodes if n.gpus % slots]
+            if bad:
+                names = ", ".join(f"{n.name} ({n.gpus})" for n in bad[:3]) + (" ..." if len(bad) > 3 else "")
+                add(Severity.ERROR, ("maxSlotsPerPod",),
+                    f"{slots} does not divide the GPUs of {len(bad)} node(s): {names}",
+                    f"set maxSlotsPerPod to {gcd}, the greatest common divisor of the node sizes "
+                    f"({', '.join(map(str, sizes))})")
+    else:
+        per = settings.cpu_per_slot
+        if per is None or per <= 0:
+            return problems
+        per_milli = per * 1000
+        smallest = min(usable, key=lambda n: (n.allocatable.get("cpu", 0), n.name))
+        small_cpu = smallest.allocatable.get("cpu", 0)
+        if per_milli > small_cpu:
+            suggestion = _half_cores_below(small_cpu)
+            add(Severity.ERROR, ("slotResourceRequests", "cpu"),
+                f"{format_decimal(per)} CPUs per slot do not fit node {smallest.name}, whose allocatable CPU is "
+                f"{format_cpu(Fraction(small_cpu, 1000))}",
+                f"set slotResourceRequests.cpu to {format_decimal(suggestion)} or less" if suggestion > 0 else
+                "that node has almost no allocatable CPU")
+        elif slots is not None:
+            per_node = {n.name: int(Fraction(n.allocatable.get("cpu", 0)) / per_milli) for n in usable}
+            short = sorted(name for name, count in per_node.items() if count < slots)
+            uneven = sorted(name for name, count in per_node.items() if count >= slots and count % slots)
+            if short:
+                add(Severity.WARNING, ("maxSlotsPerPod",),
+                    f"a full pod of {slots} slots needs {format_decimal(per * slots)} CPUs, more than "
+                    f"{len(short)} node(s) offer (e.g. {short[0]})",
+                    f"use maxSlotsPerPod {max(1, math.gcd(*per_node.values()))} for these node sizes")
+            elif uneven:
+                add(Severity.WARNING, ("maxSlotsPerPod",),
+                    f"{slots} does not divide the CPU slots of node {uneven[0]} ({per_node[uneven[0]]}); "
+                    "part of it stays idle", f"use maxSlotsPerPod {math.gcd(*per_node.values())}")
+    return problems

@@ -1,0 +1,338 @@
+"""Validation rules: every problem in the settings, each with its key path and what to do.
+
+Two passes. `check_structure` walks what the user wrote and finds unknown keys (with a
+suggestion) and values of the wrong type. `check_semantics` reads the effective values (chart
+defaults merged in) and applies the cross-key rules of the Determined chart and its documents.
+Both return lists; nothing raises, so a user sees all problems at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlparse
+
+from ..errors import Problem, Severity
+from ..quantity import QuantityError, parse_quantity
+from .schema import SCHEMA, Key, Kind, walk
+from .source import Path, SourceMap, format_path, type_name
+
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+PORT_RANGE = re.compile(r"^(\d{1,5}):(\d{1,5})$")
+VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)([-+.][0-9A-Za-z.+-]*)?$")
+COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+
+_STORAGE_KEYS = {
+    "shared_fs": {"hostPath"},
+    "s3": {"bucket", "accessKey", "secretKey", "endpointUrl", "prefix"},
+    "gcs": {"bucket", "prefix"},
+    "azure": {"container", "connection_string", "account_url", "credential"},
+}
+_COMMON_STORAGE_KEYS = {"type", "saveExperimentBest", "saveTrialBest", "saveTrialLatest"}
+
+
+class _Collector:
+    def __init__(self, sources: SourceMap) -> None:
+        self.sources = sources
+        self.problems: list[Problem] = []
+
+    def add(self, severity: Severity, path: Path, message: str, hint: str | None = None) -> None:
+        self.problems.append(Problem(severity, format_path(path), message, hint, self.sources.find(path)))
+
+    def error(self, path: Path, message: str, hint: str | None = None) -> None:
+        self.add(Severity.ERROR, path, message, hint)
+
+    def warning(self, path: Path, message: str, hint: str | None = None) -> None:
+        self.add(Severity.WARNING, path, message, hint)
+
+
+# ---------------------------------------------------------------------------------------------
+# pass 1: structure and types of what the user wrote
+
+
+def _suggest(name: str, siblings: Mapping[str, Key], path: Path) -> str | None:
+    def norm(text: str) -> str:
+        return text.replace("_", "").replace("-", "").lower()
+
+    for candidate in siblings:
+        if norm(candidate) == norm(name):
+            return f"did you mean {format_path((*path, candidate))}?"
+    close = difflib.get_close_matches(name, list(siblings), n=1, cutoff=0.7)
+    if close:
+        return f"did you mean {format_path((*path, close[0]))}?"
+    # The right name in the wrong place: `bucket` at the top level belongs to checkpointStorage.
+    elsewhere = [p for p, _ in walk() if norm(p[-1]) == norm(name) and len(p) > 1]
+    if elsewhere:
+        return f"did you mean {format_path(elsewhere[0])}?"
+    return None
+
+
+def _check_value(key: Key, value: Any, path: Path, out: _Collector) -> None:
+    if value is None:
+        return  # null means "unset": the chart's default applies
+    kind = key.kind
+    if kind is Kind.SECTION:
+        if not isinstance(value, dict):
+            out.error(path, f"expected a mapping, found {type_name(value)}")
+            return
+        _check_mapping(key.children, value, path, out)
+    elif kind is Kind.STRING:
+        if not isinstance(value, str):
+            hint = f'quote it: "{_yaml_scalar(value)}"' if isinstance(value, int | float | bool) else None
+            out.error(path, f"expected a string, found {type_name(value)}", hint)
+    elif kind is Kind.INTEGER:
+        if isinstance(value, bool) or not isinstance(value, int):
+            hint = "write it without quotes" if isinstance(value, str) and value.strip().lstrip("-").isdigit() else None
+            out.error(path, f"expected an integer, found {type_name(value)}", hint)
+        elif key.minimum is not None and value < key.minimum:
+            out.error(path, f"must be at least {key.minimum}, found {value}")
+        elif key.maximum is not None and value > key.maximum:
+            out.error(path, f"must be at most {key.maximum}, found {value}")
+    elif kind is Kind.BOOLEAN:
+        if not isinstance(value, bool):
+            hint = "write true or false without quotes" if str(value).lower() in ("true", "false") else None
+            out.error(path, f"expected true or false, found {type_name(value)}", hint)
+    elif kind in (Kind.QUANTITY, Kind.CPU):
+        try:
+            amount = parse_quantity(value)
+        except QuantityError:
+            out.error(path, f"expected {key.expected}, found {_yaml_scalar(value)!r}")
+            return
+        if amount < 0:
+            out.error(path, f"must not be negative, found {_yaml_scalar(value)}")
+    elif kind is Kind.ENUM:
+        if not isinstance(value, str) or value not in key.choices:
+            shown = _yaml_scalar(value)
+            hint = None
+            if isinstance(value, str):
+                close = [c for c in key.choices if c and c.lower() == value.lower()]
+                close = close or difflib.get_close_matches(value, [c for c in key.choices if c], n=1, cutoff=0.6)
+                if value.lower() == "cuda" and "gpu" in key.choices:
+                    close = ["gpu"]
+                hint = f"did you mean {close[0]}?" if close else None
+            choices = ", ".join(c if c else '"" (empty)' for c in key.choices)
+            out.error(path, f"must be one of {choices}; found {shown!r}", hint)
+    elif kind is Kind.OBJECT and not isinstance(value, dict):
+        out.error(path, f"expected a mapping, found {type_name(value)}")
+
+
+def _check_mapping(schema: Mapping[str, Key], data: Mapping[str, Any], path: Path, out: _Collector) -> None:
+    for name, value in data.items():
+        child = (*path, name)
+        if name not in schema:
+            out.error(child, "unknown key", _suggest(name, schema, path))
+            continue
+        _check_value(schema[name], value, child, out)
+
+
+def check_structure(user_values: Mapping[str, Any], sources: SourceMap) -> list[Problem]:
+    """Unknown keys and wrong types in what the user wrote (before defaults are merged in)."""
+    out = _Collector(sources)
+    _check_mapping(SCHEMA, user_values, (), out)
+    return out.problems
+
+
+def _yaml_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# pass 2: rules across keys, on the effective values
+
+
+def _map(values: Any, key: str) -> Mapping[str, Any]:
+    """The mapping under `key`, or an empty one when it is unset or mistyped (reported elsewhere)."""
+    node = values.get(key) if isinstance(values, Mapping) else None
+    return node if isinstance(node, Mapping) else {}
+
+
+def _get(values: Mapping[str, Any], path: Path) -> Any:
+    node: Any = values
+    for part in path:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def _is_url(text: str) -> bool:
+    parsed = urlparse(text)
+    return parsed.scheme in ("http", "https") and bool(parsed.netloc)
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    match = VERSION.match(text)
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+def _rule_slots(v: Mapping[str, Any], user: Mapping[str, Any], out: _Collector) -> None:
+    if v.get("maxSlotsPerPod") is None:
+        out.error(("maxSlotsPerPod",), "required",
+                  "set it to the GPUs per node (the greatest common divisor of the node sizes)")
+    slot_type = v.get("slotType") or "gpu"
+    cpu = _get(v, ("slotResourceRequests", "cpu"))
+    if slot_type == "cpu":
+        if cpu is None or isinstance(cpu, bool):
+            out.error(("slotResourceRequests", "cpu"), "required when slotType is cpu",
+                      "set the CPUs per slot, below a node's allocatable CPU (e.g. 7.5 for 8 cores)")
+        else:
+            try:
+                if parse_quantity(cpu) <= 0:
+                    out.error(("slotResourceRequests", "cpu"), "must be greater than 0 when slotType is cpu")
+            except QuantityError:
+                pass  # already reported by the structure pass
+    elif _get(user, ("slotResourceRequests", "cpu")) is not None:
+        out.warning(("slotResourceRequests", "cpu"), "ignored unless slotType is cpu")
+
+
+def _rule_storage(v: Mapping[str, Any], user: Mapping[str, Any], out: _Collector) -> None:
+    cs = _map(v, "checkpointStorage")
+    kind = cs.get("type") or "shared_fs"
+    if not isinstance(kind, str) or kind not in _STORAGE_KEYS:
+        return  # reported by the structure pass
+    base = ("checkpointStorage",)
+    user_cs = _map(user, "checkpointStorage")
+    for name in sorted(set(user_cs) - _STORAGE_KEYS[kind] - _COMMON_STORAGE_KEYS):
+        if user_cs.get(name) is not None and name in set().union(*_STORAGE_KEYS.values()):
+            out.warning((*base, name), f"ignored when checkpointStorage.type is {kind}")
+    if kind == "shared_fs":
+        host_path = cs.get("hostPath")
+        if not host_path:
+            out.error((*base, "hostPath"), "required when checkpointStorage.type is shared_fs")
+        elif isinstance(host_path, str) and not host_path.startswith("/"):
+            out.error((*base, "hostPath"), f"must be an absolute path, found {host_path!r}")
+        out.warning((*base, "type"), "shared_fs is for testing only: most clusters' nodes share no file system",
+                    "use s3, gcs or azure for real deployments")
+    if kind in ("s3", "gcs") and not cs.get("bucket"):
+        out.error((*base, "bucket"), f"required when checkpointStorage.type is {kind}")
+    if kind == "s3":
+        has_access, has_secret = bool(cs.get("accessKey")), bool(cs.get("secretKey"))
+        if has_access != has_secret:
+            missing = "secretKey" if has_access else "accessKey"
+            other = "accessKey" if has_access else "secretKey"
+            out.error((*base, missing), f"required when checkpointStorage.{other} is set",
+                      "set both, or neither to use the pods' default AWS credentials")
+        endpoint = cs.get("endpointUrl")
+        if isinstance(endpoint, str) and endpoint and not _is_url(endpoint):
+            out.error((*base, "endpointUrl"), f"must be an http(s) URL, found {endpoint!r}",
+                      "for example http://minio.example.com:9000")
+    if kind in ("s3", "gcs"):
+        prefix = cs.get("prefix")
+        if isinstance(prefix, str) and ".." in prefix.split("/"):
+            out.error((*base, "prefix"), "must not contain '..' path segments")
+    if kind == "azure":
+        if not cs.get("container"):
+            out.error((*base, "container"), "required when checkpointStorage.type is azure")
+        has_conn, has_url = bool(cs.get("connection_string")), bool(cs.get("account_url"))
+        if has_conn == has_url:
+            out.error((*base, "connection_string" if not has_conn else "account_url"),
+                      "exactly one of connection_string or account_url must be set when type is azure"
+                      + (" (both are set)" if has_conn else ""))
+        if cs.get("credential") and not has_url:
+            out.error((*base, "credential"), "only allowed together with account_url")
+        url = cs.get("account_url")
+        if isinstance(url, str) and url and not _is_url(url):
+            out.error((*base, "account_url"), f"must be an http(s) URL, found {url!r}",
+                      "for example https://myaccount.blob.core.windows.net")
+
+
+def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: _Collector) -> None:
+    if v.get("tlsSecret") and not v.get("useNodePortForMaster"):
+        out.error(("tlsSecret",), "requires useNodePortForMaster: true",
+                  "TLS terminates in the master behind a NodePort Service; set useNodePortForMaster: true")
+    for path in (("imagePullSecretName",), ("tlsSecret",), ("db", "storageClassName")):
+        name = _get(v, path)
+        if isinstance(name, str) and name and not DNS1123_SUBDOMAIN.match(name):
+            out.error(path, f"{name!r} is not a valid Kubernetes object name",
+                      "use lowercase letters, digits, '-' and '.'")
+    if v.get("enterpriseEdition") and not v.get("imagePullSecretName"):
+        out.warning(("imagePullSecretName",), "the enterprise edition image is private",
+                    "create a docker-registry Secret and set imagePullSecretName")
+    db = _map(v, "db")
+    for name in ("name", "user", "password"):
+        if db.get(name) in (None, ""):
+            out.error(("db", name), "required", "the master cannot reach its database without it")
+    if v.get("masterPort") is None:
+        out.error(("masterPort",), "required", "the port of the master Service, e.g. 8080")
+    if db.get("hostAddress"):
+        user_db = _map(user, "db")
+        for name in ("storageSize", "storageClassName", "useNodePortForDB", "cpuRequest", "memRequest"):
+            if user_db.get(name) is not None:
+                out.warning(("db", name), "ignored with an external database (db.hostAddress is set)")
+
+
+def _rule_tasks(v: Mapping[str, Any], out: _Collector) -> None:
+    tcd = _map(v, "taskContainerDefaults")
+    base = ("taskContainerDefaults",)
+    if bool(tcd.get("cpuImage")) != bool(tcd.get("gpuImage")):
+        missing = "gpuImage" if tcd.get("cpuImage") else "cpuImage"
+        out.error((*base, missing), "required when " + ("cpuImage" if missing == "gpuImage" else "gpuImage")
+                  + " is set", "set both task images, or neither to use the default images")
+    for name in ("ncclPortRange", "glooPortRange"):
+        text = tcd.get(name)
+        if isinstance(text, str):
+            match = PORT_RANGE.match(text)
+            if not match or not (1 <= int(match[1]) <= int(match[2]) <= 65535):
+                out.error((*base, name), f"expected MIN:MAX ports, found {text!r}", "for example 29400:29500")
+    for name in ("cpuPodSpec", "gpuPodSpec"):
+        spec = tcd.get(name)
+        if not isinstance(spec, Mapping):
+            continue
+        if spec.get("kind") not in (None, "Pod"):
+            out.error((*base, name, "kind"), f"must be Pod, found {spec.get('kind')!r}")
+        inner = spec.get("spec")
+        if inner is not None and not isinstance(inner, Mapping):
+            out.error((*base, name, "spec"), f"expected a mapping, found {type_name(inner)}")
+        elif isinstance(inner, Mapping):
+            containers = inner.get("containers")
+            if containers is not None and not isinstance(containers, list):
+                out.error((*base, name, "spec", "containers"), f"expected a list, found {type_name(containers)}")
+            if inner.get("initContainers"):
+                out.warning((*base, name, "spec", "initContainers"),
+                            "init containers are not supported by Determined on Kubernetes")
+
+
+def _rule_logging(v: Mapping[str, Any], out: _Collector) -> None:
+    logging = _map(v, "logging")
+    if logging.get("type") == "elastic":
+        for name in ("host", "port"):
+            if logging.get(name) in (None, ""):
+                out.error(("logging", name), "required when logging.type is elastic")
+
+
+def _rule_version(v: Mapping[str, Any], app_version: Any, out: _Collector) -> None:
+    if not isinstance(app_version, str) or not app_version:
+        return
+    if "dev" in app_version:
+        out.warning(("appVersion",), f"{app_version!r} is not a released version; pulling it will fail "
+                    "with ImagePullBackOff", "use a release such as 0.17.15")
+        return
+    version = parse_version(app_version)
+    if version is None and not COMMIT.match(app_version):
+        out.warning(("appVersion",), f"{app_version!r} looks neither like a release (0.17.15) nor a commit hash")
+    if version and version >= (0, 36, 0) and v.get("defaultScheduler") == "preemption":
+        out.error(("defaultScheduler",), "preemption was removed in Determined 0.36",
+                  "use coscheduler, or leave it empty and use det-k8s's own preemption")
+
+
+RULES: tuple[Callable[[Mapping[str, Any], Mapping[str, Any], _Collector], None], ...] = (
+    _rule_slots,
+    _rule_storage,
+    _rule_network,
+)
+
+
+def check_semantics(values: Mapping[str, Any], user_values: Mapping[str, Any], app_version: Any,
+                    sources: SourceMap) -> list[Problem]:
+    """Cross-key rules on the effective values; `user_values` tells what the user set explicitly."""
+    out = _Collector(sources)
+    for rule in RULES:
+        rule(values, user_values, out)
+    _rule_tasks(values, out)
+    _rule_logging(values, out)
+    _rule_version(values, app_version, out)
+    return out.problems

@@ -1,0 +1,149 @@
+"""`det-k8s render` and `det-k8s validate` through the real entry point: output, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import yaml
+
+from tests.conftest import example
+
+
+def test_render_writes_the_chart_and_says_where(run_cli, tmp_path):
+    result = run_cli("render", "-f", example("gpu-cluster.yaml"), "-o", tmp_path / "chart")
+    assert result.code == 0, result.err
+    assert "Wrote chart to" in result.err and result.out == ""
+    values = tmp_path / "chart" / "values.yaml"
+    assert stat.S_IMODE(values.stat().st_mode) == 0o600
+    assert yaml.safe_load(values.read_text())["maxSlotsPerPod"] == 4
+
+
+def test_render_never_prints_secrets(run_cli, tmp_path):
+    result = run_cli("render", "-f", example("cpu-azure.yaml"), "--set", "db.password=hunter2-secret",
+                     "-o", tmp_path / "chart", "-v")
+    assert result.code == 0
+    assert "hunter2-secret" not in result.out + result.err
+    assert "AccountKey" not in result.out + result.err
+
+
+def test_render_with_errors_lists_each_and_writes_nothing(run_cli, tmp_path):
+    result = run_cli("render", "-f", example("gpu-cluster.yaml"), "--set", "maxSlotPerPod=3",
+                     "--set", "checkpointStorage.bucket=null", "-o", tmp_path / "chart")
+    assert result.code == 1
+    lines = result.err.strip().splitlines()
+    assert lines == [
+        "error: maxSlotPerPod: unknown key; did you mean maxSlotsPerPod? (--set maxSlotPerPod=3)",
+        "error: checkpointStorage.bucket: required when checkpointStorage.type is s3 "
+        "(--set checkpointStorage.bucket=null)",
+    ]
+    assert not (tmp_path / "chart").exists()
+
+
+def test_render_sets_override_files(run_cli, tmp_path):
+    result = run_cli("render", "-f", example("gpu-cluster.yaml"), "--set", "maxSlotsPerPod=8",
+                     "--set-string", "clusterName=0123", "-o", tmp_path / "c")
+    assert result.code == 0
+    values = yaml.safe_load((tmp_path / "c" / "values.yaml").read_text())
+    assert (values["maxSlotsPerPod"], values["clusterName"]) == (8, "0123")
+
+
+def test_render_into_a_user_chart(run_cli, tmp_path):
+    chart = tmp_path / "official"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v1\nname: determined\nversion: 0.17.15\nappVersion: 0.17.15\n")
+    result = run_cli("render", "-f", example("gpu-cluster.yaml"), "--chart", chart, "-o", tmp_path / "out")
+    assert result.code == 0
+    assert (chart / "Chart.yaml").read_text().endswith("appVersion: 0.17.15\n")
+    assert not (chart / "values.yaml").exists()
+
+
+def test_validate_reports_all_problems_on_stdout_and_exits_1(run_cli, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("maxSlotPerPod: 4\ncheckpointStorage:\n  type: s3\nslotType: cuda\n")
+    result = run_cli("validate", "-f", bad)
+    assert result.code == 1
+    assert result.out.splitlines() == [
+        f"error: maxSlotPerPod: unknown key; did you mean maxSlotsPerPod? ({bad}:1)",
+        f"error: slotType: must be one of gpu, cpu; found 'cuda'; did you mean gpu? ({bad}:4)",
+        "error: maxSlotsPerPod: required; set it to the GPUs per node (the greatest common divisor of the node sizes)",
+        f"error: checkpointStorage.bucket: required when checkpointStorage.type is s3 ({bad}:2)",
+    ]
+    assert result.err.strip() == "error: settings are invalid: 4 errors"
+
+
+def test_validate_warnings_alone_exit_0_and_strict_makes_them_errors(run_cli, tmp_path):
+    warn = tmp_path / "w.yaml"
+    warn.write_text("maxSlotsPerPod: 1\n")  # shared_fs: a warning
+    ok = run_cli("validate", "-f", warn)
+    assert ok.code == 0 and ok.out.startswith("warning: checkpointStorage.type: shared_fs is for testing only")
+    strict = run_cli("validate", "-f", warn, "--strict")
+    assert strict.code == 1
+
+
+def test_validate_against_nodes(run_cli):
+    result = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--nodes", example("nodes-mixed-gpu.yaml"),
+                     "--set", "maxSlotsPerPod=8")
+    assert result.code == 1
+    assert "set maxSlotsPerPod to 4, the greatest common divisor" in result.out
+    fine = run_cli("validate", "-f", example("cpu-azure.yaml"), "--nodes", example("nodes-cpu.yaml"))
+    assert fine.code == 0, fine.out
+
+
+def test_validate_json_output(run_cli, tmp_path):
+    result = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--set", "slotType=tpu", "-o", "json")
+    assert result.code == 1
+    doc = json.loads(result.out)
+    assert doc["valid"] is False
+    assert doc["problems"][0]["key"] == "slotType"
+
+
+def test_yaml_syntax_errors_name_the_file_and_line(run_cli, tmp_path):
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("maxSlotsPerPod: 4\ndb:\n  name: [unclosed\n")
+    result = run_cli("validate", "-f", bad)
+    assert result.code == 1
+    assert result.err.startswith(f"error: {bad}:")
+    assert "YAML syntax error" in result.err and "Traceback" not in result.err
+
+
+def test_missing_file_is_one_line(run_cli, tmp_path):
+    result = run_cli("validate", "-f", tmp_path / "nope.yaml")
+    assert (result.code, result.err.strip()) == (1, f"error: {tmp_path / 'nope.yaml'}: no such settings file")
+
+
+def test_no_settings_is_a_usage_error(run_cli):
+    result = run_cli("validate")
+    assert result.code == 2
+    assert "no settings given" in result.err
+
+
+def test_bad_set_expression_is_a_usage_error(run_cli):
+    result = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--set", "novalue")
+    assert result.code == 2
+    assert "--set 'novalue'" in result.err
+
+
+def test_unknown_option_is_a_usage_error(run_cli):
+    result = run_cli("render", "--bogus")
+    assert result.code == 2
+    assert "No such option" in result.err
+
+
+def test_global_options_work_before_and_after_the_command(run_cli):
+    before = run_cli("-n", "ml", "--kube-context", "c", "validate", "-f", example("cpu-azure.yaml"))
+    after = run_cli("validate", "-f", example("cpu-azure.yaml"), "-n", "ml", "--context", "c", "--kubeconfig", "/x")
+    assert before.code == after.code == 0
+
+
+def test_version(run_cli):
+    from det_k8s import __version__
+
+    result = run_cli("--version")
+    assert (result.code, result.out.strip()) == (0, f"det-k8s {__version__}")
+
+
+def test_help_lists_the_commands(run_cli):
+    result = run_cli("--help")
+    assert result.code == 0
+    assert "render" in result.out and "validate" in result.out

@@ -1,0 +1,43 @@
+"""`det-k8s --help` loads no heavy SDK: kubernetes, boto3, google-cloud-storage and azure load only when used."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("kubernetes", "boto3", "botocore", "google.cloud", "azure")
+
+PROBE = """
+import sys
+from det_k8s.cli import main
+code = main({args!r})
+loaded = sorted({{m.split('.')[0] if not m.startswith('google.cloud') else 'google.cloud'
+                 for m in sys.modules if m.split('.')[0] in ('kubernetes', 'boto3', 'botocore', 'azure')
+                 or m.startswith('google.cloud')}})
+print('LOADED=' + ','.join(loaded), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def loaded_modules(*args: str) -> tuple[int, list[str]]:
+    result = subprocess.run([sys.executable, "-c", PROBE.format(args=list(args))], capture_output=True, text=True,
+                            timeout=60)
+    line = [ln for ln in result.stderr.splitlines() if ln.startswith("LOADED=")][-1]
+    return result.returncode, [m for m in line.removeprefix("LOADED=").split(",") if m]
+
+
+def test_help_imports_no_heavy_sdk():
+    assert loaded_modules("--help") == (0, [])
+
+
+def test_render_and_validate_import_no_heavy_sdk(tmp_path):
+    from tests.conftest import example
+
+    assert loaded_modules("validate", "-f", str(example("gpu-cluster.yaml")))[1] == []
+    code, modules = loaded_modules("render", "-f", str(example("gpu-cluster.yaml")), "-o", str(tmp_path / "c"))
+    assert (code, modules) == (0, [])
+
+
+def test_console_script_runs():
+    result = subprocess.run([sys.executable, "-m", "det_k8s", "--version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith("det-k8s ")

@@ -1,0 +1,159 @@
+"""The bundled chart with the real helm 3 and helm 4 binaries: lint, template, schema, Kubernetes schemas."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from det_k8s.chart.assemble import write_chart
+from det_k8s.settings import Document, load_settings
+from tests.conftest import example
+
+pytestmark = pytest.mark.helm
+
+EXAMPLES = ["gpu-cluster", "external-db-tls-gcs", "cpu-azure"]
+K8S_VERSION = "1.31.0"
+
+
+def render(tmp_path: Path, name: str, *sets: str) -> Path:
+    loaded = load_settings([Document(name, example(f"{name}.yaml").read_text())], sets)
+    return write_chart(tmp_path / name, loaded.values, loaded.settings().app_version).directory
+
+
+def helm_run(helm: Path, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "HELM_CACHE_HOME": str(home / "cache"),
+           "HELM_CONFIG_HOME": str(home / "config"), "HELM_DATA_HOME": str(home / "data"),
+           "KUBECONFIG": str(home / "nokubeconfig")}
+    return subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def manifests(text: str) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_lint_passes(helm, tmp_path, name):
+    chart = render(tmp_path, name)
+    result = helm_run(helm, "lint", str(chart), home=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+    assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_rendered_manifest_is_a_valid_kubernetes_object(helm, tmp_path, name):
+    chart = render(tmp_path, name)
+    result = helm_run(helm, "template", "demo", str(chart), "-n", "det", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    docs = manifests(result.stdout)
+    assert docs
+    for doc in docs:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def objects(helm: Path, chart: Path, home: Path, *extra: str) -> dict[tuple[str, str], dict]:
+    result = helm_run(helm, "template", "demo", str(chart), "-n", "det", *extra, home=home)
+    assert result.returncode == 0, result.stderr
+    return {(d["kind"], d["metadata"]["name"]): d for d in manifests(result.stdout)}
+
+
+def test_bundled_postgres_with_a_load_balancer(helm, tmp_path):
+    objs = objects(helm, render(tmp_path, "gpu-cluster"), tmp_path)
+    deployment = objs[("Deployment", "determined-master-deployment-demo")]
+    assert deployment["metadata"]["labels"]["app"] == "determined-master-demo"
+    assert deployment["metadata"]["labels"]["release"] == "demo"
+    assert objs[("Service", "determined-master-service-demo")]["spec"]["type"] == "LoadBalancer"
+    for kind, obj_name in [("Deployment", "determined-db-deployment-demo"), ("Service", "determined-db-service-demo"),
+                           ("PersistentVolumeClaim", "determined-db-pvc-demo"), ("ServiceAccount", "determined-master-demo"),
+                           ("ClusterRole", "determined-master-demo"), ("ClusterRoleBinding", "determined-master-demo"),
+                           ("ConfigMap", "determined-master-config-demo"), ("Job", "determined-pw-change-demo")]:
+        assert (kind, obj_name) in objs, (kind, obj_name)
+    job = objs[("Job", "determined-pw-change-demo")]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install"
+    assert "Ch4nge-me-now" not in yaml.safe_dump(job)  # the password comes from the Secret
+
+
+def test_external_db_node_port_and_tls(helm, tmp_path):
+    objs = objects(helm, render(tmp_path, "external-db-tls-gcs"), tmp_path)
+    assert not [k for k in objs if k[1].startswith("determined-db-")]
+    assert objs[("Service", "determined-master-service-demo")]["spec"]["type"] == "NodePort"
+    assert objs[("Service", "determined-master-service-demo")]["spec"]["ports"][0]["port"] == 8443
+    pod = objs[("Deployment", "determined-master-deployment-demo")]["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert {"name": "tls-secret", "secret": {"secretName": "determined-tls"}} in pod["volumes"]
+    assert pod["containers"][0]["image"] == "registry.example.com/determined/determined-master:0.17.15"
+    master = yaml.safe_load(objs[("ConfigMap", "determined-master-config-demo")]["data"]["master.yaml"])
+    assert master["db"]["host"] == "10.20.0.5"
+    assert master["security"]["tls"]["cert"] == "/mount/determined/secrets/tls.crt"
+    assert master["checkpoint_storage"] == {"type": "gcs", "bucket": "det-checkpoints-prod", "prefix": "prod/",
+                                            "save_experiment_best": 0, "save_trial_best": 1, "save_trial_latest": 1}
+    assert master["resource_manager"]["default_scheduler"] == "coscheduler"
+    assert ("Deployment", "coscheduler-demo") in objs
+
+
+def test_cpu_slots_and_azure(helm, tmp_path):
+    objs = objects(helm, render(tmp_path, "cpu-azure"), tmp_path)
+    master = yaml.safe_load(objs[("ConfigMap", "determined-master-config-demo")]["data"]["master.yaml"])
+    assert master["resource_manager"]["slot_type"] == "cpu"
+    assert master["resource_manager"]["slot_resource_requests"] == {"cpu": 7.5}
+    assert master["checkpoint_storage"]["container"] == "checkpoints"
+    assert master["task_container_defaults"]["cpu_pod_spec"]["spec"]["nodeSelector"] == {"node-pool": "cpu"}
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_secrets_live_only_in_secrets(helm, tmp_path, name):
+    sets = ("db.password=Unique-DB-Pass-42",)
+    loaded = load_settings([Document(name, example(f"{name}.yaml").read_text())], sets)
+    secrets = [s for s in (loaded.values["db"]["password"], loaded.values.get("defaultPassword"),
+                           *loaded.settings().checkpoint.secrets) if s]
+    for (kind, _), obj in objects(helm, render(tmp_path, name, *sets), tmp_path).items():
+        if kind == "Secret":
+            continue
+        text = yaml.safe_dump(obj)
+        for secret in secrets:
+            assert secret not in text, f"{kind} holds a secret"
+
+
+def test_master_gets_secrets_from_the_secret_through_env(helm, tmp_path):
+    chart = render(tmp_path, "gpu-cluster", "checkpointStorage.accessKey=AK", "checkpointStorage.secretKey=SK")
+    objs = objects(helm, chart, tmp_path)
+    env = objs[("Deployment", "determined-master-deployment-demo")]["spec"]["template"]["spec"]["containers"][0]["env"]
+    names = {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in env}
+    assert names == {"DET_DB_PASSWORD": "db-password", "DET_CHECKPOINT_STORAGE_ACCESS_KEY": "checkpoint-access-key",
+                     "DET_CHECKPOINT_STORAGE_SECRET_KEY": "checkpoint-secret-key"}
+    assert objs[("Secret", "determined-master-secrets-demo")]["stringData"]["checkpoint-secret-key"] == "SK"
+
+
+def test_values_schema_makes_helm_reject_bad_values(helm, tmp_path):
+    chart = render(tmp_path, "gpu-cluster")
+    result = helm_run(helm, "template", "demo", str(chart), "--set", "maxSlotsPerPod=zero", home=tmp_path)
+    assert result.returncode != 0
+    assert "maxSlotsPerPod" in result.stderr
+    unknown = helm_run(helm, "template", "demo", str(chart), "--set", "maxSlotPerPod=4", home=tmp_path)
+    assert unknown.returncode != 0 and "maxSlotPerPod" in unknown.stderr
+
+
+def test_chart_fails_without_max_slots_per_pod(helm, tmp_path):
+    chart = render(tmp_path, "gpu-cluster")
+    result = helm_run(helm, "template", "demo", str(chart), "--set", "maxSlotsPerPod=null", home=tmp_path)
+    assert result.returncode != 0 and "maxSlotsPerPod" in result.stderr
+
+
+def test_a_changed_config_changes_the_master_pod_annotation(helm, tmp_path):
+    chart = render(tmp_path, "gpu-cluster")
+    key = ("Deployment", "determined-master-deployment-demo")
+    first = objects(helm, chart, tmp_path)[key]["spec"]["template"]["metadata"]["annotations"]
+    second = objects(helm, chart, tmp_path, "--set", "maxSlotsPerPod=2")[key]["spec"]["template"]["metadata"][
+        "annotations"]
+    assert first["checksum/config"] != second["checksum/config"]
+
+
+def test_helm4_client_dry_run_install_needs_no_cluster(helm4, tmp_path):
+    chart = render(tmp_path, "gpu-cluster")
+    result = helm_run(helm4, "install", "demo", str(chart), "-n", "det", "--dry-run=client", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "determined-master-deployment-demo" in result.stdout

@@ -1,0 +1,96 @@
+"""Writing the chart directory: complete, atomic, 0600 values, the user's chart never modified."""
+
+from __future__ import annotations
+
+import json
+import stat
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from det_k8s.chart.assemble import MARKER, write_chart
+from det_k8s.errors import InputError, UsageError
+from det_k8s.settings import Document, load_settings
+
+
+@pytest.fixture
+def settings():
+    return load_settings([Document("s", "maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b, "
+                                        "accessKey: AK, secretKey: SK}\n")])
+
+
+def test_writes_a_complete_chart(tmp_path, settings):
+    result = write_chart(tmp_path / "out", settings.values, "0.17.15")
+    names = {p.name for p in result.directory.iterdir()}
+    assert {"Chart.yaml", "values.yaml", "values.schema.json", "templates", MARKER} <= names
+    assert (result.directory / "templates" / "master-deployment.yaml").exists()
+    assert json.loads((result.directory / "values.schema.json").read_text())["required"] == ["maxSlotsPerPod"]
+
+
+def test_values_file_is_private(tmp_path, settings):
+    result = write_chart(tmp_path / "out", settings.values, "0.17.15")
+    assert stat.S_IMODE(result.values_file.stat().st_mode) == 0o600
+    assert "SK" in result.values_file.read_text()
+
+
+def test_rerendering_replaces_a_previous_render(tmp_path, settings):
+    out = tmp_path / "out"
+    write_chart(out, settings.values, "0.17.14")
+    (out / "templates" / "stale.yaml").write_text("kind: Stale\n")
+    write_chart(out, settings.values, "0.17.15")
+    assert not (out / "templates" / "stale.yaml").exists()
+    assert yaml.safe_load((out / "Chart.yaml").read_text())["appVersion"] == "0.17.15"
+
+
+def test_refuses_a_non_empty_directory_it_did_not_write(tmp_path, settings):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    with pytest.raises(UsageError, match="not empty"):
+        write_chart(out, settings.values, "0.17.15")
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]  # no staging directory left behind
+
+
+def test_a_failure_leaves_nothing_half_written(tmp_path, settings):
+    with pytest.raises(InputError):
+        write_chart(tmp_path / "out", settings.values, "0.17.15", chart=tmp_path / "missing-chart")
+    assert list(tmp_path.iterdir()) == []
+
+
+def user_chart(root: Path) -> Path:
+    chart = root / "official"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v1\nname: determined\nversion: 0.17.15\nappVersion: 0.17.15\n")
+    (chart / "values.yaml").write_text("maxSlotsPerPod: 1\n")
+    (chart / "templates" / "x.yaml").write_text("# {{ .Values.maxSlotsPerPod }}\n")
+    return chart
+
+
+def test_renders_into_a_copy_of_a_user_chart_without_touching_it(tmp_path, settings):
+    chart = user_chart(tmp_path)
+    before = {p: p.read_bytes() for p in chart.rglob("*") if p.is_file()}
+    result = write_chart(tmp_path / "out", settings.values, "0.17.14", chart=chart)
+    assert {p: p.read_bytes() for p in chart.rglob("*") if p.is_file()} == before
+    assert (result.directory / "templates" / "x.yaml").exists()
+    assert not (result.directory / "values.schema.json").exists()
+    data = yaml.safe_load(result.chart_file.read_text())
+    assert (data["apiVersion"], data["version"], data["appVersion"]) == ("v1", "0.17.15", "0.17.14")
+    assert yaml.safe_load(result.values_file.read_text())["maxSlotsPerPod"] == 4
+
+
+def test_accepts_a_packaged_chart(tmp_path, settings):
+    chart = user_chart(tmp_path)
+    archive = tmp_path / "determined-0.17.15.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(chart, arcname="determined")
+    result = write_chart(tmp_path / "out", settings.values, "0.17.15", chart=archive)
+    assert (result.directory / "templates" / "x.yaml").exists()
+
+
+def test_a_directory_without_chart_yaml_is_not_a_chart(tmp_path, settings):
+    (tmp_path / "nochart").mkdir()
+    with pytest.raises(InputError, match="no Chart.yaml"):
+        write_chart(tmp_path / "out", settings.values, "0.17.15", chart=tmp_path / "nochart")

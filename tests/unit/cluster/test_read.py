@@ -1,0 +1,155 @@
+"""Reading Nodes and Pods as Kubernetes gives them: effective requests, taints, selectors, readiness."""
+
+from __future__ import annotations
+
+import pytest
+
+from det_k8s.cluster.model import GPU, PODS, Constraints, Pod, Requirement, Snapshot, Taint, Toleration
+from det_k8s.cluster.read import effective_requests, node_from_object, pod_from_object, snapshot_from_objects
+from det_k8s.errors import InputError
+
+
+def container(requests=None, limits=None, **extra):
+    return {"name": "c", "resources": {"requests": requests or {}, "limits": limits or {}}, **extra}
+
+
+def test_app_containers_add_up():
+    spec = {"containers": [container({"cpu": "500m", "memory": "1Gi"}), container({"cpu": "1"})]}
+    assert effective_requests(spec) == {"cpu": 1500, "memory": 2**30 * 1000}
+
+
+def test_limits_stand_in_for_missing_requests():
+    spec = {"containers": [container(limits={GPU: "2", "cpu": "2"}, requests={"cpu": "1"})]}
+    assert effective_requests(spec) == {GPU: 2000, "cpu": 1000}
+
+
+def test_init_containers_count_as_the_max_of_init_and_the_sum_of_apps():
+    spec = {
+        "initContainers": [container({"cpu": "3"}), container({"cpu": "1", GPU: "4"})],
+        "containers": [container({"cpu": "1"}), container({"cpu": "1", GPU: "1"})],
+    }
+    assert effective_requests(spec) == {"cpu": 3000, GPU: 4000}
+
+
+def test_sidecars_run_beside_the_apps_and_the_later_init_containers():
+    spec = {
+        "initContainers": [container({"cpu": "1"}, restartPolicy="Always"), container({"cpu": "2"})],
+        "containers": [container({"cpu": "1"})],
+    }
+    # apps + sidecar = 2; init after the sidecar = 2 + 1 = 3
+    assert effective_requests(spec) == {"cpu": 3000}
+
+
+def test_overhead_is_added():
+    spec = {"containers": [container({"cpu": "1"})], "overhead": {"cpu": "250m"}}
+    assert effective_requests(spec) == {"cpu": 1250}
+
+
+def test_bad_quantities_name_the_pod_and_resource():
+    with pytest.raises(InputError, match="pod p: cpu"):
+        pod_from_object({"metadata": {"name": "p"}, "spec": {"containers": [container({"cpu": "lots"})]}})
+
+
+def test_node_readiness_taints_and_cordon():
+    node = node_from_object({
+        "metadata": {"name": "n", "labels": {"a": "b"}},
+        "spec": {"unschedulable": True, "taints": [{"key": "k", "value": "v", "effect": "NoExecute"}]},
+        "status": {"allocatable": {"cpu": "7910m", GPU: "4"},
+                   "conditions": [{"type": "Ready", "status": "False"}]},
+    })
+    assert (node.name, node.ready, node.unschedulable, node.gpus) == ("n", False, True, 4)
+    assert node.taints == (Taint("k", "v", "NoExecute"),)
+    assert node.allocatable[PODS] == 110_000  # kubelet's default when not reported
+
+
+def test_pod_binding_phase_and_constraints():
+    pod = pod_from_object({
+        "metadata": {"name": "p", "namespace": "ml", "labels": {"determined": "x"}},
+        "spec": {
+            "nodeName": "n1",
+            "nodeSelector": {"pool": "gpu"},
+            "tolerations": [{"key": "accelerator", "operator": "Exists"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+            "containers": [container({GPU: "1"})],
+        },
+        "status": {"phase": "Running"},
+    })
+    assert (pod.node_name, pod.phase, pod.active, pod.namespace) == ("n1", "Running", True, "ml")
+    assert pod.constraints.selector_matches({"pool": "gpu", "zone": "a"})
+    assert not pod.constraints.selector_matches({"pool": "gpu", "zone": "b"})
+    assert pod.constraints.untolerated([Taint("accelerator", "gpu")]) is None
+
+
+def test_snapshot_reads_typed_and_untyped_lists_and_skips_other_kinds():
+    documents = [
+        {"kind": "NodeList", "items": [{"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4"}}}]},
+        {"kind": "List", "items": [
+            {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [
+                container({"cpu": "1"})]}, "status": {"phase": "Running"}},
+            {"kind": "Service", "metadata": {"name": "s"}},
+        ]},
+    ]
+    snapshot = snapshot_from_objects(documents)
+    assert [n.name for n in snapshot.nodes] == ["n1"] and [p.name for p in snapshot.pods] == ["p"]
+    assert snapshot.free["n1"]["cpu"] == 3000
+
+
+def test_snapshot_rejects_a_file_that_is_no_list():
+    with pytest.raises(InputError, match="expected a Kubernetes List"):
+        snapshot_from_objects(["just text"], "f.yaml")
+
+
+def test_finished_and_unbound_pods_hold_nothing():
+    nodes = (node_from_object({"metadata": {"name": "n"}, "status": {"allocatable": {GPU: "4"}}}),)
+    pods = (Pod("a", node_name="n", phase="Succeeded", requests={GPU: 4000}),
+            Pod("b", node_name="n", phase="Failed", requests={GPU: 4000}),
+            Pod("c", node_name=None, requests={GPU: 4000}),
+            Pod("d", node_name="n", phase="Running", requests={GPU: 1000}))
+    snapshot = Snapshot(nodes, pods)
+    assert snapshot.free["n"][GPU] == 3000
+    assert snapshot.free["n"][PODS] == 109_000
+
+
+def test_free_capacity_never_goes_negative():
+    nodes = (node_from_object({"metadata": {"name": "n"}, "status": {"allocatable": {GPU: "1"}}}),)
+    snapshot = Snapshot(nodes, (Pod("a", node_name="n", phase="Running", requests={GPU: 2000}),))
+    assert snapshot.free["n"][GPU] == 0
+
+
+@pytest.mark.parametrize(
+    ("toleration", "taint", "tolerated"),
+    [
+        (Toleration("k", "Equal", "v", "NoSchedule"), Taint("k", "v", "NoSchedule"), True),
+        (Toleration("k", "Equal", "w", "NoSchedule"), Taint("k", "v", "NoSchedule"), False),
+        (Toleration("k", "Exists", "", ""), Taint("k", "v", "NoExecute"), True),
+        (Toleration("", "Exists", "", ""), Taint("any", "v", "NoSchedule"), True),
+        (Toleration("k", "Equal", "v", "NoExecute"), Taint("k", "v", "NoSchedule"), False),
+        (Toleration("", "Equal", "", ""), Taint("k", "", "NoSchedule"), False),
+    ],
+)
+def test_tolerations_follow_kubernetes(toleration, taint, tolerated):
+    assert toleration.tolerates(taint) is tolerated
+
+
+def test_prefer_no_schedule_taints_do_not_exclude():
+    assert Constraints().untolerated([Taint("soft", "", "PreferNoSchedule")]) is None
+    assert Constraints().untolerated([Taint("hard", "", "NoSchedule")]) == Taint("hard", "", "NoSchedule")
+
+
+@pytest.mark.parametrize(
+    ("operator", "values", "labels", "expected"),
+    [
+        ("In", ("a", "b"), {"k": "a"}, True),
+        ("In", ("a",), {}, False),
+        ("NotIn", ("a",), {"k": "b"}, True),
+        ("NotIn", ("a",), {}, True),
+        ("Exists", (), {"k": ""}, True),
+        ("DoesNotExist", (), {"k": ""}, False),
+        ("Gt", ("3",), {"k": "4"}, True),
+        ("Lt", ("3",), {"k": "4"}, False),
+        ("Gt", ("3",), {"k": "x"}, False),
+    ],
+)
+def test_node_selector_requirements(operator, values, labels, expected):
+    assert Requirement("k", operator, values).matches(labels) is expected

@@ -1,0 +1,339 @@
+"""Every validation rule, with good and bad input. Each problem names its key path."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from det_k8s.errors import SettingsError
+from det_k8s.settings import Document, load_settings
+
+BASE = "maxSlotsPerPod: 4\ncheckpointStorage:\n  type: s3\n  bucket: b\n"
+
+
+def problems(text: str, *sets: str) -> list[str]:
+    loaded = load_settings([Document("s.yaml", textwrap.dedent(text))], sets)
+    return [p.render() for p in loaded.problems]
+
+
+def errors(text: str, *sets: str) -> list[str]:
+    return [p for p in problems(text, *sets) if p.startswith("error")]
+
+
+def warnings(text: str, *sets: str) -> list[str]:
+    return [p for p in problems(text, *sets) if p.startswith("warning")]
+
+
+def test_a_good_file_has_no_problems():
+    assert problems(BASE) == []
+
+
+# -- maxSlotsPerPod, slotType, slotResourceRequests.cpu
+
+
+def test_max_slots_per_pod_is_required():
+    assert errors("checkpointStorage: {type: s3, bucket: b}\n") == [
+        "error: maxSlotsPerPod: required; set it to the GPUs per node (the greatest common divisor of the node sizes)"]
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_max_slots_per_pod_must_be_at_least_one(value):
+    assert errors(BASE, f"maxSlotsPerPod={value}") == [
+        f"error: maxSlotsPerPod: must be at least 1, found {value} (--set maxSlotsPerPod={value})"]
+
+
+@pytest.mark.parametrize(("yaml_value", "found"), [('"4"', "a string"), ("4.5", "a number"), ("true", "a boolean"),
+                                                    ("[4]", "a list")])
+def test_max_slots_per_pod_must_be_an_integer(yaml_value, found):
+    text = BASE.replace("maxSlotsPerPod: 4", f"maxSlotsPerPod: {yaml_value}")
+    (only,) = errors(text)
+    assert only.startswith(f"error: maxSlotsPerPod: expected an integer, found {found}")
+    assert only.endswith("(s.yaml:1)")
+
+
+def test_quoted_integer_gets_a_hint():
+    assert "write it without quotes" in errors(BASE.replace("4", '"4"', 1))[0]
+
+
+def test_slot_type_must_be_gpu_or_cpu_and_cuda_suggests_gpu():
+    (only,) = errors(BASE + "slotType: cuda\n")
+    assert only == "error: slotType: must be one of gpu, cpu; found 'cuda'; did you mean gpu? (s.yaml:5)"
+
+
+def test_cpu_slots_need_slot_resource_requests_cpu():
+    assert errors(BASE + "slotType: cpu\n") == [
+        "error: slotResourceRequests.cpu: required when slotType is cpu; set the CPUs per slot, below a node's "
+        "allocatable CPU (e.g. 7.5 for 8 cores)"]
+
+
+@pytest.mark.parametrize("cpu", ["0", "0m"])
+def test_cpu_per_slot_must_be_positive(cpu):
+    text = BASE + f"slotType: cpu\nslotResourceRequests:\n  cpu: {cpu}\n"
+    assert errors(text) == ["error: slotResourceRequests.cpu: must be greater than 0 when slotType is cpu (s.yaml:7)"]
+
+
+@pytest.mark.parametrize("cpu", ["7.5", "7500m", "15", '"7910m"'])
+def test_cpu_per_slot_accepts_numbers_and_quantities(cpu):
+    assert errors(BASE + f"slotType: cpu\nslotResourceRequests:\n  cpu: {cpu}\n") == []
+
+
+def test_cpu_per_slot_must_be_a_quantity():
+    (only,) = errors(BASE + "slotType: cpu\nslotResourceRequests:\n  cpu: eight\n")
+    assert only.startswith("error: slotResourceRequests.cpu: expected a number of CPUs such as 7.5 or 7500m")
+
+
+def test_cpu_request_with_gpu_slots_is_a_warning():
+    assert warnings(BASE + "slotResourceRequests:\n  cpu: 2\n") == [
+        "warning: slotResourceRequests.cpu: ignored unless slotType is cpu (s.yaml:6)"]
+
+
+# -- checkpointStorage
+
+
+def test_storage_type_must_be_known():
+    (only,) = errors("maxSlotsPerPod: 1\ncheckpointStorage:\n  type: hdfs\n")
+    assert only.startswith("error: checkpointStorage.type: must be one of shared_fs, s3, gcs, azure; found 'hdfs'")
+
+
+@pytest.mark.parametrize("kind", ["s3", "gcs"])
+def test_s3_and_gcs_need_a_bucket(kind):
+    assert errors(f"maxSlotsPerPod: 1\ncheckpointStorage:\n  type: {kind}\n") == [
+        f"error: checkpointStorage.bucket: required when checkpointStorage.type is {kind} (s.yaml:2)"]
+
+
+def test_access_key_and_secret_key_come_together():
+    (only,) = errors(BASE + "  accessKey: AKIA\n")
+    assert only.startswith("error: checkpointStorage.secretKey: required when checkpointStorage.accessKey is set")
+    (only,) = errors(BASE + "  secretKey: s\n")
+    assert only.startswith("error: checkpointStorage.accessKey: required when checkpointStorage.secretKey is set")
+    assert errors(BASE + "  accessKey: a\n  secretKey: s\n") == []
+
+
+@pytest.mark.parametrize("url", ["minio:9000", "ftp://x", "http://", "just text"])
+def test_endpoint_url_must_be_a_url(url):
+    (only,) = errors(BASE + f"  endpointUrl: '{url}'\n")
+    assert only.startswith(f"error: checkpointStorage.endpointUrl: must be an http(s) URL, found '{url}'")
+
+
+def test_endpoint_url_accepts_http_and_https():
+    assert errors(BASE + "  endpointUrl: http://minio.local:9000\n") == []
+    assert errors(BASE + "  endpointUrl: https://s3.example.com\n") == []
+
+
+def test_prefix_must_not_climb_out():
+    (only,) = errors(BASE + "  prefix: a/../b\n")
+    assert only.startswith("error: checkpointStorage.prefix: must not contain '..' path segments")
+
+
+AZURE = "maxSlotsPerPod: 1\ncheckpointStorage:\n  type: azure\n  container: c\n"
+
+
+def test_azure_needs_a_container():
+    (only,) = errors("maxSlotsPerPod: 1\ncheckpointStorage:\n  type: azure\n  connection_string: x\n")
+    assert only.startswith("error: checkpointStorage.container: required when checkpointStorage.type is azure")
+
+
+def test_azure_needs_exactly_one_of_connection_string_or_account_url():
+    (neither,) = errors(AZURE)
+    assert neither.startswith("error: checkpointStorage.connection_string: exactly one of connection_string or "
+                              "account_url must be set")
+    (both,) = errors(AZURE + "  connection_string: x\n  account_url: https://a.blob.core.windows.net\n")
+    assert "(both are set)" in both
+    assert errors(AZURE + "  connection_string: x\n") == []
+    assert errors(AZURE + "  account_url: https://a.blob.core.windows.net\n  credential: k\n") == []
+
+
+def test_azure_credential_only_beside_account_url():
+    (only,) = errors(AZURE + "  connection_string: x\n  credential: k\n")
+    assert only.startswith("error: checkpointStorage.credential: only allowed together with account_url")
+
+
+def test_azure_account_url_must_be_a_url():
+    (only,) = errors(AZURE + "  account_url: myaccount\n")
+    assert only.startswith("error: checkpointStorage.account_url: must be an http(s) URL")
+
+
+def test_shared_fs_warns_that_it_is_for_testing():
+    assert warnings("maxSlotsPerPod: 1\n") == [
+        "warning: checkpointStorage.type: shared_fs is for testing only: most clusters' nodes share no file system; "
+        "use s3, gcs or azure for real deployments"]
+
+
+def test_shared_fs_needs_an_absolute_host_path():
+    (only,) = errors("maxSlotsPerPod: 1\ncheckpointStorage:\n  hostPath: checkpoints\n")
+    assert only.startswith("error: checkpointStorage.hostPath: must be an absolute path")
+    (only,) = errors("maxSlotsPerPod: 1\ncheckpointStorage:\n  hostPath: null\n")
+    assert only.startswith("error: checkpointStorage.hostPath: required when checkpointStorage.type is shared_fs")
+
+
+def test_keys_of_another_storage_type_are_warned_about():
+    assert warnings(BASE + "  container: c\n") == [
+        "warning: checkpointStorage.container: ignored when checkpointStorage.type is s3 (s.yaml:5)"]
+
+
+# -- networking, names, TLS
+
+
+def test_tls_secret_requires_node_port():
+    (only,) = errors(BASE + "tlsSecret: tls\n")
+    assert only.startswith("error: tlsSecret: requires useNodePortForMaster: true")
+    assert errors(BASE + "tlsSecret: tls\nuseNodePortForMaster: true\n") == []
+
+
+@pytest.mark.parametrize("key", ["imagePullSecretName", "tlsSecret"])
+def test_secret_names_must_be_kubernetes_names(key):
+    text = BASE + f"{key}: My_Secret\nuseNodePortForMaster: true\n"
+    (only,) = errors(text)
+    assert only.startswith(f"error: {key}: 'My_Secret' is not a valid Kubernetes object name")
+
+
+def test_master_port_must_be_a_port():
+    assert errors(BASE, "masterPort=70000") == ["error: masterPort: must be at most 65535, found 70000 "
+                                                "(--set masterPort=70000)"]
+
+
+def test_enterprise_edition_without_pull_secret_warns():
+    assert warnings(BASE + "enterpriseEdition: true\n")[0].startswith(
+        "warning: imagePullSecretName: the enterprise edition image is private")
+
+
+def test_external_db_ignores_bundled_db_settings():
+    assert warnings(BASE + "db:\n  hostAddress: 10.0.0.1\n  storageSize: 10Gi\n") == [
+        "warning: db.storageSize: ignored with an external database (db.hostAddress is set) (s.yaml:7)"]
+
+
+@pytest.mark.parametrize("key", ["storageSize", "cpuRequest", "memRequest"])
+def test_db_quantities_must_be_quantities(key):
+    (only,) = errors(BASE + f"db:\n  {key}: lots\n")
+    assert only.startswith(f"error: db.{key}: expected a Kubernetes quantity")
+
+
+# -- defaultScheduler, task defaults, logging, version
+
+
+@pytest.mark.parametrize("value", ["", "coscheduler", "preemption"])
+def test_default_scheduler_accepts_empty_coscheduler_and_preemption(value):
+    assert errors(BASE + f'defaultScheduler: "{value}"\n') == []
+
+
+def test_default_scheduler_rejects_others():
+    (only,) = errors(BASE + "defaultScheduler: volcano\n")
+    assert only.startswith('error: defaultScheduler: must be one of "" (empty), coscheduler, preemption; '
+                           "found 'volcano'")
+
+
+def test_preemption_scheduler_is_gone_in_036():
+    (only,) = errors(BASE + "appVersion: 0.36.0\ndefaultScheduler: preemption\n")
+    assert only.startswith("error: defaultScheduler: preemption was removed in Determined 0.36")
+
+
+def test_task_images_come_in_pairs():
+    (only,) = errors(BASE + "taskContainerDefaults:\n  cpuImage: a\n")
+    assert only.startswith("error: taskContainerDefaults.gpuImage: required when cpuImage is set")
+    assert errors(BASE + "taskContainerDefaults:\n  cpuImage: a\n  gpuImage: b\n") == []
+
+
+@pytest.mark.parametrize("value", ["29400", "a:b", "2000:1000", "1:70000"])
+def test_port_ranges_are_min_colon_max(value):
+    (only,) = errors(BASE + f"taskContainerDefaults:\n  ncclPortRange: '{value}'\n")
+    assert only.startswith("error: taskContainerDefaults.ncclPortRange: expected MIN:MAX ports")
+
+
+def test_pod_spec_must_be_a_pod():
+    (only,) = errors(BASE + "taskContainerDefaults:\n  gpuPodSpec:\n    kind: Deployment\n")
+    assert only.startswith("error: taskContainerDefaults.gpuPodSpec.kind: must be Pod")
+    (only,) = errors(BASE + "taskContainerDefaults:\n  gpuPodSpec: [1]\n")
+    assert only.startswith("error: taskContainerDefaults.gpuPodSpec: expected a mapping, found a list")
+
+
+def test_pod_spec_init_containers_are_not_supported():
+    text = BASE + "taskContainerDefaults:\n  gpuPodSpec:\n    spec:\n      initContainers: [{name: x}]\n"
+    assert warnings(text)[0].startswith("warning: taskContainerDefaults.gpuPodSpec.spec.initContainers")
+
+
+def test_elastic_logging_needs_host_and_port():
+    assert [e.split(";")[0] for e in errors(BASE + "logging:\n  type: elastic\n")] == [
+        "error: logging.host: required when logging.type is elastic (s.yaml:5)",
+        "error: logging.port: required when logging.type is elastic (s.yaml:5)"]
+
+
+def test_dev_versions_warn_about_image_pull_back_off():
+    (only,) = warnings(BASE + "appVersion: 0.18.0-dev0\n")
+    assert "ImagePullBackOff" in only
+
+
+def test_app_version_must_be_a_string():
+    (only,) = errors(BASE + "appVersion: 0.17\n")
+    assert only.startswith('error: appVersion: expected a string, found a number; quote it: "0.17"')
+
+
+# -- unknown keys, suggestions, wrong places
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("maxSlotPerPod: 4\n", "error: maxSlotPerPod: unknown key; did you mean maxSlotsPerPod? (s.yaml:5)"),
+        ("checkpointStorage:\n  connectionString: x\n", "did you mean checkpointStorage.connection_string?"),
+        ("bucket: x\n", "error: bucket: unknown key; did you mean checkpointStorage.bucket? (s.yaml:5)"),
+        ("db:\n  pasword: x\n", "did you mean db.password?"),
+        ("completelyDifferent: 1\n", "error: completelyDifferent: unknown key (s.yaml:5)"),
+    ],
+)
+def test_unknown_keys_are_errors_with_a_suggestion(text, expected):
+    found = errors(BASE + text)
+    assert any(expected in e for e in found), found
+
+
+def test_all_problems_are_reported_at_once():
+    text = "maxSlotPerPod: 4\ncheckpointStorage:\n  type: s3\nslotType: cuda\ntlsSecret: t\n"
+    assert len(errors(text)) == 5  # unknown key, slotType, maxSlotsPerPod required, bucket, tls
+
+
+def test_later_files_override_earlier_ones():
+    loaded = load_settings([Document("a.yaml", BASE), Document("b.yaml", "maxSlotsPerPod: 8\n")])
+    assert loaded.values["maxSlotsPerPod"] == 8
+    assert str(loaded.sources.find(("maxSlotsPerPod",))) == "b.yaml:1"
+
+
+def test_set_overrides_files_and_set_string_keeps_strings():
+    loaded = load_settings([Document("a.yaml", BASE)], ["maxSlotsPerPod=2"], ["clusterName=007"])
+    assert loaded.values["maxSlotsPerPod"] == 2
+    assert loaded.values["clusterName"] == "007"
+
+
+def test_null_restores_nothing_but_removes_the_default():
+    loaded = load_settings([Document("a.yaml", BASE + "masterMemRequest: null\n")])
+    assert "masterMemRequest" not in loaded.values
+
+
+def test_defaults_fill_unset_keys():
+    loaded = load_settings([Document("a.yaml", BASE)])
+    assert loaded.values["db"]["storageSize"] == "30Gi"
+    assert loaded.values["imageRegistry"] == "determinedai"
+    assert loaded.app_version == "0.17.15"
+    assert "appVersion" not in loaded.values
+
+
+def test_settings_raises_with_every_error():
+    loaded = load_settings([Document("a.yaml", "slotType: x\n")])
+    with pytest.raises(SettingsError) as info:
+        loaded.settings()
+    assert len(info.value.problems) == 2
+    assert info.value.exit_code == 1
+
+
+def test_typed_settings_hide_secrets_from_repr():
+    loaded = load_settings([Document("a.yaml", BASE + "  accessKey: AKIAEXAMPLE\n  secretKey: TOPSECRET\n"
+                                                       "db:\n  password: hunter2\n")])
+    settings = loaded.settings()
+    assert settings.checkpoint.secret_key == "TOPSECRET"
+    for text in (repr(settings), repr(settings.checkpoint)):
+        assert "TOPSECRET" not in text and "hunter2" not in text and "AKIAEXAMPLE" not in text
+
+
+@pytest.mark.parametrize("key", ["name", "user", "password"])
+def test_database_name_user_and_password_cannot_be_unset(key):
+    (only,) = errors(BASE + f"db:\n  {key}: null\n")
+    assert only.startswith(f"error: db.{key}: required")
