@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.k8s_emulator import RunningEmulator
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / ".tools"
@@ -83,3 +87,40 @@ def example(name: str) -> Path:
 
 def which_or_none(name: str) -> str | None:
     return shutil.which(name, path=os.environ.get("PATH"))
+
+
+@dataclass
+class Cluster:
+    """A running API emulator, a kubeconfig pointing at it, and the emulator's state."""
+
+    running: "RunningEmulator"
+    kubeconfig: Path
+
+    @property
+    def api(self):
+        return self.running.emulator
+
+    @property
+    def url(self) -> str:
+        return self.running.url
+
+    def connect(self, namespace: str | None = None):
+        from det_k8s.kube.api import KubeApi
+
+        return KubeApi.connect(kubeconfig=str(self.kubeconfig), namespace=namespace)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A fresh Kubernetes API emulator on 127.0.0.1 with KUBECONFIG pointing at it."""
+    from tests.k8s_emulator import RunningEmulator
+
+    running = RunningEmulator().start()
+    kubeconfig = running.write_kubeconfig(tmp_path / "kubeconfig")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.delenv("HELM_KUBECONTEXT", raising=False)
+    monkeypatch.delenv("HELM_NAMESPACE", raising=False)
+    try:
+        yield Cluster(running, kubeconfig)
+    finally:
+        running.stop()

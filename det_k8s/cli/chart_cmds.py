@@ -14,7 +14,7 @@ from ..settings import LoadedSettings
 from ..settings.node_rules import check_nodes
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot
-from .options import OutputFormat, OutputOpt, with_global_options
+from .options import OutputFormat, OutputOpt, current, with_global_options
 
 
 def report_warnings(loaded: LoadedSettings) -> None:
@@ -51,18 +51,28 @@ def validate(
     set_: SetOpt = None,
     set_string: SetStringOpt = None,
     nodes: Annotated[Path | None, typer.Option(
-        "--nodes", metavar="FILE", help="Check against these nodes: a Kubernetes List as `kubectl get nodes -o yaml` prints it.")] = None,
+        "--nodes", metavar="FILE", help="Check against these nodes: a Kubernetes List as `kubectl get nodes -o yaml` "
+        "prints it. With --kube-context instead, the live cluster's nodes are read.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Report every problem in the settings at once: errors exit 1, warnings alone exit 0."""
     loaded = load_settings_from_cli(values, set_, set_string)
     problems = list(loaded.problems)
-    if nodes is not None and not loaded.errors:
-        snapshot = load_snapshot(nodes)
-        problems.extend(check_nodes(loaded.settings(), snapshot.nodes, loaded.sources, str(nodes)))
-    elif nodes is not None:
-        output.message(f"node checks skipped: fix the errors above first ({nodes})")
+    options = current()
+    live = nodes is None and options.kube_context is not None
+    if (nodes is not None or live) and not loaded.errors:
+        if nodes is not None:
+            node_list, origin = load_snapshot(nodes).nodes, str(nodes)
+        else:
+            from ..kube.snapshot import read_nodes
+
+            api = options.connect()
+            with output.spinner(f"reading nodes of {api.target.context}"):
+                node_list, origin = read_nodes(api), f"cluster {api.target.context}"
+        problems.extend(check_nodes(loaded.settings(), node_list, loaded.sources, origin))
+    elif nodes is not None or live:
+        output.message("node checks skipped: fix the errors first")
     errors = [p for p in problems if p.is_error or strict]
     if output_format is not OutputFormat.table:
         output.data({"valid": not errors, "problems": [

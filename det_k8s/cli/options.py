@@ -11,13 +11,15 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+
+if TYPE_CHECKING:
+    from ..kube.api import KubeApi
 
 GLOBAL_PANEL = "Global options"
 
@@ -34,10 +36,11 @@ class GlobalOptions:
         given = {k: v for k, v in overrides.items() if v not in (None, 0, False)}
         return replace(self, **given)
 
-    @property
-    def namespace_or_default(self) -> str:
-        """The namespace to use: -n, then HELM_NAMESPACE, then the kubeconfig context's, then default."""
-        return self.namespace or os.environ.get("HELM_NAMESPACE") or "default"
+    def connect(self) -> KubeApi:
+        """The cluster these options name (kubeconfig, context and namespace resolved as kubectl does)."""
+        from ..kube.api import KubeApi
+
+        return KubeApi.connect(self.kubeconfig, self.kube_context, self.namespace)
 
 
 _CURRENT: contextvars.ContextVar[GlobalOptions] = contextvars.ContextVar("det_k8s_globals", default=GlobalOptions())
@@ -58,14 +61,13 @@ class OutputFormat(str, Enum):
 
 
 NamespaceOpt = Annotated[str | None, typer.Option(
-    "--namespace", "-n", envvar="HELM_NAMESPACE", show_envvar=False, rich_help_panel=GLOBAL_PANEL, metavar="NAME",
+    "--namespace", "-n", rich_help_panel=GLOBAL_PANEL, metavar="NAME",
     help="Kubernetes namespace (default: HELM_NAMESPACE, then the context's namespace, then default).")]
 ContextOpt = Annotated[str | None, typer.Option(
-    "--kube-context", "--context", envvar="HELM_KUBECONTEXT", show_envvar=False, rich_help_panel=GLOBAL_PANEL,
-    metavar="NAME",
-    help="kubeconfig context to use (default: the current context).")]
+    "--kube-context", "--context", rich_help_panel=GLOBAL_PANEL, metavar="NAME",
+    help="kubeconfig context to use (default: HELM_KUBECONTEXT, then the current context).")]
 KubeconfigOpt = Annotated[str | None, typer.Option(
-    "--kubeconfig", envvar="KUBECONFIG", show_envvar=False, rich_help_panel=GLOBAL_PANEL, metavar="PATH",
+    "--kubeconfig", rich_help_panel=GLOBAL_PANEL, metavar="PATH",
     help="Path to the kubeconfig file (default: KUBECONFIG, then ~/.kube/config).")]
 VerboseOpt = Annotated[int, typer.Option(
     "--verbose", "-v", count=True, rich_help_panel=GLOBAL_PANEL, show_default=False,

@@ -130,9 +130,11 @@ def test_unknown_option_is_a_usage_error(run_cli):
     assert "No such option" in result.err
 
 
-def test_global_options_work_before_and_after_the_command(run_cli):
-    before = run_cli("-n", "ml", "--kube-context", "c", "validate", "-f", example("cpu-azure.yaml"))
-    after = run_cli("validate", "-f", example("cpu-azure.yaml"), "-n", "ml", "--context", "c", "--kubeconfig", "/x")
+def test_global_options_work_before_and_after_the_command(run_cli, tmp_path):
+    before = run_cli("-n", "ml", "--kube-context", "c", "-v", "render", "-f", example("cpu-azure.yaml"), "-o",
+                     tmp_path / "a")
+    after = run_cli("render", "-f", example("cpu-azure.yaml"), "-o", tmp_path / "b", "-n", "ml", "--context", "c",
+                    "--kubeconfig", "/x", "--debug")
     assert before.code == after.code == 0
 
 
@@ -147,3 +149,33 @@ def test_help_lists_the_commands(run_cli):
     result = run_cli("--help")
     assert result.code == 0
     assert "render" in result.out and "validate" in result.out
+
+
+def test_validate_reads_the_live_clusters_nodes_when_a_context_is_given(run_cli, cluster):
+    from tests.k8s_emulator import node
+
+    cluster.api.put(node("gpu-0", gpus=4))
+    cluster.api.put(node("gpu-1", gpus=6))
+    result = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--set", "checkpointStorage.bucket=b",
+                     "--kube-context", "emulator")
+    assert result.code == 1
+    assert ("error: maxSlotsPerPod: 4 does not divide the GPUs of 1 node(s): gpu-1 (6); set maxSlotsPerPod to 2, the "
+            "greatest common divisor of the node sizes (4, 6)") in result.out
+    assert cluster.api.count("GET", "nodes") == 1
+
+
+def test_validate_without_a_context_never_touches_the_cluster(run_cli, cluster):
+    result = run_cli("validate", "-f", example("gpu-cluster.yaml"))
+    assert result.code == 0
+    assert cluster.api.calls == []
+
+
+def test_validate_against_an_unreachable_cluster_is_one_line(run_cli, tmp_path):
+    from tests.k8s_emulator import RunningEmulator
+
+    kc = RunningEmulator(url="http://127.0.0.1:9").write_kubeconfig(tmp_path / "kc", context="dead")
+    result = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--kubeconfig", kc, "--kube-context", "dead")
+    assert result.code == 1
+    assert result.err.strip().splitlines() == [
+        "error: cannot reach the Kubernetes API at http://127.0.0.1:9 (context dead): [Errno 111] Connection refused; "
+        "is the cluster up? check --kube-context and your kubeconfig"]

@@ -1,0 +1,225 @@
+"""The one adapter over the official `kubernetes` client; nothing else imports it.
+
+It uses the client's kubeconfig loading, authentication, TLS and HTTP stack, but speaks in
+plain dicts (the API's own JSON) rather than generated models: the pure core reads dicts, and a
+30,000-pod list parses several times faster this way. Every call has a timeout, lists are paged,
+and every failure becomes a det-k8s error: NotFound (404), Conflict (409), Forbidden (401/403),
+ClusterUnreachable (no connection, naming the context), OperationTimeout, or ClusterError.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ClusterError, ClusterUnreachable, Conflict, Forbidden, NotFound, OperationTimeout
+from .config import Target, resolve
+from .kinds import NAMESPACES, Kind
+
+DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds
+PAGE_SIZE = 500
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass
+class KubeApi:
+    """A connection to one cluster. Create it with `KubeApi.connect(...)`."""
+
+    target: Target
+    _client: Any  # kubernetes.client.ApiClient
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None,
+                timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> KubeApi:
+        """Load the kubeconfig the way kubectl does and return a ready adapter (no request made yet)."""
+        target, data = resolve(kubeconfig, context, namespace)
+        from kubernetes import config as k8s_config
+        from kubernetes.config.config_exception import ConfigException
+
+        try:
+            client = k8s_config.new_client_from_config_dict(data, context=target.context, persist_config=False)
+        except ConfigException as exc:
+            raise ClusterError(f"{target.kubeconfig}: context {target.context}: {exc}") from exc
+        client.configuration.retries = 1  # fail fast: the caller decides about retrying
+        return cls(target, client, timeout)
+
+    @property
+    def namespace(self) -> str:
+        return self.target.namespace
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- the generic verbs -------------------------------------------------------------------
+
+    def request(self, method: str, path: str, *, query: Sequence[tuple[str, Any]] = (), body: Any = None,
+                content_type: str = "application/json", what: str = "", raw: bool = False) -> Any:
+        """One HTTP request through the official client; JSON (or text with raw=True) back."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError, MaxRetryError, NewConnectionError, TimeoutError
+
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            method_, url, headers_, body_, _ = self._client.param_serialize(
+                method=method, resource_path=path, query_params=list(query) or None, header_params=headers,
+                body=body, auth_settings=["BearerToken"])
+            response = self._client.call_api(method_, url, header_params=headers_, body=body_,
+                                             _request_timeout=self.timeout)
+            payload = response.read()
+        except ApiException as exc:  # raised by the REST layer for some statuses
+            raise self._error(exc.status or 0, exc.body or "", what) from exc
+        except (TimeoutError,) as exc:
+            raise OperationTimeout(f"the Kubernetes API at {self.target.server} did not answer in time "
+                                   f"({what or path})", hint="check the cluster and your network") from exc
+        except (MaxRetryError, NewConnectionError, HTTPError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise ClusterUnreachable(
+                f"cannot reach the Kubernetes API at {self.target.server} (context {self.target.context}): "
+                f"{_short(reason)}", hint="is the cluster up? check --kube-context and your kubeconfig") from exc
+        if not 200 <= response.status < 300:
+            raise self._error(response.status, payload, what or path)
+        if raw:
+            return payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else str(payload)
+        return json.loads(payload) if payload else {}
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
+        ns = self._ns(kind, namespace)
+        result: dict[str, Any] = self.request("GET", kind.path(ns, name), what=_what(kind, name, ns))
+        return result
+
+    def exists(self, kind: Kind, name: str, namespace: str | None = None) -> bool:
+        try:
+            self.get(kind, name, namespace)
+        except NotFound:
+            return False
+        return True
+
+    def list(self, kind: Kind, namespace: str | None = None, *, all_namespaces: bool = False,
+             label_selector: str | None = None, field_selector: str | None = None) -> list[dict[str, Any]]:
+        """Every object of a kind (paged), in one namespace or, with all_namespaces, everywhere."""
+        return list(self.iter_list(kind, namespace, all_namespaces=all_namespaces, label_selector=label_selector,
+                                   field_selector=field_selector))
+
+    def iter_list(self, kind: Kind, namespace: str | None = None, *, all_namespaces: bool = False,
+                  label_selector: str | None = None, field_selector: str | None = None) -> Iterator[dict[str, Any]]:
+        ns = None if all_namespaces or not kind.namespaced else self._ns(kind, namespace)
+        query: list[tuple[str, Any]] = [("limit", PAGE_SIZE)]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        token = None
+        while True:
+            page_query = query + ([("continue", token)] if token else [])
+            page = self.request("GET", kind.path(ns), query=page_query, what=f"{kind.plural}")
+            item_kind = str(page.get("kind", "")).removesuffix("List")
+            for item in page.get("items") or []:
+                if item_kind and "kind" not in item:  # list items come without kind; put it back
+                    item = {"kind": item_kind, **item}
+                yield item
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+
+    def create(self, kind: Kind, body: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        ns = self._ns(kind, namespace or (body.get("metadata") or {}).get("namespace"))
+        name = (body.get("metadata") or {}).get("name", "")
+        result: dict[str, Any] = self.request("POST", kind.path(ns), body=dict(body), what=_what(kind, name, ns))
+        return result
+
+    def replace(self, kind: Kind, name: str, body: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """PUT: with metadata.resourceVersion set, a concurrent change makes this a Conflict."""
+        ns = self._ns(kind, namespace)
+        result: dict[str, Any] = self.request("PUT", kind.path(ns, name), body=dict(body),
+                                              what=_what(kind, name, ns))
+        return result
+
+    def patch(self, kind: Kind, name: str, patch: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """JSON merge patch (null removes a key)."""
+        ns = self._ns(kind, namespace)
+        result: dict[str, Any] = self.request("PATCH", kind.path(ns, name), body=dict(patch),
+                                              content_type=MERGE_PATCH, what=_what(kind, name, ns))
+        return result
+
+    def delete(self, kind: Kind, name: str, namespace: str | None = None, *, grace_seconds: int | None = None,
+               missing_ok: bool = False) -> bool:
+        """Delete one object; returns False when it was already gone and missing_ok allows that."""
+        ns = self._ns(kind, namespace)
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        try:
+            self.request("DELETE", kind.path(ns, name), body=body, what=_what(kind, name, ns))
+        except NotFound:
+            if missing_ok:
+                return False
+            raise
+        return True
+
+    def logs(self, name: str, namespace: str | None = None, *, container: str | None = None,
+             tail_lines: int = 50) -> str:
+        query: list[tuple[str, Any]] = [("tailLines", tail_lines)]
+        if container:
+            query.append(("container", container))
+        from .kinds import PODS
+
+        ns = self._ns(PODS, namespace)
+        text: str = self.request("GET", PODS.path(ns, name, "log"), query=query, raw=True,
+                                 what=f"logs of pod {ns}/{name}")
+        return text
+
+    def server_version(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", "/version", what="server version")
+        return result
+
+    def namespace_exists(self, name: str) -> bool:
+        return self.exists(NAMESPACES, name)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _ns(self, kind: Kind, namespace: str | None) -> str | None:
+        if not kind.namespaced:
+            return None
+        return namespace or self.target.namespace
+
+    def _error(self, status: int, payload: Any, what: str) -> ClusterError:
+        message = _status_message(payload)
+        context = f"(context {self.target.context})"
+        if status == 404:
+            return NotFound(f"{what} not found" if what else message)
+        if status == 409:
+            return Conflict(f"{what}: {message}" if what else message,
+                            hint="someone else changed it at the same time; run the command again")
+        if status in (401, 403):
+            return Forbidden(f"{message} {context}",
+                             hint="ask a cluster admin for the RBAC permission, or use another --kube-context")
+        if status == 422:
+            return ClusterError(f"{what}: rejected by the API server: {message}")
+        return ClusterError(f"{what}: API server answered {status}: {message} {context}".strip(": "))
+
+
+def _what(kind: Kind, name: str, namespace: str | None) -> str:
+    return f"{kind.name} {namespace}/{name}" if namespace else f"{kind.name} {name}"
+
+
+def _status_message(payload: Any) -> str:
+    text = payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else str(payload or "")
+    try:
+        status = json.loads(text)
+    except ValueError:
+        return _short(text) or "no details"
+    if isinstance(status, dict) and status.get("message"):
+        return str(status["message"])
+    return _short(text)
+
+
+def _short(value: Any) -> str:
+    text = str(value).strip().splitlines()[0] if str(value).strip() else ""
+    # urllib3 reasons look like "<urllib3.connection.HTTPConnection object at 0x..>: Failed to establish a new
+    # connection: [Errno 111] Connection refused"; keep the part a person can act on.
+    if "Failed to establish a new connection:" in text:
+        text = text.split("Failed to establish a new connection:", 1)[1].strip()
+    return text[:300]

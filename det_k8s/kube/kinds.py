@@ -1,0 +1,38 @@
+"""The Kubernetes resources det-k8s reads and writes, and where they live in the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str  # for messages: "pod", "config map"
+    prefix: str  # "/api/v1" or "/apis/<group>/<version>"
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """The URL path; a namespaced kind without a namespace lists across all namespaces."""
+        parts = [self.prefix]
+        if self.namespaced and namespace is not None:
+            parts.append(f"namespaces/{namespace}")
+        parts.append(self.plural)
+        if name is not None:
+            parts.append(name)
+        if subresource is not None:
+            parts.append(subresource)
+        return "/".join(parts)
+
+
+PODS = Kind("pod", "/api/v1", "pods")
+NODES = Kind("node", "/api/v1", "nodes", namespaced=False)
+NAMESPACES = Kind("namespace", "/api/v1", "namespaces", namespaced=False)
+SERVICES = Kind("service", "/api/v1", "services")
+CONFIGMAPS = Kind("config map", "/api/v1", "configmaps")
+SECRETS = Kind("secret", "/api/v1", "secrets")
+EVENTS = Kind("event", "/api/v1", "events")
+PVCS = Kind("persistent volume claim", "/api/v1", "persistentvolumeclaims")
+DEPLOYMENTS = Kind("deployment", "/apis/apps/v1", "deployments")
+LEASES = Kind("lease", "/apis/coordination.k8s.io/v1", "leases")
+STORAGECLASSES = Kind("storage class", "/apis/storage.k8s.io/v1", "storageclasses", namespaced=False)

@@ -1,0 +1,63 @@
+"""Choosing the cluster like kubectl and helm: kubeconfig files, contexts and namespaces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from det_k8s.errors import InputError, UsageError
+from det_k8s.kube.config import kubeconfig_paths, resolve
+
+
+def write(path: Path, current: str = "a") -> Path:
+    path.write_text(yaml.safe_dump({
+        "current-context": current,
+        "contexts": [{"name": "a", "context": {"cluster": "c1", "namespace": "team-a"}},
+                     {"name": "b", "context": {"cluster": "c2"}}],
+        "clusters": [{"name": "c1", "cluster": {"server": "https://a:6443"}},
+                     {"name": "c2", "cluster": {"server": "https://b:6443"}}],
+    }))
+    return path
+
+
+def test_explicit_kubeconfig_wins_over_the_environment(tmp_path):
+    assert kubeconfig_paths("/x/kc", {"KUBECONFIG": "/y"}) == [Path("/x/kc")]
+    assert kubeconfig_paths(None, {"KUBECONFIG": "/y:/z", "HOME": "/h"}) == [Path("/y"), Path("/z")]
+    assert kubeconfig_paths(None, {"HOME": "/h"}) == [Path("/h/.kube/config")]
+
+
+def test_first_existing_file_of_a_list_is_used(tmp_path):
+    kc = write(tmp_path / "kc")
+    target, _ = resolve(None, None, None, {"KUBECONFIG": f"{tmp_path / 'missing'}:{kc}"})
+    assert (target.kubeconfig, target.context, target.server) == (kc, "a", "https://a:6443")
+
+
+@pytest.mark.parametrize(
+    ("namespace", "env", "context", "expected"),
+    [("flag", {"HELM_NAMESPACE": "env"}, None, "flag"), (None, {"HELM_NAMESPACE": "env"}, None, "env"),
+     (None, {}, None, "team-a"), (None, {}, "b", "default")],
+)
+def test_namespace_follows_helm(tmp_path, namespace, env, context, expected):
+    kc = write(tmp_path / "kc")
+    target, _ = resolve(str(kc), context, namespace, env)
+    assert target.namespace == expected
+
+
+def test_helm_kubecontext_is_honoured(tmp_path):
+    kc = write(tmp_path / "kc")
+    assert resolve(str(kc), None, None, {"HELM_KUBECONTEXT": "b"})[0].context == "b"
+
+
+def test_unknown_context_lists_the_known_ones(tmp_path):
+    kc = write(tmp_path / "kc")
+    with pytest.raises(UsageError) as info:
+        resolve(str(kc), "prod", None, {})
+    assert str(info.value) == f"--kube-context prod: no such context in {kc} (contexts: a, b)"
+
+
+def test_missing_kubeconfig_says_how_to_fix_it(tmp_path):
+    with pytest.raises(InputError) as info:
+        resolve(str(tmp_path / "none"), None, None, {})
+    assert "no kubeconfig found" in str(info.value) and "--kubeconfig" in (info.value.hint or "")
