@@ -5,13 +5,14 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+if TYPE_CHECKING:
+    from ..settings import LoadedSettings
+
 from ..errors import Severity, SettingsError
-from ..settings import LoadedSettings
-from ..settings.node_rules import check_nodes
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot
 from .options import OutputFormat, OutputOpt, current, with_global_options
@@ -57,6 +58,8 @@ def validate(
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Report every problem in the settings at once: errors exit 1, warnings alone exit 0."""
+    from ..settings.node_rules import check_nodes
+
     loaded = load_settings_from_cli(values, set_, set_string)
     problems = list(loaded.problems)
     options = current()

@@ -1,20 +1,22 @@
-"""Reading the files users name on the command line, with one clear error per problem."""
+"""Reading the files users name on the command line, with one clear error per problem.
+
+Only the option declarations are needed to build `--help`, so everything else is imported
+inside the functions that read files: `det-k8s --help` stays fast.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
 
-from ..cluster.model import Snapshot
-from ..cluster.read import snapshot_from_objects
 from ..errors import InputError, UsageError
-from ..settings import Document, LoadedSettings, load_settings
-from ..settings.source import _Loader
+
+if TYPE_CHECKING:
+    from ..cluster.model import Snapshot
+    from ..settings import LoadedSettings
 
 ValuesOpt = Annotated[list[Path] | None, typer.Option(
     "--values", "-f", metavar="FILE", help="Settings file (YAML, Determined chart keys). Repeat to merge; the right-most wins.",
@@ -42,6 +44,8 @@ def read_text(path: Path, what: str = "file") -> str:
 def load_settings_from_cli(files: Sequence[Path] | None, sets: Sequence[str] | None,
                            set_strings: Sequence[str] | None, *, required: bool = True) -> LoadedSettings:
     """Read -f files and apply --set flags; problems are collected in the result."""
+    from ..settings import Document, load_settings
+
     if required and not files and not sets and not set_strings:
         raise UsageError("no settings given", hint="pass a settings file with -f, e.g. -f examples/gpu-cluster.yaml")
     documents = [Document(str(path), read_text(path, "settings file")) for path in files or ()]
@@ -50,6 +54,12 @@ def load_settings_from_cli(files: Sequence[Path] | None, sets: Sequence[str] | N
 
 def load_documents(path: Path) -> list[Any]:
     """All documents of a JSON or YAML file (JSON parsed natively: big snapshots load 10x faster)."""
+    import json
+
+    import yaml
+
+    from ..settings.source import _Loader
+
     text = read_text(path)
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
@@ -67,4 +77,6 @@ def load_documents(path: Path) -> list[Any]:
 
 def load_snapshot(path: Path) -> Snapshot:
     """A Kubernetes List of Nodes and Pods (`kubectl get nodes,pods -A -o yaml`)."""
+    from ..cluster.read import snapshot_from_objects
+
     return snapshot_from_objects(load_documents(path), str(path))

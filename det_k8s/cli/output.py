@@ -12,12 +12,12 @@ import contextlib
 import json
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from ..errors import Problem
 from .options import OutputFormat
+
+if TYPE_CHECKING:
+    from ..errors import Problem
 
 
 def _console(stderr: bool) -> Any:
@@ -86,6 +86,8 @@ def data(obj: Any, fmt: OutputFormat) -> None:
     if fmt is OutputFormat.json:
         sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
     else:
+        import yaml
+
         sys.stdout.write(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True))
     sys.stdout.flush()
 
