@@ -12,7 +12,8 @@ from det_k8s.settings import Document, load_settings
 from det_k8s.settings.schema import SCHEMA, Key, Kind
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-10, max_value=70000), st.floats(allow_nan=False, width=32),
+    st.none(), st.booleans(), st.integers(min_value=-10, max_value=70000),
+    st.floats(min_value=-1e6, max_value=1e6, allow_nan=False),
     st.text(max_size=12), st.sampled_from(["s3", "gcs", "azure", "shared_fs", "cpu", "gpu", "7910m", "8Gi",
                                            "http://minio:9000", "coscheduler", "elastic", "/checkpoints", "a:b"]),
 )
