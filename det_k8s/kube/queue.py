@@ -1,0 +1,166 @@
+"""The experiment queue, kept in the cluster: one ConfigMap per submitted group.
+
+Keeping the queue in the namespace means nothing is lost when a client exits, several users
+share one queue, and `kubectl get configmaps -l det-k8s.io/queue-entry` shows it without
+det-k8s. Each entry is self-contained: besides the experiment text it stores the pod group and
+the pod manifests built at submission time, so a scheduling pass needs no settings files.
+Changes go through optimistic concurrency (the entry's resourceVersion), so two clients never
+overwrite each other's state transitions silently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import NotFound, UsageError
+from .api import KubeApi
+from .kinds import CONFIGMAPS
+
+ENTRY_LABEL = "det-k8s.io/queue-entry"
+STATE_LABEL = "det-k8s.io/state"
+PREFIX = "det-k8s-queue-"
+
+QUEUED, RUNNING, PAUSED, COMPLETED, FAILED, KILLED = "queued", "running", "paused", "completed", "failed", "killed"
+ACTIVE_STATES = (QUEUED, RUNNING, PAUSED)
+MAX_EVENTS = 20
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """One submitted experiment and its scheduling state."""
+
+    id: str
+    experiment: str
+    user: str
+    priority: int
+    submitted_at: str
+    sequence: int
+    state: str = QUEUED
+    attempts: int = 0
+    reason: str = ""
+    experiment_text: str = ""
+    group: Mapping[str, Any] = field(default_factory=dict)
+    pods: tuple[Mapping[str, Any], ...] = ()
+    service: Mapping[str, Any] | None = None
+    placement: Mapping[str, str] = field(default_factory=dict)
+    events: tuple[str, ...] = ()
+    resource_version: str = ""
+
+    @property
+    def configmap_name(self) -> str:
+        return PREFIX + self.id
+
+    def with_event(self, text: str, **changes: Any) -> QueueEntry:
+        """A copy with `changes` applied and `text` appended to the entry's short history."""
+        events = (*self.events, text)[-MAX_EVENTS:]
+        return replace(self, events=events, **changes)
+
+
+def to_configmap(entry: QueueEntry, namespace: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": entry.configmap_name,
+        "namespace": namespace,
+        "labels": {
+            ENTRY_LABEL: "true",
+            STATE_LABEL: entry.state,
+            "det-k8s.io/group": entry.id,
+            "det-k8s.io/user": _label_value(entry.user),
+            "app.kubernetes.io/managed-by": "det-k8s",
+        },
+        "annotations": {"det-k8s.io/submitted-at": entry.submitted_at},
+    }
+    if entry.resource_version:
+        meta["resourceVersion"] = entry.resource_version
+    status = {"state": entry.state, "attempts": entry.attempts, "reason": entry.reason,
+              "placement": dict(entry.placement), "events": list(entry.events)}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta,
+        "data": {
+            "entry.json": json.dumps({"id": entry.id, "experiment": entry.experiment, "user": entry.user,
+                                      "priority": entry.priority, "submitted_at": entry.submitted_at,
+                                      "sequence": entry.sequence}, sort_keys=True),
+            "status.json": json.dumps(status, sort_keys=True),
+            "experiment.yaml": entry.experiment_text,
+            "group.json": json.dumps(entry.group, sort_keys=True),
+            "pods.json": json.dumps(list(entry.pods)),
+            "service.json": json.dumps(entry.service),
+        },
+    }
+
+
+def from_configmap(obj: Mapping[str, Any]) -> QueueEntry:
+    data = obj.get("data") or {}
+    meta = obj.get("metadata") or {}
+    head = json.loads(data.get("entry.json") or "{}")
+    status = json.loads(data.get("status.json") or "{}")
+    return QueueEntry(
+        id=str(head.get("id") or str(meta.get("name", "")).removeprefix(PREFIX)),
+        experiment=str(head.get("experiment", "")),
+        user=str(head.get("user", "")),
+        priority=int(head.get("priority", 50)),
+        submitted_at=str(head.get("submitted_at", "")),
+        sequence=int(head.get("sequence", 0)),
+        state=str(status.get("state", QUEUED)),
+        attempts=int(status.get("attempts", 0)),
+        reason=str(status.get("reason", "")),
+        experiment_text=str(data.get("experiment.yaml", "")),
+        group=json.loads(data.get("group.json") or "{}"),
+        pods=tuple(json.loads(data.get("pods.json") or "[]")),
+        service=json.loads(data.get("service.json") or "null"),
+        placement={str(k): str(v) for k, v in (status.get("placement") or {}).items()},
+        events=tuple(str(e) for e in status.get("events") or ()),
+        resource_version=str(meta.get("resourceVersion", "")),
+    )
+
+
+def _label_value(text: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "-_." else "-" for c in text)[:63].strip("-_.")
+    return cleaned or "unknown"
+
+
+@dataclass
+class QueueStore:
+    api: KubeApi
+    namespace: str
+
+    def add(self, entry: QueueEntry) -> QueueEntry:
+        return from_configmap(self.api.create(CONFIGMAPS, to_configmap(entry, self.namespace), self.namespace))
+
+    def entries(self, states: Sequence[str] | None = None) -> list[QueueEntry]:
+        """Entries in submission order, optionally only those in `states`."""
+        selector = ENTRY_LABEL
+        if states:
+            selector += f",{STATE_LABEL} in ({','.join(states)})"
+        found = [from_configmap(obj) for obj in self.api.list(CONFIGMAPS, self.namespace, label_selector=selector)]
+        return sorted(found, key=lambda e: (e.sequence, e.id))
+
+    def get(self, entry_id: str) -> QueueEntry:
+        try:
+            return from_configmap(self.api.get(CONFIGMAPS, PREFIX + entry_id, self.namespace))
+        except NotFound as exc:
+            raise UsageError(f"no experiment {entry_id} in namespace {self.namespace}",
+                             hint="`det-k8s experiment list` shows the ids") from exc
+
+    def find(self, prefix: str) -> QueueEntry:
+        """An entry by id or unique id prefix (like a git hash)."""
+        matches = [e for e in self.entries() if e.id == prefix] or [e for e in self.entries() if e.id.startswith(prefix)]
+        if not matches:
+            raise UsageError(f"no experiment {prefix} in namespace {self.namespace}",
+                             hint="`det-k8s experiment list --all` shows the ids")
+        if len(matches) > 1:
+            raise UsageError(f"{prefix!r} matches {len(matches)} experiments: "
+                             f"{', '.join(e.id for e in matches[:5])}", hint="give more of the id")
+        return matches[0]
+
+    def update(self, entry: QueueEntry) -> QueueEntry:
+        """Write the entry back; a concurrent change since it was read is a Conflict."""
+        body = to_configmap(entry, self.namespace)
+        return from_configmap(self.api.replace(CONFIGMAPS, entry.configmap_name, body, self.namespace))
+
+    def delete(self, entry: QueueEntry) -> None:
+        self.api.delete(CONFIGMAPS, entry.configmap_name, self.namespace, missing_ok=True)

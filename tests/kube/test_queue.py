@@ -1,0 +1,74 @@
+"""The queue in ConfigMaps: survives the client, shared by users, guarded by resourceVersion."""
+
+from __future__ import annotations
+
+import pytest
+
+from det_k8s.errors import Conflict, UsageError
+from det_k8s.kube.queue import PAUSED, QUEUED, RUNNING, QueueEntry, QueueStore, from_configmap, to_configmap
+
+
+def entry(entry_id: str, sequence: int, **changes) -> QueueEntry:
+    base = QueueEntry(id=entry_id, experiment="mnist", user="alice@example.com", priority=50,
+                      submitted_at="2026-11-21T12:00:00.000000Z", sequence=sequence, experiment_text="name: mnist\n",
+                      group={"pods": 2}, pods=({"kind": "Pod", "metadata": {"name": f"{entry_id}-0"}},),
+                      service={"kind": "Service", "metadata": {"name": entry_id}})
+    return QueueEntry(**{**base.__dict__, **changes})
+
+
+def test_round_trips_through_a_configmap():
+    original = entry("mnist-7f3a2c", 5, state=RUNNING, attempts=2, reason="r", placement={"p0": "gpu-0"},
+                     events=("queued", "placed"))
+    assert from_configmap(to_configmap(original, "ml")) == original
+
+
+def test_labels_allow_kubectl_to_find_entries_and_user_labels_are_valid():
+    cm = to_configmap(entry("a", 1), "ml")
+    labels = cm["metadata"]["labels"]
+    assert labels["det-k8s.io/queue-entry"] == "true"
+    assert labels["det-k8s.io/state"] == "queued"
+    assert labels["det-k8s.io/user"] == "alice-example.com"
+    assert "determined" not in labels  # `pods cleanup` (label determined) must never delete the queue
+
+
+def test_entries_are_stored_in_the_cluster_and_listed_in_submission_order(cluster):
+    store = QueueStore(cluster.connect(), "default")
+    store.add(entry("b", 2))
+    store.add(entry("a", 1))
+    again = QueueStore(cluster.connect(), "default")  # a new client sees the same queue
+    assert [e.id for e in again.entries()] == ["a", "b"]
+    assert len(cluster.api.items("configmaps")) == 2
+
+
+def test_filtering_by_state(cluster):
+    store = QueueStore(cluster.connect(), "default")
+    store.add(entry("a", 1))
+    store.add(entry("b", 2, state=PAUSED))
+    assert [e.id for e in store.entries([QUEUED, RUNNING])] == ["a"]
+
+
+def test_updates_are_optimistic(cluster):
+    store = QueueStore(cluster.connect(), "default")
+    added = store.add(entry("a", 1))
+    store.update(added.with_event("placed", state=RUNNING))
+    with pytest.raises(Conflict):
+        store.update(added.with_event("paused", state=PAUSED))  # stale: based on the old version
+    assert store.get("a").state == RUNNING
+    assert store.get("a").events == ("placed",)
+
+
+def test_find_by_unique_prefix(cluster):
+    store = QueueStore(cluster.connect(), "default")
+    store.add(entry("mnist-7f3a2c", 1))
+    store.add(entry("mnist-7f9911", 2))
+    assert store.find("mnist-7f3").id == "mnist-7f3a2c"
+    with pytest.raises(UsageError, match="matches 2 experiments"):
+        store.find("mnist-7f")
+    with pytest.raises(UsageError, match="no experiment nope"):
+        store.find("nope")
+
+
+def test_delete(cluster):
+    store = QueueStore(cluster.connect(), "default")
+    store.delete(store.add(entry("a", 1)))
+    assert store.entries() == []
