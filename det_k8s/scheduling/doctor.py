@@ -1,0 +1,128 @@
+"""Find partly-started pod groups: the deadlock the Determined documents warn about.
+
+Without gang scheduling, Kubernetes starts the pods of a distributed task one by one: three of
+four pods run and hold their GPUs while the fourth waits forever. This module looks at a snapshot
+and finds such groups, whoever created them: det-k8s (label det-k8s.io/group), the Determined
+master (all pods of a task share the label `determined: <allocation id>`), or the coscheduling
+plugin (pod-group labels). It reports what each holds idle and what to do, and calls it a
+deadlock when several partial groups each wait for capacity the others hold.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..cluster.model import GPU, Pod, Snapshot, add, fits
+
+DET_K8S_GROUP = "det-k8s.io/group"
+DET_K8S_SIZE = "det-k8s.io/size"
+DETERMINED = "determined"
+POD_GROUP_LABELS = ("pod-group.scheduling.sigs.k8s.io/name", "scheduling.x-k8s.io/pod-group")
+MIN_AVAILABLE = "pod-group.scheduling.sigs.k8s.io/min-available"
+
+
+@dataclass(frozen=True)
+class PartialGroup:
+    """A group with some pods holding resources and others unable to start."""
+
+    key: str
+    owner: str  # "det-k8s", "determined" or "pod-group"
+    namespace: str
+    running: tuple[str, ...]  # pods bound to a node and holding resources
+    waiting: tuple[str, ...]  # pods not yet bound
+    missing: int  # pods the group should have but that do not exist
+    held: Mapping[str, int]  # resources the bound pods hold (milli-units)
+    needed: Mapping[str, int]  # resources the waiting pods ask for
+
+    @property
+    def held_gpus(self) -> int:
+        return self.held.get(GPU, 0) // 1000
+
+    @property
+    def advice(self) -> str:
+        if self.owner == "det-k8s":
+            return (f"det-k8s tears partial groups down and requeues them on its next pass "
+                    f"(`det-k8s scheduler run --once`), or stop it now: `det-k8s experiment kill {self.key}`")
+        if self.owner == "determined":
+            return ("pause or kill this experiment in Determined (its pods share the label "
+                    f"determined={self.key}); submitting it through `det-k8s experiment create` starts all its "
+                    "pods or none")
+        return f"delete the group's pods (label {POD_GROUP_LABELS[0]}={self.key}) or give it room to start"
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    partial: tuple[PartialGroup, ...]
+    deadlocked: tuple[str, ...]  # keys of partial groups that wait on each other
+
+    @property
+    def healthy(self) -> bool:
+        return not self.partial
+
+
+def _group_key(pod: Pod) -> tuple[str, str] | None:
+    labels = pod.labels
+    if labels.get(DET_K8S_GROUP):
+        return "det-k8s", labels[DET_K8S_GROUP]
+    for label in POD_GROUP_LABELS:
+        if labels.get(label):
+            return "pod-group", labels[label]
+    if labels.get(DETERMINED):
+        return "determined", labels[DETERMINED]
+    return None
+
+
+def _expected_size(pods: Sequence[Pod]) -> int:
+    for pod in pods:
+        for label in (DET_K8S_SIZE, MIN_AVAILABLE):
+            value = pod.labels.get(label, "")
+            if value.isdigit() and int(value) > 0:
+                return int(value)
+    return len(pods)
+
+
+def find_partial_groups(snapshot: Snapshot) -> Diagnosis:
+    """Every group with pods both holding resources and waiting (or missing), and the deadlocks among them."""
+    groups: dict[tuple[str, str, str], list[Pod]] = defaultdict(list)
+    for pod in snapshot.pods:
+        key = _group_key(pod)
+        if key is not None and pod.phase not in ("Succeeded", "Failed") and not pod.deleting:
+            groups[(key[0], pod.namespace, key[1])].append(pod)
+    partial: list[PartialGroup] = []
+    for (owner, namespace, key), pods in sorted(groups.items()):
+        running = [p for p in pods if p.active]
+        waiting = [p for p in pods if not p.active]
+        missing = max(0, _expected_size(pods) - len(pods))
+        if not running or (not waiting and not missing):
+            continue
+        held: dict[str, int] = {}
+        for pod in running:
+            held = add(held, pod.requests)
+        needed: dict[str, int] = {}
+        for pod in waiting:
+            needed = add(needed, pod.requests)
+        partial.append(PartialGroup(key, owner, namespace, tuple(sorted(p.name for p in running)),
+                                    tuple(sorted(p.name for p in waiting)), missing, held, needed))
+    return Diagnosis(tuple(partial), _deadlocked(snapshot, partial))
+
+
+def _deadlocked(snapshot: Snapshot, partial: Sequence[PartialGroup]) -> tuple[str, ...]:
+    """Partial groups whose waiting pods fit nowhere now, but would fit if another partial group let go."""
+    if len(partial) < 2:
+        return ()
+    free_total: dict[str, int] = {}
+    for free in snapshot.free.values():
+        free_total = add(free_total, free)
+    stuck = []
+    for group in partial:
+        if not group.waiting or fits(group.needed, free_total):
+            continue
+        others_held: dict[str, int] = dict(free_total)
+        for other in partial:
+            if other is not group:
+                others_held = add(others_held, other.held)
+        if fits(group.needed, others_held):
+            stuck.append(group.key)
+    return tuple(stuck) if len(stuck) >= 2 else ()
