@@ -20,8 +20,11 @@ SCRIPT = """#!{python}
 import json, os, sys
 here = os.path.dirname(os.path.abspath(__file__))
 args = sys.argv[1:]
+modes = {{a: oct(os.stat(a).st_mode & 0o777) for a in args if a.startswith("/") and os.path.exists(a)}}
+for a in list(modes):
+    modes[os.path.dirname(a)] = oct(os.stat(os.path.dirname(a)).st_mode & 0o777)
 with open(os.path.join(here, "calls.jsonl"), "a") as log:
-    log.write(json.dumps({{"argv": args, "env": sorted(os.environ)}}) + "\\n")
+    log.write(json.dumps({{"argv": args, "env": sorted(os.environ), "modes": modes}}) + "\\n")
 with open(os.path.join(here, "responses.json")) as handle:
     rules = json.load(handle)
 for rule in rules:
@@ -53,6 +56,10 @@ class FakeTool:
         """Answer invocations starting with `prefix` (newest rule first)."""
         rules = [{"prefix": list(prefix), "stdout": stdout, "stderr": stderr, "rc": rc}, *self._rules()]
         (self.directory / "responses.json").write_text(json.dumps(rules))
+
+    def modes(self, argv: list[str]) -> dict[str, str]:
+        """Permissions of the paths an invocation named, as they were while it ran."""
+        return next(c["modes"] for c in self.invocations() if c["argv"] == argv)
 
     def invocations(self) -> list[dict[str, Any]]:
         log = self.directory / "calls.jsonl"

@@ -14,12 +14,16 @@ from typing import Annotated
 import typer
 
 from ..chart.assemble import ChartResult, write_chart
-from ..errors import ConsentRequired, Problem, SettingsError
+from ..errors import ConsentRequired, DetK8sError, Problem
 from ..settings import LoadedSettings, Settings
 from ..tools.helm import Helm, KubeFlags, find_helm
 from ..tools.kubectl import Kubectl, find_kubectl
 from . import output
 from .options import current
+
+class PreflightFailed(DetK8sError):
+    """Live checks found errors (each already printed); exit 1 before helm runs."""
+
 
 HelmBinaryOpt = Annotated[str | None, typer.Option(
     "--helm-binary", metavar="PATH", help="The helm binary to run (default: DET_K8S_HELM, then helm on PATH).")]
@@ -86,7 +90,8 @@ def report_problems(problems: Sequence[Problem]) -> None:
         output.problem(item, stream=sys.stderr)
     errors = [p for p in problems if p.is_error]
     if errors:
-        raise SettingsError(errors, reported=True)
+        raise PreflightFailed(f"the cluster is not ready for this: {len(errors)} error{'s' * (len(errors) != 1)}; "
+                              "nothing was changed")
 
 
 @contextlib.contextmanager
