@@ -45,13 +45,13 @@ def child_env(environ: Mapping[str, str] | None = None, extra: Mapping[str, str]
 
 
 def trim_stderr(text: str, secrets: Sequence[str] = (), limit: int = STDERR_LIMIT) -> str:
-    """The useful part of a tool's stderr on one line: the `Error:` lines if any, else the last lines."""
+    """The useful part of a tool's stderr on one line: from the first `Error` line on, else the last lines."""
     for secret in secrets:
         if secret:
             text = text.replace(secret, "<redacted>")
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.lower().startswith("error")]
-    chosen = errors or lines[-3:]
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.startswith("Use --debug")]
+    first = next((i for i, ln in enumerate(lines) if ln.lower().startswith("error")), None)
+    chosen = lines[first:] if first is not None else lines[-3:]  # helm 4 continues an error on indented lines
     joined = " ".join(chosen)
     return joined if len(joined) <= limit else joined[: limit - 3] + "..."
 
