@@ -21,6 +21,7 @@ from ..tools.kubectl import Kubectl, find_kubectl
 from . import output
 from .options import current
 
+
 class PreflightFailed(DetK8sError):
     """Live checks found errors (each already printed); exit 1 before helm runs."""
 

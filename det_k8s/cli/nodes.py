@@ -8,7 +8,7 @@ for why): the agent label `determined.ai/pedl-agent=present` and the taint
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -19,8 +19,15 @@ from ..kube.snapshot import read_snapshot
 from ..quantity import format_cpu
 from ..release.gpu_check import IMAGE, container_waiting, gpu_check_pod, scheduling_problem
 from ..tools.duration import parse_duration
-from ..tools.kubectl import AGENT_LABEL, AGENT_VALUE, DEFAULT_TAINT, label_argv, parse_taint, taint_argv, \
-    unlabel_argv
+from ..tools.kubectl import (
+    AGENT_LABEL,
+    AGENT_VALUE,
+    DEFAULT_TAINT,
+    label_argv,
+    parse_taint,
+    taint_argv,
+    unlabel_argv,
+)
 from . import output
 from .common import KubectlBinaryOpt, kube_flags, kubectl
 from .options import OutputFormat, OutputOpt, current, with_global_options
@@ -44,7 +51,7 @@ def list_nodes(output_format: OutputOpt = OutputFormat.table) -> None:
     """Per node: readiness, GPUs and CPUs allocatable/requested, taints, the agent label."""
     api = current().connect()
     snapshot = read_snapshot(api)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
         used = snapshot.used[node.name]
         rows.append({"name": node.name, "ready": node.ready, "schedulable": not node.unschedulable,

@@ -23,13 +23,30 @@ from ..release.names import db_pvc, master_service, validate_release_name
 from ..release.preflight import determined_releases
 from ..release.tasks import TASK_LABEL, group_tasks
 from ..tools.duration import parse_duration
-from ..tools.helm import Helm, ReleaseSpec, install_argv, list_argv, manifests_from_render, render_argv, uninstall_argv, \
-    upgrade_argv
+from ..tools.helm import (
+    Helm,
+    ReleaseSpec,
+    install_argv,
+    list_argv,
+    manifests_from_render,
+    render_argv,
+    uninstall_argv,
+    upgrade_argv,
+)
 from ..tools.process import display
 from . import output
 from .chart_cmds import report_warnings
-from .common import AllNamespacesOpt, HelmBinaryOpt, YesOpt, confirm, helm, kube_flags, offline_namespace, \
-    private_chart, report_problems
+from .common import (
+    AllNamespacesOpt,
+    HelmBinaryOpt,
+    YesOpt,
+    confirm,
+    helm,
+    kube_flags,
+    offline_namespace,
+    private_chart,
+    report_problems,
+)
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import OutputFormat, OutputOpt, current, with_global_options
 

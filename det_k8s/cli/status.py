@@ -19,8 +19,16 @@ from ..kube.kinds import CONFIGMAPS, DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, SEC
 from ..release.address import master_address
 from ..release.diagnose import Observed, PodState, diagnose, pod_state
 from ..release.gpu_check import scheduling_problem
-from ..release.names import db_app, db_deployment, db_pvc, master_app, master_config, master_deployment, \
-    master_service, validate_release_name
+from ..release.names import (
+    db_app,
+    db_deployment,
+    db_pvc,
+    master_app,
+    master_config,
+    master_deployment,
+    master_service,
+    validate_release_name,
+)
 from . import output
 from .options import OutputFormat, OutputOpt, current, with_global_options
 

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from det_k8s.errors import Severity
-from det_k8s.release.preflight import ReleaseRef, check_namespace, check_other_releases, check_secrets, \
-    check_server_version, determined_releases, merge_releases, releases_from_deployments
+from det_k8s.release.preflight import (
+    ReleaseRef,
+    check_namespace,
+    check_other_releases,
+    check_secrets,
+    check_server_version,
+    determined_releases,
+    merge_releases,
+    releases_from_deployments,
+)
 from det_k8s.settings import Document, load_settings
 
 

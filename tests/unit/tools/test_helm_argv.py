@@ -7,8 +7,19 @@ import json
 import pytest
 
 from det_k8s.errors import ToolFailed
-from det_k8s.tools.helm import KubeFlags, ReleaseSpec, get_values_argv, install_argv, list_argv, \
-    manifests_from_render, parse_major, render_argv, status_argv, uninstall_argv, upgrade_argv
+from det_k8s.tools.helm import (
+    KubeFlags,
+    ReleaseSpec,
+    get_values_argv,
+    install_argv,
+    list_argv,
+    manifests_from_render,
+    parse_major,
+    render_argv,
+    status_argv,
+    uninstall_argv,
+    upgrade_argv,
+)
 
 KUBE = KubeFlags("det", "prod", "/home/a/kc")
 SPEC = ReleaseSpec("demo", "/tmp/b/chart", "/tmp/b/chart/values.yaml", KUBE, wait=True, timeout="10m",

@@ -6,10 +6,9 @@ import sys
 
 import pytest
 
-from det_k8s.errors import OperationTimeout, ToolFailed, ToolNotFound
+from det_k8s.errors import OperationTimeout, ToolFailed, ToolNotFound, UsageError
 from det_k8s.tools.duration import format_duration, parse_duration
 from det_k8s.tools.process import child_env, run, trim_stderr
-from det_k8s.errors import UsageError
 
 
 def py(code: str) -> list[str]:
