@@ -64,5 +64,5 @@ def master_address(service: Mapping[str, Any] | None, nodes: Sequence[Mapping[st
             return MasterAddress(kind, None, f"the NodePort is not assigned yet; check with: {watch}", pending=True)
         return MasterAddress(kind, f"{scheme}://{host}:{node_port}",
                              "NodePort: any node's address works; put an Ingress in front for a stable name")
-    return MasterAddress(kind, None, f"a {kind} Service is reachable only inside the cluster; try: "
-                         f"kubectl port-forward service/{name} {port}:{port} -n {namespace}")
+    forward = f"kubectl port-forward service/{name} {port}:{port} -n {namespace}" if port else watch
+    return MasterAddress(kind, None, f"a {kind} Service is reachable only inside the cluster; try: {forward}")
