@@ -18,7 +18,7 @@ from ..kube.api import KubeApi
 from ..kube.kinds import CONFIGMAPS, NODES, PODS, PVCS, SERVICES
 from ..release import live
 from ..release.address import master_address
-from ..release.manifests import redact_secrets
+from ..release.manifests import redact_secrets, secret_values
 from ..release.names import db_pvc, master_service, validate_release_name
 from ..release.preflight import determined_releases
 from ..release.tasks import TASK_LABEL, group_tasks
@@ -65,10 +65,10 @@ SkipStorageOpt = Annotated[bool, typer.Option("--skip-storage-check", help="Do n
 
 
 def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, values_file: str,
-             namespace: str) -> None:
+             namespace: str, secrets: tuple[str, ...]) -> None:
     output.message(f"would run: {display([tool.path, *spec_argv])}")
     output.message(f"  ({values_file} is a private copy, removed when det-k8s exits; nothing was sent to a cluster)")
-    rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace))
+    rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=secrets)
     sys.stdout.write(redact_secrets(manifests_from_render(tool.major, rendered.stdout)))
 
 
@@ -98,7 +98,8 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         with private_chart(loaded, settings, chart) as built:
             spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube_flags(namespace), wait,
                                timeout, create_namespace, rollback)
-            _dry_run(tool, release, build(tool.major, spec), str(built.directory), str(built.values_file), namespace)
+            _dry_run(tool, release, build(tool.major, spec), str(built.directory), str(built.values_file), namespace,
+                     secret_values(settings))
         return
     api = current().connect()
     kube = kube_flags(api.namespace)
@@ -122,7 +123,7 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, wait, timeout,
                            create_namespace, rollback)
         with output.spinner(f"helm {command} {release} (up to {timeout})" if wait else f"helm {command} {release}"):
-            tool.run(build(tool.major, spec), timeout=seconds + 60)
+            tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings))
     output.success(f"{'Installed' if command == 'install' else 'Upgraded'} release {release} in namespace "
                    f"{api.namespace} (Determined {settings.app_version})")
     _show_address(api, release, api.namespace, bool(settings.tls_secret))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import Forbidden, Problem, Severity
+from ..errors import Forbidden, Problem, Severity, ToolFailed
 from ..kube.api import KubeApi
 from ..kube.kinds import CONFIGMAPS, DEPLOYMENTS, PODS, PVCS, SECRETS, SERVICES
 from ..kube.snapshot import read_nodes
@@ -28,16 +28,26 @@ def _skipped(what: str, exc: Forbidden) -> Problem:
     return Problem(Severity.WARNING, "", f"{what} skipped: {exc.message}")
 
 
-def other_releases(api: KubeApi, helm: Helm, kube: KubeFlags) -> list[preflight.ReleaseRef]:
-    """Determined releases anywhere: helm's list across namespaces and labelled master Deployments."""
-    listed = helm.json(list_argv(helm.major, KubeFlags(None, kube.kube_context, kube.kubeconfig),
-                                 all_namespaces=True))
+def other_releases(api: KubeApi, helm: Helm, kube: KubeFlags) -> tuple[list[preflight.ReleaseRef], list[Problem]]:
+    """Determined releases anywhere: helm's list across namespaces and labelled master Deployments.
+
+    A namespace admin may not list helm's release Secrets cluster-wide; then the release's own
+    namespace is listed instead and the cluster-wide check is reported as skipped.
+    """
+    problems: list[Problem] = []
+    try:
+        listed = helm.json(list_argv(helm.major, KubeFlags(None, kube.kube_context, kube.kubeconfig),
+                                     all_namespaces=True))
+    except ToolFailed as exc:
+        problems.append(Problem(Severity.WARNING, "", f"other namespaces not checked for Determined releases: {exc}"))
+        listed = helm.json(list_argv(helm.major, kube))
     try:
         deployments = api.list(DEPLOYMENTS, all_namespaces=True, label_selector="app.kubernetes.io/name=determined")
     except Forbidden:
         deployments = []
-    return preflight.merge_releases(preflight.determined_releases(listed),
+    refs = preflight.merge_releases(preflight.determined_releases(listed),
                                     preflight.releases_from_deployments(deployments))
+    return refs, problems
 
 
 def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Settings, release: str,
@@ -55,8 +65,8 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
     wanted = [n for n in (settings.image_pull_secret, settings.tls_secret) if n]
     present = {n for n in wanted if exists and api.exists(SECRETS, n, namespace)}
     problems += preflight.check_secrets(settings, namespace, present, loaded.sources)
-    problems += preflight.check_other_releases(release, namespace, other_releases(api, helm, kube),
-                                               upgrading=upgrading)
+    releases, skipped = other_releases(api, helm, kube)
+    problems += skipped + preflight.check_other_releases(release, namespace, releases, upgrading=upgrading)
     if not skip_storage_check:
         problems += check_checkpoint_storage(settings)
     return problems

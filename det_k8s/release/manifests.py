@@ -9,8 +9,12 @@ comments (`# Source: ...`) included.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
+
+from ..settings import Settings
 
 MASK = "<redacted>"
 _SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
@@ -34,3 +38,17 @@ def redact_secrets(stream: str) -> str:
             text = comments + yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
         out.append(text.strip("\n") + "\n")
     return "".join(f"---\n{doc}" for doc in out)
+
+
+def secret_values(settings: Settings) -> tuple[str, ...]:
+    """Every password and key in the settings, so messages built from helm's output can be scrubbed."""
+
+    def get(values: Mapping[str, Any], *path: str) -> Any:
+        node: Any = values
+        for part in path:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        return node
+
+    found = [get(settings.values, "db", "password"), get(settings.values, "defaultPassword"),
+             get(settings.values, "logging", "security", "password"), *settings.checkpoint.secrets]
+    return tuple(str(s) for s in found if s)

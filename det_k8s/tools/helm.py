@@ -161,8 +161,10 @@ class Helm:
     def major(self) -> int:
         return parse_major(self.version)
 
-    def run(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT, check: bool = True) -> Completed:
-        return run([self.path, *args], timeout=timeout, tool="helm", check=check, log=self.log)
+    def run(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT, check: bool = True,
+            secrets: Sequence[str] = ()) -> Completed:
+        """`secrets` are scrubbed from an error message (helm may quote a rendered template line)."""
+        return run([self.path, *args], timeout=timeout, tool="helm", check=check, log=self.log, secrets=secrets)
 
     def json(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT) -> Any:
         text = self.run(args, timeout=timeout).stdout

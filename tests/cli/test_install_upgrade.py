@@ -221,3 +221,22 @@ def test_upgrade_of_a_missing_release_is_refused(run_cli, cluster, fake_helm):
     result = run_cli("upgrade", "demo", "-f", GPU, "--yes")
     assert result.code == 1 and "error: no Determined release demo in namespace default" in result.err
     assert not [c for c in fake_helm.calls if c[0] == "upgrade"]
+
+
+def test_helm_errors_never_show_a_password(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    fake_helm.respond("install", stderr="Error: YAML parse error: line 7: db-password: \"Sup3r-Secret-77\" bad\n", rc=1)
+    result = run_cli("install", "demo", "-f", GPU, "--set", "db.password=Sup3r-Secret-77")
+    assert result.code == 1 and "Sup3r-Secret-77" not in result.err and "db-password: \"<redacted>\"" in result.err
+
+
+def test_a_namespace_admin_without_cluster_wide_helm_list_still_installs(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    fake_helm.respond("list", "--output", "json", "--all-namespaces", rc=1,
+                      stderr='Error: list: failed to list: secrets is forbidden: User "bob" cannot list resource '
+                             '"secrets" at the cluster scope\n')
+    result = run_cli("install", "demo", "-f", GPU)
+    assert result.code == 0, result.err
+    assert "warning: other namespaces not checked for Determined releases: helm list failed (exit 1)" in result.err
+    assert [c[:4] for c in fake_helm.calls[:2]] == [["list", "--output", "json", "--all-namespaces"],
+                                                     ["list", "--output", "json", "--namespace"]]
