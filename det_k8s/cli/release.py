@@ -83,6 +83,21 @@ def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> None
     output.message(f"Next: det-k8s status {release} -n {namespace}   (master readiness, logs, diagnosis)")
 
 
+def _announce_restarts(api: KubeApi, release: str, yes: bool) -> None:
+    """An upgrade restarts the master: name the running experiments, then ask (or refuse without a terminal)."""
+    groups = group_tasks(live.running_tasks(api, api.namespace))
+    if groups:
+        output.warning(f"{len(groups)} task(s) are running in {api.namespace}; the master restarts during the "
+                       "upgrade and they resume from their latest checkpoint (work since then is redone). "
+                       "Consider pausing experiments first:")
+        for group in groups:
+            output.message(f"  {group.description} (allocation {group.allocation}): {', '.join(group.pods)}")
+    else:
+        output.message(f"no task pods are running in {api.namespace}")
+    confirm(f"Upgrade release {release} in namespace {api.namespace}? The master restarts.", yes=yes,
+            action=f"upgrade {release}")
+
+
 def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_string: SetStringOpt,
                chart: Path | None, timeout: str, dry_run: bool, helm_bin: str | None, *, wait: bool,
                create_namespace: bool, rollback: bool, skip_storage_check: bool, yes: bool = False) -> None:
@@ -93,33 +108,23 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
     report_warnings(loaded)
     build = install_argv if command == "install" else upgrade_argv
     tool = helm(helm_bin)
-    if dry_run:
-        namespace = offline_namespace()
-        with private_chart(loaded, settings, chart) as built:
+    with private_chart(loaded, settings, chart) as built:  # rendered first: a broken --chart fails before the cluster
+        if dry_run:
+            namespace = offline_namespace()
             spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube_flags(namespace), wait,
                                timeout, create_namespace, rollback)
             _dry_run(tool, release, build(tool.major, spec), str(built.directory), str(built.values_file), namespace,
                      secret_values(settings))
-        return
-    api = current().connect()
-    kube = kube_flags(api.namespace)
-    with output.spinner(f"checking cluster {api.target.context}"):
-        problems = live.run_preflight(api, tool, loaded, settings, release, kube, create_namespace=create_namespace,
-                                      upgrading=command == "upgrade", skip_storage_check=skip_storage_check)
-    report_problems(problems)
-    if command == "upgrade":
-        groups = group_tasks(live.running_tasks(api, api.namespace))
-        if groups:
-            output.warning(f"{len(groups)} task(s) are running in {api.namespace}; the master restarts during the "
-                           "upgrade and they resume from their latest checkpoint (work since then is redone). "
-                           "Consider pausing experiments first:")
-            for group in groups:
-                output.message(f"  {group.description} (allocation {group.allocation}): {', '.join(group.pods)}")
-        else:
-            output.message(f"no task pods are running in {api.namespace}")
-        confirm(f"Upgrade release {release} in namespace {api.namespace}? The master restarts.", yes=yes,
-                action=f"upgrade {release}")
-    with private_chart(loaded, settings, chart) as built:
+            return
+        api = current().connect()
+        kube = kube_flags(api.namespace)
+        with output.spinner(f"checking cluster {api.target.context}"):
+            problems = live.run_preflight(api, tool, loaded, settings, release, kube,
+                                          create_namespace=create_namespace, upgrading=command == "upgrade",
+                                          skip_storage_check=skip_storage_check)
+        report_problems(problems)
+        if command == "upgrade":
+            _announce_restarts(api, release, yes)
         spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, wait, timeout,
                            create_namespace, rollback)
         with output.spinner(f"helm {command} {release} (up to {timeout})" if wait else f"helm {command} {release}"):

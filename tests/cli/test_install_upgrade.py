@@ -240,3 +240,9 @@ def test_a_namespace_admin_without_cluster_wide_helm_list_still_installs(run_cli
     assert "warning: other namespaces not checked for Determined releases: helm list failed (exit 1)" in result.err
     assert [c[:4] for c in fake_helm.calls[:2]] == [["list", "--output", "json", "--all-namespaces"],
                                                      ["list", "--output", "json", "--namespace"]]
+
+
+def test_a_bad_chart_fails_before_the_cluster_is_contacted(run_cli, cluster, fake_helm, tmp_path):
+    result = run_cli("install", "demo", "-f", GPU, "--chart", tmp_path / "missing-chart")
+    assert result.code == 1 and f"{tmp_path / 'missing-chart'}: no such chart directory or archive" in result.err
+    assert cluster.api.calls == [] and fake_helm.calls == []
