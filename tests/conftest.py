@@ -124,3 +124,31 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         yield Cluster(running, kubeconfig)
     finally:
         running.stop()
+
+
+@pytest.fixture(params=[3, 4], ids=["helm3", "helm4"])
+def fake_helm(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A recording `helm` first on PATH, answering `version --short` as helm 3.17 and as helm 4.1."""
+    from det_k8s.tools.locate import forget_versions
+    from tests.tool_fakes import HELM_VERSIONS, make_fake, put_first_on_path
+
+    fake = make_fake(tmp_path / "fake-helm", "helm", HELM_VERSIONS[request.param])
+    fake.respond("list", stdout="[]\n")
+    fake.major = request.param
+    put_first_on_path(fake.directory, monkeypatch)
+    monkeypatch.delenv("DET_K8S_HELM", raising=False)
+    forget_versions()
+    return fake
+
+
+@pytest.fixture
+def fake_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A recording `kubectl` first on PATH."""
+    from det_k8s.tools.locate import forget_versions
+    from tests.tool_fakes import KUBECTL_VERSION, make_fake, put_first_on_path
+
+    fake = make_fake(tmp_path / "fake-kubectl", "kubectl", KUBECTL_VERSION)
+    put_first_on_path(fake.directory, monkeypatch)
+    monkeypatch.delenv("DET_K8S_KUBECTL", raising=False)
+    forget_versions()
+    return fake

@@ -237,17 +237,20 @@ class ApiEmulator(kmock.KubernetesScaffold):
         path = request.url.path
         if path == "/version":
             return aiohttp.web.json_response(self.version)
-        plural = self._plural(request)
+        # kmock reads /api/v1/namespaces/<name> as a namespace prefix, not as the Namespace object itself
+        namespace_object = re.fullmatch(r"/api/v1/namespaces(?:/([^/]+))?", path)
+        plural = "namespaces" if namespace_object else self._plural(request)
         if plural is None:
             return await super()._handle(request)
+        name = namespace_object.group(1) if namespace_object else request.name
         method = str(request.method.value if hasattr(request.method, "value") else request.method).upper()
         with self._lock:
             self.calls.append((method, path, dict(request.params)))
-            fault = self._take_fault(method, plural, request.name)
+            fault = self._take_fault(method, plural, name)
             if fault is not None:
                 reasons = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 422: "Invalid", 500: "InternalError"}
                 return _status(fault.status, fault.reason or reasons.get(fault.status, "Failure"), fault.message)
-            return self._serve(method, plural, request)
+            return self._serve(method, plural, request, name)
 
     def _take_fault(self, method: str, plural: str, name: str | None) -> Fault | None:
         for fault in self.faults:
@@ -258,9 +261,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
                 return fault
         return None
 
-    def _serve(self, method: str, plural: str, request: kmock.Request) -> aiohttp.web.StreamResponse:
+    def _serve(self, method: str, plural: str, request: kmock.Request, name: str | None) -> aiohttp.web.StreamResponse:
         namespace = None if plural in CLUSTER_SCOPED else request.namespace
-        name = request.name
         key: Key = (plural, namespace, name or "")
         kind_name = KINDS.get(plural, ("v1", plural))[1].lower()
         if method == "GET" and name is None:

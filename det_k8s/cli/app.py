@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from . import chart_cmds
+from . import chart_cmds, nodes, pods, release, status
 from .options import ContextOpt, DebugOpt, GlobalOptions, KubeconfigOpt, NamespaceOpt, VerboseOpt, set_current
 
 HELP = """det-k8s: run the Determined deep-learning platform on Kubernetes, safely.
@@ -46,4 +46,11 @@ def build_app() -> typer.Typer:
 
     app.command("render", rich_help_panel="Chart")(chart_cmds.render)
     app.command("validate", rich_help_panel="Chart")(chart_cmds.validate)
+    app.command("install", rich_help_panel="Release")(release.install)
+    app.command("upgrade", rich_help_panel="Release")(release.upgrade)
+    app.command("uninstall", rich_help_panel="Release")(release.uninstall)
+    app.command("list", rich_help_panel="Release")(release.list_releases)
+    app.command("status", rich_help_panel="Release")(status.status)
+    app.add_typer(pods.app, name="pods", rich_help_panel="Cluster")
+    app.add_typer(nodes.app, name="nodes", rich_help_panel="Cluster")
     return app

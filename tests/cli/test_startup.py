@@ -41,3 +41,9 @@ def test_render_and_validate_import_no_heavy_sdk(tmp_path):
 def test_console_script_runs():
     result = subprocess.run([sys.executable, "-m", "det_k8s", "--version"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.startswith("det-k8s ")
+
+
+def test_release_and_cluster_help_import_no_heavy_sdk():
+    for args in (("install", "--help"), ("status", "--help"), ("nodes", "--help"), ("uninstall", "--help"),
+                 ("pods", "--help")):
+        assert loaded_modules(*args) == (0, []), args

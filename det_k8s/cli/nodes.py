@@ -1,0 +1,148 @@
+"""`det-k8s nodes list|label|unlabel|taint|check-gpu`: the nodes Determined's task pods run on.
+
+Reads go through the API adapter. Labels and taints go through kubectl (see `tools/kubectl.py`
+for why): the agent label `determined.ai/pedl-agent=present` and the taint
+`determined.ai/pedl-agent=present:NoSchedule` are the ones the PEDL document describes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+
+from ..cluster.model import GPU
+from ..errors import DetK8sError, UsageError
+from ..kube.kinds import EVENTS, PODS
+from ..kube.snapshot import read_snapshot
+from ..quantity import format_cpu
+from ..release.gpu_check import IMAGE, container_waiting, gpu_check_pod, scheduling_problem
+from ..tools.duration import parse_duration
+from ..tools.kubectl import (
+    AGENT_LABEL,
+    AGENT_VALUE,
+    DEFAULT_TAINT,
+    label_argv,
+    parse_taint,
+    taint_argv,
+    unlabel_argv,
+)
+from . import output
+from .common import KubectlBinaryOpt, kube_flags, kubectl
+from .options import OutputFormat, OutputOpt, current, with_global_options
+
+app = typer.Typer(help="Cluster nodes: capacity, the Determined agent label, taints, a GPU check.",
+                  no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
+                  rich_markup_mode=None)
+NodesArg = Annotated[list[str], typer.Argument(metavar="NODE...", help="Node names.", show_default=False)]
+POLL_SECONDS = 1.0
+
+
+def _cpu(milli: int) -> str:
+    from fractions import Fraction
+
+    return format_cpu(Fraction(milli, 1000))
+
+
+@app.command("list")
+@with_global_options
+def list_nodes(output_format: OutputOpt = OutputFormat.table) -> None:
+    """Per node: readiness, GPUs and CPUs allocatable/requested, taints, the agent label."""
+    api = current().connect()
+    snapshot = read_snapshot(api)
+    rows: list[dict[str, Any]] = []
+    for node in sorted(snapshot.nodes, key=lambda n: n.name):
+        used = snapshot.used[node.name]
+        rows.append({"name": node.name, "ready": node.ready, "schedulable": not node.unschedulable,
+                     "gpu": {"capacity": node.capacity.get(GPU, 0) // 1000, "allocatable": node.gpus,
+                             "requested": used.get(GPU, 0) // 1000},
+                     "cpu": {"capacity": _cpu(node.capacity.get("cpu", 0)),
+                             "allocatable": _cpu(node.allocatable.get("cpu", 0)),
+                             "requested": _cpu(used.get("cpu", 0))},
+                     "taints": [str(t) for t in node.taints], "agent": node.labels.get(AGENT_LABEL) == AGENT_VALUE})
+    if output_format is not OutputFormat.table:
+        output.data(rows, output_format)
+        return
+    output.table(["NAME", "READY", "SCHEDULABLE", "GPU (alloc/req)", "CPU (alloc/req)", "TAINTS", "AGENT"],
+                 [[r["name"], "yes" if r["ready"] else "no", "yes" if r["schedulable"] else "no",
+                   f"{r['gpu']['allocatable']}/{r['gpu']['requested']}",
+                   f"{r['cpu']['allocatable']}/{r['cpu']['requested']}", ", ".join(r["taints"]) or "-",
+                   "yes" if r["agent"] else "-"] for r in rows])
+
+
+@app.command("label")
+@with_global_options
+def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
+    """Add the agent label determined.ai/pedl-agent=present (kubectl label --overwrite)."""
+    kubectl(kubectl_binary).run(label_argv(nodes, kube_flags(None)))
+    output.success(f"Labelled {', '.join(nodes)} {AGENT_LABEL}={AGENT_VALUE}")
+
+
+@app.command("unlabel")
+@with_global_options
+def unlabel(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
+    """Remove the agent label (kubectl label NODE determined.ai/pedl-agent-)."""
+    kubectl(kubectl_binary).run(unlabel_argv(nodes, kube_flags(None)))
+    output.success(f"Removed {AGENT_LABEL} from {', '.join(nodes)}")
+
+
+@app.command("taint")
+@with_global_options
+def taint(
+    args: Annotated[list[str], typer.Argument(metavar="NODE... KEY=VALUE:EFFECT", show_default=False,
+                                              help=f"Nodes, then the taint (e.g. {DEFAULT_TAINT}).")],
+    remove: Annotated[bool, typer.Option("--remove", help="Remove the taint instead (like KEY:EFFECT-).")] = False,
+    kubectl_binary: KubectlBinaryOpt = None,
+) -> None:
+    """Taint nodes so only pods that tolerate it (Determined's) run there; effect NoSchedule|PreferNoSchedule|NoExecute."""
+    if len(args) < 2 or ":" not in args[-1]:
+        raise UsageError("nodes taint: give the nodes, then the taint",
+                         hint=f"e.g. det-k8s nodes taint gpu-0 gpu-1 {DEFAULT_TAINT}")
+    spec = parse_taint(args[-1], remove=remove)
+    kubectl(kubectl_binary).run(taint_argv(args[:-1], spec, kube_flags(None)))
+    output.success(f"{'Removed' if spec.remove else 'Set'} taint {spec.argument().rstrip('-')} on "
+                   f"{', '.join(args[:-1])}")
+
+
+@app.command("check-gpu")
+@with_global_options
+def check_gpu(
+    node: Annotated[str | None, typer.Argument(metavar="[NODE]", help="Run on this node (default: any GPU node).",
+                                               show_default=False)] = None,
+    timeout: Annotated[str, typer.Option("--timeout", metavar="DURATION", help="How long to wait.")] = "5m",
+    image: Annotated[str, typer.Option("--image", metavar="IMAGE", help="A CUDA image with nvidia-smi.")] = IMAGE,
+) -> None:
+    """Run a pod that requests one nvidia.com/gpu and runs nvidia-smi; show its output; always delete it."""
+    seconds = parse_duration(timeout)
+    api = current().connect()
+    namespace = api.namespace
+    created = api.create(PODS, gpu_check_pod(node, image), namespace)
+    name = created["metadata"]["name"]
+    output.message(f"Created pod {namespace}/{name} (1 nvidia.com/gpu{', on node ' + node if node else ''})")
+    phase, problem, pod = "Pending", None, created
+    try:
+        deadline = time.monotonic() + seconds
+        with output.spinner(f"waiting for {name} (up to {timeout})"):
+            while time.monotonic() < deadline:
+                pod = api.get(PODS, name, namespace)
+                phase = (pod.get("status") or {}).get("phase") or "Pending"
+                if phase in ("Succeeded", "Failed"):
+                    break
+                if phase == "Pending":
+                    problem = container_waiting(pod) or scheduling_problem(
+                        api.list(EVENTS, namespace, field_selector=f"involvedObject.name={name}"))
+                time.sleep(POLL_SECONDS)
+        if phase in ("Succeeded", "Failed"):
+            text = api.logs(name, namespace, tail_lines=200)
+            print(text.rstrip("\n"))
+    finally:
+        api.delete(PODS, name, namespace, grace_seconds=0, missing_ok=True)
+        output.message(f"Deleted pod {namespace}/{name}")
+    where = (pod.get("spec") or {}).get("nodeName") or node or "a node"
+    if phase == "Succeeded":
+        output.success(f"GPU check passed on {where}")
+        return
+    if phase == "Failed":
+        raise DetK8sError(f"nvidia-smi failed on {where}", hint="check the NVIDIA driver and device plugin there")
+    raise DetK8sError(f"the GPU check pod did not finish within {timeout}: " + (problem or f"still {phase}"))

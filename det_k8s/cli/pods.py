@@ -1,0 +1,92 @@
+"""`det-k8s pods list|cleanup`: the task pods the documents' kubectl one-liners handle, done safely.
+
+The documents delete leftovers with `kubectl get pods -l=determined | awk | xargs kubectl delete`.
+Here the selector always includes `determined` (a `-l` narrows it, never widens it), the exact
+pods and ConfigMaps are listed before anything is deleted, and deleting asks first.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from ..cluster.model import GPU
+from ..cluster.read import effective_requests
+from ..kube.kinds import CONFIGMAPS, PODS
+from ..release.tasks import TASK_LABEL, age, only_task_pods
+from . import output
+from .common import AllNamespacesOpt, YesOpt, confirm
+from .options import OutputFormat, OutputOpt, current, with_global_options
+
+app = typer.Typer(help="Task pods the Determined master started (label `determined`).", no_args_is_help=True,
+                  context_settings={"help_option_names": ["-h", "--help"]}, rich_markup_mode=None)
+
+SelectorOpt = Annotated[str | None, typer.Option(
+    "--selector", "-l", metavar="SELECTOR", help="Narrow the task pods further (always ANDed with `determined`).")]
+
+
+def _row(pod: dict[str, Any]) -> dict[str, Any]:
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    gpus = effective_requests(spec, f"pod {meta.get('name')}").get(GPU, 0) // 1000
+    return {"name": meta.get("name", ""), "namespace": meta.get("namespace", ""), "phase": status.get("phase", ""),
+            "node": spec.get("nodeName") or "", "gpus": gpus, "age": age(str(meta.get("creationTimestamp") or "")),
+            "allocation": (meta.get("labels") or {}).get(TASK_LABEL, "")}
+
+
+def _task_pods(selector: str | None, all_namespaces: bool) -> tuple[Any, list[dict[str, Any]]]:
+    api = current().connect()
+    pods = api.list(PODS, all_namespaces=all_namespaces, label_selector=only_task_pods(selector))
+    return api, pods
+
+
+@app.command("list")
+@with_global_options
+def list_pods(
+    all_namespaces: AllNamespacesOpt = False,
+    selector: SelectorOpt = None,
+    output_format: OutputOpt = OutputFormat.table,
+) -> None:
+    """Task pods: NAME, NAMESPACE, PHASE, NODE, GPUS, AGE."""
+    _, pods = _task_pods(selector, all_namespaces)
+    rows = [_row(p) for p in pods]
+    if output_format is not OutputFormat.table:
+        output.data(rows, output_format)
+    elif rows:
+        output.table(["NAME", "NAMESPACE", "PHASE", "NODE", "GPUS", "AGE"],
+                     [[r["name"], r["namespace"], r["phase"], r["node"], r["gpus"], r["age"]] for r in rows])
+    else:
+        output.message("no task pods")
+
+
+@app.command("cleanup")
+@with_global_options
+def cleanup(
+    all_namespaces: AllNamespacesOpt = False,
+    selector: SelectorOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")] = False,
+    yes: YesOpt = False,
+) -> None:
+    """Delete task pods (label `determined`) and their same-named ConfigMaps, after listing them and asking."""
+    api, pods = _task_pods(selector, all_namespaces)
+    names = {((p.get("metadata") or {}).get("namespace"), (p.get("metadata") or {}).get("name")) for p in pods}
+    maps = [c for c in api.list(CONFIGMAPS, all_namespaces=all_namespaces, label_selector=TASK_LABEL)
+            if ((c.get("metadata") or {}).get("namespace"), (c.get("metadata") or {}).get("name")) in names]
+    if not pods:
+        output.message("no task pods to delete")
+        return
+    verb = "would delete" if dry_run else "deletes"
+    output.message(f"This {verb} {len(pods)} pod(s) and {len(maps)} ConfigMap(s):")
+    for obj in [*pods, *maps]:
+        meta = obj.get("metadata") or {}
+        output.message(f"  {obj.get('kind', '?')} {meta.get('namespace')}/{meta.get('name')}")
+    if dry_run:
+        return
+    output.warning("running experiments lose their pods; the master may restart them from their last checkpoint")
+    confirm(f"Delete {len(pods)} task pod(s) and {len(maps)} ConfigMap(s)?", yes=yes, action="pods cleanup")
+    deleted = {"pods": 0, "configmaps": 0}
+    for kind, key, objs in ((PODS, "pods", pods), (CONFIGMAPS, "configmaps", maps)):
+        for obj in objs:
+            meta = obj.get("metadata") or {}
+            deleted[key] += api.delete(kind, meta.get("name", ""), meta.get("namespace"), missing_ok=True)
+    output.success(f"Deleted {deleted['pods']} pod(s) and {deleted['configmaps']} ConfigMap(s)")

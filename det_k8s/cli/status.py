@@ -1,0 +1,156 @@
+"""`det-k8s status RELEASE`: is the master up, where is it, and if not, why (in the documents' terms).
+
+Reads only the Kubernetes API (no helm): the master Deployment and its pods, the Service, the
+database pod and volume, the configured Secrets, the pods' scheduling events and the master's
+last log lines. `det_k8s.release.diagnose` turns them into findings. Exit 0 when the master is
+ready and nothing is wrong, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+from ..errors import ClusterError, DetK8sError, Forbidden, NotFound
+from ..kube.api import KubeApi
+from ..kube.kinds import CONFIGMAPS, DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, SECRETS, SERVICES, STORAGECLASSES
+from ..release.address import master_address
+from ..release.diagnose import Observed, PodState, diagnose, pod_state
+from ..release.gpu_check import scheduling_problem
+from ..release.names import (
+    db_app,
+    db_deployment,
+    db_pvc,
+    master_app,
+    master_config,
+    master_deployment,
+    master_service,
+    validate_release_name,
+)
+from . import output
+from .options import OutputFormat, OutputOpt, current, with_global_options
+
+
+def _get(api: KubeApi, kind: Any, name: str, namespace: str) -> dict[str, Any] | None:
+    try:
+        return api.get(kind, name, namespace)
+    except NotFound:
+        return None
+
+
+def _list_or_empty(api: KubeApi, kind: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    try:
+        return api.list(kind, **kwargs)
+    except Forbidden:
+        return []
+
+
+def _external_host(api: KubeApi, release: str, namespace: str) -> str | None:
+    config = _get(api, CONFIGMAPS, master_config(release), namespace) or {}
+    try:
+        master = yaml.safe_load(((config.get("data") or {}).get("master.yaml")) or "") or {}
+    except yaml.YAMLError:
+        return None
+    host = (master.get("db") or {}).get("host") if isinstance(master, dict) else None
+    return str(host) if host else None
+
+
+def _newest(pods: list[PodState], objects: list[dict[str, Any]]) -> str | None:
+    created = {(o.get("metadata") or {}).get("name"): (o.get("metadata") or {}).get("creationTimestamp", "")
+               for o in objects}
+    ordered = sorted(pods, key=lambda p: created.get(p.name, ""), reverse=True)
+    return ordered[0].name if ordered else None
+
+
+def observe(api: KubeApi, release: str, namespace: str, tail: int) -> tuple[Observed, dict[str, Any], Any]:
+    deployment = _get(api, DEPLOYMENTS, master_deployment(release), namespace)
+    if deployment is None:
+        raise NotFound(f"release {release}: no master Deployment {master_deployment(release)} in namespace "
+                       f"{namespace}", hint="det-k8s list -A shows where Determined is installed")
+    pod_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    master_objs = api.list(PODS, namespace, label_selector=f"app={master_app(release)}")
+    db_objs = api.list(PODS, namespace, label_selector=f"app={db_app(release)}")
+    bundled = api.exists(DEPLOYMENTS, db_deployment(release), namespace)
+    pull = [s.get("name", "") for s in pod_spec.get("imagePullSecrets") or [] if s.get("name")]
+    tls = [v["secret"]["secretName"] for v in pod_spec.get("volumes") or []
+           if v.get("name") == "tls-secret" and (v.get("secret") or {}).get("secretName")]
+    secrets = {name: api.exists(SECRETS, name, namespace) for name in [*pull, *tls]}
+    pvc = _get(api, PVCS, db_pvc(release), namespace) if bundled else None
+    pending_pvc = pvc is not None and (pvc.get("status") or {}).get("phase") == "Pending"
+    classes = _list_or_empty(api, STORAGECLASSES) if pending_pvc else []
+    masters = [pod_state(p) for p in master_objs]
+    dbs = [pod_state(p) for p in db_objs]
+    scheduling: dict[str, str] = {}
+    for pod in [*masters, *dbs]:
+        if pod.phase == "Pending" and not pod.node:
+            events = _list_or_empty(api, EVENTS, namespace=namespace, field_selector=f"involvedObject.name={pod.name}")
+            problem = scheduling_problem(events)
+            if problem:
+                scheduling[pod.name] = problem
+    logs, newest = "", _newest(masters, master_objs)
+    if newest:
+        try:
+            logs = api.logs(newest, namespace, container="determined-master", tail_lines=tail)
+        except ClusterError as exc:
+            logs = f"(no logs: {exc.message})"
+    observed = Observed(release, namespace, masters, dbs, bundled, None if bundled else _external_host(
+        api, release, namespace), pvc, classes, secrets, pull, logs, scheduling)
+    service = _get(api, SERVICES, master_service(release), namespace)
+    nodes = _list_or_empty(api, NODES) if service and (service.get("spec") or {}).get("type") == "NodePort" else []
+    address = master_address(service, nodes, tls=bool(tls), release=release, namespace=namespace)
+    return observed, deployment, address
+
+
+@with_global_options
+def status(
+    release: Annotated[str, typer.Argument(metavar="RELEASE", help="The helm release name.", show_default=False)],
+    tail: Annotated[int, typer.Option("--tail", metavar="N", help="Master log lines to show.")] = 20,
+    output_format: OutputOpt = OutputFormat.table,
+) -> None:
+    """Master readiness, its pods, its address, its last log lines, and what is wrong if it is not running."""
+    validate_release_name(release)
+    api = current().connect()
+    with output.spinner(f"reading release {release}"):
+        observed, deployment, address = observe(api, release, api.namespace, tail)
+    dep_status = deployment.get("status") or {}
+    wanted = int((deployment.get("spec") or {}).get("replicas") or 1)
+    ready = int(dep_status.get("readyReplicas") or 0)
+    findings = diagnose(observed)
+    healthy = ready >= 1 and not findings
+    data = {
+        "release": release, "namespace": api.namespace, "healthy": healthy,
+        "master": {"deployment": master_deployment(release), "ready": ready, "replicas": wanted,
+                   "pods": [p.as_dict() for p in observed.master_pods]},
+        "address": address.as_dict(),
+        "database": {"bundled": observed.bundled_db, "external_host": observed.external_db_host,
+                     "pods": [p.as_dict() for p in observed.db_pods]},
+        "problems": [f.as_dict() for f in findings],
+        "logs": observed.logs.splitlines(),
+    }
+    if output_format is not OutputFormat.table:
+        output.data(data, output_format)
+    else:
+        database = "bundled Postgres" if observed.bundled_db else f"external ({observed.external_db_host or '?'})"
+        output.key_values({"Release": f"{release} (namespace {api.namespace})",
+                           "Master": f"{ready}/{wanted} ready (Deployment {master_deployment(release)})",
+                           "Address": address.url or address.note, "Database": database})
+        rows = [[p.name, p.phase, "yes" if p.ready else "no", p.reason, p.restarts, p.node]
+                for p in [*observed.master_pods, *observed.db_pods]]
+        if rows:
+            output.table(["NAME", "PHASE", "READY", "REASON", "RESTARTS", "NODE"], rows)
+        if observed.logs.strip():
+            print("Last master log lines:")
+            for line in observed.logs.rstrip("\n").splitlines():
+                print(f"  {line}")
+        for finding in findings:
+            print(f"Problem: {finding.problem}")
+            for check in finding.checks:
+                print(f"  - {check}")
+    if findings:
+        raise DetK8sError(f"release {release} is not healthy: {len(findings)} problem(s) found")
+    if not healthy:
+        raise DetK8sError(f"the master of release {release} is not ready yet ({ready}/{wanted}); no known problem "
+                          "found", hint=f"run det-k8s status {release} again in a minute")
+    output.success(f"release {release} is healthy")

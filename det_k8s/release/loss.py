@@ -1,0 +1,68 @@
+"""What `det-k8s uninstall` deletes and what it keeps, said before anything is deleted.
+
+The documents' warning: with the bundled Postgres, uninstalling "permanently removes all records
+of your experiments". det-k8s's bundled chart marks the database volume
+`helm.sh/resource-policy: keep`, so helm leaves it (and the records) behind; a chart without
+that annotation deletes it with the release. `--delete-data` deletes the kept volume too, and
+then the loss is permanent again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .names import db_pvc
+
+KEEP_POLICY = "helm.sh/resource-policy"
+
+
+@dataclass(frozen=True)
+class LossSummary:
+    deleted: tuple[str, ...]
+    kept: tuple[str, ...]
+    permanent_loss: bool  # experiment records are destroyed
+    pvc_kept: bool  # the database volume survives helm uninstall
+
+
+def _keeps(pvc: Mapping[str, Any]) -> bool:
+    return ((pvc.get("metadata") or {}).get("annotations") or {}).get(KEEP_POLICY) == "keep"
+
+
+def summarize(release: str, namespace: str, objects: Sequence[Mapping[str, Any]], *, bundled_db: bool,
+              pvc: Mapping[str, Any] | None, task_pods: int, task_configmaps: int, delete_data: bool,
+              keep_pods: bool) -> LossSummary:
+    """`objects` are the release's namespaced objects (labelled release=<release>), the PVC excluded."""
+    deleted = [f"{obj.get('kind', '?')} {(obj.get('metadata') or {}).get('name', '?')}" for obj in objects
+               if obj.get("kind") != "PersistentVolumeClaim"]
+    deleted.append(f"the ServiceAccount and cluster RBAC objects determined-master-{release}")
+    kept: list[str] = []
+    permanent = False
+    pvc_kept = False
+    pvc_name = db_pvc(release)
+    delete_cmd = f"kubectl delete pvc {pvc_name} -n {namespace}"
+    if bundled_db:
+        if pvc is None:
+            deleted.append("the bundled Postgres, which keeps its data inside its pod: ALL EXPERIMENT RECORDS, "
+                           "permanently")
+            permanent = True
+        elif _keeps(pvc) and not delete_data:
+            kept.append(f"the database volume {pvc_name} with every experiment record ({KEEP_POLICY}: keep); "
+                        f"a later install of release {release} in {namespace} finds them again. To delete them "
+                        f"for good: {delete_cmd}, or uninstall with --delete-data")
+            pvc_kept = True
+        else:
+            why = "--delete-data" if _keeps(pvc) else "the chart does not keep it"
+            deleted.append(f"the database volume {pvc_name} ({why}): ALL EXPERIMENT RECORDS in the bundled "
+                           "Postgres, permanently")
+            permanent = True
+    else:
+        kept.append("experiment records: they live in your external database (db.hostAddress)")
+    if task_pods or task_configmaps:
+        what = f"{task_pods} task pod(s) labelled determined and {task_configmaps} task ConfigMap(s)"
+        if keep_pods:
+            kept.append(f"{what} (--keep-pods)")
+        else:
+            deleted.append(f"{what}: running experiments stop")
+    return LossSummary(tuple(deleted), tuple(kept), permanent, pvc_kept)

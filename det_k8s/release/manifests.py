@@ -1,0 +1,54 @@
+"""The manifests `install --dry-run` prints, with every Secret's values replaced.
+
+The chart's Secret holds the database password and storage keys in `stringData`; a dry run's
+output ends up in terminals, CI logs and tickets, so values are masked (keys stay, so the reader
+sees which secrets the release carries). Other documents are printed as helm rendered them,
+comments (`# Source: ...`) included.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from ..settings import Settings
+
+MASK = "<redacted>"
+_SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
+
+
+def redact_secrets(stream: str) -> str:
+    docs = [d for d in _SEPARATOR.split(stream) if d.strip()]
+    out = []
+    for text in docs:
+        try:
+            obj = yaml.safe_load(text)
+        except yaml.YAMLError:
+            obj = None
+        if obj is None and re.search(r"^kind:\s*Secret\s*$", text, re.MULTILINE):
+            text = "# a Secret that could not be parsed: omitted\n"
+        elif isinstance(obj, dict) and obj.get("kind") == "Secret":
+            comments = "".join(line + "\n" for line in text.strip("\n").splitlines() if line.startswith("#"))
+            for field in ("data", "stringData"):
+                if isinstance(obj.get(field), dict):
+                    obj[field] = {key: MASK for key in obj[field]}
+            text = comments + yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+        out.append(text.strip("\n") + "\n")
+    return "".join(f"---\n{doc}" for doc in out)
+
+
+def secret_values(settings: Settings) -> tuple[str, ...]:
+    """Every password and key in the settings, so messages built from helm's output can be scrubbed."""
+
+    def get(values: Mapping[str, Any], *path: str) -> Any:
+        node: Any = values
+        for part in path:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        return node
+
+    found = [get(settings.values, "db", "password"), get(settings.values, "defaultPassword"),
+             get(settings.values, "logging", "security", "password"), *settings.checkpoint.secrets]
+    return tuple(str(s) for s in found if s)

@@ -1,0 +1,81 @@
+"""Task pods: the pods the Determined master starts for experiments, commands and notebooks.
+
+Every task pod and its same-named ConfigMap carry the label `determined` (value: the
+allocation ID), which is what `kubectl get pods -l=determined` in the documents selects. Pod
+names start with the task's description: `exp-<id>-trial-<id>-...` for trials, `cmd-...` for
+commands, notebooks, shells and TensorBoards, `gc-...` for checkpoint GC.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+TASK_LABEL = "determined"
+_TRIAL = re.compile(r"^exp-(\d+)-trial-(\d+)")
+
+
+def only_task_pods(selector: str | None) -> str:
+    """A label selector that can never reach beyond task pods: the user's selector AND `determined`."""
+    parts = [p.strip() for p in (selector or "").split(",") if p.strip()]
+    if TASK_LABEL not in parts:
+        parts.insert(0, TASK_LABEL)
+    return ",".join(parts)
+
+
+def is_live(pod: Mapping[str, Any]) -> bool:
+    """Not finished and not already being deleted."""
+    meta = pod.get("metadata") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    return phase not in ("Succeeded", "Failed") and not meta.get("deletionTimestamp")
+
+
+@dataclass(frozen=True)
+class TaskGroup:
+    """The pods of one allocation (one trial run, one command...)."""
+
+    allocation: str
+    description: str
+    namespace: str
+    pods: tuple[str, ...]
+
+
+def describe_task(pod_name: str) -> str:
+    match = _TRIAL.match(pod_name)
+    if match:
+        return f"experiment {match.group(1)}, trial {match.group(2)}"
+    if pod_name.startswith("cmd-"):
+        return "command, notebook, shell or TensorBoard"
+    if pod_name.startswith("gc-"):
+        return "checkpoint garbage collection"
+    return "task"
+
+
+def group_tasks(pods: Sequence[Mapping[str, Any]]) -> list[TaskGroup]:
+    groups: dict[tuple[str, str], list[str]] = {}
+    descriptions: dict[tuple[str, str], str] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str((meta.get("labels") or {}).get(TASK_LABEL) or ""))
+        groups.setdefault(key, []).append(str(meta.get("name") or ""))
+        descriptions.setdefault(key, describe_task(str(meta.get("name") or "")))
+    return [TaskGroup(alloc, descriptions[(ns, alloc)], ns, tuple(sorted(names)))
+            for (ns, alloc), names in sorted(groups.items())]
+
+
+def age(created: str, now: datetime.datetime | None = None) -> str:
+    """kubectl-style age: 45s, 12m, 5h, 3d."""
+    if not created:
+        return ""
+    try:
+        then = datetime.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return ""
+    seconds = max(int(((now or datetime.datetime.now(datetime.UTC)) - then).total_seconds()), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit != "m" else 1):
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -1,0 +1,39 @@
+"""Go durations (`10m`, `90s`, `1h30m`, `5m0s`), as helm and kubectl spell `--timeout`."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import UsageError
+
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str, flag: str = "--timeout") -> float:
+    """Seconds in a Go duration; a bare number or a wrong unit is a usage error naming the flag."""
+    value = text.strip()
+    pos, total = 0, 0.0
+    while pos < len(value):
+        match = _PART.match(value, pos)
+        if not match:
+            break
+        total += float(match.group(1)) * _SECONDS[match.group(2)]
+        pos = match.end()
+    if not value or pos != len(value):
+        raise UsageError(f"{flag} {text!r}: not a duration", hint="use a Go duration such as 90s, 10m or 1h30m")
+    if total <= 0:
+        raise UsageError(f"{flag} {text!r}: must be more than zero")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """`600` -> `10m0s`, the form helm prints and accepts."""
+    whole = int(round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"

@@ -1,0 +1,183 @@
+"""helm: find it, learn its major version once, and build its argv in pure functions.
+
+helm 3 and helm 4 differ in the flags det-k8s uses (checked against `helm <cmd> --help` of 3.17
+and 4.1):
+
+| what | helm 3 | helm 4 |
+|---|---|---|
+| wait for readiness | `--wait` | `--wait=watcher` (plain `--wait` means watcher too; the default is hookOnly) |
+| undo a failed install/upgrade | `--atomic` | `--rollback-on-failure` (`--atomic` is deprecated) |
+| list every status | `--all` (default: deployed and failed only) | the default (`--all` is gone) |
+| render without a cluster | `helm template` (`install --dry-run=client` still asks the cluster its version) | `install --dry-run=client` |
+
+Values always travel as `--values <file>`: det-k8s writes them to a private 0600 file, so no
+password ever appears in an argv (visible in `ps`) or in a printed command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ToolFailed, ToolNotFound
+from .locate import locate, version_of
+from .process import Completed, run
+
+HOW_TO_GET = ("install helm 3 or 4 (https://helm.sh/docs/intro/install/) or point --helm-binary / DET_K8S_HELM "
+              "at it; developers: python scripts/fetch_tools.py puts one in .tools/bin")
+DEFAULT_TIMEOUT = 120.0  # seconds, for helm calls that do not wait for the cluster (list, status, get)
+SUPPORTED_MAJORS = (3, 4)
+
+
+@dataclass(frozen=True)
+class KubeFlags:
+    """Which cluster and namespace a helm or kubectl call targets (None: the tool's own default)."""
+
+    namespace: str | None = None
+    kube_context: str | None = None
+    kubeconfig: str | None = None
+
+    def helm(self) -> list[str]:
+        out: list[str] = []
+        if self.namespace:
+            out += ["--namespace", self.namespace]
+        if self.kube_context:
+            out += ["--kube-context", self.kube_context]
+        if self.kubeconfig:
+            out += ["--kubeconfig", self.kubeconfig]
+        return out
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """What `helm install` / `helm upgrade` get: a rendered chart and its private values file."""
+
+    release: str
+    chart: str
+    values_file: str
+    kube: KubeFlags
+    wait: bool = False
+    timeout: str | None = None  # a Go duration, passed through as given
+    create_namespace: bool = False
+    rollback_on_failure: bool = False
+
+
+def parse_major(version: str) -> int:
+    """`v3.17.3+ge4da497` -> 3."""
+    match = re.match(r"^v?(\d+)\.\d+", version.strip())
+    if not match:
+        raise ToolFailed(f"cannot tell helm's version from {version.strip()[:80]!r}", returncode=0)
+    return int(match.group(1))
+
+
+def _wait(major: int) -> list[str]:
+    return ["--wait"] if major == 3 else ["--wait=watcher"]
+
+
+def _rollback(major: int) -> list[str]:
+    return ["--atomic"] if major == 3 else ["--rollback-on-failure"]
+
+
+def _lifecycle_flags(major: int, spec: ReleaseSpec) -> list[str]:
+    out = spec.kube.helm()
+    if spec.wait:
+        out += _wait(major)
+    if spec.timeout:
+        out += ["--timeout", spec.timeout]
+    if spec.rollback_on_failure:
+        out += _rollback(major)
+    return out
+
+
+def install_argv(major: int, spec: ReleaseSpec) -> list[str]:
+    argv = ["install", spec.release, spec.chart, "--values", spec.values_file, *_lifecycle_flags(major, spec)]
+    if spec.create_namespace:
+        argv.append("--create-namespace")
+    return argv
+
+
+def upgrade_argv(major: int, spec: ReleaseSpec) -> list[str]:
+    """`--reset-values`: the release gets exactly the values det-k8s rendered, nothing left over."""
+    return ["upgrade", spec.release, spec.chart, "--values", spec.values_file, "--reset-values",
+            *_lifecycle_flags(major, spec)]
+
+
+def uninstall_argv(major: int, release: str, kube: KubeFlags, timeout: str | None = None) -> list[str]:
+    del major  # same flags in both majors
+    argv = ["uninstall", release, *kube.helm()]
+    if timeout:
+        argv += ["--timeout", timeout]
+    return argv
+
+
+def list_argv(major: int, kube: KubeFlags, all_namespaces: bool = False) -> list[str]:
+    argv = ["list", "--output", "json", *kube.helm()]
+    if all_namespaces:
+        argv.append("--all-namespaces")
+    if major == 3:
+        argv.append("--all")  # helm 3 hides pending and uninstalling releases by default
+    return argv
+
+
+def status_argv(release: str, kube: KubeFlags) -> list[str]:
+    return ["status", release, "--output", "json", *kube.helm()]
+
+
+def get_values_argv(release: str, kube: KubeFlags) -> list[str]:
+    """Computed values (defaults included): `db.hostAddress` may come from the chart's defaults."""
+    return ["get", "values", release, "--all", "--output", "json", *kube.helm()]
+
+
+def render_argv(major: int, release: str, chart: str, values_file: str, namespace: str) -> list[str]:
+    """Manifests without any cluster: helm 3 `template`, helm 4 `install --dry-run=client -o json`."""
+    if major == 3:
+        return ["template", release, chart, "--values", values_file, "--namespace", namespace]
+    return ["install", release, chart, "--values", values_file, "--namespace", namespace, "--dry-run=client",
+            "--output", "json"]
+
+
+def manifests_from_render(major: int, stdout: str) -> str:
+    """The YAML stream a render printed (helm 4's JSON release holds it in `hooks` and `manifest`)."""
+    if major == 3:
+        return stdout
+    release = json.loads(stdout)
+    parts = [str(h.get("manifest") or "").strip() for h in release.get("hooks") or []]
+    parts.append(str(release.get("manifest") or "").strip())
+    return "\n---\n".join(p.removeprefix("---").strip() for p in parts if p) + "\n"
+
+
+@dataclass(frozen=True)
+class Helm:
+    """A located helm binary of a known major version."""
+
+    path: str
+    version: str
+    log: Callable[[str], None] | None = None
+
+    @property
+    def major(self) -> int:
+        return parse_major(self.version)
+
+    def run(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT, check: bool = True,
+            secrets: Sequence[str] = ()) -> Completed:
+        """`secrets` are scrubbed from an error message (helm may quote a rendered template line)."""
+        return run([self.path, *args], timeout=timeout, tool="helm", check=check, log=self.log, secrets=secrets)
+
+    def json(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT) -> Any:
+        text = self.run(args, timeout=timeout).stdout
+        try:
+            return json.loads(text) if text.strip() else None
+        except json.JSONDecodeError as exc:
+            raise ToolFailed(f"helm {args[0]} printed something that is not JSON", returncode=0) from exc
+
+
+def find_helm(explicit: str | None = None, log: Callable[[str], None] | None = None) -> Helm:
+    """Locate helm (flag, DET_K8S_HELM, PATH) and check it is helm 3 or 4."""
+    path = locate("helm", explicit, "DET_K8S_HELM", HOW_TO_GET)
+    helm = Helm(path, version_of(path, ("version", "--short"), "helm", log=log), log)
+    if helm.major not in SUPPORTED_MAJORS:
+        raise ToolNotFound(f"{path} is helm {helm.version}; det-k8s needs helm 3 or 4", hint=HOW_TO_GET)
+    return helm

@@ -1,0 +1,110 @@
+"""kubectl: find it, learn its version once, and build argv for the node commands.
+
+det-k8s reads the cluster through its API adapter, but labels and taints nodes with kubectl:
+those are the exact commands the documents give (`kubectl label nodes N determined.ai/pedl-agent=present`,
+`kubectl taint nodes N key=value:NoSchedule`), kubectl applies its own validation and
+`--overwrite` semantics to them, and an admin can re-run or undo what det-k8s printed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from .helm import KubeFlags
+from .locate import locate, version_of
+from .process import Completed, run
+
+HOW_TO_GET = ("install kubectl (https://kubernetes.io/docs/tasks/tools/) or point --kubectl-binary / "
+              "DET_K8S_KUBECTL at it; developers: python scripts/fetch_tools.py puts one in .tools/bin")
+DEFAULT_TIMEOUT = 60.0
+REQUEST_TIMEOUT = "30s"
+AGENT_LABEL = "determined.ai/pedl-agent"
+AGENT_VALUE = "present"
+DEFAULT_TAINT = f"{AGENT_LABEL}={AGENT_VALUE}:NoSchedule"
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME}$")
+_VALUE = re.compile(rf"^({_NAME})?$")
+
+
+def kubectl_flags(kube: KubeFlags) -> list[str]:
+    """kubectl spells the context `--context`; every call gets a request timeout."""
+    out: list[str] = []
+    if kube.kube_context:
+        out += ["--context", kube.kube_context]
+    if kube.kubeconfig:
+        out += ["--kubeconfig", kube.kubeconfig]
+    return out + ["--request-timeout", REQUEST_TIMEOUT]
+
+
+@dataclass(frozen=True)
+class TaintSpec:
+    key: str
+    value: str
+    effect: str
+    remove: bool = False
+
+    def argument(self) -> str:
+        """As kubectl takes it: `key=value:Effect`, `key:Effect`, with a trailing `-` to remove."""
+        text = f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+        return text + ("-" if self.remove else "")
+
+
+def parse_taint(text: str, remove: bool = False) -> TaintSpec:
+    """`KEY=VALUE:EFFECT` or `KEY:EFFECT`, a trailing `-` (or remove=True) to remove it."""
+    spec = text.strip()
+    if spec.endswith("-"):
+        spec, remove = spec[:-1], True
+    hint = f"write KEY=VALUE:EFFECT with EFFECT one of {', '.join(EFFECTS)}, e.g. {DEFAULT_TAINT}"
+    if ":" not in spec:
+        raise UsageError(f"taint {text!r}: no effect", hint=hint)
+    head, effect = spec.rsplit(":", 1)
+    key, _, value = head.partition("=")
+    if effect not in EFFECTS:
+        raise UsageError(f"taint {text!r}: effect {effect!r} is not one of {', '.join(EFFECTS)}", hint=hint)
+    if not _KEY.match(key) or len(key) > 253:
+        raise UsageError(f"taint {text!r}: key {key!r} is not a valid label key", hint=hint)
+    if not _VALUE.match(value):
+        raise UsageError(f"taint {text!r}: value {value!r} is not a valid label value", hint=hint)
+    return TaintSpec(key, value, effect, remove)
+
+
+def label_argv(nodes: Sequence[str], kube: KubeFlags, key: str = AGENT_LABEL, value: str = AGENT_VALUE) -> list[str]:
+    return ["label", "nodes", *nodes, f"{key}={value}", "--overwrite", *kubectl_flags(kube)]
+
+
+def unlabel_argv(nodes: Sequence[str], kube: KubeFlags, key: str = AGENT_LABEL) -> list[str]:
+    return ["label", "nodes", *nodes, f"{key}-", *kubectl_flags(kube)]
+
+
+def taint_argv(nodes: Sequence[str], taint: TaintSpec, kube: KubeFlags) -> list[str]:
+    overwrite = [] if taint.remove else ["--overwrite"]
+    return ["taint", "nodes", *nodes, taint.argument(), *overwrite, *kubectl_flags(kube)]
+
+
+@dataclass(frozen=True)
+class Kubectl:
+    path: str
+    version: str
+    log: Callable[[str], None] | None = None
+
+    def run(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT) -> Completed:
+        return run([self.path, *args], timeout=timeout, tool="kubectl", log=self.log)
+
+
+def _client_version(text: str) -> str:
+    try:
+        return str(json.loads(text)["clientVersion"]["gitVersion"])
+    except (ValueError, KeyError, TypeError):
+        return text.strip().splitlines()[0] if text.strip() else "unknown"
+
+
+def find_kubectl(explicit: str | None = None, log: Callable[[str], None] | None = None) -> Kubectl:
+    path = locate("kubectl", explicit, "DET_K8S_KUBECTL", HOW_TO_GET)
+    raw = version_of(path, ("version", "--client", "--output", "json"), "kubectl", log=log)
+    return Kubectl(path, _client_version(raw), log)

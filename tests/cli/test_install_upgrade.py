@@ -1,0 +1,248 @@
+"""install and upgrade through the real entry point: the exact helm argv (helm 3 and 4, recording fake on PATH),
+the live preflight against the API emulator, and every refusal before helm runs."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import example
+from tests.k8s_emulator import node, pod
+
+GPU = str(example("gpu-cluster.yaml"))
+DETERMINED = [{"name": "demo", "namespace": "default", "revision": "1", "status": "deployed",
+               "chart": "determined-0.1.0", "app_version": "0.17.15"}]
+
+
+def ready_cluster(cluster, *namespaces: str) -> None:
+    for ns in ("default", *namespaces):
+        cluster.api.put({"kind": "Namespace", "metadata": {"name": ns}})
+    cluster.api.put(node("gpu-0", gpus=4))
+    cluster.api.put(node("gpu-1", gpus=8))
+
+
+def lifecycle_call(fake, verb: str) -> list[str]:
+    (call,) = [c for c in fake.calls if c[0] == verb]
+    return call
+
+
+def check_private_chart(fake, call: list[str]) -> list[str]:
+    """The chart dir and values file helm got: private while helm ran, gone afterwards. Returns the other args."""
+    chart, values = call[2], call[4]
+    assert call[3] == "--values" and values == f"{chart}/values.yaml"
+    modes = fake.modes(call)
+    assert modes[values] == "0o600" and modes[str(Path(chart).parent)] == "0o700"
+    assert not Path(chart).parent.exists()
+    return call[:2] + call[5:]
+
+
+def test_install_runs_helm_install_with_the_exact_argv(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    cluster.api.put({"kind": "Service", "metadata": {"name": "determined-master-service-demo", "namespace": "default"},
+                     "spec": {"type": "LoadBalancer", "ports": [{"port": 8080}]},
+                     "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}})
+    result = run_cli("install", "demo", "-f", GPU, "--wait", "--timeout", "15m")
+    assert result.code == 0, result.err
+    assert fake_helm.calls[0] == ["list", "--output", "json", "--all-namespaces"] + (
+        ["--all"] if fake_helm.major == 3 else [])
+    wait = "--wait" if fake_helm.major == 3 else "--wait=watcher"
+    assert check_private_chart(fake_helm, lifecycle_call(fake_helm, "install")) == [
+        "install", "demo", "--namespace", "default", wait, "--timeout", "15m"]
+    assert "Master: http://203.0.113.7:8080" in result.err
+    assert "Next: det-k8s status demo -n default" in result.err
+    assert "Ch4nge-me-now" not in json.dumps(fake_helm.invocations()) + result.out + result.err
+
+
+def test_install_flags_map_to_each_helm_major(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    result = run_cli("install", "demo", "-f", GPU, "-n", "ml", "--create-namespace", "--rollback-on-failure",
+                     "--kube-context", "emulator", "--kubeconfig", cluster.kubeconfig)
+    assert result.code == 0, result.err
+    rollback = "--atomic" if fake_helm.major == 3 else "--rollback-on-failure"
+    assert check_private_chart(fake_helm, lifecycle_call(fake_helm, "install")) == [
+        "install", "demo", "--namespace", "ml", "--kube-context", "emulator", "--kubeconfig", str(cluster.kubeconfig),
+        "--timeout", "10m", rollback, "--create-namespace"]
+    assert "Master: the load balancer has no address yet" not in result.err  # no Service at all here
+    assert "no Service determined-master-service-demo in namespace ml" in result.err
+
+
+def test_preflight_errors_stop_before_helm_install(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    result = run_cli("install", "demo", "-f", GPU, "--set", "maxSlotsPerPod=3", "--set", "imagePullSecretName=regcred",
+                     "-n", "det")
+    assert result.code == 1
+    assert "error: maxSlotsPerPod: 3 does not divide the GPUs of 2 node(s)" in result.err
+    assert "error: imagePullSecretName: Secret regcred does not exist in namespace det" in result.err
+    assert "error: namespace det does not exist; pass --create-namespace" in result.err
+    assert [c[0] for c in fake_helm.calls] == ["list"]
+
+
+def test_a_missing_pull_secret_names_the_kubectl_command(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    result = run_cli("install", "demo", "-f", GPU, "--set", "imagePullSecretName=regcred")
+    assert result.code == 1
+    assert ("error: imagePullSecretName: Secret regcred does not exist in namespace default: the master image cannot "
+            "be pulled; create it first: kubectl create secret docker-registry regcred -n default") in result.err
+    assert not [c for c in fake_helm.calls if c[0] == "install"]
+
+
+def test_another_determined_release_is_a_warning_and_the_server_version_too(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    fake_helm.respond("list", stdout=json.dumps([{**DETERMINED[0], "name": "old", "namespace": "ml"}]))
+    result = run_cli("install", "demo", "-f", GPU)
+    assert result.code == 0, result.err
+    assert "warning: the cluster already runs Determined (old in namespace ml)" in result.err
+    assert "warning: Kubernetes v1.31.4 is outside the range the Determined documents test (1.19-1.21)" in result.err
+
+
+def test_install_over_an_existing_release_is_refused(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    fake_helm.respond("list", stdout=json.dumps(DETERMINED))
+    result = run_cli("install", "demo", "-f", GPU)
+    assert result.code == 1 and "error: release demo already exists in namespace default" in result.err
+    assert not [c for c in fake_helm.calls if c[0] == "install"]
+
+
+def test_helm_failure_keeps_helms_message(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    fake_helm.respond("install", stderr="Error: INSTALLATION FAILED: context deadline exceeded\n", rc=1)
+    result = run_cli("install", "demo", "-f", GPU)
+    assert result.code == 1
+    assert result.err.strip().splitlines()[-1] == (
+        "error: helm install demo failed (exit 1): Error: INSTALLATION FAILED: context deadline exceeded")
+
+
+@pytest.mark.parametrize("name", ["Demo", "demo_1", "a" * 54, "x-", "det.prod"])
+def test_bad_release_names_never_reach_helm(run_cli, fake_helm, name):
+    result = run_cli("install", name, "-f", GPU, "--dry-run")
+    assert result.code == 2 and result.err.startswith(f"error: RELEASE {name!r}")
+    assert fake_helm.all_calls == []
+
+
+def test_invalid_settings_list_every_error_and_run_nothing(run_cli, fake_helm):
+    result = run_cli("install", "demo", "-f", GPU, "--set", "maxSlotPerPod=3", "--set", "checkpointStorage.bucket=null")
+    assert result.code == 1 and len(result.err.strip().splitlines()) == 2
+    assert fake_helm.all_calls == []
+
+
+def test_a_bad_timeout_is_a_usage_error(run_cli, fake_helm):
+    result = run_cli("install", "demo", "-f", GPU, "--timeout", "10")
+    assert result.code == 2 and "--timeout '10': not a duration" in result.err
+    assert fake_helm.all_calls == []
+
+
+def test_an_unreachable_cluster_is_one_line(run_cli, fake_helm, tmp_path, monkeypatch):
+    from tests.k8s_emulator import RunningEmulator
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kubeconfig = RunningEmulator(url=f"http://127.0.0.1:{port}").write_kubeconfig(tmp_path / "kc", context="prod")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    result = run_cli("install", "demo", "-f", GPU)
+    assert result.code == 1
+    assert result.err.strip().splitlines() == [
+        f"error: cannot reach the Kubernetes API at http://127.0.0.1:{port} (context prod): [Errno 111] Connection "
+        "refused; is the cluster up? check --kube-context and your kubeconfig"]
+    assert not [c for c in fake_helm.calls if c[0] == "install"]
+
+
+def test_a_missing_helm_is_one_line_saying_how_to_get_it(run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("DET_K8S_HELM", raising=False)
+    result = run_cli("install", "demo", "-f", GPU, "--dry-run")
+    assert result.code == 1
+    (line,) = result.err.strip().splitlines()
+    assert line.startswith("error: helm not found on PATH; install helm 3 or 4 (https://helm.sh/docs/intro/install/)")
+    assert "scripts/fetch_tools.py" in line
+
+
+def test_helm_binary_flag_and_environment_variable(run_cli, tmp_path, monkeypatch, fake_helm):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("DET_K8S_HELM", str(fake_helm.path))
+    assert run_cli("list").code == 0
+    monkeypatch.delenv("DET_K8S_HELM")
+    assert run_cli("list", "--helm-binary", fake_helm.path).code == 0
+    result = run_cli("list", "--helm-binary", tmp_path / "nope")
+    assert result.code == 1 and f"--helm-binary {tmp_path / 'nope'}: no executable helm there" in result.err
+    assert len(fake_helm.calls) == 2
+
+
+def test_the_child_never_gets_det_k8s_or_unrelated_variables(run_cli, fake_helm, monkeypatch):
+    monkeypatch.setenv("DET_K8S_TEST_TOKEN", "x")
+    monkeypatch.setenv("HELM_DRIVER", "configmap")
+    run_cli("list")
+    env = fake_helm.invocations()[-1]["env"]
+    assert "HELM_DRIVER" in env and "PATH" in env and "DET_K8S_TEST_TOKEN" not in env
+
+
+# -- upgrade ---------------------------------------------------------------------------------
+
+
+def upgrade_cluster(cluster):
+    ready_cluster(cluster)
+    for i in range(2):
+        cluster.api.put(pod(f"exp-7-trial-12-{i}-7.ab.1-cat", labels={"determined": "7.ab.1"}, node_name="gpu-1"))
+    cluster.api.put(pod("exp-3-trial-4-0-3.cd.1-done", labels={"determined": "3.cd.1"}, phase="Succeeded"))
+
+
+def test_upgrade_without_a_terminal_or_yes_refuses_and_runs_nothing(run_cli, cluster, fake_helm):
+    upgrade_cluster(cluster)
+    fake_helm.respond("list", stdout=json.dumps(DETERMINED))
+    result = run_cli("upgrade", "demo", "-f", GPU)
+    assert result.code == 2
+    assert "1 task(s) are running in default" in result.err and "resume from their latest checkpoint" in result.err
+    assert "experiment 7, trial 12 (allocation 7.ab.1): exp-7-trial-12-0-7.ab.1-cat, exp-7-trial-12-1-7.ab.1-cat" \
+        in result.err
+    assert "exp-3" not in result.err
+    assert result.err.strip().splitlines()[-1] == ("error: upgrade demo: not confirmed, nothing was changed; run it on "
+                                                   "a terminal to be asked, or pass --yes")
+    assert not [c for c in fake_helm.calls if c[0] == "upgrade"]
+
+
+def test_upgrade_with_yes_waits(run_cli, cluster, fake_helm):
+    upgrade_cluster(cluster)
+    fake_helm.respond("list", stdout=json.dumps(DETERMINED))
+    result = run_cli("upgrade", "demo", "-f", GPU, "--yes", "--timeout", "20m")
+    assert result.code == 0, result.err
+    wait = "--wait" if fake_helm.major == 3 else "--wait=watcher"
+    call = lifecycle_call(fake_helm, "upgrade")
+    assert call[5] == "--reset-values"
+    assert check_private_chart(fake_helm, call) == ["upgrade", "demo", "--reset-values", "--namespace", "default",
+                                                    wait, "--timeout", "20m"]
+    assert "Upgraded release demo in namespace default" in result.err
+
+
+def test_upgrade_of_a_missing_release_is_refused(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    result = run_cli("upgrade", "demo", "-f", GPU, "--yes")
+    assert result.code == 1 and "error: no Determined release demo in namespace default" in result.err
+    assert not [c for c in fake_helm.calls if c[0] == "upgrade"]
+
+
+def test_helm_errors_never_show_a_password(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    fake_helm.respond("install", stderr="Error: YAML parse error: line 7: db-password: \"Sup3r-Secret-77\" bad\n", rc=1)
+    result = run_cli("install", "demo", "-f", GPU, "--set", "db.password=Sup3r-Secret-77")
+    assert result.code == 1 and "Sup3r-Secret-77" not in result.err and "db-password: \"<redacted>\"" in result.err
+
+
+def test_a_namespace_admin_without_cluster_wide_helm_list_still_installs(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    fake_helm.respond("list", "--output", "json", "--all-namespaces", rc=1,
+                      stderr='Error: list: failed to list: secrets is forbidden: User "bob" cannot list resource '
+                             '"secrets" at the cluster scope\n')
+    result = run_cli("install", "demo", "-f", GPU)
+    assert result.code == 0, result.err
+    assert "warning: other namespaces not checked for Determined releases: helm list failed (exit 1)" in result.err
+    assert [c[:4] for c in fake_helm.calls[:2]] == [["list", "--output", "json", "--all-namespaces"],
+                                                     ["list", "--output", "json", "--namespace"]]
+
+
+def test_a_bad_chart_fails_before_the_cluster_is_contacted(run_cli, cluster, fake_helm, tmp_path):
+    result = run_cli("install", "demo", "-f", GPU, "--chart", tmp_path / "missing-chart")
+    assert result.code == 1 and f"{tmp_path / 'missing-chart'}: no such chart directory or archive" in result.err
+    assert cluster.api.calls == [] and fake_helm.calls == []

@@ -1,0 +1,55 @@
+"""`install --dry-run` and `upgrade --dry-run` with the real helm 3 and helm 4: manifests, no cluster contacted,
+no secret printed."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from det_k8s.tools.locate import forget_versions
+from tests.conftest import example
+
+pytestmark = pytest.mark.helm
+
+
+@pytest.fixture(autouse=True)
+def _fresh_versions():
+    forget_versions()
+
+
+def docs(text: str) -> dict[tuple[str, str], dict]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(text) if d}
+
+
+@pytest.mark.parametrize("command", ["install", "upgrade"])
+def test_dry_run_prints_the_command_and_redacted_manifests_without_a_cluster(run_cli, helm, cluster, command,
+                                                                              isolated_home, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))  # a cluster is there; it must not be asked anything
+    result = run_cli(command, "demo", "-f", example("gpu-cluster.yaml"), "--set", "db.password=Sup3r-Secret-77",
+                     "-n", "det", "--dry-run", "--helm-binary", helm)
+    assert result.code == 0, result.err
+    assert cluster.api.calls == [] and cluster.api.count("GET") == 0
+    (line,) = [ln for ln in result.err.splitlines() if ln.startswith("would run: ")]
+    argv = line.removeprefix("would run: ").split()
+    assert argv[:3] == [str(helm), command, "demo"] and argv[4] == "--values"
+    assert argv[4:] == ["--values", f"{argv[3]}/values.yaml", *(["--reset-values"] if command == "upgrade" else []),
+                        "--namespace", "det", *(["--wait" if "helm3" in str(helm) else "--wait=watcher"]
+                                                if command == "upgrade" else []), "--timeout", "10m"]
+    objs = docs(result.out)
+    assert objs[("Deployment", "determined-master-deployment-demo")]["metadata"]["namespace"] == "det"
+    assert ("Job", "determined-pw-change-demo") in objs  # hooks are printed too
+    secret = objs[("Secret", "determined-master-secrets-demo")]
+    assert set(secret["stringData"].values()) == {"<redacted>"} and "db-password" in secret["stringData"]
+    for secret_text in ("Sup3r-Secret-77", "Ch4nge-me-now"):
+        assert secret_text not in result.out + result.err
+
+
+def test_dry_run_reports_a_chart_error_with_helms_message(run_cli, helm, isolated_home, tmp_path):
+    chart = tmp_path / "broken"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: determined\nversion: 0.1.0\nappVersion: 0.17.15\n")
+    (chart / "templates" / "bad.yaml").write_text("kind: ConfigMap\nmetadata:\n  name: {{ .Values.nope.deeper }}\n")
+    result = run_cli("install", "demo", "-f", example("gpu-cluster.yaml"), "--chart", chart, "--dry-run",
+                     "--helm-binary", helm)
+    assert result.code == 1
+    assert "failed (exit 1): Error:" in result.err and "nil pointer" in result.err

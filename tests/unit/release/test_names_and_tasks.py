@@ -1,0 +1,61 @@
+"""Release names as helm and the chart's object names allow them; task pods and their grouping."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from det_k8s.errors import UsageError
+from det_k8s.release.names import MAX_RELEASE, validate_release_name
+from det_k8s.release.tasks import age, describe_task, group_tasks, is_live, only_task_pods
+from tests.k8s_emulator import pod
+
+
+@pytest.mark.parametrize("name", ["determined", "det-1", "a", "x" * MAX_RELEASE])
+def test_good_names(name):
+    assert validate_release_name(name) == name
+
+
+@pytest.mark.parametrize("name,says", [
+    ("Determined", "not a valid release name"), ("det_1", "not a valid release name"),
+    ("-det", "not a valid release name"), ("det.prod", "not a valid release name"),
+    ("x" * 54, "helm allows at most 53"), ("x" * 38, "the master Service determined-master-service-<release> must fit"),
+    ("", "a release name is required"),
+])
+def test_bad_names_are_usage_errors_naming_the_argument(name, says):
+    with pytest.raises(UsageError) as info:
+        validate_release_name(name)
+    assert says in str(info.value) and info.value.exit_code == 2
+    assert str(info.value).startswith("RELEASE")
+
+
+def test_a_user_selector_only_narrows_task_pods():
+    assert only_task_pods(None) == "determined"
+    assert only_task_pods("app=x") == "determined,app=x"
+    assert only_task_pods("determined,app=x") == "determined,app=x"
+    assert only_task_pods("!determined") == "determined,!determined"  # matches nothing, never widens
+
+
+def test_tasks_are_grouped_by_allocation_and_described():
+    pods = [pod("exp-7-trial-12-0-7.ab.1-happy-cat", labels={"determined": "7.ab.1"}),
+            pod("exp-7-trial-12-1-7.ab.1-sad-dog", labels={"determined": "7.ab.1"}),
+            pod("cmd-0-cd-brave-owl", labels={"determined": "cd"})]
+    groups = group_tasks(pods)
+    assert [(g.allocation, g.description, len(g.pods)) for g in groups] == [
+        ("7.ab.1", "experiment 7, trial 12", 2), ("cd", "command, notebook, shell or TensorBoard", 1)]
+    assert describe_task("gc-1") == "checkpoint garbage collection"
+
+
+def test_finished_and_terminating_pods_are_not_live():
+    assert is_live(pod("a", phase="Running"))
+    assert not is_live(pod("b", phase="Succeeded"))
+    terminating = pod("c")
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert not is_live(terminating)
+
+
+def test_age_like_kubectl():
+    now = datetime.datetime(2026, 1, 3, 0, 0, 0, tzinfo=datetime.UTC)
+    assert [age(t, now) for t in ("2026-01-02T23:59:15Z", "2026-01-02T23:48:00Z", "2026-01-02T19:00:00Z",
+                                  "2025-12-30T00:00:00Z", "", "garbage")] == ["45s", "12m", "5h", "4d", "", ""]

@@ -1,0 +1,76 @@
+"""Preflight decisions over what the cluster said: version range, namespace, secrets, other releases."""
+
+from __future__ import annotations
+
+from det_k8s.errors import Severity
+from det_k8s.release.preflight import (
+    ReleaseRef,
+    check_namespace,
+    check_other_releases,
+    check_secrets,
+    check_server_version,
+    determined_releases,
+    merge_releases,
+    releases_from_deployments,
+)
+from det_k8s.settings import Document, load_settings
+
+
+def settings(*sets: str):
+    return load_settings([Document("s.yaml", "maxSlotsPerPod: 4\n")], sets).settings()
+
+
+def test_server_version_outside_the_documented_range_is_a_warning():
+    assert check_server_version({"major": "1", "minor": "20", "gitVersion": "v1.20.4"}) == []
+    (problem,) = check_server_version({"major": "1", "minor": "31+", "gitVersion": "v1.31.4-eks"})
+    assert problem.severity is Severity.WARNING
+    assert "Kubernetes v1.31.4-eks is outside the range the Determined documents test (1.19-1.21)" in problem.message
+    assert check_server_version({"major": "1", "minor": "18"})[0].severity is Severity.WARNING
+
+
+def test_missing_namespace_is_an_error_unless_created():
+    (problem,) = check_namespace("det", exists=False, create_namespace=False)
+    assert problem.is_error and "--create-namespace" in (problem.hint or "")
+    assert check_namespace("det", exists=False, create_namespace=True) == []
+
+
+def test_missing_secrets_are_errors_with_the_kubectl_command():
+    s = settings("imagePullSecretName=regcred", "tlsSecret=det-tls", "useNodePortForMaster=true")
+    problems = check_secrets(s, "det", {"det-tls"})
+    assert [p.path for p in problems] == ["imagePullSecretName"]
+    assert problems[0].message == "Secret regcred does not exist in namespace det: the master image cannot be pulled"
+    assert "kubectl create secret docker-registry regcred -n det" in (problems[0].hint or "")
+    tls = check_secrets(s, "det", {"regcred"})
+    assert "kubectl create secret tls det-tls -n det" in (tls[0].hint or "")
+    assert check_secrets(settings(), "det", set()) == []
+
+
+def test_only_determined_charts_count_as_releases():
+    listed = [{"name": "demo", "namespace": "det", "chart": "determined-0.1.0", "app_version": "0.17.15",
+               "status": "deployed", "revision": "2"},
+              {"name": "nginx", "namespace": "web", "chart": "ingress-nginx-4.0.0"}]
+    assert determined_releases(listed) == [ReleaseRef("demo", "det", "determined-0.1.0", "0.17.15", "deployed", "2")]
+    assert determined_releases(None) == []
+
+
+def test_releases_from_labelled_master_deployments_merge_with_helms():
+    deployment = {"metadata": {"name": "determined-master-deployment-old", "namespace": "ml",
+                               "labels": {"app.kubernetes.io/instance": "old"}}}
+    refs = merge_releases([ReleaseRef("demo", "det")], releases_from_deployments([deployment]),
+                          [ReleaseRef("demo", "det", "determined-0.1.0")])
+    assert [(r.name, r.namespace) for r in refs] == [("demo", "det"), ("old", "ml")]
+
+
+def test_install_refuses_an_existing_name_and_warns_about_other_releases():
+    refs = [ReleaseRef("demo", "det"), ReleaseRef("old", "ml")]
+    problems = check_other_releases("demo", "det", refs, upgrading=False)
+    assert [p.severity for p in problems] == [Severity.ERROR, Severity.WARNING]
+    assert "det-k8s upgrade demo" in (problems[0].hint or "")
+    assert "old in namespace ml" in problems[1].message and "one instance per cluster" in problems[1].message
+    assert check_other_releases("new", "det", [], upgrading=False) == []
+
+
+def test_upgrade_needs_the_release():
+    (problem,) = check_other_releases("demo", "det", [], upgrading=True)
+    assert problem.is_error and "no Determined release demo in namespace det" in problem.message
+    assert check_other_releases("demo", "det", [ReleaseRef("demo", "det")], upgrading=True) == []
