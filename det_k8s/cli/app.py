@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from . import chart_cmds
+from . import chart_cmds, checkpoint
 from .options import ContextOpt, DebugOpt, GlobalOptions, KubeconfigOpt, NamespaceOpt, VerboseOpt, set_current
 
 HELP = """det-k8s: run the Determined deep-learning platform on Kubernetes, safely.
@@ -46,4 +46,8 @@ def build_app() -> typer.Typer:
 
     app.command("render", rich_help_panel="Chart")(chart_cmds.render)
     app.command("validate", rich_help_panel="Chart")(chart_cmds.validate)
+
+    checkpoint_app = typer.Typer(name="checkpoint", help=checkpoint.HELP, no_args_is_help=True)
+    checkpoint_app.command("check")(checkpoint.check)
+    app.add_typer(checkpoint_app, rich_help_panel="Storage")
     return app

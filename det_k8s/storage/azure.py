@@ -124,6 +124,14 @@ class AzureBackend:
                 raise
             # The blob is already absent, which is what delete is for (see Backend.delete).
 
+    def _endpoint_setting(self) -> str:
+        """Which setting decides where requests go, for "unreachable" messages."""
+        if not self._storage.connection_string:
+            return "checkpointStorage.account_url"
+        if "blobendpoint" in parse_connection_string(self._storage.connection_string):
+            return "BlobEndpoint in checkpointStorage.connection_string"
+        return "AccountName and EndpointSuffix in checkpointStorage.connection_string"
+
     def _credential_setting(self) -> str:
         if self._storage.connection_string:
             return "the AccountKey or SharedAccessSignature in checkpointStorage.connection_string"
@@ -132,12 +140,15 @@ class AzureBackend:
     def explain(self, exc: Exception, step: Step) -> Failure:
         from azure.core import exceptions as ax
 
-        setting = ("the BlobEndpoint or EndpointSuffix in checkpointStorage.connection_string"
-                   if self._storage.connection_string else "checkpointStorage.account_url")
+        setting = self._endpoint_setting()
         if isinstance(exc, MalformedSetting):
             which = "connection_string" if self._storage.connection_string else "account_url"
             return Failure(Reason.BAD_CREDENTIALS,
                            f"checkpointStorage.{which} is not usable: {first_line(str(exc))}")
+        if isinstance(exc, ax.ClientAuthenticationError) and exc.status_code is None:  # signing failed here
+            return Failure(Reason.BAD_CREDENTIALS,
+                           f"bad credentials: requests could not be signed ({first_line(str(exc))}); "
+                           f"check {self._credential_setting()}")
         if isinstance(exc, ax.HttpResponseError):
             return self._explain_answer(exc, step)
         if isinstance(exc, ax.ServiceRequestError) or never_connected(exc):  # nothing was sent

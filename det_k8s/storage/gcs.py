@@ -4,7 +4,7 @@ The SDK is imported inside the methods. Credentials are the application default 
 `STORAGE_EMULATOR_HOST` is honoured exactly as the SDK honours it (it then talks to the emulator
 without credentials), because `storage.Client` is left to decide both. Every call passes
 `timeout=` and `retry=None`: the SDK's default retry would keep a dead endpoint busy for two
-minutes.
+minutes; the SDK's background bucket-metadata fetch is switched off for the same reason.
 """
 
 from __future__ import annotations
@@ -50,7 +50,13 @@ class GCSBackend:
         if self._client is None:
             from google.cloud import storage
 
-            self._client = storage.Client(project=None)  # bucket and object calls need no project
+            client = storage.Client(project=None)  # bucket and object calls need no project
+            # google-cloud-storage 3.x fetches bucket metadata for tracing in a background thread
+            # on the first call, even with tracing off: one more request, needing
+            # storage.buckets.get, retried for up to two minutes against a dead endpoint. Every
+            # use of the cache is guarded by `client._bucket_metadata_cache` being truthy.
+            client._bucket_metadata_cache = None
+            self._client = client
         return self._client.bucket(self.bucket_name)
 
     def _limits(self) -> dict[str, Any]:

@@ -1,0 +1,73 @@
+"""`det-k8s checkpoint check`: prove checkpoint storage works before Determined needs it.
+
+`require_working_storage` is also what `install` and `upgrade` call (unless
+`--skip-storage-check`): it probes with a spinner, prints the report, and raises
+StorageCheckFailed, so `main` prints the one summary line and exits 1.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..errors import StorageCheckFailed
+from ..settings import Settings
+from ..storage import DEFAULT_TIMEOUT, StorageReport
+from . import output
+from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
+from .options import OutputFormat, OutputOpt, with_global_options
+
+HELP = "Checkpoint storage: prove the bucket works before Determined needs it."
+
+TimeoutOpt = Annotated[float, typer.Option(
+    "--timeout", min=0.1, metavar="SECONDS",
+    help="Time limit of each storage call (connect, and again for the answer). Calls are never retried.")]
+
+
+def print_report(report: StorageReport, output_format: OutputFormat = OutputFormat.table) -> None:
+    """The report's data on stdout (a table, or JSON/YAML), its warnings on stderr."""
+    for text in report.warnings:
+        output.warning(text)
+    if output_format is not OutputFormat.table:
+        output.data(report.to_dict(), output_format)
+    else:
+        rows = [(r.step.value, r.status.value, r.reason.value if r.reason else "", r.message) for r in report.steps]
+        output.table(["step", "result", "reason", "detail"], rows,
+                     title=f"checkpoint storage: {report.storage_type} {report.location}")
+    if report.left_behind:
+        output.warning(f"the probe object {report.left_behind} may be left behind: delete it by hand")
+
+
+def require_working_storage(settings: Settings, *, timeout: float = DEFAULT_TIMEOUT,
+                            output_format: OutputFormat = OutputFormat.table) -> StorageReport:
+    """Probe checkpoint storage, print the report, raise StorageCheckFailed unless it works."""
+    from ..storage import check_storage
+
+    with output.spinner(f"Probing {settings.checkpoint.type} checkpoint storage"):
+        report = check_storage(settings, timeout=timeout)
+    print_report(report, output_format)
+    if not report.ok:
+        failed = report.failures
+        raise StorageCheckFailed(f"checkpoint storage check failed: {failed[0].step.value}: {failed[0].message}"
+                                 if failed else f"checkpoint storage check failed: {report.summary()}")
+    if output_format is OutputFormat.table and report.checked:
+        output.success(report.summary())
+    return report
+
+
+@with_global_options
+def check(
+    values: ValuesOpt = None,
+    set_: SetOpt = None,
+    set_string: SetStringOpt = None,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    output_format: OutputOpt = OutputFormat.table,
+) -> None:
+    """Write, read back, list and delete a probe object in checkpoint storage; exit 0 only if all work.
+
+    shared_fs is checked only when hostPath exists on this machine; otherwise nothing is probed, a
+    warning says so, and the exit code is 0.
+    """
+    loaded = load_settings_from_cli(values, set_, set_string)
+    require_working_storage(loaded.settings(), timeout=timeout, output_format=output_format)
