@@ -1,4 +1,4 @@
-"""Shared fixtures: the real helm/kubectl binaries, and running the CLI in-process."""
+"""Shared fixtures: the real helm/kubectl binaries, storage emulators (tests/emulators.py), the CLI in-process."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.emulators import azurite, closed_port, fake_gcs, gcs_server, moto_s3, moto_server, tarpit  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / ".tools"

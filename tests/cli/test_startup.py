@@ -38,6 +38,13 @@ def test_render_and_validate_import_no_heavy_sdk(tmp_path):
     assert (code, modules) == (0, [])
 
 
+def test_checkpoint_check_loads_its_sdk_only_when_it_probes(tmp_path):
+    assert loaded_modules("checkpoint", "check", "--help") == (0, [])
+    settings = tmp_path / "s.yaml"
+    settings.write_text(f"maxSlotsPerPod: 1\ncheckpointStorage:\n  type: shared_fs\n  hostPath: {tmp_path}\n")
+    assert loaded_modules("checkpoint", "check", "-f", str(settings)) == (0, [])
+
+
 def test_console_script_runs():
     result = subprocess.run([sys.executable, "-m", "det_k8s", "--version"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.startswith("det-k8s ")
