@@ -1,4 +1,4 @@
-"""Shared fixtures: the real helm/kubectl binaries, storage emulators (tests/emulators.py), the CLI in-process."""
+"""Shared fixtures: real helm/kubectl binaries, storage emulators (tests/emulators.py), the CLI in-process."""
 
 from __future__ import annotations
 
@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulators import azurite, closed_port, fake_gcs, gcs_server, moto_s3, moto_server, tarpit  # noqa: F401
+from tests.emulators import (  # noqa: F401
+    azurite,
+    blackhole,
+    closed_port,
+    fake_gcs,
+    gcs_server,
+    moto_s3,
+    moto_server,
+    tarpit,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / ".tools"

@@ -6,9 +6,9 @@
 - Azure: Azurite's blob service, installed into `.tools/azurite` by `./scripts/test` (npm).
 
 Servers are session-scoped; each test makes its own bucket or container, so tests never see each
-other's objects. `closed_port` is a port nothing listens on (connection refused); `tarpit` accepts
-connections and never answers, and counts them, which shows both the time limits and that no
-call is retried.
+other's objects. `closed_port` is a port nothing listens on (connection refused); `blackhole`
+never completes a connection (a firewalled host); `tarpit` accepts connections and never
+answers, and counts them, which shows both the time limits and that no call is retried.
 """
 
 from __future__ import annotations
@@ -133,6 +133,36 @@ def tarpit() -> Iterator[Tarpit]:
     server.close()
 
 
+@pytest.fixture
+def blackhole() -> Iterator[int]:
+    """A port whose SYNs go unanswered, like a firewalled host: a listener with a full accept queue.
+
+    Linux drops SYNs for a listener whose accept queue is full, so connecting times out. Skips
+    where the kernel behaves otherwise.
+    """
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    port = server.getsockname()[1]
+    fillers = []
+    for _ in range(8):
+        filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        filler.setblocking(False)
+        filler.connect_ex(("127.0.0.1", port))
+        fillers.append(filler)
+    try:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.3).close()
+            pytest.skip("this kernel answers connections to a full accept queue")
+        except TimeoutError:
+            pass
+        yield port
+    finally:
+        for filler in fillers:
+            filler.close()
+        server.close()
+
+
 # --- S3 (moto) -------------------------------------------------------------------------------------
 
 
@@ -143,7 +173,7 @@ class MotoS3:
     def client(self, service: str = "s3", **credentials: str) -> Any:
         import boto3
 
-        keys = credentials or {"aws_access_key_id": "AKIAMOTOADMIN", "aws_secret_access_key": "moto-admin-secret"}
+        keys = credentials or {"aws_access_key_id": "AKIAMOTOADMIN", "aws_secret_access_key": "moto-admin"}
         return boto3.client(service, endpoint_url=self.endpoint, region_name="us-east-1", **keys)
 
     def new_bucket(self) -> str:
@@ -157,7 +187,8 @@ class MotoS3:
     def set_auth(self, enforce: bool) -> None:
         """Switch moto's IAM enforcement on (every request checked) or off."""
         request = urllib.request.Request(f"{self.endpoint}/moto-api/reset-auth", method="POST",
-                                         data=b"0" if enforce else b"inf", headers={"Content-Type": "text/plain"})
+                                         data=b"0" if enforce else b"inf",
+                                         headers={"Content-Type": "text/plain"})
         with urllib.request.urlopen(request, timeout=10) as answer:
             json.load(answer)
 
@@ -296,7 +327,7 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
     if not AZURITE.exists():
         pytest.fail(f"{AZURITE} missing: run ./scripts/test, which installs Azurite with npm")
     port = free_port()
-    workspace = tmp_path_factory.mktemp("azurite")  # its cwd: Azurite writes nothing with --inMemoryPersistence
+    workspace = tmp_path_factory.mktemp("azurite")  # its working directory, for anything it writes
     log = workspace / "azurite.log"
     argv = [str(AZURITE), "--skipApiVersionCheck", "--inMemoryPersistence", "--disableTelemetry", "--silent",
             "--blobHost", "127.0.0.1", "--blobPort", str(port)]

@@ -32,7 +32,8 @@ def print_report(report: StorageReport, output_format: OutputFormat = OutputForm
     if output_format is not OutputFormat.table:
         output.data(report.to_dict(), output_format)
     else:
-        rows = [(r.step.value, r.status.value, r.reason.value if r.reason else "", r.message) for r in report.steps]
+        rows = [(r.step.value, r.status.value, r.reason.value if r.reason else "", r.message)
+                for r in report.steps]
         output.table(["step", "result", "reason", "detail"], rows,
                      title=f"checkpoint storage: {report.storage_type} {report.location}")
     if report.left_behind:
@@ -48,9 +49,9 @@ def require_working_storage(settings: Settings, *, timeout: float = DEFAULT_TIME
         report = check_storage(settings, timeout=timeout)
     print_report(report, output_format)
     if not report.ok:
-        failed = report.failures
-        raise StorageCheckFailed(f"checkpoint storage check failed: {failed[0].step.value}: {failed[0].message}"
-                                 if failed else f"checkpoint storage check failed: {report.summary()}")
+        first = report.failures[0] if report.failures else None
+        detail = f"{first.step.value}: {first.message}" if first else report.summary()
+        raise StorageCheckFailed(f"checkpoint storage check failed: {detail}")
     if output_format is OutputFormat.table and report.checked:
         output.success(report.summary())
     return report

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -150,7 +151,8 @@ class AzureBackend:
                            f"bad credentials: requests could not be signed ({first_line(str(exc))}); "
                            f"check {self._credential_setting()}")
         if isinstance(exc, ax.HttpResponseError):
-            return self._explain_answer(exc, step)
+            status = exc.status_code or 0
+            return replace(self._explain_answer(exc, step), refused=400 <= status < 500)
         if isinstance(exc, ax.ServiceRequestError) or never_connected(exc):  # nothing was sent
             return Failure(Reason.UNREACHABLE, unreachable(self.endpoint, exc, self.timeout, setting))
         if isinstance(exc, ax.ServiceResponseError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from ..settings import CheckpointStorage
@@ -85,6 +86,13 @@ class GCSBackend:
             # The object is already absent, which is what delete is for (see Backend.delete).
 
     def explain(self, exc: Exception, step: Step) -> Failure:
+        from google.api_core import exceptions as gx
+
+        failure = self._classify(exc, step)
+        code = exc.code if isinstance(exc, gx.GoogleAPICallError) else None
+        return replace(failure, refused=isinstance(code, int) and 400 <= code < 500)
+
+    def _classify(self, exc: Exception, step: Step) -> Failure:
         import requests
         from google.api_core import exceptions as gx
         from google.auth import exceptions as ax

@@ -18,7 +18,8 @@ from .report import STEPS, Failure, Reason, Status, Step, StepResult, StorageRep
 PROBE_PREFIX = "det-k8s-probe-"
 
 # Failures that prove the write did not happen (the request was refused or never sent), so there
-# is nothing to delete. Any other failure, a timeout above all, may have written the object.
+# is nothing to delete; so does a Failure marked `refused` (a 4xx answer). Any other failure, a
+# timeout above all, may have written the object.
 _NOT_WRITTEN = frozenset({Reason.NO_SUCH_BUCKET, Reason.ACCESS_DENIED, Reason.BAD_CREDENTIALS,
                           Reason.UNREACHABLE})
 
@@ -75,8 +76,10 @@ def run_probe(backend: Backend, key: str, data: bytes, *, storage_type: str,
             backend.write(key, data)
             results[Step.WRITE] = StepResult(Step.WRITE, Status.OK, f"wrote {len(data)} random bytes")
         except Exception as exc:  # classified into the report, never lost
-            results[Step.WRITE] = failed(Step.WRITE, exc)
-            may_exist = results[Step.WRITE].reason not in _NOT_WRITTEN
+            failure = backend.explain(exc, Step.WRITE)
+            results[Step.WRITE] = StepResult(Step.WRITE, Status.FAILED, scrub(failure.message),
+                                             failure.reason)
+            may_exist = not (failure.refused or failure.reason in _NOT_WRITTEN)
         if results[Step.WRITE].ok:
             results[Step.READ] = _read(backend, key, data, failed)
             results[Step.LIST] = _list(backend, key, failed)

@@ -43,10 +43,15 @@ class Reason(str, Enum):
 
 @dataclass(frozen=True)
 class Failure:
-    """A classified failure: the category and one line naming the missing permission or setting."""
+    """A classified failure: the category and one line naming the missing permission or setting.
+
+    `refused` says the service answered that it did not do it (an HTTP 4xx), whatever the reason:
+    a write refused so has certainly left nothing behind.
+    """
 
     reason: Reason
     message: str
+    refused: bool = False
 
 
 @dataclass(frozen=True)

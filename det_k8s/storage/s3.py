@@ -9,6 +9,7 @@ endpoint fails in seconds. Without accessKey/secretKey the SDK's default credent
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from ..settings import CheckpointStorage
@@ -89,7 +90,9 @@ class S3Backend:
 
         setting = "checkpointStorage.endpointUrl" if self._storage.endpoint_url else "network access to S3"
         if isinstance(exc, bx.ClientError):
-            return self._explain_answer(exc.response, step)
+            failure = self._explain_answer(exc.response, step)
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+            return replace(failure, refused=400 <= status < 500)
         if isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError | bx.CredentialRetrievalError):
             return Failure(Reason.BAD_CREDENTIALS,
                            "no AWS credentials: set checkpointStorage.accessKey and secretKey, or give this "
@@ -141,4 +144,7 @@ class S3Backend:
             return Failure(Reason.OTHER,
                            f"bucket '{self.bucket}' is in another region than the client uses: "
                            f"set AWS_REGION to the bucket's region ({code}: {text})")
+        if code.isdigit():  # an HTTP status without an S3 error code: not an S3 endpoint, or a wrong path
+            return Failure(Reason.OTHER, f"{self.endpoint} answered {code} {text} without an S3 error code; "
+                                         "is checkpointStorage.endpointUrl an S3 endpoint?")
         return Failure(Reason.OTHER, f"S3 error {code or status}{where}: {text}")

@@ -27,7 +27,7 @@ def test_a_working_bucket_prints_the_table_and_exits_0(run_cli, tmp_path, moto_s
     assert lines[1].split() == ["STEP", "RESULT", "REASON", "DETAIL"]
     assert [line.split()[:2] for line in lines[2:]] == [["write", "ok"], ["read", "ok"], ["list", "ok"],
                                                        ["delete", "ok"]]
-    assert result.err.strip() == (f"s3 storage at s3://{bucket}/research/ works: write, read, list and delete pass")
+    assert result.err == f"s3 storage at s3://{bucket}/research/ works: write, read, list and delete pass\n"
     assert moto_s3.keys(bucket) == []
 
 
@@ -42,7 +42,8 @@ def test_json_output_is_the_report(run_cli, tmp_path, moto_s3):
 
 
 def test_a_missing_bucket_exits_1_with_one_error_line(run_cli, tmp_path, moto_s3):
-    result = run_cli("checkpoint", "check", "-f", s3_file(tmp_path, moto_s3, "no-such-bucket-here"), "-o", "yaml")
+    path = s3_file(tmp_path, moto_s3, "no-such-bucket-here")
+    result = run_cli("checkpoint", "check", "-f", path, "-o", "yaml")
     assert result.code == 1
     data = yaml.safe_load(result.out)
     assert data["ok"] is False and data["steps"][0]["reason"] == "no_such_bucket"
@@ -71,9 +72,8 @@ def test_secrets_never_reach_stdout_or_stderr(run_cli, tmp_path, moto_s3, azurit
 
     wrong_key = AZURITE_KEY[::-1]
     container = azurite.new_container()
-    az_file = tmp_path / "azure.yaml"
-    az_file.write_text(yaml.safe_dump({"maxSlotsPerPod": 1, "checkpointStorage": {
-        "type": "azure", "container": container, "connection_string": azurite.connection_string(key=wrong_key)}}))
+    az_file = settings_file(tmp_path, type="azure", container=container,
+                            connection_string=azurite.connection_string(key=wrong_key))
     az_result = run_cli("checkpoint", "check", "-f", az_file, "-o", "json")
     assert az_result.code == 1
     assert json.loads(az_result.out)["steps"][0]["reason"] == "bad_credentials"
@@ -88,8 +88,8 @@ def test_invalid_settings_list_every_error_and_touch_no_storage(run_cli, tmp_pat
     assert result.code == 1 and result.out == ""
     assert result.err.splitlines() == [
         f"error: checkpointStorage.container: required when checkpointStorage.type is azure ({bad}:2)",
-        f"error: checkpointStorage.connection_string: exactly one of connection_string or account_url must be "
-        f"set when type is azure ({bad}:2)",
+        "error: checkpointStorage.connection_string: exactly one of connection_string or account_url "
+        f"must be set when type is azure ({bad}:2)",
     ]
 
 

@@ -38,11 +38,15 @@ def test_render_and_validate_import_no_heavy_sdk(tmp_path):
     assert (code, modules) == (0, [])
 
 
-def test_checkpoint_check_loads_its_sdk_only_when_it_probes(tmp_path):
+def test_checkpoint_check_loads_only_the_sdk_of_the_storage_it_probes(tmp_path, closed_port):
     assert loaded_modules("checkpoint", "check", "--help") == (0, [])
-    settings = tmp_path / "s.yaml"
-    settings.write_text(f"maxSlotsPerPod: 1\ncheckpointStorage:\n  type: shared_fs\n  hostPath: {tmp_path}\n")
-    assert loaded_modules("checkpoint", "check", "-f", str(settings)) == (0, [])
+    shared = tmp_path / "shared.yaml"
+    shared.write_text(f"maxSlotsPerPod: 1\ncheckpointStorage: {{type: shared_fs, hostPath: {tmp_path}}}\n")
+    assert loaded_modules("checkpoint", "check", "-f", str(shared)) == (0, [])
+    s3 = tmp_path / "s3.yaml"
+    s3.write_text("maxSlotsPerPod: 1\ncheckpointStorage: {type: s3, bucket: b, accessKey: a, secretKey: s, "
+                  f"endpointUrl: 'http://127.0.0.1:{closed_port}'}}\n")
+    assert loaded_modules("checkpoint", "check", "-f", str(s3)) == (1, ["boto3", "botocore"])
 
 
 def test_console_script_runs():

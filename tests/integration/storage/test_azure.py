@@ -50,7 +50,8 @@ def test_a_wrong_account_key_is_bad_credentials_and_never_shown(azurite):
     container = azurite.new_container()
     report = check_storage(azure(container, connection_string=azurite.connection_string(key=WRONG_KEY)))
     assert steps(report)[Step.WRITE] == (Status.FAILED, Reason.BAD_CREDENTIALS)
-    assert report.result(Step.WRITE).message.startswith(f"bad credentials: account {AZURITE_ACCOUNT} rejected")
+    message = report.result(Step.WRITE).message
+    assert message.startswith(f"bad credentials: account {AZURITE_ACCOUNT} rejected")
     assert WRONG_KEY not in report_text(report)
     assert azurite.keys(container) == []
 

@@ -37,7 +37,8 @@ def test_a_missing_bucket_is_named_and_nothing_else_is_tried(moto_s3):
     report = check_storage(s3(moto_s3.endpoint, "no-such-bucket-here"))
     assert steps(report)[Step.WRITE] == (Status.FAILED, Reason.NO_SUCH_BUCKET)
     assert report.result(Step.WRITE).message == (
-        f"no such bucket 'no-such-bucket-here' at {moto_s3.endpoint}; create it or fix checkpointStorage.bucket")
+        f"no such bucket 'no-such-bucket-here' at {moto_s3.endpoint}; "
+        "create it or fix checkpointStorage.bucket")
     assert {steps(report)[s][0] for s in (Step.READ, Step.LIST, Step.DELETE)} == {Status.SKIPPED}
     assert not report.ok and report.left_behind is None
 
@@ -131,8 +132,9 @@ def test_a_key_whose_sdk_error_quotes_it_is_scrubbed(moto_s3):
     """A key pasted with its line break makes botocore quote the whole Authorization header."""
     bucket = moto_s3.new_bucket()
     access_key, secret_key = "AKIASCRUBME000000000\n", "scrub-me-secret-0123456789"
-    raw = boto3.client("s3", endpoint_url=moto_s3.endpoint, region_name="us-east-1", aws_access_key_id=access_key,
-                       aws_secret_access_key=secret_key, config=Config(retries={"total_max_attempts": 1}))
+    raw = boto3.client("s3", endpoint_url=moto_s3.endpoint, region_name="us-east-1",
+                       aws_access_key_id=access_key, aws_secret_access_key=secret_key,
+                       config=Config(retries={"total_max_attempts": 1}))
     with pytest.raises(Exception) as excinfo:
         raw.put_object(Bucket=bucket, Key="k", Body=b"x")
     assert "AKIASCRUBME000000000" in str(excinfo.value) and "Signature=" in str(excinfo.value)  # the hazard
@@ -156,3 +158,12 @@ def test_no_credentials_anywhere_is_bad_credentials(moto_s3, tmp_path, monkeypat
     report = check_storage(storage_settings(type="s3", bucket=bucket, endpointUrl=moto_s3.endpoint))
     assert steps(report)[Step.WRITE] == (Status.FAILED, Reason.BAD_CREDENTIALS)
     assert report.result(Step.WRITE).message.startswith("no AWS credentials: set checkpointStorage.accessKey")
+
+
+def test_an_endpoint_that_is_not_s3_is_named_and_nothing_is_left(fake_gcs):
+    report = check_storage(s3(fake_gcs.url, "ckpt"))  # a live HTTP server, but not an S3 one
+    assert steps(report)[Step.WRITE] == (Status.FAILED, Reason.OTHER)
+    assert report.result(Step.WRITE).message == (
+        f"{fake_gcs.url} answered 404 Not Found without an S3 error code; "
+        "is checkpointStorage.endpointUrl an S3 endpoint?")
+    assert steps(report)[Step.DELETE] == (Status.SKIPPED, None) and report.left_behind is None

@@ -29,7 +29,8 @@ def test_a_hostpath_not_on_this_machine_is_not_checked_and_says_so(tmp_path):
     assert report.ok and not report.checked
     assert all(r.status is Status.SKIPPED for r in report.steps)
     assert report.steps[0].message == (
-        f"cannot check hostPath from here: {missing} is a directory on the nodes and does not exist on this machine")
+        f"cannot check hostPath from here: {missing} is a directory on the nodes and does not exist "
+        "on this machine")
     assert not missing.exists()
 
 
@@ -38,7 +39,8 @@ def test_a_hostpath_that_is_a_file_fails_the_write(tmp_path):
     target.write_text("not a directory")
     report = check_storage(shared_fs(target))
     assert not report.ok
-    assert report.result(Step.WRITE).message == f"{target} is not a directory; checkpointStorage.hostPath must name one"
+    assert report.result(Step.WRITE).message == (
+        f"{target} is not a directory; checkpointStorage.hostPath must name one")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write to any directory")

@@ -21,9 +21,10 @@ DATA = b"\x00probe\xff" * 8
 class BoomError(Exception):
     """What a backend double raises; `reason` says how its explain() classifies it."""
 
-    def __init__(self, reason: Reason, text: str = "boom") -> None:
+    def __init__(self, reason: Reason, text: str = "boom", *, refused: bool = False) -> None:
         super().__init__(text)
         self.reason = reason
+        self.refused = refused
 
 
 class MemoryBucket:
@@ -65,7 +66,7 @@ class MemoryBucket:
 
     def explain(self, exc: Exception, step: Step) -> Failure:
         assert isinstance(exc, BoomError)
-        return Failure(exc.reason, f"{step.value}: {exc}")
+        return Failure(exc.reason, f"{step.value}: {exc}", refused=exc.refused)
 
 
 class RefusingBucket(MemoryBucket):
@@ -139,6 +140,13 @@ def test_a_refused_write_skips_everything_else(reason):
     assert statuses(report) == {Step.WRITE: (Status.FAILED, reason), Step.READ: (Status.SKIPPED, None),
                                 Step.LIST: (Status.SKIPPED, None), Step.DELETE: (Status.SKIPPED, None)}
     assert report.left_behind is None
+
+
+def test_a_write_the_service_refused_whatever_the_reason_needs_no_delete():
+    bucket = RefusingBucket({Step.WRITE: BoomError(Reason.OTHER, "405 Method Not Allowed", refused=True)})
+    report = run_probe(bucket, "k", DATA, storage_type="mem")
+    assert bucket.calls == [Step.WRITE]
+    assert statuses(report)[Step.DELETE] == (Status.SKIPPED, None) and report.left_behind is None
 
 
 @pytest.mark.parametrize("reason", [Reason.TIMEOUT, Reason.OTHER])

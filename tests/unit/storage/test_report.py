@@ -11,7 +11,8 @@ from det_k8s.storage.shared_fs import not_checked
 def report(*results: StepResult, **kw) -> StorageReport:
     done = {r.step: r for r in results}
     steps = tuple(done.get(step, StepResult(step, Status.OK, "fine")) for step in STEPS)
-    return StorageReport(storage_type="s3", location="s3://b/p/", probe="s3://b/p/det-k8s-probe-x", steps=steps, **kw)
+    return StorageReport(storage_type="s3", location="s3://b/p/", probe="s3://b/p/det-k8s-probe-x",
+                         steps=steps, **kw)
 
 
 def test_ok_only_when_all_four_steps_pass():
@@ -21,8 +22,9 @@ def test_ok_only_when_all_four_steps_pass():
 
 
 def test_summary_names_the_failed_steps_and_the_first_reason():
-    failed = report(StepResult(Step.LIST, Status.FAILED, "access denied: s3:ListBucket", Reason.ACCESS_DENIED),
-                    StepResult(Step.DELETE, Status.FAILED, "access denied: s3:DeleteObject", Reason.ACCESS_DENIED))
+    denied = Reason.ACCESS_DENIED
+    failed = report(StepResult(Step.LIST, Status.FAILED, "access denied: s3:ListBucket", denied),
+                    StepResult(Step.DELETE, Status.FAILED, "access denied: s3:DeleteObject", denied))
     assert failed.summary() == "s3 storage at s3://b/p/ failed (list, delete): access denied: s3:ListBucket"
 
 
@@ -30,7 +32,8 @@ def test_json_shape_is_stable():
     data = report(StepResult(Step.DELETE, Status.FAILED, "gone wrong", Reason.OTHER),
                   left_behind="s3://b/p/det-k8s-probe-x").to_dict()
     assert list(data) == ["ok", "checked", "type", "location", "probe", "steps", "leftBehind", "warnings"]
-    assert data["steps"][3] == {"step": "delete", "status": "failed", "reason": "other", "message": "gone wrong"}
+    assert data["steps"][3] == {"step": "delete", "status": "failed", "reason": "other",
+                                "message": "gone wrong"}
     assert data["leftBehind"] == "s3://b/p/det-k8s-probe-x"
     json.dumps(data)
 
