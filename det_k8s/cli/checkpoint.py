@@ -7,22 +7,25 @@ StorageCheckFailed, so `main` prints the one summary line and exits 1.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import StorageCheckFailed
-from ..settings import Settings
-from ..storage import DEFAULT_TIMEOUT, StorageReport
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import OutputFormat, OutputOpt, with_global_options
 
+if TYPE_CHECKING:  # the storage package and settings load when the command runs, not for --help
+    from ..settings import Settings
+    from ..storage import StorageReport
+
 HELP = "Checkpoint storage: prove the bucket works before Determined needs it."
 
-TimeoutOpt = Annotated[float, typer.Option(
-    "--timeout", min=0.1, metavar="SECONDS",
-    help="Time limit of each storage call (connect, and again for the answer). Calls are never retried.")]
+TimeoutOpt = Annotated[float | None, typer.Option(
+    "--timeout", min=0.1, metavar="SECONDS", show_default=False,
+    help="Time limit of each storage call, in seconds (default 10): to connect, and again for the answer. "
+         "Calls are never retried.")]
 
 
 def print_report(report: StorageReport, output_format: OutputFormat = OutputFormat.table) -> None:
@@ -40,13 +43,16 @@ def print_report(report: StorageReport, output_format: OutputFormat = OutputForm
         output.warning(f"the probe object {report.left_behind} may be left behind: delete it by hand")
 
 
-def require_working_storage(settings: Settings, *, timeout: float = DEFAULT_TIMEOUT,
+def require_working_storage(settings: Settings, *, timeout: float | None = None,
                             output_format: OutputFormat = OutputFormat.table) -> StorageReport:
-    """Probe checkpoint storage, print the report, raise StorageCheckFailed unless it works."""
-    from ..storage import check_storage
+    """Probe checkpoint storage, print the report, raise StorageCheckFailed unless it works.
+
+    `timeout` bounds each storage call, in seconds (None: `storage.DEFAULT_TIMEOUT`).
+    """
+    from ..storage import DEFAULT_TIMEOUT, check_storage
 
     with output.spinner(f"Probing {settings.checkpoint.type} checkpoint storage"):
-        report = check_storage(settings, timeout=timeout)
+        report = check_storage(settings, timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
     print_report(report, output_format)
     if not report.ok:
         first = report.failures[0] if report.failures else None
@@ -62,7 +68,7 @@ def check(
     values: ValuesOpt = None,
     set_: SetOpt = None,
     set_string: SetStringOpt = None,
-    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    timeout: TimeoutOpt = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Write, read back, list and delete a probe object in checkpoint storage; exit 0 only if all work.

@@ -11,12 +11,14 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..settings import CheckpointStorage
 from .netcause import first_line, never_connected, public_url, unreachable
 from .report import Failure, Reason, Step
+
+if TYPE_CHECKING:
+    from ..settings import CheckpointStorage
 
 SAS_PERMISSION = {Step.WRITE: "w (write)", Step.READ: "r (read)", Step.LIST: "l (list)",
                   Step.DELETE: "d (delete)"}

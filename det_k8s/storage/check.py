@@ -10,12 +10,15 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import StorageError
-from ..settings import Settings
 from .probe import Backend, probe_key, run_probe
 from .report import StepResult, StorageReport
 from .scrub import Scrubber
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 DEFAULT_TIMEOUT = 10.0
 PROBE_SIZE = 256

@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..settings import CheckpointStorage
 from .netcause import first_line, never_connected, public_url, unreachable
 from .report import Failure, Reason, Step
+
+if TYPE_CHECKING:
+    from ..settings import CheckpointStorage
 
 PERMISSION = {Step.WRITE: "storage.objects.create", Step.READ: "storage.objects.get",
               Step.LIST: "storage.objects.list", Step.DELETE: "storage.objects.delete"}

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..settings import CheckpointStorage
 from .netcause import first_line, never_connected, public_url, unreachable
 from .report import Failure, Reason, Step
+
+if TYPE_CHECKING:
+    from ..settings import CheckpointStorage
 
 PERMISSION = {Step.WRITE: "s3:PutObject", Step.READ: "s3:GetObject", Step.LIST: "s3:ListBucket",
               Step.DELETE: "s3:DeleteObject"}

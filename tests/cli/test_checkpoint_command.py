@@ -93,6 +93,13 @@ def test_invalid_settings_list_every_error_and_touch_no_storage(run_cli, tmp_pat
     ]
 
 
+def test_help_states_the_real_default_timeout(run_cli):
+    from det_k8s.storage import DEFAULT_TIMEOUT
+
+    result = run_cli("checkpoint", "check", "--help")
+    assert result.code == 0 and f"(default {DEFAULT_TIMEOUT:g})" in " ".join(result.out.split())
+
+
 def test_usage_errors_exit_2(run_cli, tmp_path):
     assert run_cli("checkpoint", "check").code == 2
     path = settings_file(tmp_path, type="shared_fs", hostPath="/nowhere")
