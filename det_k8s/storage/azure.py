@@ -184,6 +184,7 @@ class AzureBackend:
                            "(a SAS with it, or the Storage Blob Data Contributor role)")
         return Failure(Reason.OTHER, f"Azure error {code or status}: {first_line(exc.message or str(exc))}")
 
+
 def _code(exc: Any) -> str:
     """The service's error code as text (azure-storage-blob gives a StorageErrorCode enum or a string)."""
     code = getattr(exc, "error_code", None)

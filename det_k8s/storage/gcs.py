@@ -135,7 +135,6 @@ class GCSBackend:
         return Failure(Reason.OTHER, f"{type(exc).__name__}: {first_line(str(exc))}")
 
 
-
 def _bucket_missing(exc: Exception) -> bool:
     """GCS says "The specified bucket does not exist." for a bucket, "No such object: ..." for an object."""
     return "bucket does not exist" in str(exc).lower()

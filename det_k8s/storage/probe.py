@@ -66,9 +66,11 @@ def run_probe(backend: Backend, key: str, data: bytes, *, storage_type: str,
     """Write `data` to `key`, read it back and compare, list it, delete it; report each step."""
     results: dict[Step, StepResult] = {}
 
-    def failed(step: Step, exc: Exception) -> StepResult:
-        failure = backend.explain(exc, step)
+    def as_result(step: Step, failure: Failure) -> StepResult:
         return StepResult(step, Status.FAILED, scrub(failure.message), failure.reason)
+
+    def failed(step: Step, exc: Exception) -> StepResult:
+        return as_result(step, backend.explain(exc, step))
 
     may_exist = True  # pessimistic until the write's outcome is known: an interrupt must still clean up
     try:
@@ -77,8 +79,7 @@ def run_probe(backend: Backend, key: str, data: bytes, *, storage_type: str,
             results[Step.WRITE] = StepResult(Step.WRITE, Status.OK, f"wrote {len(data)} random bytes")
         except Exception as exc:  # classified into the report, never lost
             failure = backend.explain(exc, Step.WRITE)
-            results[Step.WRITE] = StepResult(Step.WRITE, Status.FAILED, scrub(failure.message),
-                                             failure.reason)
+            results[Step.WRITE] = as_result(Step.WRITE, failure)
             may_exist = not (failure.refused or failure.reason in _NOT_WRITTEN)
         if results[Step.WRITE].ok:
             results[Step.READ] = _read(backend, key, data, failed)

@@ -95,6 +95,9 @@ class S3Backend:
             failure = self._explain_answer(exc.response, step)
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
             return replace(failure, refused=400 <= status < 500)
+        if isinstance(exc, ValueError) and "Invalid endpoint" in str(exc):  # from building the client
+            return Failure(Reason.OTHER, f"checkpointStorage.endpointUrl {self.endpoint} is not a usable URL",
+                           refused=True)
         if isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError | bx.CredentialRetrievalError):
             return Failure(Reason.BAD_CREDENTIALS,
                            "no AWS credentials: set checkpointStorage.accessKey and secretKey, or give this "

@@ -10,8 +10,9 @@ through `Scrubber`, which removes
 - the parts of a connection string or SAS token that are secret (`AccountKey`, `sig`), even when the
   settings hold the whole string and the message quotes only the part;
 - secret-looking fragments whatever their origin: `AccountKey=`, `SharedAccessSignature=`, `sig=`,
-  `X-Amz-Signature=`, `X-Amz-Credential=`, `X-Amz-Security-Token=`, `Signature=`, `Credential=` and
-  `Authorization` header values.
+  `X-Amz-Signature=`, `X-Amz-Credential=`, `X-Amz-Security-Token=`, `Signature=`, `Credential=`,
+  `Authorization` header values, and the `user:password@` of URLs (botocore quotes an `endpointUrl`
+  whole).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ _SECRET_FIELDS = re.compile(
 )
 # An Authorization header, as `Authorization: value`, `'Authorization': 'value'` or `Authorization=value`.
 _AUTH_HEADER = re.compile(r"(?i)(['\"]?(?:proxy-)?authorization['\"]?\s*[:=]\s*)(['\"]?)([^'\"\r\n]+)")
+# user:password@ in a URL.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]+@")
 # The part of a connection string or SAS token that is secret on its own.
 _SECRET_PARTS = re.compile(r"(?i)(?:^|[;&?])(?:AccountKey|SharedAccessSignature|sig)=([^;&]+)")
 
@@ -60,4 +63,5 @@ class Scrubber:
         for form in self._forms:
             text = text.replace(form, MASK)
         text = _AUTH_HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+        text = _USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", text)
         return _SECRET_FIELDS.sub(lambda m: f"{m.group(1)}={MASK}", text)

@@ -167,3 +167,13 @@ def test_an_endpoint_that_is_not_s3_is_named_and_nothing_is_left(fake_gcs):
         f"{fake_gcs.url} answered 404 Not Found without an S3 error code; "
         "is checkpointStorage.endpointUrl an S3 endpoint?")
     assert steps(report)[Step.DELETE] == (Status.SKIPPED, None) and report.left_behind is None
+
+
+def test_a_password_in_an_unusable_endpoint_url_is_not_shown():
+    """botocore's "Invalid endpoint" error quotes the URL whole, user:password@ included."""
+    url = "http://admin:pw-in-the-url@minio example:9000"
+    report = check_storage(s3(url, "ckpt"))
+    assert report.result(Step.WRITE).message == (
+        "checkpointStorage.endpointUrl http://minio example:9000 is not a usable URL")
+    assert "pw-in-the-url" not in report_text(report)
+    assert steps(report)[Step.DELETE] == (Status.SKIPPED, None)

@@ -42,6 +42,7 @@ def test_the_account_key_inside_a_connection_string_is_masked_on_its_own():
     ("{'Authorization': 'SharedKey devstoreaccount1:c2lnbmF0dXJl', 'x-ms-date': 'now'}", "c2lnbmF0dXJl"),
     ("Invalid header value b'AWS4-HMAC-SHA256 Credential=AKIAZZZ\\n/2026, Signature=0123abcd'", "0123abcd"),
     ("headers: authorization=Bearer ya29.token-value", "ya29.token-value"),
+    ('Could not connect to the endpoint URL: "http://admin:pw-in-url@minio:9000/b/k"', "pw-in-url"),
 ])
 def test_secret_looking_fragments_are_masked_whatever_their_origin(text, secret_part):
     scrubbed = Scrubber()(text)
