@@ -23,7 +23,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,45 +92,43 @@ def closed_port() -> int:
     return free_port()
 
 
-@dataclass
 class Tarpit:
-    """Accepts TCP connections and never sends a byte."""
+    """A listener that never accepts: the kernel completes each handshake into the backlog, the
+    client sends its request and waits for an answer that never comes."""
 
-    port: int
-    connections: int = 0
-    _held: list[socket.socket] = field(default_factory=list)
+    def __init__(self) -> None:
+        self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._server.bind(("127.0.0.1", 0))
+        self._server.listen(64)
+        self._server.setblocking(False)
+        self.port = int(self._server.getsockname()[1])
+        self._accepted: list[socket.socket] = []
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def connections(self) -> int:
+        """How many connections were made so far (taken off the backlog, so counting is exact)."""
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except BlockingIOError:
+                return len(self._accepted)
+            self._accepted.append(conn)
+
+    def close(self) -> None:
+        for conn in self._accepted:
+            conn.close()
+        self._server.close()
+
 
 @pytest.fixture
 def tarpit() -> Iterator[Tarpit]:
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    server.settimeout(0.1)
-    pit = Tarpit(port=server.getsockname()[1])
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            pit.connections += 1
-            pit._held.append(conn)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
+    pit = Tarpit()
     yield pit
-    stop.set()
-    thread.join(timeout=5)
-    for conn in pit._held:
-        conn.close()
-    server.close()
+    pit.close()
 
 
 @pytest.fixture
