@@ -139,3 +139,11 @@ class Forbidden(ClusterError):
 
 class StorageError(DetK8sError):
     """A checkpoint storage probe could not run at all."""
+
+
+class StorageCheckFailed(StorageError):
+    """The probe ran and checkpoint storage does not do everything the master needs (exit 1).
+
+    The report (printed before this is raised) has the details of each step; the message is the
+    one-line summary `main` prints.
+    """

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real helm/kubectl binaries, and running the CLI in-process."""
+"""Shared fixtures: real helm/kubectl binaries, storage emulators (tests/emulators.py), the CLI in-process."""
 
 from __future__ import annotations
 
@@ -12,6 +12,17 @@ import pytest
 
 if TYPE_CHECKING:
     from tests.k8s_emulator import RunningEmulator
+
+from tests.emulators import (  # noqa: F401
+    azurite,
+    blackhole,
+    closed_port,
+    fake_gcs,
+    gcs_server,
+    moto_s3,
+    moto_server,
+    tarpit,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / ".tools"

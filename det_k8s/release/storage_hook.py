@@ -1,21 +1,30 @@
 """Where install and upgrade check the checkpoint storage before running helm.
 
-`det_k8s/storage` (`check_storage(settings)`, probing the S3/GCS/Azure bucket with the configured
-credentials) is being built on another branch. This hook is the one place it plugs in.
+The probe itself is `det_k8s.storage.check_storage` (write, read back, list and delete a probe
+object with the configured credentials); this turns its report into the preflight's problems, so
+a bucket the master cannot use stops the install before helm runs, with every failed operation
+named on its own line.
 """
 
 from __future__ import annotations
 
-from ..errors import Problem
+from ..errors import Problem, Severity
 from ..settings import Settings
 
+PATH = "checkpointStorage"
 
-def check_checkpoint_storage(settings: Settings) -> list[Problem]:
-    """Problems with the checkpoint storage the settings name; `--skip-storage-check` skips the call.
 
-    NOT WIRED YET: this is a no-op that checks nothing and returns no problems. It is wired to
-    `det_k8s.storage.check_storage(settings)` when the storage branch is merged; until then
-    install and upgrade do not check checkpoint storage at all.
-    """
-    del settings
-    return []
+def check_checkpoint_storage(settings: Settings, *, timeout: float | None = None) -> list[Problem]:
+    """Problems with the checkpoint storage the settings name; `--skip-storage-check` skips the call."""
+    from ..storage import DEFAULT_TIMEOUT, check_storage
+
+    report = check_storage(settings, timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
+    problems = [Problem(Severity.WARNING, PATH, warning) for warning in report.warnings]
+    for result in report.failures:
+        problems.append(Problem(Severity.ERROR, PATH, f"{result.step.value} failed: {result.message}",
+                                "check the bucket and credentials with `det-k8s checkpoint check -f ...`, "
+                                "or pass --skip-storage-check"))
+    if report.left_behind:
+        problems.append(Problem(Severity.WARNING, PATH, f"the probe object {report.left_behind} could not be deleted",
+                                "delete it by hand"))
+    return problems

@@ -13,6 +13,8 @@ from tests.conftest import example
 from tests.k8s_emulator import node, pod
 
 GPU = str(example("gpu-cluster.yaml"))
+# These tests are about helm and the cluster; the storage check has its own tests (test_install_storage_check.py).
+SETTINGS = ("-f", GPU, "--skip-storage-check")
 DETERMINED = [{"name": "demo", "namespace": "default", "revision": "1", "status": "deployed",
                "chart": "determined-0.1.0", "app_version": "0.17.15"}]
 
@@ -44,7 +46,7 @@ def test_install_runs_helm_install_with_the_exact_argv(run_cli, cluster, fake_he
     cluster.api.put({"kind": "Service", "metadata": {"name": "determined-master-service-demo", "namespace": "default"},
                      "spec": {"type": "LoadBalancer", "ports": [{"port": 8080}]},
                      "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}})
-    result = run_cli("install", "demo", "-f", GPU, "--wait", "--timeout", "15m")
+    result = run_cli("install", "demo", *SETTINGS, "--wait", "--timeout", "15m")
     assert result.code == 0, result.err
     assert fake_helm.calls[0] == ["list", "--output", "json", "--all-namespaces"] + (
         ["--all"] if fake_helm.major == 3 else [])
@@ -58,7 +60,7 @@ def test_install_runs_helm_install_with_the_exact_argv(run_cli, cluster, fake_he
 
 def test_install_flags_map_to_each_helm_major(run_cli, cluster, fake_helm):
     ready_cluster(cluster)
-    result = run_cli("install", "demo", "-f", GPU, "-n", "ml", "--create-namespace", "--rollback-on-failure",
+    result = run_cli("install", "demo", *SETTINGS, "-n", "ml", "--create-namespace", "--rollback-on-failure",
                      "--kube-context", "emulator", "--kubeconfig", cluster.kubeconfig)
     assert result.code == 0, result.err
     rollback = "--atomic" if fake_helm.major == 3 else "--rollback-on-failure"
@@ -71,7 +73,7 @@ def test_install_flags_map_to_each_helm_major(run_cli, cluster, fake_helm):
 
 def test_preflight_errors_stop_before_helm_install(run_cli, cluster, fake_helm):
     ready_cluster(cluster)
-    result = run_cli("install", "demo", "-f", GPU, "--set", "maxSlotsPerPod=3", "--set", "imagePullSecretName=regcred",
+    result = run_cli("install", "demo", *SETTINGS, "--set", "maxSlotsPerPod=3", "--set", "imagePullSecretName=regcred",
                      "-n", "det")
     assert result.code == 1
     assert "error: maxSlotsPerPod: 3 does not divide the GPUs of 2 node(s)" in result.err
@@ -82,7 +84,7 @@ def test_preflight_errors_stop_before_helm_install(run_cli, cluster, fake_helm):
 
 def test_a_missing_pull_secret_names_the_kubectl_command(run_cli, cluster, fake_helm):
     ready_cluster(cluster)
-    result = run_cli("install", "demo", "-f", GPU, "--set", "imagePullSecretName=regcred")
+    result = run_cli("install", "demo", *SETTINGS, "--set", "imagePullSecretName=regcred")
     assert result.code == 1
     assert ("error: imagePullSecretName: Secret regcred does not exist in namespace default: the master image cannot "
             "be pulled; create it first: kubectl create secret docker-registry regcred -n default") in result.err
@@ -92,7 +94,7 @@ def test_a_missing_pull_secret_names_the_kubectl_command(run_cli, cluster, fake_
 def test_another_determined_release_is_a_warning_and_the_server_version_too(run_cli, cluster, fake_helm):
     ready_cluster(cluster)
     fake_helm.respond("list", stdout=json.dumps([{**DETERMINED[0], "name": "old", "namespace": "ml"}]))
-    result = run_cli("install", "demo", "-f", GPU)
+    result = run_cli("install", "demo", *SETTINGS)
     assert result.code == 0, result.err
     assert "warning: the cluster already runs Determined (old in namespace ml)" in result.err
     assert "warning: Kubernetes v1.31.4 is outside the range the Determined documents test (1.19-1.21)" in result.err
@@ -101,7 +103,7 @@ def test_another_determined_release_is_a_warning_and_the_server_version_too(run_
 def test_install_over_an_existing_release_is_refused(run_cli, cluster, fake_helm):
     ready_cluster(cluster)
     fake_helm.respond("list", stdout=json.dumps(DETERMINED))
-    result = run_cli("install", "demo", "-f", GPU)
+    result = run_cli("install", "demo", *SETTINGS)
     assert result.code == 1 and "error: release demo already exists in namespace default" in result.err
     assert not [c for c in fake_helm.calls if c[0] == "install"]
 
@@ -109,7 +111,7 @@ def test_install_over_an_existing_release_is_refused(run_cli, cluster, fake_helm
 def test_helm_failure_keeps_helms_message(run_cli, cluster, fake_helm):
     ready_cluster(cluster)
     fake_helm.respond("install", stderr="Error: INSTALLATION FAILED: context deadline exceeded\n", rc=1)
-    result = run_cli("install", "demo", "-f", GPU)
+    result = run_cli("install", "demo", *SETTINGS)
     assert result.code == 1
     assert result.err.strip().splitlines()[-1] == (
         "error: helm install demo failed (exit 1): Error: INSTALLATION FAILED: context deadline exceeded")
@@ -117,19 +119,19 @@ def test_helm_failure_keeps_helms_message(run_cli, cluster, fake_helm):
 
 @pytest.mark.parametrize("name", ["Demo", "demo_1", "a" * 54, "x-", "det.prod"])
 def test_bad_release_names_never_reach_helm(run_cli, fake_helm, name):
-    result = run_cli("install", name, "-f", GPU, "--dry-run")
+    result = run_cli("install", name, *SETTINGS, "--dry-run")
     assert result.code == 2 and result.err.startswith(f"error: RELEASE {name!r}")
     assert fake_helm.all_calls == []
 
 
 def test_invalid_settings_list_every_error_and_run_nothing(run_cli, fake_helm):
-    result = run_cli("install", "demo", "-f", GPU, "--set", "maxSlotPerPod=3", "--set", "checkpointStorage.bucket=null")
+    result = run_cli("install", "demo", *SETTINGS, "--set", "maxSlotPerPod=3", "--set", "checkpointStorage.bucket=null")
     assert result.code == 1 and len(result.err.strip().splitlines()) == 2
     assert fake_helm.all_calls == []
 
 
 def test_a_bad_timeout_is_a_usage_error(run_cli, fake_helm):
-    result = run_cli("install", "demo", "-f", GPU, "--timeout", "10")
+    result = run_cli("install", "demo", *SETTINGS, "--timeout", "10")
     assert result.code == 2 and "--timeout '10': not a duration" in result.err
     assert fake_helm.all_calls == []
 
@@ -142,7 +144,7 @@ def test_an_unreachable_cluster_is_one_line(run_cli, fake_helm, tmp_path, monkey
         port = s.getsockname()[1]
     kubeconfig = RunningEmulator(url=f"http://127.0.0.1:{port}").write_kubeconfig(tmp_path / "kc", context="prod")
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    result = run_cli("install", "demo", "-f", GPU)
+    result = run_cli("install", "demo", *SETTINGS)
     assert result.code == 1
     assert result.err.strip().splitlines() == [
         f"error: cannot reach the Kubernetes API at http://127.0.0.1:{port} (context prod): [Errno 111] Connection "
@@ -153,7 +155,7 @@ def test_an_unreachable_cluster_is_one_line(run_cli, fake_helm, tmp_path, monkey
 def test_a_missing_helm_is_one_line_saying_how_to_get_it(run_cli, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("DET_K8S_HELM", raising=False)
-    result = run_cli("install", "demo", "-f", GPU, "--dry-run")
+    result = run_cli("install", "demo", *SETTINGS, "--dry-run")
     assert result.code == 1
     (line,) = result.err.strip().splitlines()
     assert line.startswith("error: helm not found on PATH; install helm 3 or 4 (https://helm.sh/docs/intro/install/)")
@@ -192,7 +194,7 @@ def upgrade_cluster(cluster):
 def test_upgrade_without_a_terminal_or_yes_refuses_and_runs_nothing(run_cli, cluster, fake_helm):
     upgrade_cluster(cluster)
     fake_helm.respond("list", stdout=json.dumps(DETERMINED))
-    result = run_cli("upgrade", "demo", "-f", GPU)
+    result = run_cli("upgrade", "demo", *SETTINGS)
     assert result.code == 2
     assert "1 task(s) are running in default" in result.err and "resume from their latest checkpoint" in result.err
     assert "experiment 7, trial 12 (allocation 7.ab.1): exp-7-trial-12-0-7.ab.1-cat, exp-7-trial-12-1-7.ab.1-cat" \
@@ -206,7 +208,7 @@ def test_upgrade_without_a_terminal_or_yes_refuses_and_runs_nothing(run_cli, clu
 def test_upgrade_with_yes_waits(run_cli, cluster, fake_helm):
     upgrade_cluster(cluster)
     fake_helm.respond("list", stdout=json.dumps(DETERMINED))
-    result = run_cli("upgrade", "demo", "-f", GPU, "--yes", "--timeout", "20m")
+    result = run_cli("upgrade", "demo", *SETTINGS, "--yes", "--timeout", "20m")
     assert result.code == 0, result.err
     wait = "--wait" if fake_helm.major == 3 else "--wait=watcher"
     call = lifecycle_call(fake_helm, "upgrade")
@@ -218,7 +220,7 @@ def test_upgrade_with_yes_waits(run_cli, cluster, fake_helm):
 
 def test_upgrade_of_a_missing_release_is_refused(run_cli, cluster, fake_helm):
     ready_cluster(cluster)
-    result = run_cli("upgrade", "demo", "-f", GPU, "--yes")
+    result = run_cli("upgrade", "demo", *SETTINGS, "--yes")
     assert result.code == 1 and "error: no Determined release demo in namespace default" in result.err
     assert not [c for c in fake_helm.calls if c[0] == "upgrade"]
 
@@ -226,7 +228,7 @@ def test_upgrade_of_a_missing_release_is_refused(run_cli, cluster, fake_helm):
 def test_helm_errors_never_show_a_password(run_cli, cluster, fake_helm):
     ready_cluster(cluster)
     fake_helm.respond("install", stderr="Error: YAML parse error: line 7: db-password: \"Sup3r-Secret-77\" bad\n", rc=1)
-    result = run_cli("install", "demo", "-f", GPU, "--set", "db.password=Sup3r-Secret-77")
+    result = run_cli("install", "demo", *SETTINGS, "--set", "db.password=Sup3r-Secret-77")
     assert result.code == 1 and "Sup3r-Secret-77" not in result.err and "db-password: \"<redacted>\"" in result.err
 
 
@@ -235,7 +237,7 @@ def test_a_namespace_admin_without_cluster_wide_helm_list_still_installs(run_cli
     fake_helm.respond("list", "--output", "json", "--all-namespaces", rc=1,
                       stderr='Error: list: failed to list: secrets is forbidden: User "bob" cannot list resource '
                              '"secrets" at the cluster scope\n')
-    result = run_cli("install", "demo", "-f", GPU)
+    result = run_cli("install", "demo", *SETTINGS)
     assert result.code == 0, result.err
     assert "warning: other namespaces not checked for Determined releases: helm list failed (exit 1)" in result.err
     assert [c[:4] for c in fake_helm.calls[:2]] == [["list", "--output", "json", "--all-namespaces"],
@@ -243,6 +245,6 @@ def test_a_namespace_admin_without_cluster_wide_helm_list_still_installs(run_cli
 
 
 def test_a_bad_chart_fails_before_the_cluster_is_contacted(run_cli, cluster, fake_helm, tmp_path):
-    result = run_cli("install", "demo", "-f", GPU, "--chart", tmp_path / "missing-chart")
+    result = run_cli("install", "demo", *SETTINGS, "--chart", tmp_path / "missing-chart")
     assert result.code == 1 and f"{tmp_path / 'missing-chart'}: no such chart directory or archive" in result.err
     assert cluster.api.calls == [] and fake_helm.calls == []

@@ -38,6 +38,17 @@ def test_render_and_validate_import_no_heavy_sdk(tmp_path):
     assert (code, modules) == (0, [])
 
 
+def test_checkpoint_check_loads_only_the_sdk_of_the_storage_it_probes(tmp_path, closed_port):
+    assert loaded_modules("checkpoint", "check", "--help") == (0, [])
+    shared = tmp_path / "shared.yaml"
+    shared.write_text(f"maxSlotsPerPod: 1\ncheckpointStorage: {{type: shared_fs, hostPath: {tmp_path}}}\n")
+    assert loaded_modules("checkpoint", "check", "-f", str(shared)) == (0, [])
+    s3 = tmp_path / "s3.yaml"
+    s3.write_text("maxSlotsPerPod: 1\ncheckpointStorage: {type: s3, bucket: b, accessKey: a, secretKey: s, "
+                  f"endpointUrl: 'http://127.0.0.1:{closed_port}'}}\n")
+    assert loaded_modules("checkpoint", "check", "-f", str(s3)) == (1, ["boto3", "botocore"])
+
+
 def test_console_script_runs():
     result = subprocess.run([sys.executable, "-m", "det_k8s", "--version"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.startswith("det-k8s ")

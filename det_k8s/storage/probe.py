@@ -1,0 +1,133 @@
+"""The probe itself: write, read back and compare, list, delete, against any backend.
+
+Pure logic: a backend (`s3.py`, `gcs.py`, `azure.py`, `shared_fs.py`, or a test double) does the
+I/O and translates its SDK's exceptions into `Failure`s; this module decides the order, what to
+skip after a failure, and makes sure the probe object never stays behind: once the write may have
+happened, the delete is attempted whatever failed in between (and also when the check is
+interrupted), and a delete that fails names the object left behind.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from .report import STEPS, Failure, Reason, Status, Step, StepResult, StorageReport
+
+PROBE_PREFIX = "det-k8s-probe-"
+
+# Failures that prove the write did not happen (the request was refused or never sent), so there
+# is nothing to delete; so does a Failure marked `refused` (a 4xx answer). Any other failure, a
+# timeout above all, may have written the object.
+_NOT_WRITTEN = frozenset({Reason.NO_SUCH_BUCKET, Reason.ACCESS_DENIED, Reason.BAD_CREDENTIALS,
+                          Reason.UNREACHABLE})
+
+
+class Backend(Protocol):
+    """One storage service, as the probe needs it. Each call must have a time limit."""
+
+    @property
+    def location(self) -> str:
+        """Where probes go, for messages: `s3://bucket/prefix/` (no secrets)."""
+        ...
+
+    def url(self, key: str) -> str:
+        """The full name of an object, for messages: `s3://bucket/key`."""
+        ...
+
+    def write(self, key: str, data: bytes) -> None: ...
+
+    def read(self, key: str) -> bytes: ...
+
+    def list(self, prefix: str) -> Iterable[str]:
+        """Names of the objects whose names start with `prefix`."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove the object; succeed when it is already absent (as S3's DeleteObject does)."""
+        ...
+
+    def explain(self, exc: Exception, step: Step) -> Failure:
+        """Classify an exception raised by one of the calls above."""
+        ...
+
+
+def probe_key(prefix: str | None, token: str | None = None) -> str:
+    """`<prefix>/det-k8s-probe-<uuid4>`. The prefix is a directory, as Determined treats it:
+    `research`, `research/` and `/research/` all give `research/det-k8s-probe-...`."""
+    name = PROBE_PREFIX + (token or str(uuid.uuid4()))
+    directory = (prefix or "").strip("/")
+    return f"{directory}/{name}" if directory else name
+
+
+def run_probe(backend: Backend, key: str, data: bytes, *, storage_type: str,
+              scrub: Callable[[str], str] = str, warnings: tuple[str, ...] = ()) -> StorageReport:
+    """Write `data` to `key`, read it back and compare, list it, delete it; report each step."""
+    results: dict[Step, StepResult] = {}
+
+    def as_result(step: Step, failure: Failure) -> StepResult:
+        return StepResult(step, Status.FAILED, scrub(failure.message), failure.reason)
+
+    def failed(step: Step, exc: Exception) -> StepResult:
+        return as_result(step, backend.explain(exc, step))
+
+    may_exist = True  # pessimistic until the write's outcome is known: an interrupt must still clean up
+    try:
+        try:
+            backend.write(key, data)
+            results[Step.WRITE] = StepResult(Step.WRITE, Status.OK, f"wrote {len(data)} random bytes")
+        except Exception as exc:  # classified into the report, never lost
+            failure = backend.explain(exc, Step.WRITE)
+            results[Step.WRITE] = as_result(Step.WRITE, failure)
+            may_exist = not (failure.refused or failure.reason in _NOT_WRITTEN)
+        if results[Step.WRITE].ok:
+            results[Step.READ] = _read(backend, key, data, failed)
+            results[Step.LIST] = _list(backend, key, failed)
+        else:
+            for step in (Step.READ, Step.LIST):
+                results[step] = StepResult(step, Status.SKIPPED, "skipped: the write failed")
+    finally:
+        if may_exist:
+            try:
+                backend.delete(key)
+                results[Step.DELETE] = StepResult(Step.DELETE, Status.OK, "deleted the probe object")
+            except Exception as exc:  # classified into the report, never lost
+                result = failed(Step.DELETE, exc)
+                results[Step.DELETE] = StepResult(
+                    Step.DELETE, Status.FAILED,
+                    f"{result.message}; the probe object {backend.url(key)} may be left behind: delete it",
+                    result.reason)
+        else:
+            results[Step.DELETE] = StepResult(Step.DELETE, Status.SKIPPED, "skipped: nothing was written")
+    left = backend.url(key) if results[Step.DELETE].status is Status.FAILED else None
+    return StorageReport(storage_type=storage_type, location=backend.location, probe=backend.url(key),
+                         steps=tuple(results[step] for step in STEPS),
+                         left_behind=left, warnings=warnings)
+
+
+_Failed = Callable[[Step, Exception], StepResult]
+
+
+def _read(backend: Backend, key: str, data: bytes, failed: _Failed) -> StepResult:
+    try:
+        got = backend.read(key)
+    except Exception as exc:  # classified into the report, never lost
+        return failed(Step.READ, exc)
+    if got != data:
+        return StepResult(Step.READ, Status.FAILED,
+                          f"read back {len(got)} bytes that differ from the {len(data)} bytes written "
+                          "(a proxy or gateway changing objects?)", Reason.MISMATCH)
+    return StepResult(Step.READ, Status.OK, f"read {len(got)} bytes back, identical")
+
+
+def _list(backend: Backend, key: str, failed: _Failed) -> StepResult:
+    try:
+        names = set(backend.list(key))
+    except Exception as exc:  # classified into the report, never lost
+        return failed(Step.LIST, exc)
+    if key not in names:
+        return StepResult(Step.LIST, Status.FAILED,
+                          f"listing {backend.url(key)} does not show the object just written",
+                          Reason.MISMATCH)
+    return StepResult(Step.LIST, Status.OK, "listed the probe object")
