@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, DetK8sError, SettingsError
 
@@ -20,20 +20,18 @@ def _report(exc: DetK8sError) -> None:
     output.error(exc.message, exc.hint)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run det-k8s with `argv` (default: sys.argv[1:]) and return the exit code."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or os.environ.get("DET_K8S_DEBUG") == "1"
-    from typer import main as typer_main
+def run_guarded(invoke: Callable[[], object], *, debug: bool = False) -> int:
+    """Run `invoke` and map whatever it raises to a message and an exit code (the only place this happens).
+
+    DetK8sError: its message and hint, its exit code. Usage errors from the option parser: their
+    usage text, exit 2. Ctrl-C: "interrupted", exit 130. Anything else is a bug in det-k8s: one
+    line, exit 1, and the traceback only with --debug.
+    """
+    from typer import Abort
     from typer._click import exceptions as click_exceptions
 
-    from .app import build_app
-    from .options import GlobalOptions, set_current
-
-    set_current(GlobalOptions())
-    command = typer_main.get_command(build_app())
     try:
-        result = command.main(args=args, prog_name="det-k8s", standalone_mode=False)
+        result = invoke()
         return result if isinstance(result, int) else 0
     except DetK8sError as exc:
         if debug:
@@ -45,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click_exceptions.ClickException as exc:
         exc.show()
         return EXIT_USAGE if exc.exit_code == 2 else exc.exit_code
-    except click_exceptions.Abort as exc:
+    except Abort as exc:
         interrupted = isinstance(exc.__context__ or exc.__cause__, KeyboardInterrupt)
         print("interrupted" if interrupted else "aborted", file=sys.stderr)
         return EXIT_INTERRUPTED if interrupted else EXIT_FAILURE
@@ -63,3 +61,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         output.error(f"internal error: {type(exc).__name__}: {exc}", "run again with --debug for the traceback")
         return EXIT_FAILURE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run det-k8s with `argv` (default: sys.argv[1:]) and return the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("DET_K8S_DEBUG") == "1"
+    from typer import main as typer_main
+
+    from .app import build_app
+    from .options import GlobalOptions, set_current
+
+    set_current(GlobalOptions())
+    command = typer_main.get_command(build_app())
+    return run_guarded(lambda: command.main(args=args, prog_name="det-k8s", standalone_mode=False), debug=debug)
