@@ -46,4 +46,7 @@ def build_app() -> typer.Typer:
 
     app.command("render", rich_help_panel="Chart")(chart_cmds.render)
     app.command("validate", rich_help_panel="Chart")(chart_cmds.validate)
+    from . import plan_cmd
+
+    app.command("plan", rich_help_panel="Scheduling")(plan_cmd.plan)
     return app

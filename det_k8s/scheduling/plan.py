@@ -1,0 +1,262 @@
+"""One scheduling pass: `schedule(snapshot, queue, policy)` -> `Plan`. Pure: no I/O, inputs untouched.
+
+Groups are decided one at a time in policy order (`order.FairOrder`). Each is
+
+1. rejected if it can never fit the eligible nodes' allocatable (unless autoscaling adds nodes);
+2. placed if all of its pods fit the free capacity at once (best fit, `fit.Fitter`);
+3. with preemption, placed on the capacity whole lower-priority groups would free (`preempt`);
+4. otherwise it waits. The first waiting group that would fit once running det-k8s groups
+   finish *reserves* the nodes that will free up soonest (most free first); later groups of the
+   pass may not use them, so small groups cannot starve a large one (backfill only where it
+   cannot delay the head).
+
+Capacity freed by this pass's victims is not free yet (their pods still run): only later
+preemptors may plan on it, since their pods are created once the victims are gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from ..cluster.model import PODS, Snapshot
+from .capacity import Capacity, count
+from .fit import ONE_POD, Fitter, Nodes, Shape, Taken, assign, shapes_of
+from .labels import running_groups
+from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
+from .order import FairOrder
+from .preempt import candidates_for, preempt
+from .reasons import rejection, waiting
+
+
+def schedule(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
+             running: Sequence[RunningGroup] | None = None) -> Plan:
+    """Decide every queued group: placed (with its pods' nodes), waiting (why) or rejected (why).
+
+    `running` defaults to the det-k8s groups read from the snapshot's pod labels. Same input,
+    same plan.
+    """
+    ids = [group.id for group in queue]
+    if len(set(ids)) != len(ids):
+        raise ValueError("queued group ids must be unique")
+    return _Pass(snapshot, queue, policy, running_groups(snapshot.pods) if running is None else running).run()
+
+
+def _with_pods(requests: Mapping[str, int]) -> dict[str, int]:
+    return {**requests, PODS: requests.get(PODS, 0) + ONE_POD}
+
+
+class _Pass:
+    def __init__(self, snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
+                 running: Sequence[RunningGroup]) -> None:
+        self.snapshot = snapshot
+        self.policy = policy
+        self.running = tuple(sorted(running, key=lambda g: g.id))
+        self.nodes = Nodes(snapshot.nodes)
+        self.capacity = Capacity(snapshot.nodes, snapshot.used)
+        self.fitter = Fitter(self.nodes, self.capacity)
+        totals: dict[str, int] = {}
+        for node in snapshot.nodes:
+            if node.ready and not node.unschedulable:
+                for name, amount in node.allocatable.items():
+                    totals[name] = totals.get(name, 0) + amount
+        self.order = FairOrder(queue, ((g.user, g.total_request) for g in self.running), totals, policy)
+        self.placements: dict[str, Placement] = {}
+        self.waiting: dict[str, Reason] = {}
+        self.rejected: dict[str, Reason] = {}
+        self.preempting: dict[str, tuple[str, ...]] = {}
+        self.victims: list[str] = []
+        self.released: dict[str, dict[str, int]] = {}  # capacity this pass's victims will free
+        self.released_by: dict[str, set[str]] = {}  # node -> victims freeing capacity there
+        self.decided: list[str] = []
+        self.queued: list[PodGroup] = []  # waiting groups, in order: "who is ahead of me"
+        self.reservation: tuple[PodGroup, tuple[str, ...]] | None = None
+        self.blocker: PodGroup | None = None  # without backfill, the first waiting group stops the rest
+        self._foreign: dict[str, dict[str, int]] | None = None
+        self._potential: dict[tuple[object, tuple[tuple[str, int], ...]], list[tuple[str, int]]] = {}
+
+    def run(self) -> Plan:
+        for group in self.order:
+            self.decided.append(group.id)
+            self.decide(group)
+        reservations = {self.reservation[0].id: self.reservation[1]} if self.reservation else {}
+        return Plan(self.placements, self.waiting, self.rejected, tuple(self.victims), self.preempting,
+                    tuple(self.decided), reservations)
+
+    def decide(self, group: PodGroup) -> None:
+        shapes = shapes_of(group)
+        if not shapes:
+            self.rejected[group.id] = Reason(ReasonCode.INVALID, detail="the group has no pods")
+            return
+        never = self.never_fits(group, shapes)
+        if never is not None:
+            if self.policy.autoscaling and never.code is ReasonCode.EXCEEDS_CLUSTER:
+                self.wait(group, replace(never, code=ReasonCode.WAITING_FOR_NODES))
+            else:
+                self.rejected[group.id] = never
+            return
+        if self.blocker is not None:
+            self.wait(group, self.reason(group, shapes, ReasonCode.STRICT_ORDER,
+                                         detail=self.blocker.experiment))
+            return
+        taken = self.fitter.try_place(shapes)
+        if taken is not None:
+            self.fitter.commit(taken)
+            self.place(group, taken)
+            return
+        if self.policy.preemption and self.try_preempt(group, shapes):
+            return
+        if self.policy.reservations and self.reservation is None:
+            nodes = self.reserve(shapes)
+            if nodes:
+                self.reservation = (group, nodes)
+                self.wait(group, self.reason(group, shapes, ReasonCode.RESERVING, reserved_nodes=nodes))
+                self.capacity.block(nodes)
+                self.blocker = None if self.policy.backfill else group
+                return
+        code = ReasonCode.BEHIND_RESERVATION if self.behind_reservation(shapes) else ReasonCode.INSUFFICIENT
+        self.wait(group, self.reason(group, shapes, code))
+        if not self.policy.backfill:
+            self.blocker = group
+
+    def never_fits(self, group: PodGroup, shapes: Sequence[Shape]) -> Reason | None:
+        for shape in shapes:
+            eligibility = self.nodes.eligible(shape.klass, shape.constraints)
+            limits = self.nodes.limits(shape.klass, eligibility, shape.demand, shape.key)
+            if not eligibility.nodes:
+                return rejection(group, shape, limits, self.fitter, ReasonCode.NO_ELIGIBLE_NODES)
+            if limits.max_pods < shape.pods:
+                return rejection(group, shape, limits, self.fitter, ReasonCode.EXCEEDS_CLUSTER)
+        return None
+
+    def place(self, group: PodGroup, taken: Taken) -> None:
+        self.placements[group.id] = assign(group, taken)
+        self.order.charge(group.user, group.total_request)
+
+    def wait(self, group: PodGroup, reason: Reason) -> None:
+        self.waiting[group.id] = reason
+        self.queued.append(group)
+
+    def reason(self, group: PodGroup, shapes: Sequence[Shape], code: ReasonCode, *,
+               reserved_nodes: tuple[str, ...] = (), detail: str = "") -> Reason:
+        holder, held = self.reservation if self.reservation else (None, ())
+        if code is ReasonCode.RESERVING:
+            holder, held = group, reserved_nodes
+        elif code is not ReasonCode.BEHIND_RESERVATION:
+            holder, held = None, ()
+        preemptible = None
+        if self.policy.preemption:
+            preemptible = len(candidates_for(group.priority, self.running, set(self.victims)))
+        return waiting(group, shapes, self.fitter, code, ahead=self.queued, reserved_for=holder,
+                       reserved_nodes=held, preemptible=preemptible, detail=detail)
+
+    def try_preempt(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
+        candidates = candidates_for(group.priority, self.running, set(self.victims))
+        if not candidates and not self.released:
+            return False
+        found = preempt(self.fitter, shapes, candidates, self.released)
+        if found is None:
+            return False
+        waits_for = [victim.id for victim in found.victims]
+        for victim in found.victims:
+            self.victims.append(victim.id)
+            self.order.charge(victim.user, victim.total_request, -1)
+            for pod in victim.pods:
+                released = self.released.setdefault(pod.node, {})
+                for name, amount in _with_pods(pod.requests).items():
+                    released[name] = released.get(name, 0) + amount
+                self.released_by.setdefault(pod.node, set()).add(victim.id)
+        for shape, found_nodes in found.taken:
+            for node, pods in found_nodes:
+                self.consume_released_first(node, {name: amount * pods for name, amount in shape.demand})
+                for earlier in sorted(self.released_by.get(node, ())):
+                    if earlier not in waits_for:
+                        waits_for.append(earlier)
+        self.preempting[group.id] = tuple(waits_for)
+        self.place(group, found.taken)
+        return True
+
+    def consume_released_first(self, node: str, amounts: Mapping[str, int]) -> None:
+        """A preemptor's pods start once victims leave: they use released capacity before free."""
+        released = self.released.get(node, {})
+        from_free: dict[str, int] = {}
+        for name, amount in amounts.items():
+            available = max(released.get(name, 0), 0)
+            used = min(available, amount)
+            if used:
+                released[name] = available - used
+            if amount - used:
+                from_free[name] = amount - used
+        if from_free:
+            self.capacity.consume(node, tuple(from_free.items()), 1)
+
+    def reserve(self, shapes: Sequence[Shape]) -> tuple[str, ...]:
+        """Nodes to hold for a starved group: most free first, until it fits them once det-k8s groups leave.
+
+        Capacity held by pods det-k8s does not manage is assumed to stay; if the group cannot fit
+        without it, nothing is reserved (reserving would block others for nothing).
+        """
+        chosen: dict[str, None] = {}
+        for shape in shapes:
+            potential = self.potential(shape)
+            if sum(could for _, could in potential) < shape.pods:
+                return ()
+            rows = []
+            for node, could in potential:
+                free = self.capacity.free[node]
+                rows.append((-count(free, shape.demand), -free.get(shape.key, 0),
+                             self.capacity.position[node], node, could))
+            need = shape.pods
+            for *_, node, could in sorted(rows):
+                chosen[node] = None
+                need -= could
+                if need <= 0:
+                    break
+        return tuple(chosen)
+
+    def potential(self, shape: Shape) -> list[tuple[str, int]]:
+        """(node, pods of the shape it could take once every det-k8s group on it is gone), unblocked nodes.
+
+        Fixed during a pass until the first reservation, which also ends the calls, so it is cached.
+        """
+        key = (shape.klass, shape.demand)
+        found = self._potential.get(key)
+        if found is None:
+            foreign = self.foreign_used()
+            found = []
+            for node in self.capacity.in_order(self.fitter.index(shape).members - self.capacity.blocked):
+                allocatable, held = self.capacity.allocatable[node], foreign.get(node, {})
+                left = {name: allocatable.get(name, 0) - held.get(name, 0) for name, _ in shape.demand}
+                could = count(left, shape.demand)
+                if could > 0:
+                    found.append((node, could))
+            self._potential[key] = found
+        return found
+
+    def foreign_used(self) -> dict[str, dict[str, int]]:
+        """Per node, what pods outside det-k8s's running groups hold (they may never leave)."""
+        if self._foreign is None:
+            foreign = {node: dict(used) for node, used in self.snapshot.used.items()}
+            for group in self.running:
+                for pod in group.pods:
+                    held = foreign.get(pod.node)
+                    if held is not None:
+                        for name, amount in _with_pods(pod.requests).items():
+                            held[name] = held.get(name, 0) - amount
+            self._foreign = foreign
+        return self._foreign
+
+    def behind_reservation(self, shapes: Sequence[Shape]) -> bool:
+        """Would the group fit if the reserved nodes were open to it?"""
+        if self.reservation is None:
+            return False
+        reserved = self.reservation[1]
+        for shape in shapes:
+            index = self.fitter.index(shape)
+            total = index.total(shape.demand)
+            extra = sum(count(self.capacity.free[node], shape.demand)
+                        for node in reserved if node in index.members)
+            if total is None or total + extra < shape.pods:
+                return False
+        return True
+
