@@ -25,6 +25,7 @@ from ..errors import ExperimentError, Unschedulable
 from ..scheduling.experiments import Experiment, parse_experiment
 from ..scheduling.explain import describe
 from ..scheduling.groups import build_group
+from ..scheduling.labels import running_groups
 from ..scheduling.model import Plan, PodGroup, Policy, Reason, ReasonCode
 from ..scheduling.plan import schedule
 from ..settings.model import Settings
@@ -173,8 +174,6 @@ def plan(
     policy = Policy(preemption=preemption or settings.default_scheduler == "preemption",
                     autoscaling=autoscaling)
     result = schedule(snapshot, [e.group for e in entries if e.group is not None], policy)
-    from ..scheduling.labels import running_groups
-
     running = {g.id: g for g in running_groups(snapshot.pods)}
     names = {gid: f"{g.experiment} (priority {g.priority})" for gid, g in running.items()}
     records = report(entries, result, names)

@@ -66,8 +66,9 @@ class _Pass:
         self.rejected: dict[str, Reason] = {}
         self.preempting: dict[str, tuple[str, ...]] = {}
         self.victims: list[str] = []
-        self.released: dict[str, dict[str, int]] = {}  # capacity this pass's victims will free
-        self.released_by: dict[str, set[str]] = {}  # node -> victims freeing capacity there
+        # what each victim of this pass will free, per node, and not yet promised to a preemptor
+        self.released: dict[str, dict[str, dict[str, int]]] = {}
+        self.victim_priority: dict[str, int] = {}
         self.decided: list[str] = []
         self.queued: list[PodGroup] = []  # waiting groups, in order: "who is ahead of me"
         self.reservation: tuple[PodGroup, tuple[str, ...]] | None = None
@@ -152,43 +153,72 @@ class _Pass:
 
     def try_preempt(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
         candidates = candidates_for(group.priority, self.running, set(self.victims))
-        if not candidates and not self.released:
+        usable = self.usable_released(group.priority)
+        if not candidates and not usable:
             return False
-        found = preempt(self.fitter, shapes, candidates, self.released)
+        found = preempt(self.fitter, shapes, candidates, usable)
         if found is None:
             return False
-        waits_for = [victim.id for victim in found.victims]
+        waits_for: dict[str, None] = {}
         for victim in found.victims:
+            waits_for[victim.id] = None
             self.victims.append(victim.id)
+            self.victim_priority[victim.id] = victim.priority
             self.order.charge(victim.user, victim.total_request, -1)
+            freed = self.released[victim.id] = {}
             for pod in victim.pods:
-                released = self.released.setdefault(pod.node, {})
+                on_node = freed.setdefault(pod.node, {})
                 for name, amount in _with_pods(pod.requests).items():
-                    released[name] = released.get(name, 0) + amount
-                self.released_by.setdefault(pod.node, set()).add(victim.id)
+                    on_node[name] = on_node.get(name, 0) + amount
         for shape, found_nodes in found.taken:
             for node, pods in found_nodes:
-                self.consume_released_first(node, {name: amount * pods for name, amount in shape.demand})
-                for earlier in sorted(self.released_by.get(node, ())):
-                    if earlier not in waits_for:
-                        waits_for.append(earlier)
+                amounts = {name: amount * pods for name, amount in shape.demand}
+                for victim_id in self.consume_released_first(node, amounts, group.priority):
+                    waits_for[victim_id] = None
         self.preempting[group.id] = tuple(waits_for)
         self.place(group, found.taken)
         return True
 
-    def consume_released_first(self, node: str, amounts: Mapping[str, int]) -> None:
-        """A preemptor's pods start once victims leave: they use released capacity before free."""
-        released = self.released.get(node, {})
-        from_free: dict[str, int] = {}
-        for name, amount in amounts.items():
-            available = max(released.get(name, 0), 0)
-            used = min(available, amount)
-            if used:
-                released[name] = available - used
-            if amount - used:
-                from_free[name] = amount - used
+    def usable_released(self, priority: int) -> dict[str, dict[str, int]]:
+        """Capacity victims of this pass will free that a preemptor of `priority` may plan on.
+
+        Only victims of strictly lower priority count, so no group ever waits for (and so in
+        effect preempts) a group of equal or higher priority.
+        """
+        usable: dict[str, dict[str, int]] = {}
+        for victim_id, nodes in self.released.items():
+            if self.victim_priority[victim_id] < priority:
+                for node, amounts in nodes.items():
+                    total = usable.setdefault(node, {})
+                    for name, amount in amounts.items():
+                        total[name] = total.get(name, 0) + amount
+        return usable
+
+    def consume_released_first(self, node: str, amounts: Mapping[str, int], priority: int) -> list[str]:
+        """A preemptor's pods start once victims leave: they use released capacity before free.
+
+        Returns the victims whose capacity was used (the preemptor waits for them).
+        """
+        left = dict(amounts)
+        used_from: list[str] = []
+        victims = sorted((v for v, nodes in self.released.items()
+                          if self.victim_priority[v] < priority and node in nodes),
+                         key=lambda v: (self.victim_priority[v], v))
+        for victim_id in victims:
+            available = self.released[victim_id][node]
+            took = False
+            for name, want in left.items():
+                share = min(max(available.get(name, 0), 0), want)
+                if share:
+                    available[name] -= share
+                    left[name] = want - share
+                    took = True
+            if took:
+                used_from.append(victim_id)
+        from_free = tuple((name, amount) for name, amount in left.items() if amount)
         if from_free:
-            self.capacity.consume(node, tuple(from_free.items()), 1)
+            self.capacity.consume(node, from_free, 1)
+        return used_from
 
     def reserve(self, shapes: Sequence[Shape]) -> tuple[str, ...]:
         """Nodes to hold for a starved group: most free first, until it fits them once det-k8s groups leave.
