@@ -41,3 +41,12 @@ def test_render_and_validate_import_no_heavy_sdk(tmp_path):
 def test_console_script_runs():
     result = subprocess.run([sys.executable, "-m", "det_k8s", "--version"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.startswith("det-k8s ")
+
+
+def test_plan_imports_no_heavy_sdk():
+    from tests.conftest import example
+
+    assert loaded_modules("plan", "--help") == (0, [])
+    code, modules = loaded_modules("plan", str(example("experiments") / "small-4gpu.yaml"),
+                                   "--snapshot", str(example("snapshots") / "twelve-gpus.yaml"))
+    assert (code, modules) == (0, [])
