@@ -177,6 +177,10 @@ class Fitter:
                 return None
             found = take(index, self.capacity, shape.demand, shape.amount, shape.pods)
             return None if found is None else [(shape, found)]
+        if len(shapes) == 1:  # one shape with an overlay: take() only reads it
+            shape = shapes[0]
+            found = take(self.index(shape), self.capacity, shape.demand, shape.amount, shape.pods, overlay)
+            return None if found is None else [(shape, found)]
         scratch: dict[str, dict[str, int]] = {node: dict(free) for node, free in (overlay or {}).items()}
         taken: Taken = []
         for shape in shapes:

@@ -16,16 +16,16 @@ preemptors may plan on it, since their pods are created once the victims are gon
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
-from ..cluster.model import PODS, Snapshot
+from ..cluster.model import Snapshot
 from .capacity import Capacity, count
-from .fit import ONE_POD, Fitter, Nodes, Shape, Taken, assign, shapes_of
+from .fit import Fitter, Nodes, Shape, Taken, assign, shapes_of
 from .labels import running_groups
 from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from .order import FairOrder
-from .preempt import candidates_for, preempt
+from .preempt import Evictions, with_pod
 from .reasons import rejection, waiting
 
 
@@ -40,10 +40,6 @@ def schedule(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
     if len(set(ids)) != len(ids):
         raise ValueError("queued group ids must be unique")
     return _Pass(snapshot, queue, policy, running_groups(snapshot.pods) if running is None else running).run()
-
-
-def _with_pods(requests: Mapping[str, int]) -> dict[str, int]:
-    return {**requests, PODS: requests.get(PODS, 0) + ONE_POD}
 
 
 class _Pass:
@@ -65,10 +61,7 @@ class _Pass:
         self.waiting: dict[str, Reason] = {}
         self.rejected: dict[str, Reason] = {}
         self.preempting: dict[str, tuple[str, ...]] = {}
-        self.victims: list[str] = []
-        # what each victim of this pass will free, per node, and not yet promised to a preemptor
-        self.released: dict[str, dict[str, dict[str, int]]] = {}
-        self.victim_priority: dict[str, int] = {}
+        self.evictions = Evictions(self.fitter, self.running)
         self.decided: list[str] = []
         self.queued: list[PodGroup] = []  # waiting groups, in order: "who is ahead of me"
         self.reservation: tuple[PodGroup, tuple[str, ...]] | None = None
@@ -81,8 +74,8 @@ class _Pass:
             self.decided.append(group.id)
             self.decide(group)
         reservations = {self.reservation[0].id: self.reservation[1]} if self.reservation else {}
-        return Plan(self.placements, self.waiting, self.rejected, tuple(self.victims), self.preempting,
-                    tuple(self.decided), reservations)
+        return Plan(self.placements, self.waiting, self.rejected, tuple(self.evictions.victims),
+                    self.preempting, tuple(self.decided), reservations)
 
     def decide(self, group: PodGroup) -> None:
         shapes = shapes_of(group)
@@ -147,78 +140,19 @@ class _Pass:
             holder, held = None, ()
         preemptible = None
         if self.policy.preemption:
-            preemptible = len(candidates_for(group.priority, self.running, set(self.victims)))
+            preemptible = self.evictions.evictable(group.priority)
         return waiting(group, shapes, self.fitter, code, ahead=self.queued, reserved_for=holder,
                        reserved_nodes=held, preemptible=preemptible, detail=detail)
 
     def try_preempt(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
-        candidates = candidates_for(group.priority, self.running, set(self.victims))
-        usable = self.usable_released(group.priority)
-        if not candidates and not usable:
-            return False
-        found = preempt(self.fitter, shapes, candidates, usable)
+        found = self.evictions.attempt(shapes, group.priority)
         if found is None:
             return False
-        waits_for: dict[str, None] = {}
-        for victim in found.victims:
-            waits_for[victim.id] = None
-            self.victims.append(victim.id)
-            self.victim_priority[victim.id] = victim.priority
+        for victim in found.victims:  # back in the queue, they no longer count against their user
             self.order.charge(victim.user, victim.total_request, -1)
-            freed = self.released[victim.id] = {}
-            for pod in victim.pods:
-                on_node = freed.setdefault(pod.node, {})
-                for name, amount in _with_pods(pod.requests).items():
-                    on_node[name] = on_node.get(name, 0) + amount
-        for shape, found_nodes in found.taken:
-            for node, pods in found_nodes:
-                amounts = {name: amount * pods for name, amount in shape.demand}
-                for victim_id in self.consume_released_first(node, amounts, group.priority):
-                    waits_for[victim_id] = None
-        self.preempting[group.id] = tuple(waits_for)
+        self.preempting[group.id] = self.evictions.commit(found, group.priority)
         self.place(group, found.taken)
         return True
-
-    def usable_released(self, priority: int) -> dict[str, dict[str, int]]:
-        """Capacity victims of this pass will free that a preemptor of `priority` may plan on.
-
-        Only victims of strictly lower priority count, so no group ever waits for (and so in
-        effect preempts) a group of equal or higher priority.
-        """
-        usable: dict[str, dict[str, int]] = {}
-        for victim_id, nodes in self.released.items():
-            if self.victim_priority[victim_id] < priority:
-                for node, amounts in nodes.items():
-                    total = usable.setdefault(node, {})
-                    for name, amount in amounts.items():
-                        total[name] = total.get(name, 0) + amount
-        return usable
-
-    def consume_released_first(self, node: str, amounts: Mapping[str, int], priority: int) -> list[str]:
-        """A preemptor's pods start once victims leave: they use released capacity before free.
-
-        Returns the victims whose capacity was used (the preemptor waits for them).
-        """
-        left = dict(amounts)
-        used_from: list[str] = []
-        victims = sorted((v for v, nodes in self.released.items()
-                          if self.victim_priority[v] < priority and node in nodes),
-                         key=lambda v: (self.victim_priority[v], v))
-        for victim_id in victims:
-            available = self.released[victim_id][node]
-            took = False
-            for name, want in left.items():
-                share = min(max(available.get(name, 0), 0), want)
-                if share:
-                    available[name] -= share
-                    left[name] = want - share
-                    took = True
-            if took:
-                used_from.append(victim_id)
-        from_free = tuple((name, amount) for name, amount in left.items() if amount)
-        if from_free:
-            self.capacity.consume(node, from_free, 1)
-        return used_from
 
     def reserve(self, shapes: Sequence[Shape]) -> tuple[str, ...]:
         """Nodes to hold for a starved group: most free first, until it fits them once det-k8s groups leave.
@@ -271,7 +205,7 @@ class _Pass:
                 for pod in group.pods:
                     held = foreign.get(pod.node)
                     if held is not None:
-                        for name, amount in _with_pods(pod.requests).items():
+                        for name, amount in with_pod(pod.requests).items():
                             held[name] = held.get(name, 0) - amount
             self._foreign = foreign
         return self._foreign
