@@ -8,11 +8,13 @@ rejected: that is the answer, not a failure.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +28,7 @@ from ..scheduling.experiments import Experiment, parse_experiment
 from ..scheduling.explain import describe
 from ..scheduling.groups import build_group
 from ..scheduling.labels import running_groups
-from ..scheduling.model import Plan, PodGroup, Policy, Reason, ReasonCode
+from ..scheduling.model import Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from ..scheduling.plan import schedule
 from ..settings.model import Settings
 from . import output
@@ -44,6 +46,22 @@ class Entry:
     experiment: Experiment
     group: PodGroup | None
     rejected: Reason | None = None
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cycle collector while millions of acyclic objects are built from a snapshot.
+
+    Parsing a 30,000-pod snapshot allocates so many containers that the collector runs hundreds
+    of times for nothing (JSON data has no cycles); pausing it makes loading about 2x faster.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def default_max_slots(snapshot: Snapshot) -> tuple[int, list[int]]:
@@ -167,14 +185,22 @@ def plan(
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Show where experiments would run on a cluster snapshot, or why they would wait. Offline."""
-    snapshot = load_snapshot(snapshot_file)
-    settings = plan_settings(values, set_, set_string, snapshot)
-    submitter = user or os.environ.get("USER") or "unknown"
-    entries = build_entries(read_experiments(experiments), settings, submitter)
-    policy = Policy(preemption=preemption or settings.default_scheduler == "preemption",
-                    autoscaling=autoscaling)
-    result = schedule(snapshot, [e.group for e in entries if e.group is not None], policy)
-    running = {g.id: g for g in running_groups(snapshot.pods)}
+    with no_gc():
+        snapshot = load_snapshot(snapshot_file)
+        settings = plan_settings(values, set_, set_string, snapshot)
+        submitter = user or os.environ.get("USER") or "unknown"
+        entries = build_entries(read_experiments(experiments), settings, submitter)
+        policy = Policy(preemption=preemption or settings.default_scheduler == "preemption",
+                        autoscaling=autoscaling)
+        running = {g.id: g for g in running_groups(snapshot.pods)}
+        queue = [e.group for e in entries if e.group is not None]
+        result = schedule(snapshot, queue, policy, tuple(running.values()))
+    show(entries, result, running, output_format)
+
+
+def show(entries: Sequence[Entry], result: Plan, running: dict[str, RunningGroup],
+         output_format: OutputFormat) -> None:
+    """JSON/YAML records, or the tables a person reads: who runs where, who waits and why, who is evicted."""
     names = {gid: f"{g.experiment} (priority {g.priority})" for gid, g in running.items()}
     records = report(entries, result, names)
     if output_format is not OutputFormat.table:
