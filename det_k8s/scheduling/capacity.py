@@ -44,8 +44,6 @@ class FreeIndex:
         self.values: list[int] = []  # sorted distinct free amounts present in `buckets`
         self.totals: dict[Demand, int] = {}
         self.key_sum = 0
-        self.size = 0
-        self.version = 0
         free = capacity.free
         for node in capacity.in_order(self.members):
             if node not in capacity.blocked:
@@ -59,8 +57,6 @@ class FreeIndex:
             insort(self.values, value)
         bucket[node] = None
         self.key_sum += max(value, 0)
-        self.size += 1
-        self.version += 1
         for demand in self.totals:
             self.totals[demand] += count(free, demand)
 
@@ -72,8 +68,6 @@ class FreeIndex:
             del self.buckets[value]
             del self.values[bisect_left(self.values, value)]
         self.key_sum -= max(value, 0)
-        self.size -= 1
-        self.version += 1
         for demand in self.totals:
             self.totals[demand] -= count(free, demand)
 

@@ -9,6 +9,7 @@ largest first on a scratch overlay and committed only when every pod has a node.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -97,7 +98,7 @@ class Nodes:
                 sizes.append((-amount, position, name))
                 for resource, asked in demand:
                     bounds[resource] += max(allocatable.get(resource, 0), 0) // asked
-            top = tuple((name, -negative) for negative, _, name in sorted(sizes)[:SHOWN_NODES])
+            top = tuple((name, -negative) for negative, _, name in heapq.nsmallest(SHOWN_NODES, sizes))
             found = self._limits[(klass, demand, key)] = Limits(
                 total, largest, key_total, without_key, tuple(sorted(bounds.items())), top)
         return found

@@ -129,7 +129,11 @@ class Reason:
     """Why a group waits or was rejected, as data; `explain.describe` turns it into one line.
 
     Amounts are milli-units of `resource` (the resource a slot is made of, or the request's
-    main resource). `largest_free` lists the nodes that matter, most free first.
+    main resource). For a rejected group, `fits_at_most` (pods of this size) and `largest_free`
+    (nodes, most first) describe the eligible nodes' allocatable; for a waiting group, their
+    free capacity now. `eligible_nodes` counts eligible nodes that offer `resource` at all;
+    `excluded` counts the others by cause. `ahead` names the first waiting groups ahead of this
+    one (`ahead_count` counts them all).
     """
 
     code: ReasonCode
