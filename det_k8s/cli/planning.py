@@ -103,7 +103,7 @@ def build_entries(experiments: Sequence[Experiment], settings: Settings, user: s
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     entries = []
     for sequence, experiment in enumerate(experiments):
-        seed = f"{sequence}\0{experiment.source}\0{experiment.name}"
+        seed = f"{sequence}\0{experiment.name}"  # stable however the file was named
         group_id = hashlib.sha256(seed.encode()).hexdigest()[:12]
         try:
             group = build_group(experiment, settings, group_id=group_id, user=user, submitted_at=now,
