@@ -155,13 +155,14 @@ def take(index: FreeIndex, capacity: Capacity, demand: Demand, amount: int, pods
 
     Nodes are visited from the least free `key` resource up, each filled as far as it goes, which
     for identical pods is exactly best-fit decreasing. `overlay` replaces the free capacity of
-    some nodes (victims' resources added back, or earlier shapes of the same group taken out).
+    some nodes (victims' resources added back, earlier shapes of the same group taken out, or
+    reserved nodes opened for backfill); its nodes are used even if blocked: callers decide.
     """
     stream: Iterable[tuple[int, str]]
     if overlay:
-        members, blocked, key, position = index.members, capacity.blocked, index.key, capacity.position
+        members, key, position = index.members, index.key, capacity.position
         extra = sorted(((free.get(key, 0), node) for node, free in overlay.items()
-                        if node in members and node not in blocked and free.get(key, 0) >= amount),
+                        if node in members and free.get(key, 0) >= amount),
                        key=lambda item: (item[0], position[item[1]]))
         base = ((value, node) for value, node in index.ascending(amount) if node not in overlay)
         stream = heapq.merge(base, extra, key=lambda item: item[0])

@@ -6,9 +6,9 @@ Groups are decided one at a time in policy order (`order.FairOrder`). Each is
 2. placed if all of its pods fit the free capacity at once (best fit, `fit.Fitter`);
 3. with preemption, placed on the capacity whole lower-priority groups would free (`preempt`);
 4. otherwise it waits. The first waiting group that would fit once running det-k8s groups
-   finish *reserves* the nodes that will free up soonest (most free first); later groups of the
-   pass may not use them, so small groups cannot starve a large one (backfill only where it
-   cannot delay the head).
+   finish *reserves* the nodes that will free up soonest (`reserve.Reservations`); later groups
+   of the pass backfill elsewhere or into the reservation's slack only, so small groups cannot
+   starve a large one (backfill only where it cannot delay the head).
 
 Capacity freed by this pass's victims is not free yet (their pods still run): only later
 preemptors may plan on it, since their pods are created once the victims are gone.
@@ -20,13 +20,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..cluster.model import Snapshot
-from .capacity import Capacity, count
+from .capacity import Capacity
 from .fit import Fitter, Nodes, Shape, Taken, assign, shapes_of
 from .labels import running_groups
 from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from .order import FairOrder
-from .preempt import Evictions, with_pod
+from .preempt import Evictions
 from .reasons import rejection, waiting
+from .reserve import Reservations
 
 
 def schedule(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
@@ -64,16 +65,15 @@ class _Pass:
         self.evictions = Evictions(self.fitter, self.running)
         self.decided: list[str] = []
         self.queued: list[PodGroup] = []  # waiting groups, in order: "who is ahead of me"
-        self.reservation: tuple[PodGroup, tuple[str, ...]] | None = None
+        self.reservation = Reservations(snapshot, self.running, self.fitter)
         self.blocker: PodGroup | None = None  # without backfill, the first waiting group stops the rest
-        self._foreign: dict[str, dict[str, int]] | None = None
-        self._potential: dict[tuple[object, tuple[tuple[str, int], ...]], list[tuple[str, int]]] = {}
 
     def run(self) -> Plan:
         for group in self.order:
             self.decided.append(group.id)
             self.decide(group)
-        reservations = {self.reservation[0].id: self.reservation[1]} if self.reservation else {}
+        held = self.reservation.group
+        reservations = {held.id: self.reservation.nodes} if held else {}
         return Plan(self.placements, self.waiting, self.rejected, tuple(self.evictions.victims),
                     self.preempting, tuple(self.decided), reservations)
 
@@ -94,21 +94,24 @@ class _Pass:
                                          detail=self.blocker.experiment))
             return
         taken = self.fitter.try_place(shapes)
+        if taken is None and self.policy.backfill:
+            taken = self.reservation.backfill(shapes)
+            if taken is not None:
+                self.reservation.use(taken)
         if taken is not None:
             self.fitter.commit(taken)
             self.place(group, taken)
             return
         if self.policy.preemption and self.try_preempt(group, shapes):
             return
-        if self.policy.reservations and self.reservation is None:
-            nodes = self.reserve(shapes)
+        if self.policy.reservations and self.reservation.group is None:
+            nodes = self.reservation.choose(shapes)
             if nodes:
-                self.reservation = (group, nodes)
                 self.wait(group, self.reason(group, shapes, ReasonCode.RESERVING, reserved_nodes=nodes))
-                self.capacity.block(nodes)
+                self.reservation.hold(group, shapes, nodes)
                 self.blocker = None if self.policy.backfill else group
                 return
-        code = ReasonCode.BEHIND_RESERVATION if self.behind_reservation(shapes) else ReasonCode.INSUFFICIENT
+        code = ReasonCode.BEHIND_RESERVATION if self.reservation.behind(shapes) else ReasonCode.INSUFFICIENT
         self.wait(group, self.reason(group, shapes, code))
         if not self.policy.backfill:
             self.blocker = group
@@ -133,7 +136,7 @@ class _Pass:
 
     def reason(self, group: PodGroup, shapes: Sequence[Shape], code: ReasonCode, *,
                reserved_nodes: tuple[str, ...] = (), detail: str = "") -> Reason:
-        holder, held = self.reservation if self.reservation else (None, ())
+        holder, held = self.reservation.group, self.reservation.nodes
         if code is ReasonCode.RESERVING:
             holder, held = group, reserved_nodes
         elif code is not ReasonCode.BEHIND_RESERVATION:
@@ -153,74 +156,3 @@ class _Pass:
         self.preempting[group.id] = self.evictions.commit(found, group.priority)
         self.place(group, found.taken)
         return True
-
-    def reserve(self, shapes: Sequence[Shape]) -> tuple[str, ...]:
-        """Nodes to hold for a starved group: most free first, until it fits them once det-k8s groups leave.
-
-        Capacity held by pods det-k8s does not manage is assumed to stay; if the group cannot fit
-        without it, nothing is reserved (reserving would block others for nothing).
-        """
-        chosen: dict[str, None] = {}
-        for shape in shapes:
-            potential = self.potential(shape)
-            if sum(could for _, could in potential) < shape.pods:
-                return ()
-            rows = []
-            for node, could in potential:
-                free = self.capacity.free[node]
-                rows.append((-count(free, shape.demand), -free.get(shape.key, 0),
-                             self.capacity.position[node], node, could))
-            need = shape.pods
-            for *_, node, could in sorted(rows):
-                chosen[node] = None
-                need -= could
-                if need <= 0:
-                    break
-        return tuple(chosen)
-
-    def potential(self, shape: Shape) -> list[tuple[str, int]]:
-        """(node, pods of the shape it could take once every det-k8s group on it is gone), unblocked nodes.
-
-        Fixed during a pass until the first reservation, which also ends the calls, so it is cached.
-        """
-        key = (shape.klass, shape.demand)
-        found = self._potential.get(key)
-        if found is None:
-            foreign = self.foreign_used()
-            found = []
-            for node in self.capacity.in_order(self.fitter.index(shape).members - self.capacity.blocked):
-                allocatable, held = self.capacity.allocatable[node], foreign.get(node, {})
-                left = {name: allocatable.get(name, 0) - held.get(name, 0) for name, _ in shape.demand}
-                could = count(left, shape.demand)
-                if could > 0:
-                    found.append((node, could))
-            self._potential[key] = found
-        return found
-
-    def foreign_used(self) -> dict[str, dict[str, int]]:
-        """Per node, what pods outside det-k8s's running groups hold (they may never leave)."""
-        if self._foreign is None:
-            foreign = {node: dict(used) for node, used in self.snapshot.used.items()}
-            for group in self.running:
-                for pod in group.pods:
-                    held = foreign.get(pod.node)
-                    if held is not None:
-                        for name, amount in with_pod(pod.requests).items():
-                            held[name] = held.get(name, 0) - amount
-            self._foreign = foreign
-        return self._foreign
-
-    def behind_reservation(self, shapes: Sequence[Shape]) -> bool:
-        """Would the group fit if the reserved nodes were open to it?"""
-        if self.reservation is None:
-            return False
-        reserved = self.reservation[1]
-        for shape in shapes:
-            index = self.fitter.index(shape)
-            total = index.total(shape.demand)
-            extra = sum(count(self.capacity.free[node], shape.demand)
-                        for node in reserved if node in index.members)
-            if total is None or total + extra < shape.pods:
-                return False
-        return True
-

@@ -227,14 +227,16 @@ def test_a_group_waits_only_if_it_did_not_fit_at_its_turn(cluster, queue, policy
         for resource, amount in used.items():
             free[name].setdefault(resource, -amount)
     blocked: set[str] = set()
+    backfilled: dict[str, dict[str, int]] = {}  # what later groups placed on reserved nodes
     for gid in plan.order:
         group = by_id[gid]
         homogeneous = len({tuple(sorted(p.requests.items())) for p in group.pods}) == 1
         if gid in plan.placements:
-            assert not blocked & {node_name for _, node_name in plan.placements[gid]}
             for pod, (_, node_name) in zip(group.pods, plan.placements[gid], strict=True):
                 for resource, amount in demand(pod).items():
                     free[node_name][resource] = free[node_name].get(resource, 0) - amount
+                if node_name in blocked:
+                    add_into(backfilled, node_name, demand(pod))
         elif gid in plan.waiting and homogeneous:
             code = plan.waiting[gid].code
             if code in (ReasonCode.INSUFFICIENT, ReasonCode.RESERVING, ReasonCode.BEHIND_RESERVATION):
@@ -243,6 +245,30 @@ def test_a_group_waits_only_if_it_did_not_fit_at_its_turn(cluster, queue, policy
                 assert fits(group, free, cluster, set())
         if gid in plan.reservations:
             blocked |= set(plan.reservations[gid])
+    for gid, nodes in plan.reservations.items():  # backfill into a reservation never delays its group
+        group = by_id[gid]
+        if backfilled and len({tuple(sorted(p.requests.items())) for p in group.pods}) == 1:
+            assert holds_once_det_k8s_leaves(cluster, nodes, demand(group.pods[0]), backfilled) >= group.size
+
+
+def holds_once_det_k8s_leaves(cluster: Snapshot, nodes, pod_demand, backfilled) -> int:
+    """Pods of `pod_demand` the nodes hold once running det-k8s groups leave, backfilled pods staying."""
+    det_k8s = {}
+    for group in running_groups(cluster.pods):
+        for pod in group.pods:
+            add_into(det_k8s, pod.node, {**pod.requests, PODS: 1000})
+    total = 0
+    for name in nodes:
+        node_obj = cluster.nodes_by_name[name]
+        left = {
+            r: node_obj.allocatable.get(r, 0)
+            - cluster.used[name].get(r, 0)
+            + det_k8s.get(name, {}).get(r, 0)
+            - backfilled.get(name, {}).get(r, 0)
+            for r in pod_demand
+        }
+        total += count(left, tuple(sorted((r, a) for r, a in pod_demand.items() if a)))
+    return total
 
 
 @CASES

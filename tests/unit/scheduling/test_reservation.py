@@ -71,3 +71,25 @@ def test_groups_ahead_are_named():
     reason = plan.waiting["small"]
     assert (reason.ahead, reason.ahead_count) == (("big", "bigger"), 2)
     assert "2 groups ahead: big, bigger" in describe(reason)
+
+
+# two 8-GPU nodes, one busy with a det-k8s group: a 3 x 4-GPU group reserves both, needing 3 of their 4 slots
+SLACK = snapshot([node("n0", 8), node("n1", 8)], task_pods("r0", ["n0"], gpus=8))
+
+
+def test_smaller_groups_may_use_a_reservations_slack_but_not_more():
+    plan = schedule(SLACK, queue(gang("big", 3, 4), gang("s1", 1, 4), gang("s2", 1, 4)), Policy())
+    assert plan.reservations == {"big": ("n1", "n0")}
+    assert plan.placements["s1"] == (("s1-0", "n1"),)  # big still fits n0 + n1 once r0 finishes
+    assert plan.waiting["s2"].code is ReasonCode.BEHIND_RESERVATION
+
+
+def test_slack_counts_backfilled_pods_as_staying():
+    groups = queue(gang("big", 3, 4), *(gang(f"s{i}", 1, 2) for i in range(3)))
+    plan = schedule(SLACK, groups, Policy())
+    assert {"s0", "s1"} <= set(plan.placements) and "s2" in plan.waiting  # 2 + 2 on n1 leaves one 4-GPU slot
+
+
+def test_without_backfill_the_slack_stays_unused():
+    plan = schedule(SLACK, queue(gang("big", 3, 4), gang("s1", 1, 4)), Policy(backfill=False))
+    assert plan.placements == {}
