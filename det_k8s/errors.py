@@ -147,3 +147,16 @@ class StorageCheckFailed(StorageError):
     The report (printed before this is raised) has the details of each step; the message is the
     one-line summary `main` prints.
     """
+
+
+class ExperimentError(SettingsError):
+    """An experiment file is invalid: carries every problem found, each naming key and file:line (exit 1)."""
+
+    def __init__(self, problems: Sequence[Problem], *, reported: bool = False) -> None:
+        super().__init__(problems, reported=reported)
+        count = len(self.problems)
+        self.message = f"experiment is invalid: {count} error{'s' * (count != 1)}"
+
+
+class Unschedulable(DetK8sError):
+    """A task can never run as asked: its slots are not a multiple of maxSlotsPerPod (exit 1)."""

@@ -58,3 +58,12 @@ def test_release_and_cluster_help_import_no_heavy_sdk():
     for args in (("install", "--help"), ("status", "--help"), ("nodes", "--help"), ("uninstall", "--help"),
                  ("pods", "--help")):
         assert loaded_modules(*args) == (0, []), args
+
+
+def test_plan_imports_no_heavy_sdk():
+    from tests.conftest import example
+
+    assert loaded_modules("plan", "--help") == (0, [])
+    code, modules = loaded_modules("plan", str(example("experiments") / "small-4gpu.yaml"),
+                                   "--snapshot", str(example("snapshots") / "twelve-gpus.yaml"))
+    assert (code, modules) == (0, [])

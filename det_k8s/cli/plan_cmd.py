@@ -1,0 +1,44 @@
+"""`det-k8s plan`: the scheduler's answer for experiments on a cluster snapshot, offline.
+
+Only the options live here, so `--help` imports nothing of the scheduler; the work is in
+`planning.py`. Exit 0 whenever the plan was made, even if some experiments would wait or be
+rejected: that is the answer, not a failure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .inputs import SetOpt, SetStringOpt, ValuesOpt
+from .options import OutputFormat, OutputOpt, with_global_options
+
+
+@with_global_options
+def plan(
+    experiments: Annotated[list[Path], typer.Argument(
+        metavar="EXPERIMENT", show_default=False,
+        help="Experiment config files (Determined's keys), taken as submitted at once, in this order.")],
+    snapshot_file: Annotated[Path, typer.Option(
+        "--snapshot", metavar="FILE", show_default=False,
+        help="Nodes and pods as `kubectl get nodes,pods -A -o yaml` (or -o json) prints them.")],
+    values: ValuesOpt = None,
+    set_: SetOpt = None,
+    set_string: SetStringOpt = None,
+    preemption: Annotated[bool, typer.Option(
+        "--preemption", help="Let a group evict whole lower-priority det-k8s groups (also on with "
+        "defaultScheduler: preemption).")] = False,
+    autoscaling: Annotated[bool, typer.Option(
+        "--autoscaling",
+        help="Nodes will be added: groups larger than the cluster wait instead of being rejected.")] = False,
+    user: Annotated[str | None, typer.Option(
+        "--user", metavar="NAME", help="Submit as this user, for fair share (default: $USER).")] = None,
+    output_format: OutputOpt = OutputFormat.table,
+) -> None:
+    """Show where experiments would run on a cluster snapshot, or why they would wait. Offline."""
+    from .planning import run
+
+    run(experiments, snapshot_file, values, set_, set_string, preemption=preemption, autoscaling=autoscaling,
+        user=user, output_format=output_format)

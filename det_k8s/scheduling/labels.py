@@ -1,0 +1,93 @@
+"""Labels and annotations on det-k8s task pods, and reading running groups back from them.
+
+Every task pod carries `determined: <group id>` so `kubectl get pods -l determined` lists it like
+the Determined master's own task pods, plus det-k8s.io/* labels that let any det-k8s process
+rebuild the running groups (who, what priority, which rank of how many) from a pod list alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from ..cluster.model import Pod
+from .model import DEFAULT_PRIORITY, PodGroup, RunningGroup, RunningPod
+
+DETERMINED = "determined"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "det-k8s"
+GROUP = "det-k8s.io/group"
+EXPERIMENT = "det-k8s.io/experiment"
+USER = "det-k8s.io/user"
+PRIORITY = "det-k8s.io/priority"
+RANK = "det-k8s.io/rank"
+SIZE = "det-k8s.io/size"
+SUBMITTED_AT = "det-k8s.io/submitted-at"  # annotation, RFC 3339
+
+_INVALID = re.compile(r"[^A-Za-z0-9._-]+")
+_EDGES = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+
+
+def label_value(text: str) -> str:
+    """`text` as a valid label value: at most 63 of [A-Za-z0-9._-], alphanumeric at both ends."""
+    cleaned = _EDGES.sub("", _INVALID.sub("-", text))
+    return _EDGES.sub("", cleaned[:63])
+
+
+def group_labels(group: PodGroup) -> dict[str, str]:
+    """Labels every pod (and the Service) of a group carries."""
+    return {
+        DETERMINED: label_value(group.id),
+        MANAGED_BY: MANAGER,
+        GROUP: label_value(group.id),
+        EXPERIMENT: label_value(group.experiment),
+        USER: label_value(group.user),
+        PRIORITY: str(group.priority),
+        SIZE: str(group.size),
+    }
+
+
+def pod_labels(group: PodGroup, rank: int) -> dict[str, str]:
+    return {**group_labels(group), RANK: str(rank)}
+
+
+def is_managed(labels: Mapping[str, str]) -> bool:
+    """True for pods det-k8s created (the only pods it may ever evict)."""
+    return labels.get(MANAGED_BY) == MANAGER and bool(labels.get(GROUP))
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def running_groups(pods: Iterable[Pod]) -> tuple[RunningGroup, ...]:
+    """The det-k8s groups whose pods hold resources now, sorted by id.
+
+    Only active pods (bound, not finished) count; a group whose pods all finished is not running.
+    A group with a pod being deleted is marked terminating: it is already on its way out.
+    """
+    found: dict[str, list[Pod]] = {}
+    for pod in pods:
+        if is_managed(pod.labels):
+            found.setdefault(pod.labels[GROUP], []).append(pod)
+    groups = []
+    for group_id in sorted(found):
+        members = found[group_id]
+        active = sorted((p for p in members if p.active), key=lambda p: (_int(p.labels.get(RANK), 0), p.name))
+        if not active:
+            continue
+        first = active[0].labels
+        groups.append(RunningGroup(
+            id=group_id,
+            experiment=first.get(EXPERIMENT, group_id),
+            user=first.get(USER, ""),
+            priority=_int(first.get(PRIORITY), DEFAULT_PRIORITY),
+            pods=tuple(RunningPod(p.name, p.node_name or "", p.requests) for p in active),
+            started_at=min((p.created for p in members if p.created), default=""),
+            terminating=any(p.deleting for p in members),
+            size=_int(first.get(SIZE), len(active)),
+        ))
+    return tuple(groups)

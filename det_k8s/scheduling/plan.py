@@ -1,0 +1,158 @@
+"""One scheduling pass: `schedule(snapshot, queue, policy)` -> `Plan`. Pure: no I/O, inputs untouched.
+
+Groups are decided one at a time in policy order (`order.FairOrder`). Each is
+
+1. rejected if it can never fit the eligible nodes' allocatable (unless autoscaling adds nodes);
+2. placed if all of its pods fit the free capacity at once (best fit, `fit.Fitter`);
+3. with preemption, placed on the capacity whole lower-priority groups would free (`preempt`);
+4. otherwise it waits. The first waiting group that would fit once running det-k8s groups
+   finish *reserves* the nodes that will free up soonest (`reserve.Reservations`); later groups
+   of the pass backfill elsewhere or into the reservation's slack only, so small groups cannot
+   starve a large one (backfill only where it cannot delay the head).
+
+Capacity freed by this pass's victims is not free yet (their pods still run): only later
+preemptors may plan on it, since their pods are created once the victims are gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ..cluster.model import Snapshot
+from .capacity import Capacity
+from .fit import Fitter, Nodes, Shape, Taken, assign, shapes_of
+from .labels import running_groups
+from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
+from .order import FairOrder
+from .preempt import Evictions
+from .reasons import rejection, waiting
+from .reserve import Reservations
+
+
+def schedule(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
+             running: Sequence[RunningGroup] | None = None) -> Plan:
+    """Decide every queued group: placed (with its pods' nodes), waiting (why) or rejected (why).
+
+    `running` defaults to the det-k8s groups read from the snapshot's pod labels. Same input,
+    same plan.
+    """
+    ids = [group.id for group in queue]
+    if len(set(ids)) != len(ids):
+        raise ValueError("queued group ids must be unique")
+    return _Pass(snapshot, queue, policy, running_groups(snapshot.pods) if running is None else running).run()
+
+
+class _Pass:
+    def __init__(self, snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
+                 running: Sequence[RunningGroup]) -> None:
+        self.snapshot = snapshot
+        self.policy = policy
+        self.running = tuple(sorted(running, key=lambda g: g.id))
+        self.nodes = Nodes(snapshot.nodes)
+        self.capacity = Capacity(snapshot.nodes, snapshot.used)
+        self.fitter = Fitter(self.nodes, self.capacity)
+        totals: dict[str, int] = {}
+        for node in snapshot.nodes:
+            if node.ready and not node.unschedulable:
+                for name, amount in node.allocatable.items():
+                    totals[name] = totals.get(name, 0) + amount
+        self.order = FairOrder(queue, ((g.user, g.total_request) for g in self.running), totals, policy)
+        self.placements: dict[str, Placement] = {}
+        self.waiting: dict[str, Reason] = {}
+        self.rejected: dict[str, Reason] = {}
+        self.preempting: dict[str, tuple[str, ...]] = {}
+        self.evictions = Evictions(self.fitter, self.running)
+        self.decided: list[str] = []
+        self.queued: list[PodGroup] = []  # waiting groups, in order: "who is ahead of me"
+        self.reservation = Reservations(snapshot, self.running, self.fitter)
+        self.blocker: PodGroup | None = None  # without backfill, the first waiting group stops the rest
+
+    def run(self) -> Plan:
+        for group in self.order:
+            self.decided.append(group.id)
+            self.decide(group)
+        held = self.reservation.group
+        reservations = {held.id: self.reservation.nodes} if held else {}
+        return Plan(self.placements, self.waiting, self.rejected, tuple(self.evictions.victims),
+                    self.preempting, tuple(self.decided), reservations)
+
+    def decide(self, group: PodGroup) -> None:
+        shapes = shapes_of(group)
+        if not shapes:
+            self.rejected[group.id] = Reason(ReasonCode.INVALID, detail="the group has no pods")
+            return
+        never = self.never_fits(group, shapes)
+        if never is not None:
+            if self.policy.autoscaling and never.code is ReasonCode.EXCEEDS_CLUSTER:
+                self.wait(group, replace(never, code=ReasonCode.WAITING_FOR_NODES))
+            else:
+                self.rejected[group.id] = never
+            return
+        if self.blocker is not None:
+            self.wait(group, self.reason(group, shapes, ReasonCode.STRICT_ORDER,
+                                         detail=self.blocker.experiment))
+            return
+        taken = self.fitter.try_place(shapes)
+        if taken is None and self.policy.backfill:
+            taken = self.reservation.backfill(shapes)
+            if taken is not None:
+                self.reservation.use(taken)
+        if taken is not None:
+            self.fitter.commit(taken)
+            self.place(group, taken)
+            return
+        if self.policy.preemption and self.try_preempt(group, shapes):
+            return
+        if self.policy.reservations and self.reservation.group is None:
+            nodes = self.reservation.choose(shapes)
+            if nodes:
+                self.wait(group, self.reason(group, shapes, ReasonCode.RESERVING, reserved_nodes=nodes))
+                self.reservation.hold(group, shapes, nodes)
+                self.blocker = None if self.policy.backfill else group
+                return
+        code = ReasonCode.BEHIND_RESERVATION if self.reservation.behind(shapes) else ReasonCode.INSUFFICIENT
+        self.wait(group, self.reason(group, shapes, code))
+        if not self.policy.backfill:
+            self.blocker = group
+
+    def never_fits(self, group: PodGroup, shapes: Sequence[Shape]) -> Reason | None:
+        for shape in shapes:
+            eligibility = self.nodes.eligible(shape.klass, shape.constraints)
+            limits = self.nodes.limits(shape.klass, eligibility, shape.demand, shape.key)
+            if not eligibility.nodes:
+                return rejection(group, shape, limits, self.fitter, ReasonCode.NO_ELIGIBLE_NODES)
+            if limits.max_pods < shape.pods:
+                return rejection(group, shape, limits, self.fitter, ReasonCode.EXCEEDS_CLUSTER)
+        return None
+
+    def place(self, group: PodGroup, taken: Taken) -> None:
+        self.placements[group.id] = assign(group, taken)
+        self.order.charge(group.user, group.total_request)
+
+    def wait(self, group: PodGroup, reason: Reason) -> None:
+        self.waiting[group.id] = reason
+        self.queued.append(group)
+
+    def reason(self, group: PodGroup, shapes: Sequence[Shape], code: ReasonCode, *,
+               reserved_nodes: tuple[str, ...] = (), detail: str = "") -> Reason:
+        holder, held = self.reservation.group, self.reservation.nodes
+        if code is ReasonCode.RESERVING:
+            holder, held = group, reserved_nodes
+        elif code is not ReasonCode.BEHIND_RESERVATION:
+            holder, held = None, ()
+        preemptible = None
+        if self.policy.preemption:
+            preemptible = self.evictions.evictable(group.priority)
+        return waiting(group, shapes, self.fitter, code, ahead=self.queued, reserved_for=holder,
+                       reserved_nodes=held, preemptible=preemptible, detail=detail)
+
+    def try_preempt(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
+        found = self.evictions.attempt(shapes, group.priority)
+        if found is None:
+            return False
+        for victim in found.victims:  # back in the queue, they no longer count against their user
+            self.order.charge(victim.user, victim.total_request, -1)
+        self.preempting[group.id] = self.evictions.commit(found, group.priority)
+        self.place(group, found.taken)
+        return True

@@ -1,0 +1,229 @@
+"""Choosing whole running groups to evict so a higher-priority group fits, and keeping the books.
+
+Candidates are det-k8s running groups of strictly lower priority (never equal or higher, never
+pods det-k8s does not manage, never a group already leaving), lowest priority first, then the
+most recently started (it loses the least work). Whole groups are added until the preemptor
+fits; then every victim that is not needed is dropped again, highest priority first, so the
+set is small and as low as possible. Adding a victim only re-counts the nodes its pods are on.
+
+What victims will free is not free yet (their pods still run): only later preemptors of
+*higher* priority than the victim may plan on it, since their pods are created once the
+victims are gone. Within a pass, what a preemptor of priority p could reach only shrinks
+(placements, reservations and promises take capacity, nothing gives it back), so a shape that
+failed at priority p with k pods fails for any later group asking as much at no higher
+priority: such attempts are answered from a memo instead of re-walking every candidate.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..cluster.model import PODS
+from .capacity import Demand, count
+from .fit import ONE_POD, Fitter, Shape, Signature, Taken
+from .model import RunningGroup
+
+
+def eviction_order(running: Sequence[RunningGroup]) -> list[RunningGroup]:
+    """Lowest priority first, then the most recently started, then by id (stable sorts)."""
+    pool = sorted(running, key=lambda g: g.id)
+    pool.sort(key=lambda g: g.started_at, reverse=True)
+    pool.sort(key=lambda g: g.priority)
+    return pool
+
+
+def with_pod(requests: Mapping[str, int]) -> dict[str, int]:
+    return {**requests, PODS: requests.get(PODS, 0) + ONE_POD}
+
+
+@dataclass(frozen=True)
+class Preemption:
+    victims: tuple[RunningGroup, ...]
+    taken: Taken
+
+
+class _Search:
+    """Free capacity with some victims' resources added back, and whether the shapes fit it."""
+
+    def __init__(self, fitter: Fitter, shapes: Sequence[Shape]) -> None:
+        self.fitter = fitter
+        self.shapes = shapes
+        self.blocked = fitter.capacity.blocked
+        indexes = [fitter.index(shape) for shape in shapes]
+        self.members = (indexes[0].members if len(indexes) == 1
+                        else frozenset().union(*(index.members for index in indexes)))
+        self.overlay: dict[str, dict[str, int]] = {}
+        total = indexes[0].total(shapes[0].demand) if len(shapes) == 1 else None
+        self.single = total is not None
+        self.base_total = total or 0
+        self.gain: dict[str, int] = {}
+        self.gained = 0
+
+    def usable(self, node: str) -> bool:
+        return node in self.members and node not in self.blocked
+
+    def add(self, node: str, amounts: Mapping[str, int], sign: int) -> None:
+        if not self.usable(node):
+            return
+        free = self.overlay.get(node)
+        if free is None:
+            free = self.overlay[node] = dict(self.fitter.capacity.free[node])
+        for name, amount in amounts.items():
+            free[name] = free.get(name, 0) + sign * amount
+        if self.single:
+            demand = self.shapes[0].demand
+            new = count(free, demand) - count(self.fitter.capacity.free[node], demand)
+            self.gained += new - self.gain.get(node, 0)
+            self.gain[node] = new
+
+    def add_group(self, group: RunningGroup, sign: int) -> None:
+        for pod in group.pods:
+            self.add(pod.node, with_pod(pod.requests), sign)
+
+    def could_gain(self, node: str, amounts: Mapping[str, int]) -> bool:
+        """False when adding `amounts` to the node cannot help: no key resource added, none there."""
+        if len(self.shapes) != 1:
+            return True
+        key, amount = self.shapes[0].key, self.shapes[0].amount
+        if amounts.get(key, 0) > 0 or node in self.overlay:
+            return True
+        return self.fitter.capacity.free[node].get(key, 0) >= amount
+
+    def touches(self, group: RunningGroup) -> bool:
+        return any(self.usable(pod.node) for pod in group.pods)
+
+    def fits(self) -> bool:
+        if self.single:
+            return self.base_total + self.gained >= self.shapes[0].pods
+        return self.fitter.fits(self.shapes, self.overlay)
+
+    def place(self) -> Taken | None:
+        return self.fitter.try_place(self.shapes, self.overlay)
+
+
+class Evictions:
+    """This pass's victims, what they will free, and who may still be evicted."""
+
+    def __init__(self, fitter: Fitter, running: Sequence[RunningGroup]) -> None:
+        self.fitter = fitter
+        self.order = eviction_order([g for g in running if not g.terminating])
+        self._priorities = [g.priority for g in self.order]  # ascending
+        self._first = 0  # order[:_first] are all victims already
+        self.victims: list[str] = []
+        self._taken: set[str] = set()
+        self._taken_priorities: Counter[int] = Counter()
+        self.priority_of: dict[str, int] = {}
+        # what victims will free and nobody was promised yet: per victim (who waits for whom) and
+        # summed per victim priority (what a preemptor may plan on)
+        self.released: dict[str, dict[str, dict[str, int]]] = {}
+        self._by_level: dict[int, dict[str, dict[str, int]]] = {}
+        self._victims_on: dict[str, list[str]] = {}
+        self._failed: dict[tuple[Signature, Demand], list[tuple[int, int]]] = {}
+
+    def evictable(self, priority: int) -> int:
+        """How many running groups a group of `priority` could still evict."""
+        below = bisect_left(self._priorities, priority)
+        return below - sum(n for p, n in self._taken_priorities.items() if p < priority)
+
+    def candidates(self, priority: int) -> Iterator[RunningGroup]:
+        while self._first < len(self.order) and self.order[self._first].id in self._taken:
+            self._first += 1
+        for group in self.order[self._first:]:
+            if group.priority >= priority:
+                return
+            if group.id not in self._taken:
+                yield group
+
+    def released_for(self, priority: int) -> Iterator[tuple[str, Mapping[str, int]]]:
+        """(node, amounts) victims of strictly lower priority will free and nobody was promised yet."""
+        for level, nodes in self._by_level.items():
+            if level < priority:
+                yield from nodes.items()
+
+    def attempt(self, shapes: Sequence[Shape], priority: int) -> Preemption | None:
+        """Victims (possibly none, when capacity already released suffices) and the placement, or None."""
+        key = (shapes[0].klass, shapes[0].demand) if len(shapes) == 1 else None
+        pods = shapes[0].pods
+        if key is not None and any(p >= priority and k <= pods for p, k in self._failed.get(key, ())):
+            return None
+        search = _Search(self.fitter, shapes)
+        chosen: dict[str, RunningGroup] = {}
+        if not self._fill(search, priority, chosen):
+            if key is not None:
+                self._failed.setdefault(key, []).append((priority, pods))
+            return None
+        for group in sorted(chosen.values(), key=lambda g: (-g.priority, g.started_at, g.id)):
+            search.add_group(group, -1)
+            if search.fits():
+                del chosen[group.id]
+            else:
+                search.add_group(group, 1)
+        taken = search.place()
+        return None if taken is None else Preemption(tuple(chosen.values()), taken)
+
+    def _fill(self, search: _Search, priority: int, chosen: dict[str, RunningGroup]) -> bool:
+        """Add released capacity, then candidates, until the shapes fit; False if they never do."""
+        if search.fits():
+            return True
+        for node, amounts in self.released_for(priority):
+            if search.could_gain(node, amounts):
+                search.add(node, amounts, 1)
+                if search.fits():
+                    return True
+        for group in self.candidates(priority):
+            if search.touches(group):  # else evicting it frees nothing this group could use
+                search.add_group(group, 1)
+                chosen[group.id] = group
+                if search.fits():
+                    return True
+        return False
+
+    def commit(self, found: Preemption, priority: int) -> tuple[str, ...]:
+        """Record the victims and take the preemptor's capacity; returns the victims it waits for."""
+        waits_for: dict[str, None] = {}
+        for victim in found.victims:
+            waits_for[victim.id] = None
+            self.victims.append(victim.id)
+            self._taken.add(victim.id)
+            self._taken_priorities[victim.priority] += 1
+            self.priority_of[victim.id] = victim.priority
+            freed = self.released[victim.id] = {}
+            level = self._by_level.setdefault(victim.priority, {})
+            for pod in victim.pods:
+                for bucket in (freed.setdefault(pod.node, {}), level.setdefault(pod.node, {})):
+                    for name, amount in with_pod(pod.requests).items():
+                        bucket[name] = bucket.get(name, 0) + amount
+                if victim.id not in self._victims_on.setdefault(pod.node, []):
+                    self._victims_on[pod.node].append(victim.id)
+        for shape, nodes in found.taken:
+            for node, pods in nodes:
+                amounts = {name: amount * pods for name, amount in shape.demand}
+                waits_for.update(dict.fromkeys(self._take(node, amounts, priority)))
+        return tuple(waits_for)
+
+    def _take(self, node: str, amounts: Mapping[str, int], priority: int) -> list[str]:
+        """Pods start once victims leave, so they use released capacity before free capacity."""
+        left = dict(amounts)
+        used_from: list[str] = []
+        victims = sorted((v for v in self._victims_on.get(node, ()) if self.priority_of[v] < priority),
+                         key=lambda v: (self.priority_of[v], v))
+        for victim in victims:
+            available = self.released[victim][node]
+            level = self._by_level[self.priority_of[victim]][node]
+            took = False
+            for name, want in left.items():
+                share = min(max(available.get(name, 0), 0), want)
+                if share:
+                    available[name] -= share
+                    level[name] -= share
+                    left[name] = want - share
+                    took = True
+            if took:
+                used_from.append(victim)
+        from_free = tuple((name, amount) for name, amount in left.items() if amount)
+        if from_free:
+            self.fitter.capacity.consume(node, from_free, 1)
+        return used_from

@@ -1,0 +1,272 @@
+"""From an experiment to pods: how many, what they ask for, and manifests Kubernetes 1.31 accepts."""
+
+from __future__ import annotations
+
+import re
+
+import kubernetes_validate
+import pytest
+
+from det_k8s.cluster.model import GPU, Toleration
+from det_k8s.errors import Unschedulable
+from det_k8s.scheduling import labels as L
+from det_k8s.scheduling.experiments import parse_experiment
+from det_k8s.scheduling.groups import build_group, headless_service_manifest, pod_manifests, pods_for
+from det_k8s.settings import Document, load_settings
+from tests.conftest import example
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def settings(text: str = "maxSlotsPerPod: 4", *sets: str):
+    return load_settings([Document("s.yaml", text)], sets).settings()
+
+
+def experiment(text: str = ""):
+    return parse_experiment(text or "name: e", "e.yaml").get()
+
+
+def group_of(exp, cfg, group_id="3f9c0a1b2d4e5f60"):
+    return build_group(
+        exp, cfg, group_id=group_id, user="alice", submitted_at="2024-05-01T12:00:00Z", sequence=7
+    )
+
+
+@pytest.mark.parametrize(
+    ("slots", "max_per_pod", "expected"),
+    [
+        (1, 4, (1, 1)),
+        (0, 4, (1, 0)),
+        (3, 4, (1, 3)),
+        (4, 4, (1, 4)),
+        (8, 4, (2, 4)),
+        (16, 4, (4, 4)),
+        (16, 8, (2, 8)),
+    ],
+)
+def test_n_slots_become_n_over_max_slots_per_pod_pods(slots, max_per_pod, expected):
+    assert pods_for(slots, max_per_pod) == expected
+
+
+def test_slots_that_do_not_divide_are_rejected_with_the_reason_and_a_fix():
+    with pytest.raises(Unschedulable) as caught:
+        pods_for(6, 4)
+    assert (caught.value.message, caught.value.hint) == (
+        "slots_per_trial 6 is not a multiple of maxSlotsPerPod 4",
+        "use 4 or 8 slots",
+    )
+
+
+def test_a_group_carries_the_experiment_priority_user_and_sequence():
+    group = group_of(experiment("name: e\nresources: {slots_per_trial: 8, priority: 70}"), settings())
+    assert (group.priority, group.user, group.sequence, group.size, group.slots_per_pod) == (
+        70,
+        "alice",
+        7,
+        2,
+        4,
+    )
+    assert all(pod.requests == {GPU: 4000} for pod in group.pods)
+
+
+def test_requests_come_from_the_final_pod_spec_including_the_experiment_pod_spec():
+    exp = experiment("""
+name: e
+resources: {slots_per_trial: 4}
+environment:
+  pod_spec:
+    spec:
+      initContainers: [{name: init, image: busybox, resources: {requests: {cpu: "6"}}}]
+      containers:
+        - name: determined-container
+          resources: {requests: {cpu: "2", memory: 8Gi}}
+        - name: sidecar
+          image: busybox
+          resources: {limits: {cpu: "1"}}
+      tolerations: [{key: accelerator, operator: Exists}]
+""")
+    pod = group_of(exp, settings()).pods[0]
+    assert pod.requests == {GPU: 4000, "cpu": 6000, "memory": 8 * 2**30 * 1000}  # max(init 6, apps 2 + 1)
+    assert pod.constraints.tolerations == (Toleration("accelerator", "Exists"),)
+
+
+def test_cpu_slots_ask_for_slot_cpus_times_slots():
+    cfg = settings("maxSlotsPerPod: 2\nslotType: cpu\nslotResourceRequests: {cpu: 7.5}")
+    group = group_of(experiment("name: e\nresources: {slots_per_trial: 4}"), cfg)
+    assert group.size == 2 and group.pods[0].requests == {"cpu": 15000}
+
+
+def test_the_settings_pod_spec_is_the_base_unless_the_experiment_brings_its_own():
+    cfg = settings(example("gpu-cluster.yaml").read_text())
+    assert group_of(experiment(), cfg).pods[0].constraints.tolerations  # gpuPodSpec tolerates accelerator=gpu
+    own = experiment("name: e\nenvironment: {pod_spec: {spec: {priorityClassName: x}}}")
+    assert group_of(own, cfg).pods[0].constraints.tolerations == ()  # replaced, as in Determined
+
+
+def manifests(exp_text="", cfg=None, namespace="ml"):
+    exp = experiment(exp_text or "name: My Big_Experiment\nresources: {slots_per_trial: 8}")
+    cfg = cfg or settings()
+    group = group_of(exp, cfg)
+    placement = [(pod.name, f"node-{pod.rank}") for pod in group.pods]
+    return (
+        group,
+        pod_manifests(group, exp, cfg, placement, namespace),
+        headless_service_manifest(group, namespace),
+    )
+
+
+def test_every_manifest_validates_against_kubernetes_1_31():
+    cfg = settings(example("gpu-cluster.yaml").read_text())
+    for text in (
+        "",
+        "name: e\nresources: {slots_per_trial: 0}\nentrypoint: [sleep, '1']",
+        (example("experiments") / "distributed-16gpu.yaml").read_text(),
+        (example("experiments") / "high-priority-8gpu.yaml").read_text(),
+    ):
+        _, pods, service = manifests(text, cfg)
+        for doc in [*pods, service]:
+            kubernetes_validate.validate(doc, "1.31.0", strict=True)
+
+
+def test_pods_are_pinned_labelled_and_named_as_dns_labels():
+    group, pods, _ = manifests()
+    assert [p["spec"]["nodeName"] for p in pods] == ["node-0", "node-1"]
+    assert [p["metadata"]["name"] for p in pods] == [
+        "my-big-experiment-3f9c0a1b-0",
+        "my-big-experiment-3f9c0a1b-1",
+    ]
+    labels = pods[1]["metadata"]["labels"]
+    assert labels == {
+        "determined": group.id,
+        L.MANAGED_BY: "det-k8s",
+        L.GROUP: group.id,
+        L.EXPERIMENT: "My-Big_Experiment",
+        L.USER: "alice",
+        L.PRIORITY: "50",
+        L.SIZE: "2",
+        L.RANK: "1",
+    }
+    assert pods[0]["metadata"]["annotations"] == {L.SUBMITTED_AT: "2024-05-01T12:00:00Z"}
+    assert all(p["spec"]["restartPolicy"] == "Never" for p in pods)
+
+
+def test_long_names_are_truncated_to_valid_hostnames():
+    _, pods, service = manifests("name: " + "x" * 100 + "\nresources: {slots_per_trial: 40}")
+    names = [p["metadata"]["name"] for p in pods]
+    assert all(len(n) <= 63 and DNS_LABEL.match(n) for n in names) and len(set(names)) == 10
+    assert names[-1].endswith("-3f9c0a1b-9") and len(service["metadata"]["name"]) <= 63
+
+
+def test_names_start_with_a_letter():
+    _, pods, service = manifests("name: 2024 run\nresources: {slots_per_trial: 1}")
+    assert service["metadata"]["name"] == "exp-2024-run-3f9c0a1b"
+
+
+def test_slots_are_requested_and_limited():
+    _, pods, _ = manifests()
+    resources = pods[0]["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}
+
+
+def test_rendezvous_environment_points_at_rank_0_through_the_headless_service():
+    group, pods, service = manifests(
+        "name: e\nresources: {slots_per_trial: 8}\n"
+        "environment: {environment_variables: [NCCL_DEBUG=INFO, RANK=99]}"
+    )
+    env = {e["name"]: e["value"] for e in pods[1]["spec"]["containers"][0]["env"]}
+    chief = f"{pods[0]['metadata']['name']}.{service['metadata']['name']}.ml.svc"
+    assert env == {
+        "NCCL_DEBUG": "INFO",
+        "DET_K8S_WORLD_SIZE": "2",
+        "DET_K8S_RANK": "1",
+        "DET_K8S_SLOTS_PER_POD": "4",
+        "DET_K8S_CHIEF_ADDR": chief,
+        "DET_K8S_CHIEF_PORT": "29500",
+        "DET_K8S_GROUP": group.id,
+        "WORLD_SIZE": "2",
+        "RANK": "1",
+        "MASTER_ADDR": chief,
+        "MASTER_PORT": "29500",
+    }
+    assert (pods[1]["spec"]["hostname"], pods[1]["spec"]["subdomain"]) == (
+        pods[1]["metadata"]["name"],
+        service["metadata"]["name"],
+    )
+
+
+def test_the_headless_service_selects_the_group_and_publishes_not_ready_pods():
+    group, _, service = manifests()
+    assert service["spec"] == {
+        "clusterIP": "None",
+        "selector": {L.GROUP: group.id},
+        "publishNotReadyAddresses": True,
+        "ports": [{"name": "rendezvous", "port": 29500, "targetPort": 29500, "protocol": "TCP"}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("settings_text", "exp_text", "image"),
+    [
+        ("maxSlotsPerPod: 4", "name: e\nenvironment: {image: {gpu: mine}}", "mine"),
+        ("maxSlotsPerPod: 4\ntaskContainerDefaults: {cpuImage: c, gpuImage: g}", "name: e", "g"),
+        (
+            "maxSlotsPerPod: 4\ntaskContainerDefaults: {cpuImage: c, gpuImage: g}",
+            "name: e\nresources: {slots_per_trial: 0}",
+            "c",
+        ),
+        (
+            "maxSlotsPerPod: 4\nimageRegistry: reg.example.com/det",
+            "name: e",
+            "reg.example.com/det/environments:cuda-11.3-pytorch-1.10-lightning-1.5-tf-2.8-gpu-0.17.15",
+        ),
+    ],
+)
+def test_the_image_is_the_experiments_then_the_settings_then_determineds_default(
+    settings_text, exp_text, image
+):
+    _, pods, _ = manifests(exp_text, settings(settings_text))
+    assert pods[0]["spec"]["containers"][0]["image"] == image
+
+
+def test_entrypoint_is_the_command_and_force_pull_sets_the_pull_policy():
+    _, pods, _ = manifests(
+        "name: e\nentrypoint: python3 train.py",
+        settings("maxSlotsPerPod: 4", "taskContainerDefaults.forcePullImage=true"),
+    )
+    container = pods[0]["spec"]["containers"][0]
+    assert (container["command"], container["imagePullPolicy"]) == (["python3", "train.py"], "Always")
+    _, pods, _ = manifests("name: e")
+    assert "command" not in pods[0]["spec"]["containers"][0]
+    assert pods[0]["spec"]["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+
+
+def test_the_user_container_and_other_containers_are_kept():
+    _, pods, _ = manifests("""
+name: e
+environment:
+  pod_spec:
+    metadata: {labels: {team: vision}}
+    spec:
+      containers:
+        - name: sidecar
+          image: busybox
+        - name: determined-container
+          volumeMounts: [{name: data, mountPath: /data}]
+          env: [{name: FROM_SPEC, value: "1"}]
+      volumes: [{name: data, emptyDir: {}}]
+""")
+    spec = pods[0]["spec"]
+    assert [c["name"] for c in spec["containers"]] == ["sidecar", "determined-container"]
+    main = spec["containers"][1]
+    assert (
+        main["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+        and main["env"][0]["name"] == "FROM_SPEC"
+    )
+    assert pods[0]["metadata"]["labels"]["team"] == "vision"
+
+
+def test_a_placement_missing_a_pod_is_a_programming_error():
+    exp, cfg = experiment("name: e\nresources: {slots_per_trial: 8}"), settings()
+    group = group_of(exp, cfg)
+    with pytest.raises(ValueError, match="no node for pods"):
+        pod_manifests(group, exp, cfg, {group.pods[0].name: "n"}, "ml")

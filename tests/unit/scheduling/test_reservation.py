@@ -1,0 +1,95 @@
+"""The starvation guard: a large group at the head reserves nodes; smaller groups backfill only elsewhere."""
+
+from __future__ import annotations
+
+from det_k8s.scheduling.explain import describe
+from det_k8s.scheduling.model import Policy, ReasonCode
+from det_k8s.scheduling.plan import schedule
+from tests.builders import gang, node, other_pod, queue, snapshot, task_pods
+
+# four 4-GPU nodes; det-k8s groups hold 3 of them; n3 is free
+BUSY = snapshot(
+    [node(f"n{i}", 4) for i in range(4)],
+    task_pods("r0", ["n0"], gpus=4) + task_pods("r1", ["n1"], gpus=2) + task_pods("r2", ["n2"], gpus=4),
+)
+
+
+def test_the_blocked_head_reserves_the_nodes_that_free_up_soonest():
+    plan = schedule(BUSY, queue(gang("big", 2, 4), gang("small", 1, 2)), Policy())
+    assert plan.waiting["big"].code is ReasonCode.RESERVING
+    assert plan.reservations == {"big": ("n3", "n1")}  # the free node, then the half-free one
+
+
+def test_smaller_groups_do_not_backfill_onto_reserved_nodes():
+    plan = schedule(BUSY, queue(gang("big", 2, 4), gang("small", 1, 2)), Policy())
+    assert "small" not in plan.placements
+    reason = plan.waiting["small"]
+    assert reason.code is ReasonCode.BEHIND_RESERVATION and reason.reserved_for == "big"
+    assert "reserved for big" in describe(reason) and "delay" in describe(reason)
+
+
+def test_smaller_groups_backfill_outside_the_reservation():
+    cluster = snapshot([*BUSY.nodes, node("n4", 4)], [*BUSY.pods, other_pod("notebook", "n4", gpus=2)])
+    plan = schedule(cluster, queue(gang("big", 2, 4), gang("small", 1, 2)), Policy())
+    assert plan.reservations == {"big": ("n3", "n1")}
+    assert plan.placements["small"] == (("small-0", "n4"),)
+
+
+def test_only_the_first_blocked_group_reserves():
+    plan = schedule(BUSY, queue(gang("big", 2, 4), gang("bigger", 3, 4)), Policy())
+    assert list(plan.reservations) == ["big"]
+    assert plan.waiting["bigger"].code is ReasonCode.INSUFFICIENT
+
+
+def test_without_reservations_small_groups_take_any_free_capacity():
+    plan = schedule(BUSY, queue(gang("big", 2, 4), gang("small", 1, 2)), Policy(reservations=False))
+    assert "small" in plan.placements and plan.reservations == {}
+
+
+def test_capacity_held_by_pods_det_k8s_does_not_manage_is_not_reserved_for():
+    # only other pods hold the GPUs: they may never leave, so reserving would block backfill for nothing
+    cluster = snapshot([node("n0", 4), node("n1", 4)], [other_pod("inference", "n0", gpus=4)])
+    plan = schedule(cluster, queue(gang("big", 2, 4), gang("small", 1, 4)), Policy())
+    assert plan.reservations == {}
+    assert "small" in plan.placements
+
+
+def test_without_backfill_nothing_passes_a_waiting_group():
+    plan = schedule(BUSY, queue(gang("big", 2, 4), gang("small", 1, 1)), Policy(backfill=False))
+    assert plan.placements == {}
+    assert plan.waiting["small"].code is ReasonCode.STRICT_ORDER
+    assert "backfill is off" in describe(plan.waiting["small"])
+
+
+def test_rejected_groups_never_reserve_or_block():
+    plan = schedule(BUSY, queue(gang("huge", 5, 4), gang("small", 1, 4)), Policy(backfill=False))
+    assert plan.status("huge") == "rejected" and "small" in plan.placements
+
+
+def test_groups_ahead_are_named():
+    plan = schedule(BUSY, queue(gang("big", 2, 4), gang("bigger", 3, 4), gang("small", 1, 2)), Policy())
+    reason = plan.waiting["small"]
+    assert (reason.ahead, reason.ahead_count) == (("big", "bigger"), 2)
+    assert "2 groups ahead: big, bigger" in describe(reason)
+
+
+# two 8-GPU nodes, one busy with a det-k8s group: a 3 x 4-GPU group reserves both, needing 3 of their 4 slots
+SLACK = snapshot([node("n0", 8), node("n1", 8)], task_pods("r0", ["n0"], gpus=8))
+
+
+def test_smaller_groups_may_use_a_reservations_slack_but_not_more():
+    plan = schedule(SLACK, queue(gang("big", 3, 4), gang("s1", 1, 4), gang("s2", 1, 4)), Policy())
+    assert plan.reservations == {"big": ("n1", "n0")}
+    assert plan.placements["s1"] == (("s1-0", "n1"),)  # big still fits n0 + n1 once r0 finishes
+    assert plan.waiting["s2"].code is ReasonCode.BEHIND_RESERVATION
+
+
+def test_slack_counts_backfilled_pods_as_staying():
+    groups = queue(gang("big", 3, 4), *(gang(f"s{i}", 1, 2) for i in range(3)))
+    plan = schedule(SLACK, groups, Policy())
+    assert {"s0", "s1"} <= set(plan.placements) and "s2" in plan.waiting  # 2 + 2 on n1 leaves one 4-GPU slot
+
+
+def test_without_backfill_the_slack_stays_unused():
+    plan = schedule(SLACK, queue(gang("big", 3, 4), gang("s1", 1, 4)), Policy(backfill=False))
+    assert plan.placements == {}
