@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from . import chart_cmds, checkpoint, nodes, plan_cmd, pods, release, status
+from . import chart_cmds, checkpoint, doctor, experiment, nodes, plan_cmd, pods, release, scheduler_cmd, status
 from .options import ContextOpt, DebugOpt, GlobalOptions, KubeconfigOpt, NamespaceOpt, VerboseOpt, set_current
 
 HELP = """det-k8s: run the Determined deep-learning platform on Kubernetes, safely.
@@ -54,6 +54,9 @@ def build_app() -> typer.Typer:
     app.add_typer(pods.app, name="pods", rich_help_panel="Cluster")
     app.add_typer(nodes.app, name="nodes", rich_help_panel="Cluster")
     app.command("plan", rich_help_panel="Scheduling")(plan_cmd.plan)
+    app.add_typer(experiment.app, name="experiment", rich_help_panel="Scheduling")
+    app.add_typer(scheduler_cmd.app, name="scheduler", rich_help_panel="Scheduling")
+    app.command("doctor", rich_help_panel="Scheduling")(doctor.doctor)
 
     checkpoint_app = typer.Typer(name="checkpoint", help=checkpoint.HELP, no_args_is_help=True)
     checkpoint_app.command("check")(checkpoint.check)

@@ -168,6 +168,7 @@ class Pod:
     constraints: Constraints = NO_CONSTRAINTS
     created: str = ""
     deleting: bool = False
+    reason: str = ""  # status.reason, e.g. Evicted or OutOfnvidia.com/gpu
 
     @property
     def active(self) -> bool:

@@ -131,6 +131,7 @@ def pod_from_object(obj: Mapping[str, Any]) -> Pod:
         constraints=constraints_from_spec(spec),
         created=str(meta.get("creationTimestamp") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
+        reason=str(status.get("reason") or ""),
     )
 
 

@@ -67,3 +67,9 @@ def test_plan_imports_no_heavy_sdk():
     code, modules = loaded_modules("plan", str(example("experiments") / "small-4gpu.yaml"),
                                    "--snapshot", str(example("snapshots") / "twelve-gpus.yaml"))
     assert (code, modules) == (0, [])
+
+
+def test_scheduling_commands_help_imports_no_heavy_sdk():
+    for args in (("experiment", "--help"), ("experiment", "create", "--help"), ("scheduler", "run", "--help"),
+                 ("doctor", "--help")):
+        assert loaded_modules(*args) == (0, []), args

@@ -1,0 +1,61 @@
+"""`det-k8s doctor`: find partly-started groups (the deadlock the documents warn about) and queue trouble."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..errors import DetK8sError
+from . import output
+from .options import OutputFormat, OutputOpt, current, with_global_options
+
+
+@with_global_options
+def doctor(
+    all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="Look at every namespace.")]
+    = False,
+    output_format: OutputOpt = OutputFormat.table,
+) -> None:
+    """Find pod groups with some pods running and others stuck, also ones det-k8s did not create.
+
+    Exits 1 when it finds any, so it can guard a cron job or a CI step.
+    """
+    from ..kube.queue import RUNNING, QueueStore
+    from ..kube.snapshot import read_snapshot
+    from ..scheduling import labels as L
+    from ..scheduling.doctor import find_partial_groups
+
+    api = current().connect()
+    with output.spinner("reading the cluster"):
+        snapshot = read_snapshot(api)
+    diagnosis = find_partial_groups(snapshot)
+    groups = [g for g in diagnosis.partial if all_namespaces or g.namespace == api.namespace]
+    stale = []
+    present = {p.labels.get(L.GROUP) for p in snapshot.pods if p.namespace == api.namespace}
+    for entry in QueueStore(api, api.namespace).entries([RUNNING]):
+        if entry.id not in present:
+            stale.append(entry.id)
+    records = [{"group": g.key, "owner": g.owner, "namespace": g.namespace, "running": list(g.running),
+                "waiting": list(g.waiting), "missing": g.missing, "gpusHeld": g.held_gpus, "advice": g.advice,
+                "deadlocked": g.key in diagnosis.deadlocked} for g in groups]
+    if output_format is not OutputFormat.table:
+        output.data({"partialGroups": records, "staleRunningEntries": stale}, output_format)
+    else:
+        if records:
+            output.table(["group", "owner", "namespace", "running", "waiting", "gpus held", "advice"],
+                         [[r["group"], r["owner"], r["namespace"], len(r["running"]),
+                           len(r["waiting"]) + r["missing"], r["gpusHeld"], r["advice"]] for r in records],
+                         title="Partly-started groups (their running pods hold resources while waiting)")
+        if diagnosis.deadlocked:
+            output.warning(f"deadlock: {', '.join(diagnosis.deadlocked)} each wait for resources the others hold; "
+                           "stop one of them to let the others start")
+        for entry_id in stale:
+            output.warning(f"{entry_id} is recorded as running but has no pods; the next pass "
+                           "(`det-k8s scheduler run --once`) requeues it")
+    if records or stale:
+        idle = sum(r["gpusHeld"] for r in records)
+        raise DetK8sError(f"{len(records)} partly-started group(s) holding {idle} GPU(s)"
+                          + (f", {len(stale)} stale queue entr{'y' if len(stale) == 1 else 'ies'}" if stale else ""))
+    if output_format is OutputFormat.table:
+        output.success("no partly-started groups" + ("" if all_namespaces else f" in namespace {api.namespace}"))

@@ -1,0 +1,329 @@
+"""`det-k8s experiment create|list|describe|kill|pause|resume`: the gang-scheduled queue in the cluster.
+
+`create` submits an experiment and runs one scheduling pass at once, so a group that fits starts
+right away (all its pods together) without a separate scheduler loop; a group that does not fit
+waits in the queue, and `list`/`describe` say why.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ..errors import OperationTimeout, Unschedulable, UsageError
+from . import output
+from .inputs import SetOpt, SetStringOpt, ValuesOpt, read_text
+from .options import OutputFormat, OutputOpt, current, with_global_options
+
+if TYPE_CHECKING:
+    from ..kube.api import KubeApi
+    from ..kube.queue import QueueEntry
+    from ..kube.scheduler import PassReport
+    from ..scheduling.model import Plan
+
+app = typer.Typer(name="experiment", no_args_is_help=True,
+                  help="Submit experiments to det-k8s's gang scheduler and follow them in its queue.")
+
+IdArg = Annotated[str, typer.Argument(metavar="ID", help="Experiment id (or a unique prefix of it).",
+                                      show_default=False)]
+TimeoutOpt = Annotated[str, typer.Option("--timeout", metavar="DURATION",
+                                         help="With --wait: how long to wait (Go duration: 90s, 10m, 1h).")]
+
+
+def _print_pass(report: PassReport, focus: str | None = None) -> None:
+    """One line per thing a pass did; with `focus`, only what concerns that group and its victims."""
+    for gid, placement in report.placed.items():
+        if focus in (None, gid):
+            nodes = ", ".join(sorted({node for _, node in placement}))
+            output.success(f"{gid}: placed, {len(placement)} pod(s) started together on {nodes}")
+    for victim, by in report.preempted.items():
+        if focus in (None, by, victim):
+            output.warning(f"{victim}: preempted by {by}: its pods are deleted and it is back in the queue")
+    for gid, why in report.requeued.items():
+        if focus in (None, gid):
+            output.warning(f"{gid}: {why}")
+    for gid in report.completed:
+        if focus in (None, gid):
+            output.message(f"{gid}: completed")
+    for gid, why in report.failed.items():
+        if focus in (None, gid):
+            output.warning(f"{gid}: failed: {why}")
+    if focus is None:
+        for gid, why in report.waiting.items():
+            output.message(f"{gid}: waiting: {why}")
+    for problem in report.problems:
+        output.warning(problem)
+
+
+def _queue_positions(plan: Plan) -> dict[str, int]:
+    waiting = [gid for gid in plan.order if gid in plan.waiting or gid in plan.rejected]
+    return {gid: i + 1 for i, gid in enumerate(waiting)}
+
+
+def _scheduler(api: KubeApi, policy: Any, user: str) -> Any:
+    from ..kube.scheduler import LiveScheduler
+    from .live import holder_id
+
+    return LiveScheduler(api, api.namespace, policy, holder_id(user))
+
+
+@app.command("create")
+@with_global_options
+def create(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Experiment config (Determined's keys).")],
+    values: ValuesOpt = None,
+    set_: SetOpt = None,
+    set_string: SetStringOpt = None,
+    priority: Annotated[int | None, typer.Option("--priority", min=1, max=99,
+                                                 help="Override resources.priority (higher runs first).")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="Submit as this user (fair share; default: you).")]
+    = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait until the experiment's pods are placed.")] = False,
+    timeout: TimeoutOpt = "10m",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would happen now; change nothing.")] = False,
+    autoscaling: Annotated[bool, typer.Option(
+        "--autoscaling", help="Nodes will be added: queue a group larger than the cluster instead of rejecting it.")]
+    = False,
+    output_format: OutputOpt = OutputFormat.table,
+) -> None:
+    """Submit an experiment: its pods start all together when they all fit, otherwise it waits in the queue."""
+    from ..errors import ExperimentError
+    from ..kube.lease import LeaseHeld
+    from ..kube.queue import QUEUED, RUNNING, QueueStore
+    from ..kube.scheduler import dry_plan
+    from ..kube.snapshot import read_snapshot
+    from ..scheduling.experiments import parse_experiment
+    from ..scheduling.explain import describe
+    from ..scheduling.groups import build_group
+    from ..tools.duration import parse_duration
+    from .live import current_user, effective_policy, entry_for, new_group_id, now, scheduling_settings
+
+    seconds = parse_duration(timeout)
+    text = read_text(file, "experiment file")
+    parsed = parse_experiment(text, str(file), default_name=file.stem)
+    for warning in parsed.warnings:
+        output.problem(warning, stream=sys.stderr)
+    if parsed.errors:
+        raise ExperimentError(parsed.errors)
+    experiment = parsed.get()
+    if priority is not None:
+        experiment = replace(experiment, priority=priority)
+    api = current().connect()
+    settings = scheduling_settings(api, values, set_, set_string)
+    who = current_user(user)
+    submitted, sequence = now()
+    group = build_group(experiment, settings, group_id=new_group_id(), user=who,
+                        submitted_at=submitted, sequence=sequence)  # raises Unschedulable: nothing written
+    store = QueueStore(api, api.namespace)
+    policy = effective_policy(api, settings)
+    if autoscaling:
+        policy = replace(policy, autoscaling=True)
+    with output.spinner("reading the cluster"):
+        snapshot = read_snapshot(api)
+        plan = dry_plan(snapshot, store.entries([QUEUED, RUNNING]), policy, extra=[group])
+    if group.id in plan.rejected:
+        raise Unschedulable(f"{experiment.name} can never run here: {describe(plan.rejected[group.id])}",
+                            hint="use fewer slots, or --autoscaling if nodes will be added")
+    if dry_run:
+        _show_dry_run(group.id, experiment.name, plan, output_format)
+        return
+    entry = store.add(entry_for(experiment, text, settings, group, api.namespace))
+    output.message(f"submitted {experiment.name} as {entry.id} ({group.size} pod(s) x {group.slots_per_pod} "
+                   f"slot(s), priority {group.priority}, user {who})")
+    scheduler = _scheduler(api, policy, who)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            _print_pass(scheduler.run_pass(), focus=entry.id)
+        except LeaseHeld:
+            output.message("another det-k8s client is scheduling right now; the queue keeps the experiment")
+        entry = store.get(entry.id)
+        if entry.state == RUNNING or not wait or entry.state != QUEUED:
+            break
+        if time.monotonic() >= deadline:
+            raise OperationTimeout(f"{entry.id} is still queued after {timeout}: {entry.reason}",
+                                   hint="it stays in the queue; `det-k8s experiment describe` says why it waits")
+        with output.spinner(f"{entry.id} waiting: {entry.reason}"):
+            time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+    _show_entry_state(entry, output_format)
+
+
+def _show_dry_run(group_id: str, name: str, plan: Plan, output_format: OutputFormat) -> None:
+    from ..scheduling.explain import describe
+
+    placement = plan.placements.get(group_id, ())
+    reason = plan.reason(group_id)
+    record = {"name": name, "status": plan.status(group_id), "reason": describe(reason) if reason else "",
+              "pods": [{"name": pod, "node": node} for pod, node in placement],
+              "preempts": list(plan.preempting.get(group_id, ()))}
+    if output_format is not OutputFormat.table:
+        output.data(record, output_format)
+        return
+    if placement:
+        extra = f" after preempting {', '.join(record['preempts'])}" if record["preempts"] else ""
+        output.message(f"dry run: {name} would start now{extra}, all pods together:")
+        output.table(["pod", "node"], [[pod, node] for pod, node in placement])
+    else:
+        position = _queue_positions(plan).get(group_id)
+        output.message(f"dry run: {name} would wait in the queue at position {position}: {record['reason']}")
+
+
+def _show_entry_state(entry: QueueEntry, output_format: OutputFormat) -> None:
+    if output_format is not OutputFormat.table:
+        output.data(_entry_data(entry), output_format)
+    elif entry.state == "queued":
+        output.message(f"{entry.id} is queued: {entry.reason}")
+
+
+def _entry_data(entry: QueueEntry, position: int | None = None, reason: str | None = None) -> dict[str, Any]:
+    group = entry.group or {}
+    pods = group.get("pods") or []
+    return {"id": entry.id, "name": entry.experiment, "user": entry.user, "priority": entry.priority,
+            "state": entry.state, "position": position, "slots": int(group.get("slots", 0)), "pods": len(pods),
+            "submittedAt": entry.submitted_at, "attempts": entry.attempts,
+            "reason": reason if reason is not None else entry.reason, "placement": dict(entry.placement),
+            "events": list(entry.events)}
+
+
+def _fresh_plan(api: KubeApi, entries: list[QueueEntry]) -> Plan:
+    from ..kube.queue import QUEUED, RUNNING
+    from ..kube.scheduler import dry_plan
+    from ..kube.snapshot import read_snapshot
+    from .live import effective_policy
+
+    with output.spinner("reading the cluster"):
+        return dry_plan(read_snapshot(api), [e for e in entries if e.state in (QUEUED, RUNNING)],
+                        effective_policy(api))
+
+
+@app.command("list")
+@with_global_options
+def list_(
+    all_: Annotated[bool, typer.Option("--all", "-a", help="Include completed, failed and killed experiments.")]
+    = False,
+    output_format: OutputOpt = OutputFormat.table,
+) -> None:
+    """Experiments in the queue: state, queue position, slots, age, and why each waits."""
+    from ..kube.queue import ACTIVE_STATES, QueueStore
+    from ..scheduling.explain import describe
+    from .live import age
+
+    api = current().connect()
+    entries = QueueStore(api, api.namespace).entries(None if all_ else list(ACTIVE_STATES))
+    plan = _fresh_plan(api, entries)
+    positions = _queue_positions(plan)
+    records = []
+    for entry in entries:
+        fresh = plan.reason(entry.id) if entry.state == "queued" else None
+        records.append(_entry_data(entry, positions.get(entry.id), describe(fresh) if fresh else None))
+    if output_format is not OutputFormat.table:
+        output.data({"experiments": records}, output_format)
+        return
+    rows = [[r["id"], r["name"], r["user"], r["state"], r["position"] or "-", r["slots"], r["priority"],
+             age(r["submittedAt"]), _short(r["reason"])] for r in records]
+    output.table(["id", "name", "user", "state", "position", "slots", "priority", "age", "reason"], rows)
+    if not records:
+        output.message(f"no experiments in namespace {api.namespace}")
+
+
+def _short(text: str, width: int = 70) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@app.command("describe")
+@with_global_options
+def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.table) -> None:
+    """One experiment: where its pods run, or exactly why it waits and who is ahead of it."""
+    from ..kube.kinds import PODS
+    from ..kube.queue import QUEUED, QueueStore
+    from ..scheduling import labels as L
+    from ..scheduling.explain import describe
+
+    api = current().connect()
+    store = QueueStore(api, api.namespace)
+    entry = store.find(experiment_id)
+    plan = _fresh_plan(api, store.entries())
+    reason = plan.reason(entry.id) if entry.state == QUEUED else None
+    data = _entry_data(entry, _queue_positions(plan).get(entry.id), describe(reason) if reason else None)
+    pods = api.list(PODS, api.namespace, label_selector=f"{L.GROUP}={entry.id}")
+    data["pods"] = [{"name": p["metadata"]["name"], "node": (p.get("spec") or {}).get("nodeName"),
+                     "phase": (p.get("status") or {}).get("phase")} for p in pods]
+    if reason is not None:
+        data["ahead"] = list(reason.ahead)
+    if output_format is not OutputFormat.table:
+        output.data(data, output_format)
+        return
+    output.key_values({"ID": entry.id, "Experiment": entry.experiment, "User": entry.user,
+                       "Priority": entry.priority, "State": entry.state,
+                       "Slots": f"{data['slots']} ({len(entry.pods)} pod(s))", "Submitted": entry.submitted_at,
+                       "Attempts": entry.attempts, **({"Position": data["position"]} if data["position"] else {}),
+                       **({"Why": data["reason"]} if data["reason"] else {})})
+    if data["pods"]:
+        print()
+        output.table(["pod", "node", "phase"], [[p["name"], p["node"] or "-", p["phase"]] for p in data["pods"]])
+    if entry.events:
+        print("\nEvents:")
+        for event in entry.events:
+            print(f"  {event}")
+
+
+def _change(experiment_id: str, action: str) -> None:
+    """kill, pause or resume under the scheduling Lease, so no pass races the change."""
+    from ..kube.lease import SchedulingLease
+    from ..kube.queue import KILLED, PAUSED, QUEUED, RUNNING, QueueStore
+    from ..kube.submit import delete_group
+    from .live import current_user, holder_id
+
+    api = current().connect()
+    store = QueueStore(api, api.namespace)
+    lease = SchedulingLease(api, api.namespace, holder_id(current_user(None)))
+    with lease.held(wait=15):
+        entry = store.find(experiment_id)
+        allowed = {"kill": (QUEUED, RUNNING, PAUSED), "pause": (QUEUED, RUNNING), "resume": (PAUSED,)}[action]
+        if entry.state not in allowed:
+            raise UsageError(f"cannot {action} {entry.id}: it is {entry.state}")
+        if action in ("kill", "pause") and entry.state == RUNNING:
+            pods = [str(p["metadata"]["name"]) for p in entry.pods]
+            service = str((entry.service or {}).get("metadata", {}).get("name") or "") or None
+            leftovers = delete_group(api, api.namespace, pods, service)
+            if leftovers:
+                output.warning(f"could not delete {', '.join(leftovers)}; `det-k8s pods cleanup` removes them")
+        state = {"kill": KILLED, "pause": PAUSED, "resume": QUEUED}[action]
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        store.update(entry.with_event(f"{stamp} {action} by {current_user(None)}", state=state, reason="",
+                                      placement={}))
+    output.success(f"{entry.id}: {state}")
+
+
+@app.command("kill")
+@with_global_options
+def kill(experiment_id: IdArg) -> None:
+    """Stop an experiment for good: its pods are deleted and it leaves the queue."""
+    _change(experiment_id, "kill")
+
+
+@app.command("pause")
+@with_global_options
+def pause(experiment_id: IdArg) -> None:
+    """Stop an experiment's pods (they get the grace period to checkpoint) and keep it out of scheduling."""
+    _change(experiment_id, "pause")
+
+
+@app.command("resume")
+@with_global_options
+def resume(experiment_id: IdArg) -> None:
+    """Put a paused experiment back in the queue (at its original submission position) and schedule."""
+    from ..kube.lease import LeaseHeld
+    from .live import current_user, effective_policy
+
+    _change(experiment_id, "resume")
+    api = current().connect()
+    try:
+        _print_pass(_scheduler(api, effective_policy(api), current_user(None)).run_pass())
+    except LeaseHeld:
+        output.message("another det-k8s client is scheduling; the next pass will consider it")

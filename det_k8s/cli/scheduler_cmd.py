@@ -1,0 +1,107 @@
+"""`det-k8s scheduler run|policy`: the scheduling loop, and the cluster-wide policy it follows."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from ..errors import UsageError
+from . import output
+from .options import OutputFormat, OutputOpt, current, with_global_options
+
+app = typer.Typer(name="scheduler", no_args_is_help=True,
+                  help="Run det-k8s's gang scheduler, and set the policy every client follows.")
+
+
+@app.command("run")
+@with_global_options
+def run(
+    once: Annotated[bool, typer.Option("--once", help="Run one pass and exit.")] = False,
+    interval: Annotated[float, typer.Option("--interval", min=1.0, metavar="SECONDS",
+                                            help="Seconds between passes.")] = 10.0,
+    preemption: Annotated[bool, typer.Option("--preemption",
+                                             help="Preempt lower-priority groups, even if the policy does not.")]
+    = False,
+) -> None:
+    """Schedule the queue: one pass every --interval seconds until Ctrl-C (or one with --once).
+
+    Each pass takes the namespace's scheduling Lease, so any number of these loops and of
+    `experiment create` commands can run at once without handing out the same GPUs twice.
+    """
+    from ..kube.lease import LeaseHeld
+    from ..kube.scheduler import LiveScheduler
+    from .experiment import _print_pass
+    from .live import current_user, effective_policy, holder_id
+
+    api = current().connect()
+    holder = holder_id(current_user(None))
+    output.message(f"scheduling namespace {api.namespace} of {api.target.context} as {holder}"
+                   + ("" if once else f", every {interval:g}s; Ctrl-C stops"))
+    announced = False
+    while True:
+        scheduler = LiveScheduler(api, api.namespace, effective_policy(api, preemption=preemption), holder,
+                                  lease_wait=0 if not once else 10)
+        try:
+            report = scheduler.run_pass()
+            _print_pass(report)
+            announced = False
+        except LeaseHeld as exc:
+            if once:
+                raise
+            if not announced:
+                output.message(f"{exc.message}; waiting")
+                announced = True
+        if once:
+            return
+        time.sleep(interval)
+
+
+@app.command("policy")
+@with_global_options
+def policy(
+    preemption: Annotated[bool | None, typer.Option("--preemption/--no-preemption",
+                                                    help="Let higher-priority groups evict lower ones.")] = None,
+    weight: Annotated[list[str] | None, typer.Option("--weight", metavar="USER=WEIGHT",
+                                                     help="Fair-share weight of a user (repeatable; 0 removes).")]
+    = None,
+    autoscaling: Annotated[bool | None, typer.Option(
+        "--autoscaling/--no-autoscaling", help="Nodes may be added: groups larger than the cluster wait.")] = None,
+    backfill: Annotated[bool | None, typer.Option(
+        "--backfill/--strict-order", help="Let smaller groups start where they cannot delay the head.")] = None,
+    output_format: OutputOpt = OutputFormat.table,
+) -> None:
+    """Show the namespace's scheduling policy; with options, change it for every client."""
+    from dataclasses import replace
+
+    from ..kube.policy import policy_data, read_policy, write_policy
+
+    api = current().connect()
+    current_policy = read_policy(api, api.namespace)
+    weights = dict(current_policy.weights)
+    for item in weight or ():
+        user, sep, value = item.partition("=")
+        try:
+            amount = float(value)
+        except ValueError:
+            amount = -1.0
+        if not sep or not user or amount < 0:
+            raise UsageError(f"--weight {item!r}: expected USER=WEIGHT with a weight >= 0", hint="e.g. --weight alice=2")
+        if amount == 0:
+            weights.pop(user, None)
+        else:
+            weights[user] = amount
+    changes = {k: v for k, v in {"preemption": preemption, "autoscaling": autoscaling, "backfill": backfill}.items()
+               if v is not None}
+    new = replace(current_policy, weights=weights, **changes)
+    if new != current_policy:
+        write_policy(api, api.namespace, new)
+        output.success(f"scheduling policy of namespace {api.namespace} updated")
+    data = policy_data(new)
+    if output_format is not OutputFormat.table:
+        output.data(data, output_format)
+        return
+    output.key_values({"Preemption": data["preemption"], "Backfill": data["backfill"],
+                       "Autoscaling": data["autoscaling"],
+                       "Weights": ", ".join(f"{u}={w:g}" for u, w in sorted(new.weights.items())) or "all 1"})

@@ -1,0 +1,49 @@
+"""The scheduling policy, kept in the cluster so every client's passes decide alike.
+
+Preemption and fair-share weights are decisions about other people's work: if one user's client
+preempted and another's did not, the outcome would depend on who happened to run the pass. So the
+policy lives in one ConfigMap in the namespace, set by an admin with `det-k8s scheduler policy`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from ..errors import NotFound
+from ..scheduling.model import Policy
+from .api import KubeApi
+from .kinds import CONFIGMAPS
+
+POLICY_NAME = "det-k8s-scheduler-policy"
+
+
+def read_policy(api: KubeApi, namespace: str) -> Policy:
+    """The namespace's policy (defaults when none was set)."""
+    try:
+        data = (api.get(CONFIGMAPS, POLICY_NAME, namespace).get("data") or {}).get("policy.json") or "{}"
+    except NotFound:
+        return Policy()
+    raw = json.loads(data)
+    return Policy(preemption=bool(raw.get("preemption", False)),
+                  weights={str(k): float(v) for k, v in (raw.get("weights") or {}).items()},
+                  autoscaling=bool(raw.get("autoscaling", False)),
+                  backfill=bool(raw.get("backfill", True)))
+
+
+def policy_data(policy: Policy) -> dict[str, object]:
+    return {"preemption": policy.preemption, "weights": dict(policy.weights), "autoscaling": policy.autoscaling,
+            "backfill": policy.backfill}
+
+
+def write_policy(api: KubeApi, namespace: str, policy: Policy) -> None:
+    body: Mapping[str, object] = {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": POLICY_NAME, "namespace": namespace,
+                     "labels": {"app.kubernetes.io/managed-by": "det-k8s"}},
+        "data": {"policy.json": json.dumps(policy_data(policy), sort_keys=True)},
+    }
+    if api.exists(CONFIGMAPS, POLICY_NAME, namespace):
+        api.patch(CONFIGMAPS, POLICY_NAME, {"data": body["data"]}, namespace)
+    else:
+        api.create(CONFIGMAPS, body, namespace)

@@ -1,0 +1,216 @@
+"""One scheduling pass against a live cluster, under the scheduling Lease.
+
+    read the queue and the cluster -> settle running groups (finished, or broken: torn down and
+    requeued) -> plan with the pure core -> evict whole victim groups (requeued, not lost) ->
+    create each placed group's pods, pinned to their nodes, all or none -> record why the rest wait
+
+Pods are pinned with spec.nodeName at creation, so pods this pass created count as used in the
+next pass's snapshot even before they run: two passes never hand out the same GPUs, and the Lease
+makes sure two clients never plan at the same time.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..cluster.model import Pod, Snapshot
+from ..cluster.read import pod_from_object
+from ..errors import Conflict, DetK8sError
+from ..scheduling import labels as L
+from ..scheduling.explain import describe
+from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS, Verdict, group_health, next_attempt
+from ..scheduling.model import Plan, PodGroup, Policy
+from ..scheduling.plan import schedule
+from ..scheduling.serialize import group_from_dict
+from .api import KubeApi
+from .kinds import PODS
+from .lease import SchedulingLease, utcnow
+from .queue import COMPLETED, FAILED, QUEUED, RUNNING, QueueEntry, QueueStore
+from .snapshot import read_snapshot
+from .submit import GroupCreationFailed, create_group, delete_group
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class PassReport:
+    """What one pass did, for the command that ran it to print."""
+
+    placed: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    waiting: dict[str, str] = field(default_factory=dict)
+    preempted: dict[str, str] = field(default_factory=dict)  # victim id -> preemptor id
+    requeued: dict[str, str] = field(default_factory=dict)  # id -> why (lost pod, failed creation)
+    completed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    plan: Plan | None = None
+
+
+@dataclass
+class LiveScheduler:
+    api: KubeApi
+    namespace: str
+    policy: Policy
+    holder: str
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    workers: int = 8
+    lease_wait: float = 10.0
+    clock: Callable[[], datetime.datetime] = utcnow
+
+    @property
+    def store(self) -> QueueStore:
+        return QueueStore(self.api, self.namespace)
+
+    def lease(self) -> SchedulingLease:
+        return SchedulingLease(self.api, self.namespace, self.holder, clock=self.clock)
+
+    def run_pass(self) -> PassReport:
+        """Take the Lease, run one pass, give the Lease back (raises LeaseHeld when it stays taken)."""
+        with self.lease().held(wait=self.lease_wait):
+            return self._pass()
+
+    # -- the pass ----------------------------------------------------------------------------
+
+    def _pass(self) -> PassReport:
+        report = PassReport()
+        entries = {e.id: e for e in self.store.entries([QUEUED, RUNNING])}
+        snapshot = read_snapshot(self.api)  # holds only pods that hold resources (not finished ones)
+        ours = [pod_from_object(obj) for obj in self.api.iter_list(
+            PODS, self.namespace, label_selector=f"{L.MANAGED_BY}={L.MANAGER},{L.GROUP}")]  # every phase
+        by_group: dict[str, list[Pod]] = {}
+        for pod in ours:
+            by_group.setdefault(pod.labels[L.GROUP], []).append(pod)
+        for entry in [e for e in entries.values() if e.state == RUNNING]:
+            entries[entry.id] = self._settle(entry, by_group.get(entry.id, []), report)
+        queue: list[PodGroup] = []
+        for entry in entries.values():
+            if entry.state != QUEUED:
+                continue
+            leftovers = [p.name for p in by_group.get(entry.id, [])]
+            if leftovers:  # its previous pods are still stopping; new ones would clash by name
+                report.waiting[entry.id] = f"waiting for its previous pods to stop: {', '.join(sorted(leftovers))}"
+                entries[entry.id] = self._note(entry, report.waiting[entry.id], report)
+                continue
+            queue.append(group_from_dict(entry.group))
+        plan = schedule(snapshot, queue, self.policy)
+        report.plan = plan
+        self._evict(plan, entries, by_group, report)
+        for group_id, placement in plan.placements.items():
+            entry = entries[group_id]
+            waits_for = plan.preempting.get(group_id, ())
+            if waits_for:
+                report.waiting[group_id] = f"waiting for preempted group(s) to stop: {', '.join(waits_for)}"
+                entries[group_id] = self._note(entry, report.waiting[group_id], report)
+                continue
+            entries[group_id] = self._create(entry, placement, report)
+        for group_id, reason in {**plan.waiting, **plan.rejected}.items():
+            text = describe(reason)
+            report.waiting[group_id] = text
+            entries[group_id] = self._note(entries[group_id], text, report)
+        return report
+
+    def _settle(self, entry: QueueEntry, pods: Sequence[Pod], report: PassReport) -> QueueEntry:
+        expected = [str((p.get("metadata") or {}).get("name")) for p in entry.pods]
+        health = group_health(expected, pods)
+        if health.verdict is Verdict.RUNNING:
+            return entry
+        if health.verdict is Verdict.COMPLETED:
+            self._delete(entry, [], report)  # the pods stay for their logs; the Service is no longer needed
+            report.completed.append(entry.id)
+            return self._write(entry.with_event(f"{self._now()} completed", state=COMPLETED, reason=""), report)
+        leftovers = self._delete(entry, [p.name for p in pods], report)
+        attempts, again = next_attempt(entry.attempts, self.max_attempts)
+        if again:
+            why = f"{health.detail}; the group was torn down and requeued (attempt {attempts + 1} of " \
+                  f"{self.max_attempts})"
+            report.requeued[entry.id] = why
+            changed = entry.with_event(f"{self._now()} {why}", state=QUEUED, attempts=attempts, reason=why,
+                                       placement={})
+        else:
+            why = f"{health.detail}; gave up after {attempts} attempts"
+            report.failed[entry.id] = why
+            changed = entry.with_event(f"{self._now()} {why}", state=FAILED, attempts=attempts, reason=why,
+                                       placement={})
+        if leftovers:
+            report.problems.append(f"{entry.id}: could not delete {', '.join(leftovers)}")
+        return self._write(changed, report)
+
+    def _evict(self, plan: Plan, entries: dict[str, QueueEntry], by_group: Mapping[str, Sequence[Pod]],
+               report: PassReport) -> None:
+        preemptor_of = {victim: group for group, victims in plan.preempting.items() for victim in victims}
+        for victim in plan.victims:
+            by = preemptor_of.get(victim, "")
+            pods = [p.name for p in by_group.get(victim, [])]
+            leftovers = delete_group(self.api, self.namespace, pods, self._service_of(entries.get(victim), pods))
+            report.preempted[victim] = by
+            if leftovers:
+                report.problems.append(f"{victim}: could not delete {', '.join(leftovers)}")
+            entry = entries.get(victim)
+            if entry is not None:
+                why = f"preempted by {by} (higher priority); back in the queue"
+                entries[victim] = self._write(entry.with_event(f"{self._now()} {why}", state=QUEUED, reason=why,
+                                                               placement={}), report)
+
+    def _create(self, entry: QueueEntry, placement: Sequence[tuple[str, str]], report: PassReport) -> QueueEntry:
+        nodes = dict(placement)
+        manifests = [_pinned(m, nodes) for m in entry.pods]
+        try:
+            create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers)
+        except GroupCreationFailed as exc:
+            why = f"creating its pods failed, nothing was left running: {exc.message}"
+            report.requeued[entry.id] = why
+            if exc.leftovers:
+                report.problems.append(f"{entry.id}: could not delete {', '.join(exc.leftovers)}")
+            return self._write(entry.with_event(f"{self._now()} {why}", attempts=entry.attempts + 1, reason=why),
+                               report)
+        report.placed[entry.id] = tuple(placement)
+        where = ", ".join(f"{pod} on {node}" for pod, node in placement)
+        return self._write(entry.with_event(f"{self._now()} placed: {where}", state=RUNNING, reason="",
+                                            placement=nodes), report)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _note(self, entry: QueueEntry, reason: str, report: PassReport) -> QueueEntry:
+        """Record why a group waits, writing only when the reason changed (no churn every pass)."""
+        if entry.reason == reason:
+            return entry
+        return self._write(replace(entry, reason=reason), report)
+
+    def _write(self, entry: QueueEntry, report: PassReport) -> QueueEntry:
+        try:
+            return self.store.update(entry)
+        except Conflict:
+            report.problems.append(f"{entry.id}: changed by someone else during the pass; left for the next one")
+            return entry
+        except DetK8sError as exc:
+            report.problems.append(f"{entry.id}: could not record its state: {exc.message}")
+            return entry
+
+    def _delete(self, entry: QueueEntry, pods: Sequence[str], report: PassReport) -> list[str]:
+        return delete_group(self.api, self.namespace, pods, self._service_of(entry, pods))
+
+    @staticmethod
+    def _service_of(entry: QueueEntry | None, pods: Sequence[str]) -> str | None:
+        if entry is not None and entry.service:
+            return str((entry.service.get("metadata") or {}).get("name") or "") or None
+        return None
+
+    def _now(self) -> str:
+        return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _pinned(manifest: Mapping[str, Any], nodes: Mapping[str, str]) -> dict[str, Any]:
+    name = str((manifest.get("metadata") or {}).get("name"))
+    spec = dict(manifest.get("spec") or {})
+    spec["nodeName"] = nodes[name]
+    return {**manifest, "spec": spec}
+
+
+def dry_plan(snapshot: Snapshot, entries: Sequence[QueueEntry], policy: Policy,
+             extra: Sequence[PodGroup] = ()) -> Plan:
+    """The plan a pass would make now, without writing anything (list, describe, create --dry-run)."""
+    queue = [group_from_dict(e.group) for e in entries if e.state == QUEUED] + list(extra)
+    return schedule(snapshot, queue, policy)

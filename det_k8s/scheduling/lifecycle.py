@@ -1,0 +1,52 @@
+"""What has become of a running group: still running, finished, or broken (a pod lost).
+
+A distributed job cannot continue with a pod missing: the others would wait for it forever while
+holding their GPUs. So a running group that loses a pod (failed, evicted, deleted) is torn down
+as a whole and requeued, until a retry limit turns it into a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ..cluster.model import Pod
+
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+class Verdict(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    LOST = "lost"  # a pod failed, was evicted or deleted: tear the whole group down
+
+
+@dataclass(frozen=True)
+class Health:
+    verdict: Verdict
+    detail: str = ""
+
+
+def group_health(expected: Sequence[str], pods: Sequence[Pod]) -> Health:
+    """Judge a running group from its pods (`expected` names every pod it was created with)."""
+    by_name = {pod.name: pod for pod in pods}
+    missing = [name for name in expected if name not in by_name]
+    if missing:
+        return Health(Verdict.LOST, f"pod {missing[0]} is gone (deleted or evicted)")
+    failed = [by_name[name] for name in expected if by_name[name].phase == "Failed"]
+    if failed:
+        why = f" ({failed[0].reason})" if failed[0].reason else ""
+        return Health(Verdict.LOST, f"pod {failed[0].name} failed{why}")
+    deleting = [by_name[name] for name in expected if by_name[name].deleting]
+    if deleting:
+        return Health(Verdict.LOST, f"pod {deleting[0].name} is being deleted")
+    if all(by_name[name].phase == "Succeeded" for name in expected):
+        return Health(Verdict.COMPLETED, "every pod succeeded")
+    return Health(Verdict.RUNNING)
+
+
+def next_attempt(attempts: int, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tuple[int, bool]:
+    """(attempts after this loss, whether the group may run again)."""
+    attempts += 1
+    return attempts, attempts < max_attempts

@@ -1,0 +1,55 @@
+"""`det-k8s doctor` finds partly-started groups, also ones det-k8s did not create (API emulator)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.k8s_emulator import node, pod
+
+
+def four_gpu_nodes(cluster, n: int = 3) -> None:
+    for i in range(n):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+
+
+def test_reports_the_documents_deadlock_from_determined_master_pods(run_cli, cluster):
+    four_gpu_nodes(cluster)
+    labels = {"determined": "exp-7.trial-7.1"}
+    for i in range(4):  # the 16-GPU trial on three 4-GPU nodes: three pods run, the fourth never starts
+        cluster.api.put(pod(f"exp-7-trial-7-{i}", labels=labels, node_name=f"gpu-{i}" if i < 3 else None,
+                            phase="Running" if i < 3 else "Pending", requests={"nvidia.com/gpu": "4"}))
+    result = run_cli("doctor", "-o", "json")
+    assert result.code == 1
+    (group,) = json.loads(result.out)["partialGroups"]
+    assert (group["owner"], group["gpusHeld"], group["waiting"]) == ("determined", 12, ["exp-7-trial-7-3"])
+    assert "pause or kill this experiment in Determined" in group["advice"]
+    assert result.err.strip() == "error: 1 partly-started group(s) holding 12 GPU(s)"
+
+
+def test_names_a_deadlock_between_two_groups(run_cli, cluster):
+    four_gpu_nodes(cluster)
+    for name, nodes in (("a", ["gpu-0", "gpu-1", None]), ("b", ["gpu-2", None, None])):
+        for i, where in enumerate(nodes):
+            cluster.api.put(pod(f"{name}-{i}", labels={"determined": name}, node_name=where,
+                                phase="Running" if where else "Pending", requests={"nvidia.com/gpu": "4"}))
+    result = run_cli("doctor")
+    assert result.code == 1
+    assert "deadlock: a, b each wait for resources the others hold" in result.err
+
+
+def test_a_healthy_cluster_exits_0(run_cli, cluster):
+    four_gpu_nodes(cluster)
+    cluster.api.put(pod("ok-0", labels={"determined": "ok"}, node_name="gpu-0", requests={"nvidia.com/gpu": "4"}))
+    result = run_cli("doctor")
+    assert result.code == 0
+    assert "no partly-started groups in namespace default" in result.err
+
+
+def test_other_namespaces_only_with_all_namespaces(run_cli, cluster):
+    four_gpu_nodes(cluster)
+    cluster.api.put(pod("x-0", namespace="team-b", labels={"determined": "x"}, node_name="gpu-0",
+                        requests={"nvidia.com/gpu": "4"}))
+    cluster.api.put(pod("x-1", namespace="team-b", labels={"determined": "x"}, phase="Pending",
+                        requests={"nvidia.com/gpu": "4"}))
+    assert run_cli("doctor").code == 0
+    assert run_cli("doctor", "-A").code == 1

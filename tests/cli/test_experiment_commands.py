@@ -1,0 +1,239 @@
+"""The live gang scheduler through the CLI, against the Kubernetes API emulator: all pods or none."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import example
+from tests.k8s_emulator import node
+
+EXP = example("experiments")
+
+
+@pytest.fixture
+def gpus(cluster, tmp_path):
+    """Three 4-GPU nodes (the documents' cluster) and a settings file with maxSlotsPerPod 4."""
+    for i in range(3):
+        cluster.api.put(node(f"gpu-{i}", gpus=4, cpu="31910m", memory="240Gi"))
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+    return settings
+
+
+def entries(cluster) -> dict[str, dict]:
+    out = {}
+    for cm in cluster.api.items("configmaps"):
+        if cm["metadata"].get("labels", {}).get("det-k8s.io/queue-entry"):
+            out[json.loads(cm["data"]["entry.json"])["experiment"]] = {**json.loads(cm["data"]["status.json"]),
+                                                                        "id": json.loads(cm["data"]["entry.json"])["id"]}
+    return out
+
+
+def gpus_by_node(cluster) -> dict[str, int]:
+    used: dict[str, int] = {}
+    for pod in cluster.api.items("pods"):
+        if pod["status"]["phase"] in ("Succeeded", "Failed"):
+            continue
+        for c in pod["spec"]["containers"]:
+            used[pod["spec"]["nodeName"]] = used.get(pod["spec"]["nodeName"], 0) + int(
+                c["resources"]["requests"].get("nvidia.com/gpu", "0"))
+    return used
+
+
+def test_a_group_that_fits_starts_all_its_pods_pinned_together(run_cli, cluster, gpus):
+    result = run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml", "-f", gpus, "--user", "alice")
+    assert result.code == 0, result.err
+    pods = cluster.api.items("pods")
+    assert len(pods) == 3
+    assert gpus_by_node(cluster) == {"gpu-0": 4, "gpu-1": 4, "gpu-2": 4}
+    entry = entries(cluster)["distributed-12gpu-a"]
+    assert entry["state"] == "running"
+    for pod in pods:
+        labels = pod["metadata"]["labels"]
+        assert labels["determined"] == labels["det-k8s.io/group"] == entry["id"]
+        assert labels["det-k8s.io/user"] == "alice" and labels["det-k8s.io/size"] == "3"
+        env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+        assert env["WORLD_SIZE"] == "3" and env["RANK"] == labels["det-k8s.io/rank"]
+    service = cluster.api.items("services")[0]
+    assert service["spec"]["clusterIP"] == "None"
+    assert f"{entry['id']}: placed, 3 pod(s) started together on gpu-0, gpu-1, gpu-2" in result.err
+
+
+def test_two_12_gpu_experiments_on_12_gpus_one_runs_whole_the_other_waits(run_cli, cluster, gpus):
+    assert run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml", "-f", gpus).code == 0
+    second = run_cli("experiment", "create", EXP / "distributed-12gpu-b.yaml", "-f", gpus)
+    assert second.code == 0
+    assert len(cluster.api.items("pods")) == 3  # never a partial group: b has no pod at all
+    state = entries(cluster)
+    assert state["distributed-12gpu-a"]["state"] == "running"
+    assert state["distributed-12gpu-b"]["state"] == "queued"
+    assert "needs 3 pods x 4 nvidia.com/gpu" in state["distributed-12gpu-b"]["reason"]
+    listing = run_cli("experiment", "list", "-o", "json")
+    records = {r["name"]: r for r in json.loads(listing.out)["experiments"]}
+    assert records["distributed-12gpu-b"]["position"] == 1
+    assert records["distributed-12gpu-a"]["position"] is None
+
+
+def test_a_group_larger_than_the_cluster_is_rejected_with_both_numbers(run_cli, cluster, gpus):
+    result = run_cli("experiment", "create", EXP / "distributed-16gpu.yaml", "-f", gpus)
+    assert result.code == 1
+    assert "can never run here" in result.err and "16" in result.err and "12" in result.err
+    assert entries(cluster) == {} and cluster.api.items("pods") == []
+    queued = run_cli("experiment", "create", EXP / "distributed-16gpu.yaml", "-f", gpus, "--autoscaling")
+    assert queued.code == 0
+    assert entries(cluster)["distributed-16gpu"]["state"] == "queued"
+    assert cluster.api.items("pods") == []
+
+
+def test_slots_not_divisible_are_rejected_at_submit_time(run_cli, cluster, gpus, tmp_path):
+    bad = tmp_path / "six.yaml"
+    bad.write_text("name: six\nresources:\n  slots_per_trial: 6\n")
+    result = run_cli("experiment", "create", bad, "-f", gpus)
+    assert result.code == 1
+    assert "slots_per_trial 6 is not a multiple of maxSlotsPerPod 4" in result.err
+    assert entries(cluster) == {}
+
+
+def test_dry_run_changes_nothing(run_cli, cluster, gpus):
+    result = run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml", "-f", gpus, "--dry-run")
+    assert result.code == 0
+    assert "would start now" in result.err
+    assert entries(cluster) == {} and cluster.api.items("pods") == []
+    assert cluster.api.count("POST") == 0
+
+
+def test_a_lost_pod_tears_the_whole_group_down_and_requeues_it(run_cli, cluster, gpus):
+    assert run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml", "-f", gpus).code == 0
+    victim = cluster.api.items("pods")[1]["metadata"]["name"]
+    cluster.api.update("pods", victim, {"status": {"phase": "Failed", "reason": "Evicted"}})
+    result = run_cli("scheduler", "run", "--once")
+    assert result.code == 0, result.err
+    entry = entries(cluster)["distributed-12gpu-a"]
+    assert f"pod {victim} failed (Evicted)" in result.err, result.err
+    assert entry["attempts"] == 1
+    run_cli("scheduler", "run", "--once")
+    assert entries(cluster)["distributed-12gpu-a"]["state"] == "running"
+    assert len(cluster.api.items("pods")) == 3
+
+
+def test_a_group_that_keeps_losing_pods_fails_after_the_retry_limit(run_cli, cluster, gpus):
+    assert run_cli("experiment", "create", EXP / "small-4gpu.yaml", "-f", gpus).code == 0
+    for _ in range(3):
+        (pod,) = cluster.api.items("pods")
+        cluster.api.update("pods", pod["metadata"]["name"], {"status": {"phase": "Failed", "reason": "OOMKilled"}})
+        run_cli("scheduler", "run", "--once")
+        run_cli("scheduler", "run", "--once")
+    entry = entries(cluster)["small-4gpu"]
+    assert entry["state"] == "failed"
+    assert "gave up after 3 attempts" in entry["reason"]
+    assert cluster.api.items("pods") == []
+
+
+def test_a_finished_group_completes_and_frees_its_service(run_cli, cluster, gpus):
+    assert run_cli("experiment", "create", EXP / "small-4gpu.yaml", "-f", gpus).code == 0
+    (pod,) = cluster.api.items("pods")
+    cluster.api.update("pods", pod["metadata"]["name"], {"status": {"phase": "Succeeded"}})
+    assert run_cli("scheduler", "run", "--once").code == 0
+    assert entries(cluster)["small-4gpu"]["state"] == "completed"
+    assert cluster.api.items("services") == []
+
+
+def test_killing_the_running_group_lets_the_waiting_one_start(run_cli, cluster, gpus):
+    run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml", "-f", gpus)
+    run_cli("experiment", "create", EXP / "distributed-12gpu-b.yaml", "-f", gpus)
+    first = entries(cluster)["distributed-12gpu-a"]["id"]
+    assert run_cli("experiment", "kill", first[:12]).code == 0
+    assert entries(cluster)["distributed-12gpu-a"]["state"] == "killed"
+    assert cluster.api.items("pods") == []
+    run_cli("scheduler", "run", "--once")
+    assert entries(cluster)["distributed-12gpu-b"]["state"] == "running"
+    assert {p["metadata"]["labels"]["det-k8s.io/experiment"] for p in cluster.api.items("pods")} == {
+        "distributed-12gpu-b"}
+
+
+def test_pause_and_resume(run_cli, cluster, gpus):
+    run_cli("experiment", "create", EXP / "small-4gpu.yaml", "-f", gpus)
+    entry_id = entries(cluster)["small-4gpu"]["id"]
+    assert run_cli("experiment", "pause", entry_id).code == 0
+    assert cluster.api.items("pods") == [] and entries(cluster)["small-4gpu"]["state"] == "paused"
+    assert run_cli("experiment", "pause", entry_id).code == 2  # already paused: nothing to do
+    assert run_cli("experiment", "resume", entry_id).code == 0
+    assert entries(cluster)["small-4gpu"]["state"] == "running"
+    assert len(cluster.api.items("pods")) == 1
+
+
+def test_a_failed_pod_creation_leaves_nothing_running_and_the_group_queued(run_cli, cluster, gpus):
+    cluster.api.fail("POST", "pods", 403, 'pods is forbidden: exceeded quota: gpu-quota, requested: '
+                                          'nvidia.com/gpu=4', times=1)
+    result = run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml", "-f", gpus)
+    assert result.code == 0
+    assert cluster.api.items("pods") == [] and cluster.api.items("services") == []
+    entry = entries(cluster)["distributed-12gpu-a"]
+    assert entry["state"] == "queued" and "exceeded quota" in entry["reason"]
+    run_cli("scheduler", "run", "--once")  # the quota was raised meanwhile
+    assert entries(cluster)["distributed-12gpu-a"]["state"] == "running"
+
+
+def test_preemption_evicts_whole_lower_priority_groups_which_return_to_the_queue(run_cli, cluster, gpus, tmp_path):
+    cluster.api.graceful_pods = True
+    low = tmp_path / "low.yaml"
+    low.write_text("name: low\nresources: {slots_per_trial: 12, priority: 10}\n")
+    high = tmp_path / "high.yaml"
+    high.write_text("name: high\nresources: {slots_per_trial: 8, priority: 90}\n")
+    assert run_cli("scheduler", "policy", "--preemption").code == 0
+    assert run_cli("experiment", "create", low, "-f", gpus).code == 0
+    result = run_cli("experiment", "create", high, "-f", gpus)
+    assert result.code == 0
+    state = entries(cluster)
+    assert state["low"]["state"] == "queued" and "preempted by" in state["low"]["reason"]
+    assert state["high"]["state"] == "queued" and "waiting for preempted group(s) to stop" in state["high"]["reason"]
+    pods = cluster.api.items("pods")
+    assert len(pods) == 3 and all(p["metadata"].get("deletionTimestamp") for p in pods)  # all three go, not 2
+    cluster.api.finish_deletions()
+    run_cli("scheduler", "run", "--once")
+    state = entries(cluster)
+    assert state["high"]["state"] == "running" and state["low"]["state"] == "queued"
+    assert sum(gpus_by_node(cluster).values()) == 8
+
+
+def test_describe_says_why_it_waits_and_who_is_ahead(run_cli, cluster, gpus):
+    run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml", "-f", gpus)
+    run_cli("experiment", "create", EXP / "distributed-12gpu-b.yaml", "-f", gpus)
+    run_cli("experiment", "create", EXP / "small-4gpu.yaml", "-f", gpus)
+    small = entries(cluster)["small-4gpu"]["id"]
+    result = run_cli("experiment", "describe", small, "-o", "json")
+    data = json.loads(result.out)
+    assert data["state"] == "queued" and data["position"] == 2
+    assert "needs 1 pod x 4 nvidia.com/gpu" in data["reason"]
+    text = run_cli("experiment", "describe", small)
+    assert "Why:" in text.out and "submitted by" in text.out
+
+
+def test_settings_come_from_the_installed_master_when_no_file_is_given(run_cli, cluster, gpus):
+    cluster.api.put({"kind": "ConfigMap", "metadata": {"name": "determined-master-config-demo", "namespace": "default"},
+                     "data": {"master.yaml": "resource_manager:\n  type: kubernetes\n  max_slots_per_pod: 4\n"}})
+    result = run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml")
+    assert result.code == 0, result.err
+    assert len(cluster.api.items("pods")) == 3
+
+
+def test_no_settings_anywhere_is_one_clear_line(run_cli, cluster, gpus):
+    result = run_cli("experiment", "create", EXP / "small-4gpu.yaml")
+    assert result.code == 2
+    assert result.err.startswith("error: no settings: no Determined master configuration in namespace default")
+
+
+def test_an_unknown_id_is_a_usage_error(run_cli, cluster, gpus):
+    result = run_cli("experiment", "describe", "nope")
+    assert (result.code, result.err.strip()) == (
+        2, "error: no experiment nope in namespace default; `det-k8s experiment list --all` shows the ids")
+
+
+def test_policy_is_stored_for_every_client(run_cli, cluster):
+    assert run_cli("scheduler", "policy", "--preemption", "--weight", "alice=2", "--weight", "bob=0.5").code == 0
+    shown = json.loads(run_cli("scheduler", "policy", "-o", "json").out)
+    assert shown == {"preemption": True, "weights": {"alice": 2.0, "bob": 0.5}, "autoscaling": False,
+                     "backfill": True}
+    assert run_cli("scheduler", "policy", "--weight", "alice").code == 2
