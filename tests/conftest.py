@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -104,7 +104,7 @@ def which_or_none(name: str) -> str | None:
 class Cluster:
     """A running API emulator, a kubeconfig pointing at it, and the emulator's state."""
 
-    running: "RunningEmulator"
+    running: RunningEmulator
     kubeconfig: Path
 
     @property

@@ -45,7 +45,7 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(yaml.SafeDumper):  # type: ignore[misc]
     """Block style, insertion order, and lists indented under their key like hand-written YAML."""
 
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
@@ -53,7 +53,7 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _scalar(value: Any) -> str:
-    text = yaml.dump(value, Dumper=_Dumper, default_flow_style=True, width=10**6, allow_unicode=True)
+    text = str(yaml.dump(value, Dumper=_Dumper, default_flow_style=True, width=10**6, allow_unicode=True))
     return text.removesuffix("\n...\n").rstrip("\n")
 
 
@@ -116,7 +116,7 @@ def render_values(values: Mapping[str, Any]) -> str:
         "azure": {"container", "connection_string", "account_url", "credential"},
         "s3": {"bucket", "prefix", "accessKey", "secretKey", "endpointUrl"},
         "gcs": {"bucket", "prefix"},
-    }.get(storage.get("type"), {"bucket", "prefix"})
+    }.get(str(storage.get("type")), {"bucket", "prefix"})
     common = {"type", "saveExperimentBest", "saveTrialBest", "saveTrialLatest"}
     other = [k for k in storage if k not in shown and k not in common and storage.get(k) is not None]
     template = _environment().get_template("values.yaml.j2")

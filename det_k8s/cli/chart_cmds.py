@@ -12,7 +12,7 @@ import typer
 if TYPE_CHECKING:
     from ..settings import LoadedSettings
 
-from ..errors import Severity, SettingsError
+from ..errors import SettingsError, Severity
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot
 from .options import OutputFormat, OutputOpt, current, with_global_options

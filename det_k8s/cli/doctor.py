@@ -42,10 +42,10 @@ def doctor(
     if output_format is not OutputFormat.table:
         output.data({"partialGroups": records, "staleRunningEntries": stale}, output_format)
     else:
-        if records:
+        if groups:
             output.table(["group", "owner", "namespace", "running", "waiting", "gpus held", "advice"],
-                         [[r["group"], r["owner"], r["namespace"], len(r["running"]),
-                           len(r["waiting"]) + r["missing"], r["gpusHeld"], r["advice"]] for r in records],
+                         [[g.key, g.owner, g.namespace, len(g.running), len(g.waiting) + g.missing, g.held_gpus,
+                           g.advice] for g in groups],
                          title="Partly-started groups (their running pods hold resources while waiting)")
         if diagnosis.deadlocked:
             output.warning(f"deadlock: {', '.join(diagnosis.deadlocked)} each wait for resources the others hold; "
@@ -53,9 +53,9 @@ def doctor(
         for entry_id in stale:
             output.warning(f"{entry_id} is recorded as running but has no pods; the next pass "
                            "(`det-k8s scheduler run --once`) requeues it")
-    if records or stale:
-        idle = sum(r["gpusHeld"] for r in records)
-        raise DetK8sError(f"{len(records)} partly-started group(s) holding {idle} GPU(s)"
+    if groups or stale:
+        idle = sum(g.held_gpus for g in groups)
+        raise DetK8sError(f"{len(groups)} partly-started group(s) holding {idle} GPU(s)"
                           + (f", {len(stale)} stale queue entr{'y' if len(stale) == 1 else 'ies'}" if stale else ""))
     if output_format is OutputFormat.table:
         output.success("no partly-started groups" + ("" if all_namespaces else f" in namespace {api.namespace}"))

@@ -158,14 +158,14 @@ def _show_dry_run(group_id: str, name: str, plan: Plan, output_format: OutputFor
 
     placement = plan.placements.get(group_id, ())
     reason = plan.reason(group_id)
+    preempts = list(plan.preempting.get(group_id, ()))
     record = {"name": name, "status": plan.status(group_id), "reason": describe(reason) if reason else "",
-              "pods": [{"name": pod, "node": node} for pod, node in placement],
-              "preempts": list(plan.preempting.get(group_id, ()))}
+              "pods": [{"name": pod, "node": node} for pod, node in placement], "preempts": preempts}
     if output_format is not OutputFormat.table:
         output.data(record, output_format)
         return
     if placement:
-        extra = f" after preempting {', '.join(record['preempts'])}" if record["preempts"] else ""
+        extra = f" after preempting {', '.join(preempts)}" if preempts else ""
         output.message(f"dry run: {name} would start now{extra}, all pods together:")
         output.table(["pod", "node"], [[pod, node] for pod, node in placement])
     else:

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from ..settings import LoadedSettings
 
 ValuesOpt = Annotated[list[Path] | None, typer.Option(
-    "--values", "-f", metavar="FILE", help="Settings file (YAML, Determined chart keys). Repeat to merge; the right-most wins.",
+    "--values", "-f", metavar="FILE",
+    help="Settings file (YAML, Determined chart keys). Repeat to merge; the right-most wins.",
     rich_help_panel="Settings")]
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", metavar="KEY=VALUE", help="Set a value: key.sub=value, list={a,b}, key[0]=value (helm syntax). Repeatable.",

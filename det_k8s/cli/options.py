@@ -43,7 +43,8 @@ class GlobalOptions:
         return KubeApi.connect(self.kubeconfig, self.kube_context, self.namespace)
 
 
-_CURRENT: contextvars.ContextVar[GlobalOptions] = contextvars.ContextVar("det_k8s_globals", default=GlobalOptions())
+_CURRENT: contextvars.ContextVar[GlobalOptions] = contextvars.ContextVar(
+    "det_k8s_globals", default=GlobalOptions())  # noqa: B039 (a frozen dataclass)
 
 
 def current() -> GlobalOptions:

@@ -194,7 +194,7 @@ class Snapshot:
         for pod in self.pods:
             if not pod.active or pod.node_name not in used:
                 continue
-            bucket = used[pod.node_name]  # type: ignore[index]
+            bucket = used[pod.node_name]
             for name, amount in pod.requests.items():
                 bucket[name] = bucket.get(name, 0) + amount
             bucket[PODS] = bucket.get(PODS, 0) + 1000

@@ -40,7 +40,8 @@ class KubeApi:
         from kubernetes.config.config_exception import ConfigException
 
         try:
-            client = k8s_config.new_client_from_config_dict(data, context=target.context, persist_config=False)
+            client = k8s_config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
+                data, context=target.context, persist_config=False)
         except ConfigException as exc:
             raise ClusterError(f"{target.kubeconfig}: context {target.context}: {exc}") from exc
         client.configuration.retries = 1  # fail fast: the caller decides about retrying
@@ -71,7 +72,7 @@ class KubeApi:
             payload = response.read()
         except ApiException as exc:  # raised by the REST layer for some statuses
             raise self._error(exc.status or 0, exc.body or "", what) from exc
-        except (TimeoutError,) as exc:
+        except TimeoutError as exc:
             raise OperationTimeout(f"the Kubernetes API at {self.target.server} did not answer in time "
                                    f"({what or path})", hint="check the cluster and your network") from exc
         except (MaxRetryError, NewConnectionError, HTTPError, OSError) as exc:

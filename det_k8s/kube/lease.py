@@ -10,6 +10,7 @@ others for long.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import time
 from collections.abc import Callable, Iterator
@@ -119,10 +120,9 @@ class SchedulingLease:
         if LeaseState.of(current).holder != self.holder:
             return
         body = {**current, "spec": {**(current.get("spec") or {}), "holderIdentity": "", "renewTime": None}}
-        try:
+        # Taken over or deleted meanwhile: either way it is no longer ours to release.
+        with contextlib.suppress(Conflict, NotFound):
             self.api.replace(LEASES, self.name, body, self.namespace)
-        except (Conflict, NotFound):
-            pass  # taken over or deleted meanwhile: either way it is no longer ours to release
 
     @contextmanager
     def held(self, wait: float = 0.0, poll: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> Iterator[None]:

@@ -87,9 +87,9 @@ def find_partial_groups(snapshot: Snapshot) -> Diagnosis:
     """Every group with pods both holding resources and waiting (or missing), and the deadlocks among them."""
     groups: dict[tuple[str, str, str], list[Pod]] = defaultdict(list)
     for pod in snapshot.pods:
-        key = _group_key(pod)
-        if key is not None and pod.phase not in ("Succeeded", "Failed") and not pod.deleting:
-            groups[(key[0], pod.namespace, key[1])].append(pod)
+        found = _group_key(pod)
+        if found is not None and pod.phase not in ("Succeeded", "Failed") and not pod.deleting:
+            groups[(found[0], pod.namespace, found[1])].append(pod)
     partial: list[PartialGroup] = []
     for (owner, namespace, key), pods in sorted(groups.items()):
         running = [p for p in pods if p.active]

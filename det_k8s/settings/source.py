@@ -18,7 +18,7 @@ from ..errors import InputError, Location, Problem, Severity
 Path = tuple[str | int, ...]
 
 try:  # the C loader is several times faster on big snapshot files
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[attr-defined]
+    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - libyaml missing
     _Loader = yaml.SafeLoader
 

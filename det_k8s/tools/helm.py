@@ -8,7 +8,8 @@ and 4.1):
 | wait for readiness | `--wait` | `--wait=watcher` (plain `--wait` means watcher too; the default is hookOnly) |
 | undo a failed install/upgrade | `--atomic` | `--rollback-on-failure` (`--atomic` is deprecated) |
 | list every status | `--all` (default: deployed and failed only) | the default (`--all` is gone) |
-| render without a cluster | `helm template` (`install --dry-run=client` still asks the cluster its version) | `install --dry-run=client` |
+| render without a cluster | `helm template` (its `install --dry-run=client` still asks     | `install --dry-run=client` |
+|                          | the cluster for its version)                                 |                            |
 
 Values always travel as `--values <file>`: det-k8s writes them to a private 0600 file, so no
 password ever appears in an argv (visible in `ps`) or in a printed command.

@@ -72,7 +72,8 @@ def canonical(value):
 
 
 near_valid = st.builds(_overlay, st.sampled_from(VALID_BASES), section(SCHEMA, wild=False))
-settings_data = st.one_of(near_valid, near_valid, near_valid, section(SCHEMA), st.dictionaries(st.text(max_size=10), anything, max_size=5))
+settings_data = st.one_of(near_valid, near_valid, near_valid, section(SCHEMA),
+                          st.dictionaries(st.text(max_size=10), anything, max_size=5))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -27,7 +27,8 @@ def check(text: str, nodes, *sets: str) -> list[str]:
 
 
 GPU_SETTINGS = "maxSlotsPerPod: 8\ncheckpointStorage: {type: gcs, bucket: b}\n"
-CPU_SETTINGS = "maxSlotsPerPod: 1\nslotType: cpu\nslotResourceRequests:\n  cpu: 8\ncheckpointStorage: {type: gcs, bucket: b}\n"
+CPU_SETTINGS = ("maxSlotsPerPod: 1\nslotType: cpu\nslotResourceRequests:\n  cpu: 8\n"
+                "checkpointStorage: {type: gcs, bucket: b}\n")
 
 
 def test_max_slots_must_divide_every_gpu_node_and_the_gcd_is_suggested():
