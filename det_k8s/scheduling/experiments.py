@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ExperimentError, Problem, Severity
-from ..settings.source import Path, SourceMap, format_path, load_yaml_text, type_name
+from ..settings.problems import HasProblems, ProblemCollector
+from ..settings.source import Path, format_path, load_yaml_text, type_name
 from .model import DEFAULT_PRIORITY
 
 TOP_LEVEL_KEYS = frozenset({
@@ -65,17 +66,9 @@ class Experiment:
 
 
 @dataclass
-class ParsedExperiment:
+class ParsedExperiment(HasProblems):
     experiment: Experiment | None
     problems: list[Problem]
-
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.is_error]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return [p for p in self.problems if not p.is_error]
 
     def get(self) -> Experiment:
         """The experiment; raises ExperimentError listing every error when there are any."""
@@ -84,16 +77,8 @@ class ParsedExperiment:
         return self.experiment
 
 
-class _Reader:
-    def __init__(self, sources: SourceMap) -> None:
-        self.sources = sources
-        self.problems: list[Problem] = []
-
-    def add(self, severity: Severity, path: Path, message: str, hint: str | None = None) -> None:
-        self.problems.append(Problem(severity, format_path(path), message, hint, self.sources.find(path)))
-
-    def error(self, path: Path, message: str, hint: str | None = None) -> None:
-        self.add(Severity.ERROR, path, message, hint)
+class _Reader(ProblemCollector):
+    """Reads the keys det-k8s uses, collecting a problem for each one of the wrong type."""
 
     def mapping(self, value: Any, path: Path) -> Mapping[str, Any]:
         if value is None:

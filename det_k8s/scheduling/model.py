@@ -6,7 +6,7 @@ sent to another process. Resources are integer milli-units (see `det_k8s.cluster
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
@@ -14,6 +14,15 @@ from typing import NamedTuple
 from ..cluster.model import GPU, NO_CONSTRAINTS, Constraints, Resources
 
 DEFAULT_PRIORITY = 50  # Determined on Kubernetes: higher is more important, 50 when unset
+
+
+def total_of(requests: Iterable[Resources]) -> dict[str, int]:
+    """The sum of several pods' requests."""
+    total: dict[str, int] = {}
+    for request in requests:
+        for name, amount in request.items():
+            total[name] = total.get(name, 0) + amount
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +58,7 @@ class PodGroup:
 
     @property
     def total_request(self) -> dict[str, int]:
-        total: dict[str, int] = {}
-        for pod in self.pods:
-            for name, amount in pod.requests.items():
-                total[name] = total.get(name, 0) + amount
-        return total
+        return total_of(pod.requests for pod in self.pods)
 
 
 class RunningPod(NamedTuple):
@@ -77,11 +82,7 @@ class RunningGroup:
 
     @property
     def total_request(self) -> dict[str, int]:
-        total: dict[str, int] = {}
-        for pod in self.pods:
-            for name, amount in pod.requests.items():
-                total[name] = total.get(name, 0) + amount
-        return total
+        return total_of(pod.requests for pod in self.pods)
 
 
 @dataclass(frozen=True)

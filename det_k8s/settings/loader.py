@@ -15,6 +15,7 @@ from ..errors import Location, Problem, SettingsError
 from . import schema
 from .merge import deep_merge
 from .model import Settings, build_settings
+from .problems import HasProblems
 from .rules import check_semantics, check_structure
 from .setvalues import apply_assignment, parse_set
 from .source import SourceMap, load_yaml_text, require_mapping
@@ -29,7 +30,7 @@ class Document:
 
 
 @dataclass
-class LoadedSettings:
+class LoadedSettings(HasProblems):
     user_values: dict[str, Any]
     """What the user wrote, files and --set merged, before defaults (appVersion included)."""
     values: dict[str, Any]
@@ -37,14 +38,6 @@ class LoadedSettings:
     app_version: Any
     sources: SourceMap
     problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.is_error]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return [p for p in self.problems if not p.is_error]
 
     def settings(self) -> Settings:
         """The typed settings; raises SettingsError listing every error when there are any."""

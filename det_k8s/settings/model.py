@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..quantity import parse_quantity
+from .problems import get_path
 
 
 @dataclass(frozen=True)
@@ -80,27 +81,18 @@ class Settings:
         return {"nvidia.com/gpu": Fraction(slots)}
 
 
-def _get(values: Mapping[str, Any], *path: str) -> Any:
-    node: Any = values
-    for part in path:
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(part)
-    return node
-
-
 def build_settings(values: Mapping[str, Any], app_version: str) -> Settings:
     """Build typed settings from effective values that passed validation."""
-    cs = _get(values, "checkpointStorage") or {}
-    tcd = _get(values, "taskContainerDefaults") or {}
-    cpu = _get(values, "slotResourceRequests", "cpu")
+    cs = get_path(values, ("checkpointStorage",)) or {}
+    tcd = get_path(values, ("taskContainerDefaults",)) or {}
+    cpu = get_path(values, ("slotResourceRequests", "cpu"))
     return Settings(
         values=values,
         app_version=app_version,
-        max_slots_per_pod=_get(values, "maxSlotsPerPod"),
-        slot_type=_get(values, "slotType") or "gpu",
+        max_slots_per_pod=get_path(values, ("maxSlotsPerPod",)),
+        slot_type=get_path(values, ("slotType",)) or "gpu",
         cpu_per_slot=parse_quantity(cpu) if cpu is not None else None,
-        default_scheduler=_get(values, "defaultScheduler") or "",
+        default_scheduler=get_path(values, ("defaultScheduler",)) or "",
         checkpoint=CheckpointStorage(
             type=cs.get("type") or "shared_fs",
             host_path=cs.get("hostPath"),
@@ -114,12 +106,12 @@ def build_settings(values: Mapping[str, Any], app_version: str) -> Settings:
             connection_string=cs.get("connection_string"),
             credential=cs.get("credential"),
         ),
-        external_db=_get(values, "db", "hostAddress") or None,
-        image_registry=_get(values, "imageRegistry") or "determinedai",
-        image_pull_secret=_get(values, "imagePullSecretName") or None,
-        tls_secret=_get(values, "tlsSecret") or None,
-        use_node_port=bool(_get(values, "useNodePortForMaster")),
-        master_port=int(_get(values, "masterPort") or 8080),
+        external_db=get_path(values, ("db", "hostAddress")) or None,
+        image_registry=get_path(values, ("imageRegistry",)) or "determinedai",
+        image_pull_secret=get_path(values, ("imagePullSecretName",)) or None,
+        tls_secret=get_path(values, ("tlsSecret",)) or None,
+        use_node_port=bool(get_path(values, ("useNodePortForMaster",))),
+        master_port=int(get_path(values, ("masterPort",)) or 8080),
         task_defaults=TaskDefaults(
             cpu_pod_spec=tcd.get("cpuPodSpec"),
             gpu_pod_spec=tcd.get("gpuPodSpec"),

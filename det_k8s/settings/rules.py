@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlparse
 
-from ..errors import Problem, Severity
+from ..errors import Problem
 from ..quantity import QuantityError, parse_quantity
+from .problems import ProblemCollector, get_path
 from .schema import SCHEMA, Key, Kind, walk
 from .source import Path, SourceMap, format_path, type_name
 
@@ -31,21 +32,6 @@ _STORAGE_KEYS = {
     "azure": {"container", "connection_string", "account_url", "credential"},
 }
 _COMMON_STORAGE_KEYS = {"type", "saveExperimentBest", "saveTrialBest", "saveTrialLatest"}
-
-
-class _Collector:
-    def __init__(self, sources: SourceMap) -> None:
-        self.sources = sources
-        self.problems: list[Problem] = []
-
-    def add(self, severity: Severity, path: Path, message: str, hint: str | None = None) -> None:
-        self.problems.append(Problem(severity, format_path(path), message, hint, self.sources.find(path)))
-
-    def error(self, path: Path, message: str, hint: str | None = None) -> None:
-        self.add(Severity.ERROR, path, message, hint)
-
-    def warning(self, path: Path, message: str, hint: str | None = None) -> None:
-        self.add(Severity.WARNING, path, message, hint)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,7 +55,7 @@ def _suggest(name: str, siblings: Mapping[str, Key], path: Path) -> str | None:
     return None
 
 
-def _check_value(key: Key, value: Any, path: Path, out: _Collector) -> None:
+def _check_value(key: Key, value: Any, path: Path, out: ProblemCollector) -> None:
     if value is None:
         return  # null means "unset": the chart's default applies
     kind = key.kind
@@ -118,7 +104,7 @@ def _check_value(key: Key, value: Any, path: Path, out: _Collector) -> None:
         out.error(path, f"expected a mapping, found {type_name(value)}")
 
 
-def _check_mapping(schema: Mapping[str, Key], data: Mapping[str, Any], path: Path, out: _Collector) -> None:
+def _check_mapping(schema: Mapping[str, Key], data: Mapping[str, Any], path: Path, out: ProblemCollector) -> None:
     for name, value in data.items():
         child = (*path, name)
         if name not in schema:
@@ -129,7 +115,7 @@ def _check_mapping(schema: Mapping[str, Key], data: Mapping[str, Any], path: Pat
 
 def check_structure(user_values: Mapping[str, Any], sources: SourceMap) -> list[Problem]:
     """Unknown keys and wrong types in what the user wrote (before defaults are merged in)."""
-    out = _Collector(sources)
+    out = ProblemCollector(sources)
     _check_mapping(SCHEMA, user_values, (), out)
     return out.problems
 
@@ -150,15 +136,6 @@ def _map(values: Any, key: str) -> Mapping[str, Any]:
     return node if isinstance(node, Mapping) else {}
 
 
-def _get(values: Mapping[str, Any], path: Path) -> Any:
-    node: Any = values
-    for part in path:
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(part)
-    return node
-
-
 def _is_url(text: str) -> bool:
     parsed = urlparse(text)
     return parsed.scheme in ("http", "https") and bool(parsed.netloc)
@@ -169,12 +146,12 @@ def parse_version(text: str) -> tuple[int, int, int] | None:
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
-def _rule_slots(v: Mapping[str, Any], user: Mapping[str, Any], out: _Collector) -> None:
+def _rule_slots(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCollector) -> None:
     if v.get("maxSlotsPerPod") is None:
         out.error(("maxSlotsPerPod",), "required",
                   "set it to the GPUs per node (the greatest common divisor of the node sizes)")
     slot_type = v.get("slotType") or "gpu"
-    cpu = _get(v, ("slotResourceRequests", "cpu"))
+    cpu = get_path(v, ("slotResourceRequests", "cpu"))
     if slot_type == "cpu":
         if cpu is None or isinstance(cpu, bool):
             out.error(("slotResourceRequests", "cpu"), "required when slotType is cpu",
@@ -185,11 +162,11 @@ def _rule_slots(v: Mapping[str, Any], user: Mapping[str, Any], out: _Collector) 
                     out.error(("slotResourceRequests", "cpu"), "must be greater than 0 when slotType is cpu")
             except QuantityError:
                 pass  # already reported by the structure pass
-    elif _get(user, ("slotResourceRequests", "cpu")) is not None:
+    elif get_path(user, ("slotResourceRequests", "cpu")) is not None:
         out.warning(("slotResourceRequests", "cpu"), "ignored unless slotType is cpu")
 
 
-def _rule_storage(v: Mapping[str, Any], user: Mapping[str, Any], out: _Collector) -> None:
+def _rule_storage(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCollector) -> None:
     cs = _map(v, "checkpointStorage")
     kind = cs.get("type") or "shared_fs"
     if not isinstance(kind, str) or kind not in _STORAGE_KEYS:
@@ -240,12 +217,12 @@ def _rule_storage(v: Mapping[str, Any], user: Mapping[str, Any], out: _Collector
                       "for example https://myaccount.blob.core.windows.net")
 
 
-def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: _Collector) -> None:
+def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCollector) -> None:
     if v.get("tlsSecret") and not v.get("useNodePortForMaster"):
         out.error(("tlsSecret",), "requires useNodePortForMaster: true",
                   "TLS terminates in the master behind a NodePort Service; set useNodePortForMaster: true")
     for path in (("imagePullSecretName",), ("tlsSecret",), ("db", "storageClassName")):
-        name = _get(v, path)
+        name = get_path(v, path)
         if isinstance(name, str) and name and not DNS1123_SUBDOMAIN.match(name):
             out.error(path, f"{name!r} is not a valid Kubernetes object name",
                       "use lowercase letters, digits, '-' and '.'")
@@ -265,7 +242,7 @@ def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: _Collector
                 out.warning(("db", name), "ignored with an external database (db.hostAddress is set)")
 
 
-def _rule_tasks(v: Mapping[str, Any], out: _Collector) -> None:
+def _rule_tasks(v: Mapping[str, Any], out: ProblemCollector) -> None:
     tcd = _map(v, "taskContainerDefaults")
     base = ("taskContainerDefaults",)
     if bool(tcd.get("cpuImage")) != bool(tcd.get("gpuImage")):
@@ -296,7 +273,7 @@ def _rule_tasks(v: Mapping[str, Any], out: _Collector) -> None:
                             "init containers are not supported by Determined on Kubernetes")
 
 
-def _rule_logging(v: Mapping[str, Any], out: _Collector) -> None:
+def _rule_logging(v: Mapping[str, Any], out: ProblemCollector) -> None:
     logging = _map(v, "logging")
     if logging.get("type") == "elastic":
         for name in ("host", "port"):
@@ -304,7 +281,7 @@ def _rule_logging(v: Mapping[str, Any], out: _Collector) -> None:
                 out.error(("logging", name), "required when logging.type is elastic")
 
 
-def _rule_version(v: Mapping[str, Any], app_version: Any, out: _Collector) -> None:
+def _rule_version(v: Mapping[str, Any], app_version: Any, out: ProblemCollector) -> None:
     if not isinstance(app_version, str) or not app_version:
         return
     if "dev" in app_version:
@@ -319,7 +296,7 @@ def _rule_version(v: Mapping[str, Any], app_version: Any, out: _Collector) -> No
                   "use coscheduler, or leave it empty and use det-k8s's own preemption")
 
 
-RULES: tuple[Callable[[Mapping[str, Any], Mapping[str, Any], _Collector], None], ...] = (
+RULES: tuple[Callable[[Mapping[str, Any], Mapping[str, Any], ProblemCollector], None], ...] = (
     _rule_slots,
     _rule_storage,
     _rule_network,
@@ -329,7 +306,7 @@ RULES: tuple[Callable[[Mapping[str, Any], Mapping[str, Any], _Collector], None],
 def check_semantics(values: Mapping[str, Any], user_values: Mapping[str, Any], app_version: Any,
                     sources: SourceMap) -> list[Problem]:
     """Cross-key rules on the effective values; `user_values` tells what the user set explicitly."""
-    out = _Collector(sources)
+    out = ProblemCollector(sources)
     for rule in RULES:
         rule(values, user_values, out)
     _rule_tasks(values, out)
