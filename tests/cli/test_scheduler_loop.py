@@ -1,0 +1,81 @@
+"""Long-running paths through the real console script: `create --wait` and `scheduler run` until Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.cli.test_completion import det_k8s
+from tests.conftest import example
+from tests.k8s_emulator import node
+
+EXP = example("experiments")
+
+
+def start(args: list[str], kubeconfig: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "USER": "tester"}
+    return subprocess.Popen([det_k8s(), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_until(condition, what: str, limit: float = 60.0) -> None:
+    deadline = time.monotonic() + limit  # a guard against hanging, not a speed assertion
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.1)
+
+
+def queue_state(cluster, experiment: str) -> str | None:
+    for cm in cluster.api.items("configmaps"):
+        data = cm.get("data") or {}
+        if "entry.json" in data and json.loads(data["entry.json"])["experiment"] == experiment:
+            return json.loads(data["status.json"])["state"]
+    return None
+
+
+def test_create_wait_returns_once_the_group_is_placed(cluster, tmp_path):
+    for i in range(3):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+    settings = tmp_path / "s.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+    first = start(["experiment", "create", str(EXP / "distributed-12gpu-a.yaml"), "-f", str(settings)],
+                  cluster.kubeconfig)
+    assert first.wait(60) == 0
+    waiting = start(["experiment", "create", str(EXP / "distributed-12gpu-b.yaml"), "-f", str(settings), "--wait",
+                     "--timeout", "2m"], cluster.kubeconfig)
+    wait_until(lambda: queue_state(cluster, "distributed-12gpu-b") == "queued", "b to be queued")
+    assert waiting.poll() is None  # still waiting: a's pods hold every GPU
+    for pod in cluster.api.items("pods"):  # a finishes
+        cluster.api.update("pods", pod["metadata"]["name"], {"status": {"phase": "Succeeded"}})
+    assert waiting.wait(60) == 0, waiting.stderr.read() if waiting.stderr else ""
+    assert queue_state(cluster, "distributed-12gpu-a") == "completed"
+    assert queue_state(cluster, "distributed-12gpu-b") == "running"
+
+
+def test_create_wait_times_out_with_the_reason_and_leaves_the_group_queued(cluster, tmp_path):
+    cluster.api.put(node("gpu-0", gpus=4))
+    settings = tmp_path / "s.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+    assert start(["experiment", "create", str(EXP / "small-4gpu.yaml"), "-f", str(settings)],
+                 cluster.kubeconfig).wait(60) == 0
+    late = start(["experiment", "create", str(EXP / "small-4gpu.yaml"), "-f", str(settings), "--wait", "--timeout",
+                  "1s"], cluster.kubeconfig)
+    assert late.wait(60) == 1
+    err = late.stderr.read() if late.stderr else ""
+    assert "is still queued after 1s: needs 1 pod x 4 nvidia.com/gpu" in err
+    assert "it stays in the queue" in err
+    states = [json.loads(cm["data"]["status.json"])["state"] for cm in cluster.api.items("configmaps")
+              if "status.json" in (cm.get("data") or {})]
+    assert sorted(states) == ["queued", "running"]
+
+
+def test_scheduler_run_stops_on_ctrl_c_and_gives_the_lease_back(cluster):
+    loop = start(["scheduler", "run", "--interval", "1"], cluster.kubeconfig)
+    wait_until(lambda: cluster.api.get("leases", "det-k8s-scheduler") is not None, "a first pass")
+    loop.send_signal(signal.SIGINT)
+    assert loop.wait(60) == 130  # like helm and kubectl: Ctrl-C ends it with 130 and no traceback
+    assert "Traceback" not in (loop.stderr.read() if loop.stderr else "")
+    assert not cluster.api.get("leases", "det-k8s-scheduler")["spec"].get("holderIdentity")
