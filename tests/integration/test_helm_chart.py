@@ -97,7 +97,7 @@ def test_external_db_node_port_and_tls(helm, tmp_path):
 
 def test_cpu_slots_and_azure(helm, tmp_path):
     objs = objects(helm, render(tmp_path, "cpu-azure"), tmp_path)
-    master = yaml.safe_load(objs[("ConfigMap", "determined-master-config-demo")]["data"]["master.yaml"])
+    master = assembled_master_config(objs)  # the connection string makes checkpoint_storage a secret block
     assert master["resource_manager"]["slot_type"] == "cpu"
     assert master["resource_manager"]["slot_resource_requests"] == {"cpu": 7.5}
     assert master["checkpoint_storage"]["container"] == "checkpoints"
@@ -118,14 +118,49 @@ def test_secrets_live_only_in_secrets(helm, tmp_path, name):
             assert secret not in text, f"{kind} holds a secret"
 
 
-def test_master_gets_secrets_from_the_secret_through_env(helm, tmp_path):
-    chart = render(tmp_path, "gpu-cluster", "checkpointStorage.accessKey=AK", "checkpointStorage.secretKey=SK")
+def assembled_master_config(objs: dict, release: str = "demo") -> dict:
+    """The file the master reads: what the init container makes of the ConfigMap and the Secret."""
+    deployment = objs[("Deployment", f"determined-master-deployment-{release}")]["spec"]["template"]["spec"]
+    (init,) = deployment["initContainers"]
+    assert "cat /config/public/master.yaml /config/secret/master-secrets.yaml > /etc/determined/master.yaml" in \
+        init["args"][0]
+    public = objs[("ConfigMap", f"determined-master-config-{release}")]["data"]["master.yaml"]
+    secret = objs[("Secret", f"determined-master-secrets-{release}")]["stringData"]["master-secrets.yaml"]
+    return yaml.safe_load(public + secret)
+
+
+def test_storage_keys_reach_the_master_config_through_the_secret_only(helm, tmp_path):
+    chart = render(tmp_path, "gpu-cluster", "checkpointStorage.accessKey=AKIA-UNIQUE", "checkpointStorage.secretKey=SK-UNIQUE")
     objs = objects(helm, chart, tmp_path)
-    env = objs[("Deployment", "determined-master-deployment-demo")]["spec"]["template"]["spec"]["containers"][0]["env"]
-    names = {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in env}
-    assert names == {"DET_DB_PASSWORD": "db-password", "DET_CHECKPOINT_STORAGE_ACCESS_KEY": "checkpoint-access-key",
-                     "DET_CHECKPOINT_STORAGE_SECRET_KEY": "checkpoint-secret-key"}
-    assert objs[("Secret", "determined-master-secrets-demo")]["stringData"]["checkpoint-secret-key"] == "SK"
+    config = assembled_master_config(objs)
+    assert config["checkpoint_storage"]["access_key"] == "AKIA-UNIQUE"
+    assert config["checkpoint_storage"]["secret_key"] == "SK-UNIQUE"
+    assert config["resource_manager"]["max_slots_per_pod"] == 4 and config["port"] == 8081
+    public = objs[("ConfigMap", "determined-master-config-demo")]["data"]["master.yaml"]
+    assert "SK-UNIQUE" not in public and "checkpoint_storage:" not in public
+    pod = objs[("Deployment", "determined-master-deployment-demo")]["spec"]["template"]["spec"]
+    env = pod["containers"][0]["env"]
+    assert [e["name"] for e in env] == ["DET_DB_PASSWORD"]  # the one secret the master takes from its environment
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["master-config"]["emptyDir"] == {"medium": "Memory"}
+
+
+def test_without_keys_the_whole_config_is_in_the_configmap(helm, tmp_path):
+    objs = objects(helm, render(tmp_path, "external-db-tls-gcs"), tmp_path)
+    public = yaml.safe_load(objs[("ConfigMap", "determined-master-config-demo")]["data"]["master.yaml"])
+    assert public["checkpoint_storage"]["bucket"] == "det-checkpoints-prod"
+    assert assembled_master_config(objs) == public
+
+
+def test_azure_connection_string_and_elastic_password_are_secret(helm, tmp_path):
+    chart = render(tmp_path, "cpu-azure", "logging.type=elastic", "logging.host=es", "logging.port=9200",
+                   "logging.security.password=ES-PASS-UNIQUE")
+    objs = objects(helm, chart, tmp_path)
+    config = assembled_master_config(objs)
+    assert config["checkpoint_storage"]["connection_string"].startswith("DefaultEndpointsProtocol=https")
+    assert config["logging"]["security"]["password"] == "ES-PASS-UNIQUE"
+    public = objs[("ConfigMap", "determined-master-config-demo")]["data"]["master.yaml"]
+    assert "ES-PASS-UNIQUE" not in public and "AccountKey" not in public
 
 
 def test_values_schema_makes_helm_reject_bad_values(helm, tmp_path):
