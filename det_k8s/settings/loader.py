@@ -16,6 +16,7 @@ from . import schema
 from .merge import deep_merge
 from .model import Settings, build_settings
 from .problems import HasProblems
+from .redact import set_location
 from .rules import check_semantics, check_structure
 from .setvalues import apply_assignment, parse_set
 from .source import SourceMap, load_yaml_text, require_mapping
@@ -61,7 +62,7 @@ def combine(documents: Sequence[Document], sets: Sequence[str] = (), set_strings
         for expression in expressions:
             for assignment in parse_set(expression, as_string=as_string, flag=flag):
                 apply_assignment(merged, assignment)
-                sources.record(assignment.path, Location(f"{flag} {expression}"))
+                sources.record(assignment.path, Location(set_location(flag, assignment.path, assignment.value)))
     return merged, sources, problems
 
 

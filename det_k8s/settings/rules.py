@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 from ..errors import Problem
 from ..quantity import QuantityError, parse_quantity
 from .problems import ProblemCollector, get_path
+from .redact import mask_url
 from .schema import SCHEMA, Key, Kind, walk
 from .source import Path, SourceMap, format_path, type_name
 
@@ -58,6 +59,9 @@ def _suggest(name: str, siblings: Mapping[str, Key], path: Path) -> str | None:
 def _check_value(key: Key, value: Any, path: Path, out: ProblemCollector) -> None:
     if value is None:
         return  # null means "unset": the chart's default applies
+    if key.secret and key.kind is Kind.STRING and not isinstance(value, str):
+        out.error(path, f"expected a string, found {type_name(value)}", "quote the value")  # never echo a secret
+        return
     kind = key.kind
     if kind is Kind.SECTION:
         if not isinstance(value, dict):
@@ -195,7 +199,7 @@ def _rule_storage(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCol
                       "set both, or neither to use the pods' default AWS credentials")
         endpoint = cs.get("endpointUrl")
         if isinstance(endpoint, str) and endpoint and not _is_url(endpoint):
-            out.error((*base, "endpointUrl"), f"must be an http(s) URL, found {endpoint!r}",
+            out.error((*base, "endpointUrl"), f"must be an http(s) URL, found {mask_url(endpoint)!r}",
                       "for example http://minio.example.com:9000")
     if kind in ("s3", "gcs"):
         prefix = cs.get("prefix")
@@ -213,7 +217,7 @@ def _rule_storage(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCol
             out.error((*base, "credential"), "only allowed together with account_url")
         url = cs.get("account_url")
         if isinstance(url, str) and url and not _is_url(url):
-            out.error((*base, "account_url"), f"must be an http(s) URL, found {url!r}",
+            out.error((*base, "account_url"), f"must be an http(s) URL, found {mask_url(url)!r}",
                       "for example https://myaccount.blob.core.windows.net")
 
 

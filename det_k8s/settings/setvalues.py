@@ -86,7 +86,12 @@ def parse_set(expression: str, *, as_string: bool = False, flag: str = "--set") 
     """Parse one `--set` argument into assignments; a malformed one is a UsageError naming it."""
 
     def fail(reason: str) -> UsageError:
-        return UsageError(f"{flag} {expression!r}: {reason}", hint="use key.sub=value, list={a,b}, key[0]=value")
+        from .redact import mask_set_expression  # late: redact needs the key table, which needs nothing of this
+
+        shown = mask_set_expression(expression)
+        if shown != expression:  # a secret is involved: even the parser's reason could quote part of it
+            reason = "cannot parse it (the value of a secret key is not shown)"
+        return UsageError(f"{flag} {shown!r}: {reason}", hint="use key.sub=value, list={a,b}, key[0]=value")
 
     reader = _Reader(expression)
     result: list[Assignment] = []
