@@ -130,7 +130,8 @@ def assembled_master_config(objs: dict, release: str = "demo") -> dict:
 
 
 def test_storage_keys_reach_the_master_config_through_the_secret_only(helm, tmp_path):
-    chart = render(tmp_path, "gpu-cluster", "checkpointStorage.accessKey=AKIA-UNIQUE", "checkpointStorage.secretKey=SK-UNIQUE")
+    chart = render(tmp_path, "gpu-cluster", "checkpointStorage.accessKey=AKIA-UNIQUE",
+                   "checkpointStorage.secretKey=SK-UNIQUE")
     objs = objects(helm, chart, tmp_path)
     config = assembled_master_config(objs)
     assert config["checkpoint_storage"]["access_key"] == "AKIA-UNIQUE"
