@@ -37,15 +37,20 @@ class KubeApi:
         """Load the kubeconfig the way kubectl does and return a ready adapter (no request made yet)."""
         target, data = resolve(kubeconfig, context, namespace)
         from kubernetes import config as k8s_config
+        from kubernetes.client import ApiClient, Configuration
         from kubernetes.config.config_exception import ConfigException
+        from urllib3.util.retry import Retry
 
+        configuration = Configuration()
         try:
-            client = k8s_config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
-                data, context=target.context, persist_config=False)
+            k8s_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+                data, context=target.context, client_configuration=configuration, persist_config=False)
         except ConfigException as exc:
             raise ClusterError(f"{target.kubeconfig}: context {target.context}: {exc}") from exc
-        client.configuration.retries = 1  # fail fast: the caller decides about retrying
-        return cls(target, client, timeout)
+        # Set before the client builds its connection pool, or urllib3's default (3 retries) applies.
+        # One retry of a connection that never opened is safe for any verb; nothing sent is ever resent.
+        configuration.retries = Retry(total=1, connect=1, read=0, status=0, redirect=0, other=0)
+        return cls(target, ApiClient(configuration=configuration), timeout)
 
     @property
     def namespace(self) -> str:
@@ -60,7 +65,14 @@ class KubeApi:
                 content_type: str = "application/json", what: str = "", raw: bool = False) -> Any:
         """One HTTP request through the official client; JSON (or text with raw=True) back."""
         from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError, MaxRetryError, NewConnectionError, TimeoutError
+        from urllib3.exceptions import (
+            ConnectTimeoutError,
+            HTTPError,
+            MaxRetryError,
+            NewConnectionError,
+            ReadTimeoutError,
+            TimeoutError,
+        )
 
         headers = {"Accept": "application/json", "Content-Type": content_type}
         try:
@@ -72,11 +84,14 @@ class KubeApi:
             payload = response.read()
         except ApiException as exc:  # raised by the REST layer for some statuses
             raise self._error(exc.status or 0, exc.body or "", what) from exc
-        except TimeoutError as exc:
-            raise OperationTimeout(f"the Kubernetes API at {self.target.server} did not answer in time "
-                                   f"({what or path})", hint="check the cluster and your network") from exc
         except (MaxRetryError, NewConnectionError, HTTPError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
+            if isinstance(reason, ReadTimeoutError) or (isinstance(exc, TimeoutError)
+                                                        and not isinstance(reason, ConnectTimeoutError)):
+                raise OperationTimeout(
+                    f"the Kubernetes API at {self.target.server} (context {self.target.context}) did not answer "
+                    f"within {self.timeout[1]:g}s ({what or path})",
+                    hint="the API server is overloaded or a network path is broken; try again") from exc
             raise ClusterUnreachable(
                 f"cannot reach the Kubernetes API at {self.target.server} (context {self.target.context}): "
                 f"{_short(reason)}", hint="is the cluster up? check --kube-context and your kubeconfig") from exc
