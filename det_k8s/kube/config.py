@@ -37,8 +37,39 @@ def kubeconfig_paths(explicit: str | None, environ: Mapping[str, str] | None = N
     return [Path(env.get("HOME", "~")).expanduser() / ".kube" / "config"]
 
 
+PATH_KEYS = {"cluster": ("certificate-authority",), "user": ("client-certificate", "client-key", "tokenFile")}
+
+
+def _absolute_paths(entry: dict[str, Any], section: str, base: Path) -> dict[str, Any]:
+    """File paths inside an entry made absolute against the kubeconfig that names them (as kubectl does)."""
+    inner = dict(entry.get(section) or {})
+    for key in PATH_KEYS[section]:
+        value = inner.get(key)
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            inner[key] = str(base / value)
+    return {**entry, section: inner}
+
+
+def merge_kubeconfigs(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """kubectl's merge of several kubeconfig files: the first to define a name or current-context wins."""
+    merged: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "clusters": [], "contexts": [], "users": []}
+    seen: dict[str, set[str]] = {"clusters": set(), "contexts": set(), "users": set()}
+    for path, data in documents:
+        if not merged.get("current-context") and data.get("current-context"):
+            merged["current-context"] = data["current-context"]
+        for plural, section in (("clusters", "cluster"), ("contexts", "context"), ("users", "user")):
+            for entry in data.get(plural) or ():
+                if not isinstance(entry, dict) or entry.get("name") in seen[plural]:
+                    continue
+                seen[plural].add(str(entry.get("name")))
+                fixed = _absolute_paths(entry, section, path.parent) if section in PATH_KEYS else entry
+                merged[plural].append(fixed)
+    return merged
+
+
 def read_kubeconfig(paths: Sequence[Path]) -> tuple[Path, dict[str, Any]]:
-    """The first kubeconfig file that exists, parsed; a missing one is one clear error."""
+    """Every kubeconfig file that exists, merged; none at all is one clear error."""
+    documents: list[tuple[Path, dict[str, Any]]] = []
     for path in paths:
         if path.is_file():
             try:
@@ -47,10 +78,12 @@ def read_kubeconfig(paths: Sequence[Path]) -> tuple[Path, dict[str, Any]]:
                 raise InputError(f"{path}: cannot read kubeconfig: {exc}") from exc
             if not isinstance(data, dict):
                 raise InputError(f"{path}: not a kubeconfig file")
-            return path, data
-    shown = ", ".join(str(p) for p in paths)
-    raise InputError(f"no kubeconfig found ({shown})",
-                     hint="pass --kubeconfig PATH or set KUBECONFIG; a cluster is needed for this command")
+            documents.append((path, data))
+    if not documents:
+        shown = ", ".join(str(p) for p in paths)
+        raise InputError(f"no kubeconfig found ({shown})",
+                         hint="pass --kubeconfig PATH or set KUBECONFIG; a cluster is needed for this command")
+    return documents[0][0], merge_kubeconfigs(documents)
 
 
 def resolve(kubeconfig: str | None, context: str | None, namespace: str | None,
@@ -64,7 +97,8 @@ def resolve(kubeconfig: str | None, context: str | None, namespace: str | None,
         raise UsageError(f"{path}: no current context", hint="pass --kube-context NAME")
     if name not in contexts:
         known = ", ".join(sorted(str(c) for c in contexts)) or "none"
-        raise UsageError(f"--kube-context {name}: no such context in {path} (contexts: {known})")
+        where = path if len(kubeconfig_paths(kubeconfig, env)) == 1 else "your kubeconfig files"
+        raise UsageError(f"--kube-context {name}: no such context in {where} (contexts: {known})")
     ctx = contexts[name]
     clusters = {c.get("name"): c.get("cluster") or {} for c in data.get("clusters") or [] if isinstance(c, dict)}
     server = str(clusters.get(ctx.get("cluster"), {}).get("server") or "")

@@ -61,3 +61,35 @@ def test_missing_kubeconfig_says_how_to_fix_it(tmp_path):
     with pytest.raises(InputError) as info:
         resolve(str(tmp_path / "none"), None, None, {})
     assert "no kubeconfig found" in str(info.value) and "--kubeconfig" in (info.value.hint or "")
+
+
+def test_files_in_kubeconfig_are_merged_like_kubectl(tmp_path):
+    first = tmp_path / "a"
+    first.write_text(yaml.safe_dump({"contexts": [{"name": "a", "context": {"cluster": "c1"}}],
+                                     "clusters": [{"name": "c1", "cluster": {"server": "https://first:6443"}}]}))
+    second = write(tmp_path / "kc", current="b")
+    target, data = resolve(None, None, None, {"KUBECONFIG": f"{first}:{second}"})
+    assert target.context == "b"  # the first file names no current-context; the second does
+    assert target.server == "https://b:6443"
+    assert resolve(None, "a", None, {"KUBECONFIG": f"{first}:{second}"})[0].server == "https://first:6443"  # first wins
+    assert sorted(c["name"] for c in data["contexts"]) == ["a", "b"]
+
+
+def test_relative_certificate_paths_are_resolved_against_their_file(tmp_path):
+    (tmp_path / "certs").mkdir()
+    kc = tmp_path / "certs" / "kc"
+    kc.write_text(yaml.safe_dump({
+        "current-context": "x", "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "clusters": [{"name": "c", "cluster": {"server": "https://x", "certificate-authority": "ca.crt"}}],
+        "users": [{"name": "u", "user": {"client-certificate": "/abs/u.crt", "client-key": "u.key"}}]}))
+    _, data = resolve(str(kc), None, None, {})
+    assert data["clusters"][0]["cluster"]["certificate-authority"] == str(tmp_path / "certs" / "ca.crt")
+    assert data["users"][0]["user"]["client-certificate"] == "/abs/u.crt"
+    assert data["users"][0]["user"]["client-key"] == str(tmp_path / "certs" / "u.key")
+
+
+def test_an_unknown_context_across_several_files_names_them_all(tmp_path):
+    kc = write(tmp_path / "kc")
+    with pytest.raises(UsageError) as info:
+        resolve(None, "prod", None, {"KUBECONFIG": f"{tmp_path / 'none'}:{kc}"})
+    assert "no such context in your kubeconfig files (contexts: a, b)" in str(info.value)
