@@ -143,6 +143,8 @@ class Fault:
     name: str | None = None
     times: int = 1
     reason: str = ""
+    after_write: bool = False  # do the write, then answer with the error (the client never learns it worked)
+    delay: float = 0.0  # seconds to wait before answering (beyond a client's read timeout: a lost answer)
 
 
 @attrs.define(kw_only=True)
@@ -202,9 +204,9 @@ class ApiEmulator(kmock.KubernetesScaffold):
             return len(gone)
 
     def fail(self, method: str, plural: str, status: int, message: str, *, name: str | None = None,
-             times: int = 1, reason: str = "") -> None:
+             times: int = 1, reason: str = "", after_write: bool = False, delay: float = 0.0) -> None:
         with self._lock:
-            self.faults.append(Fault(method.upper(), plural, status, message, name, times, reason))
+            self.faults.append(Fault(method.upper(), plural, status, message, name, times, reason, after_write, delay))
 
     def count(self, method: str, plural: str | None = None) -> int:
         with self._lock:
@@ -244,13 +246,18 @@ class ApiEmulator(kmock.KubernetesScaffold):
             return await super()._handle(request)
         name = namespace_object.group(1) if namespace_object else request.name
         method = str(request.method.value if hasattr(request.method, "value") else request.method).upper()
+        body_name = (request.data.get("metadata") or {}).get("name") if isinstance(request.data, dict) else None
         with self._lock:
             self.calls.append((method, path, dict(request.params)))
-            fault = self._take_fault(method, plural, name)
-            if fault is not None:
-                reasons = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 422: "Invalid", 500: "InternalError"}
-                return _status(fault.status, fault.reason or reasons.get(fault.status, "Failure"), fault.message)
-            return self._serve(method, plural, request, name)
+            fault = self._take_fault(method, plural, name or body_name)
+            if fault is None:
+                return self._serve(method, plural, request, name)
+            if fault.after_write:
+                self._serve(method, plural, request, name)
+        if fault.delay:
+            await asyncio.sleep(fault.delay)
+        reasons = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 422: "Invalid", 500: "InternalError"}
+        return _status(fault.status, fault.reason or reasons.get(fault.status, "Failure"), fault.message)
 
     def _take_fault(self, method: str, plural: str, name: str | None) -> Fault | None:
         for fault in self.faults:

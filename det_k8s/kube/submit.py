@@ -38,8 +38,16 @@ def _name(obj: Mapping[str, Any]) -> str:
 
 def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]],
                  service: Mapping[str, Any] | None = None, *, workers: int = 1) -> Created:
-    """Create the headless Service and every pod; on any failure, delete what was created and raise."""
+    """Create the headless Service and every pod; on any failure, delete what may exist and raise.
+
+    "What may exist" is every pod whose creation was attempted and not refused as a duplicate:
+    a creation whose answer was lost (a timeout, a dropped connection) may still have happened,
+    and Ctrl-C may land between a creation and its answer. Deleting a pod that was never created
+    is harmless; leaving one would hold its GPUs for a group that never starts.
+    """
     created: list[str] = []
+    attempted: list[str] = []
+    duplicates: set[str] = set()
     failures: list[tuple[str, DetK8sError]] = []
     service_name = _name(service) if service else None
     if service is not None:
@@ -51,24 +59,36 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
             raise GroupCreationFailed(f"creating service {service_name} failed: {exc}") from exc
 
     def create(pod: Mapping[str, Any]) -> None:
+        attempted.append(_name(pod))
         try:
             api.create(PODS, pod, namespace)
+        except Conflict as exc:
+            duplicates.add(_name(pod))  # someone else's pod of that name: never ours to delete
+            failures.append((_name(pod), exc))
+            return
         except DetK8sError as exc:
             failures.append((_name(pod), exc))
             return
         created.append(_name(pod))
 
-    if workers <= 1:
-        for pod in pods:
-            create(pod)
-            if failures:
-                break
-    else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="det-k8s-create") as pool:
-            list(pool.map(create, pods))
+    def maybe_ours() -> list[str]:
+        return [name for name in attempted if name not in duplicates]
+
+    try:
+        if workers <= 1:
+            for pod in pods:
+                create(pod)
+                if failures:
+                    break
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="det-k8s-create") as pool:
+                list(pool.map(create, pods))
+    except BaseException:
+        delete_group(api, namespace, maybe_ours(), service_name, grace_seconds=0)
+        raise
     if not failures:
         return Created(tuple(created), service_name)
-    leftovers = delete_group(api, namespace, created, service_name, grace_seconds=0)
+    leftovers = delete_group(api, namespace, maybe_ours(), service_name, grace_seconds=0)
     first_pod, first_error = failures[0]
     message = f"creating pod {first_pod} failed: {first_error}; removed the {len(created)} pod(s) already created"
     if leftovers:

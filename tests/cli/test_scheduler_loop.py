@@ -79,3 +79,19 @@ def test_scheduler_run_stops_on_ctrl_c_and_gives_the_lease_back(cluster):
     assert loop.wait(60) == 130  # like helm and kubectl: Ctrl-C ends it with 130 and no traceback
     assert "Traceback" not in (loop.stderr.read() if loop.stderr else "")
     assert not cluster.api.get("leases", "det-k8s-scheduler")["spec"].get("holderIdentity")
+
+
+def test_ctrl_c_while_creating_a_group_leaves_no_pod_behind(cluster, tmp_path):
+    for i in range(3):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+    settings = tmp_path / "s.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+    # the third pod's creation happens on the server but its answer takes long: Ctrl-C lands meanwhile
+    cluster.api.fail("POST", "pods", 500, "slow", after_write=True, delay=3.0, times=1,
+                     name=None)
+    create = start(["experiment", "create", str(EXP / "distributed-12gpu-a.yaml"), "-f", str(settings)],
+                   cluster.kubeconfig)
+    wait_until(lambda: len(cluster.api.items("pods")) >= 1, "a pod to be created")
+    create.send_signal(signal.SIGINT)
+    assert create.wait(60) == 130
+    assert cluster.api.items("pods") == []

@@ -61,3 +61,22 @@ def test_delete_group_tolerates_pods_already_gone(cluster):
     cluster.api.remove("pods", "exp-abc-0")
     assert delete_group(cluster.connect(), "default", ["exp-abc-0", "exp-abc-1"], "exp-abc") == []
     assert cluster.api.items("pods") == [] and cluster.api.get("services", "exp-abc") is None
+
+
+def test_a_creation_whose_answer_was_lost_is_removed_too(cluster):
+    # the server creates exe-abc-1 but the client is told it failed (e.g. the answer timed out)
+    cluster.api.fail("POST", "pods", 500, "etcdserver: request timed out", name="exp-abc-1", after_write=True)
+    with pytest.raises(GroupCreationFailed):
+        create_group(cluster.connect(), "default", group_pods(3), SERVICE)
+    assert cluster.api.items("pods") == []  # pod 1 existed on the server: it was deleted as well
+    assert cluster.api.get("services", "exp-abc") is None
+
+
+def test_a_creation_that_times_out_is_removed_too(cluster):
+    from det_k8s.kube.api import KubeApi
+
+    api = KubeApi.connect(kubeconfig=str(cluster.kubeconfig), timeout=(2.0, 0.5))
+    cluster.api.fail("POST", "pods", 500, "slow", name="exp-abc-1", after_write=True, delay=2.0)
+    with pytest.raises(GroupCreationFailed, match="did not answer"):
+        create_group(api, "default", group_pods(3), SERVICE, workers=1)
+    assert cluster.api.items("pods") == []
