@@ -94,6 +94,16 @@ def _prepare_destination(out: Path) -> None:
 
 def write_chart(out: Path, values: Mapping[str, Any], app_version: str, chart: Path | None = None) -> ChartResult:
     """Assemble the chart at `out`, replacing a previous det-k8s render there atomically."""
+    try:
+        return _write_chart(out, values, app_version, chart)
+    except OSError as exc:  # read-only file system, no permission, a file where a directory should be...
+        reason = exc.strerror or str(exc)
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(out) else ""
+        raise InputError(f"--output {out}: cannot write the chart there: {reason}{where}",
+                         hint="choose a directory you can write to") from exc
+
+
+def _write_chart(out: Path, values: Mapping[str, Any], app_version: str, chart: Path | None) -> ChartResult:
     _prepare_destination(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

@@ -94,3 +94,18 @@ def test_a_directory_without_chart_yaml_is_not_a_chart(tmp_path, settings):
     (tmp_path / "nochart").mkdir()
     with pytest.raises(InputError, match="no Chart.yaml"):
         write_chart(tmp_path / "out", settings.values, "0.17.15", chart=tmp_path / "nochart")
+
+
+def test_an_unwritable_destination_is_one_line_naming_output(tmp_path, settings):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(InputError) as info:
+        write_chart(blocker / "sub", settings.values, "0.17.15")
+    assert str(info.value).startswith(f"--output {blocker / 'sub'}: cannot write the chart there:")
+
+
+def test_a_place_nobody_may_write_is_one_line_naming_output(settings):
+    # /proc refuses new directories even to root, so this holds wherever the tests run
+    with pytest.raises(InputError) as info:
+        write_chart(Path("/proc/self/det-k8s-chart"), settings.values, "0.17.15")
+    assert str(info.value).startswith("--output /proc/self/det-k8s-chart: cannot write the chart there:")
