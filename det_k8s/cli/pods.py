@@ -14,7 +14,7 @@ import typer
 from ..cluster.model import GPU
 from ..cluster.read import effective_requests
 from ..kube.kinds import CONFIGMAPS, PODS
-from ..release.tasks import TASK_LABEL, age, only_task_pods
+from ..release.tasks import MASTER_TASKS, TASK_LABEL, age, only_task_pods
 from . import output
 from .common import AllNamespacesOpt, YesOpt, confirm
 from .options import OutputFormat, OutputOpt, current, with_global_options
@@ -70,7 +70,7 @@ def cleanup(
     """Delete task pods (label `determined`) and their same-named ConfigMaps, after listing them and asking."""
     api, pods = _task_pods(selector, all_namespaces)
     names = {((p.get("metadata") or {}).get("namespace"), (p.get("metadata") or {}).get("name")) for p in pods}
-    maps = [c for c in api.list(CONFIGMAPS, all_namespaces=all_namespaces, label_selector=TASK_LABEL)
+    maps = [c for c in api.list(CONFIGMAPS, all_namespaces=all_namespaces, label_selector=MASTER_TASKS)
             if ((c.get("metadata") or {}).get("namespace"), (c.get("metadata") or {}).get("name")) in names]
     if not pods:
         output.message("no task pods to delete")

@@ -21,7 +21,7 @@ from ..release.address import master_address
 from ..release.manifests import redact_secrets, secret_values
 from ..release.names import db_pvc, master_service, validate_release_name
 from ..release.preflight import determined_releases
-from ..release.tasks import TASK_LABEL, group_tasks
+from ..release.tasks import MASTER_TASKS, group_tasks
 from ..tools.duration import parse_duration
 from ..tools.helm import (
     Helm,
@@ -208,9 +208,9 @@ def uninstall(
     output.success(f"Uninstalled release {release} from namespace {namespace}")
     if not keep_pods:
         pods = sum(api.delete(PODS, (p.get("metadata") or {}).get("name", ""), namespace, missing_ok=True)
-                   for p in api.list(PODS, namespace, label_selector=TASK_LABEL))
+                   for p in api.list(PODS, namespace, label_selector=MASTER_TASKS))
         maps = sum(api.delete(CONFIGMAPS, (c.get("metadata") or {}).get("name", ""), namespace, missing_ok=True)
-                   for c in api.list(CONFIGMAPS, namespace, label_selector=TASK_LABEL))
+                   for c in api.list(CONFIGMAPS, namespace, label_selector=MASTER_TASKS))
         output.message(f"Deleted {pods} leftover task pod(s) and {maps} task ConfigMap(s)")
     if delete_data and pvc is not None:
         api.delete(PVCS, db_pvc(release), namespace, missing_ok=True)

@@ -21,7 +21,7 @@ from . import preflight
 from .loss import LossSummary, summarize
 from .names import db_deployment, db_pvc, master_deployment
 from .storage_hook import check_checkpoint_storage
-from .tasks import TASK_LABEL
+from .tasks import MASTER_TASKS
 
 
 def _skipped(what: str, exc: Forbidden) -> Problem:
@@ -75,7 +75,7 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
 def running_tasks(api: KubeApi, namespace: str) -> list[dict[str, Any]]:
     from .tasks import is_live
 
-    return [p for p in api.list(PODS, namespace, label_selector=TASK_LABEL) if is_live(p)]
+    return [p for p in api.list(PODS, namespace, label_selector=MASTER_TASKS) if is_live(p)]
 
 
 def release_exists(api: KubeApi, release: str, namespace: str) -> bool:
@@ -97,8 +97,8 @@ def uninstall_summary(api: KubeApi, release: str, namespace: str, *, delete_data
     for kind in (DEPLOYMENTS, SERVICES, CONFIGMAPS, SECRETS):
         objects += api.list(kind, namespace, label_selector=f"release={release}")
     pvc = api.get(PVCS, db_pvc(release), namespace) if api.exists(PVCS, db_pvc(release), namespace) else None
-    pods = api.list(PODS, namespace, label_selector=TASK_LABEL)
-    configmaps = api.list(CONFIGMAPS, namespace, label_selector=TASK_LABEL)
+    pods = api.list(PODS, namespace, label_selector=MASTER_TASKS)
+    configmaps = api.list(CONFIGMAPS, namespace, label_selector=MASTER_TASKS)
     summary = summarize(release, namespace, objects, bundled_db=api.exists(DEPLOYMENTS, db_deployment(release),
                                                                              namespace),
                         pvc=pvc, task_pods=len(pods), task_configmaps=len(configmaps), delete_data=delete_data,

@@ -15,15 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 TASK_LABEL = "determined"
+# det-k8s's own gang-scheduled pods carry `determined` too (so kubectl finds them), but they belong to its
+# queue: deleting them here would only make the scheduler tear their groups down and count an attempt.
+# `det-k8s experiment kill` is the way to stop those.
+MASTER_TASKS = f"{TASK_LABEL},app.kubernetes.io/managed-by!=det-k8s"
 _TRIAL = re.compile(r"^exp-(\d+)-trial-(\d+)")
 
 
 def only_task_pods(selector: str | None) -> str:
-    """A label selector that can never reach beyond task pods: the user's selector AND `determined`."""
+    """A selector that never reaches beyond the master's task pods: the user's selector AND MASTER_TASKS."""
     parts = [p.strip() for p in (selector or "").split(",") if p.strip()]
-    if TASK_LABEL not in parts:
-        parts.insert(0, TASK_LABEL)
-    return ",".join(parts)
+    return ",".join([MASTER_TASKS, *(p for p in parts if p != TASK_LABEL)])
 
 
 def is_live(pod: Mapping[str, Any]) -> bool:

@@ -45,8 +45,8 @@ def test_a_selector_narrows_but_never_widens(run_cli, cluster):
     assert [p["name"] for p in narrowed] == ["exp-3-trial-4-0-c-owl"]
     widened = json.loads(run_cli("pods", "list", "-l", "app=determined-master-demo", "-o", "json").out)
     assert widened == []
-    assert ("GET", "/api/v1/namespaces/default/pods", {"labelSelector": "determined,app=determined-master-demo",
-                                                        "limit": "500"}) in cluster.api.calls
+    selector = "determined,app.kubernetes.io/managed-by!=det-k8s,app=determined-master-demo"
+    assert ("GET", "/api/v1/namespaces/default/pods", {"labelSelector": selector, "limit": "500"}) in cluster.api.calls
 
 
 def test_cleanup_dry_run_lists_and_deletes_nothing(run_cli, cluster):
@@ -183,3 +183,12 @@ def test_check_gpu_timeout_explains_the_pending_pod_and_deletes_it(run_cli, clus
     assert result.code == 1
     assert "did not finish within 2s: no node offers nvidia.com/gpu to this pod (0/2 nodes are available" in result.err
     assert cluster.api.items("pods") == []
+
+
+def test_cleanup_leaves_det_k8s_gang_scheduled_pods_to_their_queue(run_cli, cluster):
+    cluster.api.put(pod("exp-1-trial-1-0-a-b", labels={"determined": "1.a.1"}))
+    cluster.api.put(pod("mnist-7f3a2c1b-0", labels={"determined": "7f3a2c1b", "app.kubernetes.io/managed-by": "det-k8s",
+                                                    "det-k8s.io/group": "7f3a2c1b"}))
+    result = run_cli("pods", "cleanup", "--yes")
+    assert result.code == 0, result.err
+    assert [p["metadata"]["name"] for p in cluster.api.items("pods")] == ["mnist-7f3a2c1b-0"]

@@ -31,10 +31,11 @@ def test_bad_names_are_usage_errors_naming_the_argument(name, says):
 
 
 def test_a_user_selector_only_narrows_task_pods():
-    assert only_task_pods(None) == "determined"
-    assert only_task_pods("app=x") == "determined,app=x"
-    assert only_task_pods("determined,app=x") == "determined,app=x"
-    assert only_task_pods("!determined") == "determined,!determined"  # matches nothing, never widens
+    base = "determined,app.kubernetes.io/managed-by!=det-k8s"  # the master's tasks, never det-k8s's own groups
+    assert only_task_pods(None) == base
+    assert only_task_pods("app=x") == f"{base},app=x"
+    assert only_task_pods("determined,app=x") == f"{base},app=x"
+    assert only_task_pods("!determined") == f"{base},!determined"  # matches nothing, never widens
 
 
 def test_tasks_are_grouped_by_allocation_and_described():
