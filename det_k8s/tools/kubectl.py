@@ -74,17 +74,29 @@ def parse_taint(text: str, remove: bool = False) -> TaintSpec:
     return TaintSpec(key, value, effect, remove)
 
 
+_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def node_names(nodes: Sequence[str]) -> list[str]:
+    """Node names checked before they reach kubectl's argv: `--all` must never arrive as a flag."""
+    for name in nodes:
+        if len(name) > 253 or not _NODE_NAME.match(name):
+            raise UsageError(f"NODE {name!r}: not a Kubernetes node name",
+                             hint="node names are lowercase letters, digits, '-' and '.'; see `det-k8s nodes list`")
+    return list(nodes)
+
+
 def label_argv(nodes: Sequence[str], kube: KubeFlags, key: str = AGENT_LABEL, value: str = AGENT_VALUE) -> list[str]:
-    return ["label", "nodes", *nodes, f"{key}={value}", "--overwrite", *kubectl_flags(kube)]
+    return ["label", "nodes", *node_names(nodes), f"{key}={value}", "--overwrite", *kubectl_flags(kube)]
 
 
 def unlabel_argv(nodes: Sequence[str], kube: KubeFlags, key: str = AGENT_LABEL) -> list[str]:
-    return ["label", "nodes", *nodes, f"{key}-", *kubectl_flags(kube)]
+    return ["label", "nodes", *node_names(nodes), f"{key}-", *kubectl_flags(kube)]
 
 
 def taint_argv(nodes: Sequence[str], taint: TaintSpec, kube: KubeFlags) -> list[str]:
     overwrite = [] if taint.remove else ["--overwrite"]
-    return ["taint", "nodes", *nodes, taint.argument(), *overwrite, *kubectl_flags(kube)]
+    return ["taint", "nodes", *node_names(nodes), taint.argument(), *overwrite, *kubectl_flags(kube)]
 
 
 @dataclass(frozen=True)

@@ -40,3 +40,15 @@ def test_bad_taints_are_usage_errors_with_the_default_as_example(text, says):
         parse_taint(text)
     assert says in str(info.value)
     assert "determined.ai/pedl-agent=present:NoSchedule" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize("bad", ["--all", "-l", "Node_1", "", "a" * 254])
+def test_node_names_never_reach_kubectl_as_flags(bad):
+    with pytest.raises(UsageError, match="not a Kubernetes node name"):
+        label_argv([bad], KubeFlags())
+    with pytest.raises(UsageError):
+        taint_argv(["ok", bad], parse_taint("k=v:NoSchedule"), KubeFlags())
+
+
+def test_real_node_names_pass():
+    assert label_argv(["gke-pool-1.c.internal"], KubeFlags())[2] == "gke-pool-1.c.internal"
