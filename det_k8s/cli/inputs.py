@@ -29,9 +29,18 @@ SetStringOpt = Annotated[list[str] | None, typer.Option(
     "--set-string", metavar="KEY=VALUE", help="Like --set, but the value is always a string.", rich_help_panel="Settings")]
 
 
-def read_text(path: Path, what: str = "file") -> str:
+SETTINGS_LIMIT = 16 * 2**20  # settings and experiment files are small; a larger one is a mistake (or /dev/zero)
+SNAPSHOT_LIMIT = 2 * 2**30  # `kubectl get nodes,pods -A -o json` of a very large cluster
+
+
+def read_text(path: Path, what: str = "file", limit: int = SETTINGS_LIMIT) -> str:
+    """A whole UTF-8 file, read at most `limit` bytes deep so a device or a huge file fails cleanly."""
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise InputError(f"{path}: larger than {limit // 2**20} MiB; is this the right {what}?")
+        return data.decode("utf-8")
     except FileNotFoundError as exc:
         raise InputError(f"{path}: no such {what}") from exc
     except IsADirectoryError as exc:
@@ -61,7 +70,7 @@ def load_documents(path: Path) -> list[Any]:
 
     from ..settings.source import _Loader
 
-    text = read_text(path)
+    text = read_text(path, limit=SNAPSHOT_LIMIT)
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:

@@ -61,10 +61,18 @@ class LoadedYaml:
     data: Any
     sources: SourceMap
     problems: list[Problem]
+    built: int = 0  # values constructed so far, aliases counted each time they expand
+
+
+MAX_VALUES = 1_000_000  # far above any real settings file; stops "billion laughs" alias bombs early
 
 
 def _construct(node: yaml.Node, loader: yaml.SafeLoader, name: str, path: Path, out: LoadedYaml) -> Any:
     line = node.start_mark.line + 1
+    out.built += 1
+    if out.built > MAX_VALUES:
+        raise InputError(f"{name}: more than {MAX_VALUES:,} values once YAML aliases are expanded",
+                         hint="the file repeats aliases (*name) too deeply to be a settings file")
     out.sources.record(path, Location(name, line))
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)  # resolves `<<:` merge keys

@@ -179,3 +179,8 @@ def test_validate_against_an_unreachable_cluster_is_one_line(run_cli, tmp_path):
     assert result.err.strip().splitlines() == [
         "error: cannot reach the Kubernetes API at http://127.0.0.1:9 (context dead): [Errno 111] Connection refused; "
         "is the cluster up? check --kube-context and your kubeconfig"]
+
+
+def test_a_device_or_huge_file_is_refused_cleanly(run_cli):
+    result = run_cli("validate", "-f", "/dev/zero")
+    assert (result.code, result.err.strip()) == (1, "error: /dev/zero: larger than 16 MiB; is this the right settings file?")

@@ -46,3 +46,11 @@ def test_find_falls_back_to_the_nearest_ancestor():
 
 def test_format_path_writes_indexes_in_brackets():
     assert format_path(("a", 0, "b", 2)) == "a[0].b[2]"
+
+
+def test_an_alias_bomb_is_a_clean_input_error():
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x","x"]']
+    for prev, name in zip("abcdefg", "bcdefgh", strict=True):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 10) + "]")
+    with pytest.raises(InputError, match="more than 1,000,000 values once YAML aliases are expanded"):
+        load_yaml_text("\n".join(lines), "bomb.yaml")
