@@ -3,19 +3,29 @@
 Two researchers running `det-k8s experiment create` at the same moment must not both decide to
 use the same free GPUs. Each pass first takes the Lease. Taking it is an optimistic update: the
 write carries the resourceVersion read just before, so when two clients race, the API server
-accepts one write and answers 409 Conflict to the other. A holder that crashes stops renewing;
-after `leaseDurationSeconds` anyone may take the Lease over, so a dead client never blocks the
-others for long.
+accepts one write and answers 409 Conflict to the other. A holder that crashes stops renewing,
+and the others take the Lease over; a long pass renews it before each write and stops the moment
+it finds the Lease gone.
+
+When is a holder gone? Not by comparing its renewTime with our clock alone: clocks differ. As
+client-go does, a client that has itself watched the Lease stay unchanged for
+`leaseDurationSeconds` (on its own monotonic clock) may take it. A client that just started has
+watched nothing yet, so a renewTime older than the duration plus a generous skew allowance also
+counts as gone: a crashed holder never blocks short-lived commands for more than about 90 s.
+
+There is one Lease for the whole cluster (GPUs are cluster-wide, whatever namespace a queue is
+in): `default/det-k8s-scheduler`, or the namespace in DET_K8S_LEASE_NAMESPACE.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Conflict, DetK8sError, NotFound
@@ -24,6 +34,7 @@ from .kinds import LEASES
 
 LEASE_NAME = "det-k8s-scheduler"
 DEFAULT_DURATION = 30  # seconds a pass may hold the Lease without renewing it
+SKEW_ALLOWANCE = 60  # seconds of clock difference tolerated when judging a renewTime we never watched
 
 Clock = Callable[[], datetime.datetime]
 
@@ -51,11 +62,11 @@ class LeaseState:
     renewed: datetime.datetime | None
     duration: int
 
-    def expired(self, now: datetime.datetime) -> bool:
-        """Free when nobody holds it or the holder stopped renewing for longer than its duration."""
+    def stale(self, now: datetime.datetime) -> bool:
+        """Free by the clock: nobody holds it, or its renewal is older than duration + skew allowance."""
         if not self.holder or self.renewed is None:
             return True
-        return now > self.renewed + datetime.timedelta(seconds=self.duration)
+        return now > self.renewed + datetime.timedelta(seconds=self.duration + SKEW_ALLOWANCE)
 
     @classmethod
     def of(cls, lease: dict[str, Any]) -> LeaseState:
@@ -68,14 +79,35 @@ class LeaseHeld(DetK8sError):
     """Another client holds the scheduling Lease."""
 
 
+class LeaseLost(DetK8sError):
+    """The Lease was taken over while a pass held it: the pass must stop writing."""
+
+
+def lease_namespace() -> str:
+    return os.environ.get("DET_K8S_LEASE_NAMESPACE") or "default"
+
+
 @dataclass
 class SchedulingLease:
     api: KubeApi
-    namespace: str
+    namespace: str  # where the Lease lives: lease_namespace() for the cluster-wide one
     holder: str
     duration: int = DEFAULT_DURATION
     clock: Clock = utcnow
     name: str = LEASE_NAME
+    monotonic: Callable[[], float] = time.monotonic
+    _watched: tuple[tuple[str, str], float] | None = field(default=None, repr=False)
+
+    def _gone(self, current: dict[str, Any], state: LeaseState) -> bool:
+        """Has the holder stopped renewing? (see the module docstring)"""
+        if state.stale(self.clock()):
+            return True
+        record = (str((current.get("metadata") or {}).get("resourceVersion", "")), state.holder)
+        now = self.monotonic()
+        if self._watched is None or self._watched[0] != record:
+            self._watched = (record, now)
+            return False
+        return now - self._watched[1] >= state.duration
 
     def try_acquire(self) -> bool:
         """Take (or renew) the Lease if it is free, expired or ours; False when someone else has it."""
@@ -94,7 +126,7 @@ class SchedulingLease:
                 return False  # another client created it first
             return True
         state = LeaseState.of(current)
-        if state.holder != self.holder and not state.expired(now):
+        if state.holder not in ("", self.holder) and not self._gone(current, state):
             return False
         if state.holder == self.holder:
             spec["acquireTime"] = (current.get("spec") or {}).get("acquireTime") or spec["acquireTime"]
@@ -104,6 +136,14 @@ class SchedulingLease:
         except Conflict:
             return False  # someone renewed or took it between our read and our write
         return True
+
+    def renew(self) -> None:
+        """Renew a Lease this client holds; raise LeaseLost if another client has it now."""
+        if not self.try_acquire():
+            state = self.holder_now()
+            raise LeaseLost(f"the scheduling lease was taken over by {state.holder if state else 'another client'} "
+                            "during the pass; it stopped before writing anything more",
+                            hint="the pass took too long; the other client's pass carries on")
 
     def holder_now(self) -> LeaseState | None:
         try:

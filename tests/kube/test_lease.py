@@ -7,24 +7,33 @@ import threading
 
 import pytest
 
-from det_k8s.kube.lease import LeaseHeld, LeaseState, SchedulingLease
+from det_k8s.kube.lease import LeaseHeld, LeaseLost, LeaseState, SchedulingLease
 
 T0 = datetime.datetime(2026, 11, 21, 12, 0, tzinfo=datetime.UTC)
 
 
 class Clock:
+    """Wall time (what gets written into the Lease) and monotonic time (what a client watches with)."""
+
     def __init__(self) -> None:
         self.now = T0
+        self.mono = 1000.0
 
     def __call__(self) -> datetime.datetime:
         return self.now
 
+    def monotonic(self) -> float:
+        return self.mono
+
     def advance(self, seconds: float) -> None:
         self.now += datetime.timedelta(seconds=seconds)
+        self.mono += seconds
 
 
 def lease_for(cluster, holder: str, clock=None, duration: int = 30) -> SchedulingLease:
-    return SchedulingLease(cluster.connect(), "default", holder, duration=duration, clock=clock or Clock())
+    clock = clock or Clock()
+    return SchedulingLease(cluster.connect(), "default", holder, duration=duration, clock=clock,
+                           monotonic=clock.monotonic)
 
 
 def test_the_first_client_creates_and_holds_it(cluster):
@@ -36,25 +45,58 @@ def test_the_first_client_creates_and_holds_it(cluster):
     assert stored["spec"]["leaseDurationSeconds"] == 30
 
 
-def test_a_held_lease_refuses_others_until_it_expires(cluster):
+def test_a_held_lease_is_taken_over_once_watched_unchanged_for_its_duration(cluster):
     clock = Clock()
     alice, bob = lease_for(cluster, "alice", clock), lease_for(cluster, "bob", clock)
     assert alice.try_acquire()
+    assert not bob.try_acquire()  # bob starts watching
     clock.advance(29)
     assert not bob.try_acquire()
-    clock.advance(2)  # alice crashed and never renewed
+    clock.advance(2)  # alice crashed: bob has seen nothing change for 31 s on his own clock
     assert bob.try_acquire()
     assert cluster.api.get("leases", "det-k8s-scheduler")["spec"]["holderIdentity"] == "bob"
+
+
+def test_a_fresh_client_takes_over_a_lease_renewed_long_ago(cluster):
+    clock = Clock()
+    assert lease_for(cluster, "crashed", clock).try_acquire()
+    clock.advance(30 + 60 + 1)  # older than duration + skew allowance by any reasonable clock
+    assert lease_for(cluster, "newcomer", clock).try_acquire()
+
+
+def test_a_skewed_clock_alone_cannot_steal_a_live_lease(cluster):
+    alice_clock, bob_clock = Clock(), Clock()
+    bob_clock.advance(45)  # bob's clock runs 45 s ahead: by his clock alice's renewal looks 45 s old
+    alice, bob = lease_for(cluster, "alice", alice_clock), lease_for(cluster, "bob", bob_clock)
+    assert alice.try_acquire()
+    assert not bob.try_acquire()
+    bob_clock.advance(10)
+    alice_clock.advance(10)
+    alice.renew()  # alice is alive and renews: bob's watch starts again
+    bob_clock.advance(25)
+    assert not bob.try_acquire()
+
+
+def test_renew_raises_once_the_lease_was_taken_over(cluster):
+    clock = Clock()
+    alice, bob = lease_for(cluster, "alice", clock), lease_for(cluster, "bob", clock)
+    assert alice.try_acquire()
+    bob.try_acquire()
+    clock.advance(31)
+    assert bob.try_acquire()
+    with pytest.raises(LeaseLost, match="taken over by bob"):
+        alice.renew()
 
 
 def test_renewing_keeps_it(cluster):
     clock = Clock()
     alice, bob = lease_for(cluster, "alice", clock), lease_for(cluster, "bob", clock)
     assert alice.try_acquire()
-    clock.advance(25)
-    assert alice.try_acquire()  # renew
-    clock.advance(25)
     assert not bob.try_acquire()
+    clock.advance(25)
+    alice.renew()
+    clock.advance(25)
+    assert not bob.try_acquire()  # 50 s since bob began watching, but only 25 s since the last change
 
 
 def test_release_frees_it_at_once(cluster):
@@ -85,7 +127,7 @@ def test_held_raises_a_clear_error_when_it_stays_taken(cluster):
 def test_two_clients_racing_for_it_exactly_one_wins(cluster, round_):
     clock = Clock()
     lease_for(cluster, "crashed", clock).try_acquire()
-    clock.advance(120)  # the old holder is long gone: both racers may take it over
+    clock.advance(120)  # the old holder is long gone (renewed 120 s ago): both racers may take it over
     racers = [lease_for(cluster, f"racer-{i}", clock) for i in range(2)]
     barrier = threading.Barrier(2)
     results: dict[str, bool] = {}
