@@ -6,9 +6,10 @@ Groups are decided one at a time in policy order (`order.FairOrder`). Each is
 2. placed if all of its pods fit the free capacity at once (best fit, `fit.Fitter`);
 3. with preemption, placed on the capacity whole lower-priority groups would free (`preempt`);
 4. otherwise it waits. The first waiting group that would fit once running det-k8s groups
-   finish *reserves* the nodes that will free up soonest (`reserve.Reservations`); later groups
-   of the pass backfill elsewhere or into the reservation's slack only, so small groups cannot
-   starve a large one (backfill only where it cannot delay the head).
+   finish, and has waited `policy.reserve_after` seconds, *reserves* the nodes that will free
+   up soonest (`reserve.Reservations`); later groups of the pass backfill elsewhere or into the
+   reservation's slack only, so small groups cannot starve a large one (backfill only where it
+   cannot delay the head). The time is an argument (`now`), so the pass stays deterministic.
 
 Capacity freed by this pass's victims is not free yet (their pods still run): only later
 preemptors may plan on it, since their pods are created once the victims are gone.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 
 from ..cluster.model import Snapshot
 from .capacity import Capacity
@@ -27,27 +29,29 @@ from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, Runnin
 from .order import FairOrder
 from .preempt import Evictions
 from .reasons import rejection, waiting
-from .reserve import Reservations
+from .reserve import Reservations, waited
 
 
 def schedule(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
-             running: Sequence[RunningGroup] | None = None) -> Plan:
+             running: Sequence[RunningGroup] | None = None, *, now: datetime | None = None) -> Plan:
     """Decide every queued group: placed (with its pods' nodes), waiting (why) or rejected (why).
 
-    `running` defaults to the det-k8s groups read from the snapshot's pod labels. Same input,
-    same plan.
+    `running` defaults to the det-k8s groups read from the snapshot's pod labels. `now` is the
+    time of the pass: a group has waited `now - submitted_at`. Without it no group has waited
+    long enough to reserve nodes (unless `policy.reserve_after` is 0). Same input, same plan.
     """
     ids = [group.id for group in queue]
     if len(set(ids)) != len(ids):
         raise ValueError("queued group ids must be unique")
-    return _Pass(snapshot, queue, policy, running_groups(snapshot.pods) if running is None else running).run()
+    return _Pass(snapshot, queue, policy, running_groups(snapshot.pods) if running is None else running, now).run()
 
 
 class _Pass:
     def __init__(self, snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
-                 running: Sequence[RunningGroup]) -> None:
+                 running: Sequence[RunningGroup], now: datetime | None = None) -> None:
         self.snapshot = snapshot
         self.policy = policy
+        self.now = now
         self.running = tuple(sorted(running, key=lambda g: g.id))
         self.nodes = Nodes(snapshot.nodes)
         self.capacity = Capacity(snapshot.nodes, snapshot.used)
@@ -104,7 +108,7 @@ class _Pass:
             return
         if self.policy.preemption and self.try_preempt(group, shapes):
             return
-        if self.policy.reservations and self.reservation.group is None:
+        if self.policy.reservations and self.reservation.group is None and self.starving(group):
             nodes = self.reservation.choose(shapes)
             if nodes:
                 self.wait(group, self.reason(group, shapes, ReasonCode.RESERVING, reserved_nodes=nodes))
@@ -115,6 +119,13 @@ class _Pass:
         self.wait(group, self.reason(group, shapes, code))
         if not self.policy.backfill:
             self.blocker = group
+
+    def starving(self, group: PodGroup) -> bool:
+        """Has the group waited long enough for the starvation guard to hold nodes for it?"""
+        if self.policy.reserve_after <= 0:
+            return True
+        age = waited(group, self.now)
+        return age is not None and age >= self.policy.reserve_after
 
     def never_fits(self, group: PodGroup, shapes: Sequence[Shape]) -> Reason | None:
         for shape in shapes:
