@@ -3,7 +3,9 @@
 Groups are decided one at a time in policy order (`order.FairOrder`). Each is
 
 1. rejected if it can never fit the eligible nodes' allocatable (unless autoscaling adds nodes);
-2. placed if all of its pods fit the free capacity at once (best fit, `fit.Fitter`);
+2. placed if all of its pods fit the free capacity at once (best fit, `fit.Fitter`), or into a
+   reservation's slack, or once the groups this pass placed since the last waiting group are
+   packed again around it (`repack.Repacker`: they move, never leave);
 3. with preemption, placed on the capacity whole lower-priority groups would free (`preempt`);
 4. otherwise it waits. The first waiting group that would fit once running det-k8s groups
    finish, and has waited `policy.reserve_after` seconds, *reserves* the nodes that will free
@@ -29,6 +31,7 @@ from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, Runnin
 from .order import FairOrder
 from .preempt import Evictions
 from .reasons import rejection, waiting
+from .repack import BUDGET_PER_POD, Repacker
 from .reserve import Reservations, waited
 
 
@@ -71,6 +74,9 @@ class _Pass:
         self.queued: list[PodGroup] = []  # waiting groups, in order: "who is ahead of me"
         self.reservation = Reservations(snapshot, self.running, self.fitter)
         self.blocker: PodGroup | None = None  # without backfill, the first waiting group stops the rest
+        self.by_id = {group.id: group for group in queue}
+        pods = sum(len(group.pods) for group in queue)
+        self.repacker = Repacker(self.fitter, BUDGET_PER_POD * (pods + len(snapshot.nodes)))
 
     def run(self) -> Plan:
         for group in self.order:
@@ -98,13 +104,25 @@ class _Pass:
                                          detail=self.blocker.experiment))
             return
         taken = self.fitter.try_place(shapes)
-        if taken is None and self.policy.backfill:
-            taken = self.reservation.backfill(shapes)
-            if taken is not None:
-                self.reservation.use(taken)
         if taken is not None:
             self.fitter.commit(taken)
             self.place(group, taken)
+            self.repacker.placed(group, shapes, taken)
+            return
+        if self.policy.backfill:
+            taken = self.reservation.backfill(shapes)
+            if taken is not None:
+                self.reservation.use(taken)
+                self.fitter.commit(taken)
+                self.place(group, taken)
+                return
+        moved = self.repacker.attempt(group, shapes)
+        if moved is not None:
+            for other, other_taken in moved.items():
+                if other != group.id:
+                    self.placements[other] = assign(self.by_id[other], other_taken)
+            self.place(group, moved[group.id])
+            self.repacker.placed(group, shapes, moved[group.id])
             return
         if self.policy.preemption and self.try_preempt(group, shapes):
             return
@@ -144,6 +162,7 @@ class _Pass:
     def wait(self, group: PodGroup, reason: Reason) -> None:
         self.waiting[group.id] = reason
         self.queued.append(group)
+        self.repacker.settle()
 
     def reason(self, group: PodGroup, shapes: Sequence[Shape], code: ReasonCode, *,
                reserved_nodes: tuple[str, ...] = (), detail: str = "") -> Reason:

@@ -197,8 +197,11 @@ def test_lower_priority_groups_never_change_what_higher_ones_get(cluster, queue,
     alone = schedule(cluster, upper, policy, now=NOW)
     for group in upper:
         assert alone.status(group.id) == full.status(group.id)
-        assert alone.placements.get(group.id) == full.placements.get(group.id)
         assert alone.preempting.get(group.id) == full.preempting.get(group.id)
+        # the same pods are placed; on which nodes may differ: a lower group may have the pass's own,
+        # not yet created placements packed again to make room (repack.py), never unplacing any
+        assert [pod for pod, _ in alone.placements.get(group.id, ())] == \
+            [pod for pod, _ in full.placements.get(group.id, ())]
     assert full.victims[: len(alone.victims)] == alone.victims
 
 
