@@ -174,6 +174,9 @@ def _scheduling(data: dict[str, Any], baseline: dict[str, Any] | None) -> list[s
     if baseline:
         header.append(f"plan at {baseline['ref']} (ratio)")
     lines += _table(header, rows)
+    lines += ["`json.load` in this process runs with the cycle collector on, as Python's default, in a process that",
+              "already holds earlier measurements' objects, so the collector costs more there than in a fresh one.",
+              ""]
     lean = next(r for r in data["plan_cli"] if r["style"] == "lean")
     phases = lean["phases"]
     total = _median(lean["plan"])
