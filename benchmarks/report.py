@@ -60,6 +60,8 @@ def render(results: dict[str, Any]) -> str:
               "compared with each other run interleaved, round by round); treat differences under ~10% as noise.",
               "Child processes use Python's bytecode caches, as after `pip install`.", ""]
     lines += _goals(results)
+    if baseline:
+        lines += _changes(results, baseline["ref"])
     if "scheduling" in results:
         lines += _scheduling(results["scheduling"], baseline)
     if "quality" in results:
@@ -133,6 +135,35 @@ def _goals(results: dict[str, Any]) -> list[str]:
                      f"{_x(ratio)}; heavy SDKs imported by --help and render: {', '.join(heavy) or 'none'}",
                      f"{_met(ratio <= HELP_GOAL)}; {_met(not heavy)}"])
     return ["## Goals", ""] + _table(["goal", "measured", "verdict"], rows)
+
+
+def _changes(results: dict[str, Any], ref: str) -> list[str]:
+    """Before (the baseline commit) and after, for what this run measured both ways."""
+    items = []
+    if "startup" in results:
+        timings = results["startup"]["timings"]
+        bare = _median(timings["python -c pass"])
+        for name in ("det-k8s --help", "det-k8s render"):
+            before, after = _median(timings[f"{name} (baseline)"]), _median(timings[name])
+            items.append(f"- `{name}`: {_s(before)} ({_x(before / bare)} python) -> {_s(after)} ({_x(after / bare)}): "
+                         + ("the cached root help" if "help" in name else "only the command's own module imported"))
+    if "scheduling" in results:
+        for row in results["scheduling"]["plan_cli"]:
+            if "plan_baseline" in row:
+                before, after = _median(row["plan_baseline"]), _median(row["plan"])
+                items.append(f"- `det-k8s plan`, {row['style']} objects: {_s(before)} -> {_s(after)} (memoised reading of "
+                             "pod resources and constraints, fewer imports)")
+    if "quality" in results and "quality_baseline" in results:
+        now, then = results["quality"]["policies"], results["quality_baseline"]["policies"]
+        items.append(
+            f"- placement quality, default policy on a fresh queue (order-free / priority-first): "
+            f"{then['default']['order_free']['mean']:.3f} / {then['default']['priority_first']['mean']:.3f} -> "
+            f"{now['default']['order_free']['mean']:.3f} / {now['default']['priority_first']['mean']:.3f}. Of that, "
+            f"`reserve_after` (no reservation for groups that have not waited) gives "
+            f"{then['reservations_off']['order_free']['mean']:.3f} / "
+            f"{then['reservations_off']['priority_first']['mean']:.3f} (what the older pass placed without reservations), "
+            "repacking the rest.")
+    return [f"## Before and after (at {ref} -> now)", "", *items, ""] if items else []
 
 
 # -- 1 ----------------------------------------------------------------------------------------------
