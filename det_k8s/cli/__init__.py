@@ -1,16 +1,25 @@
 """The command-line interface. `main` is the console script: it runs the Typer app and turns every
-det-k8s error into one `error:` line and an exit code, here and nowhere else."""
+det-k8s error into one `error:` line and an exit code, here and nowhere else.
+
+This module imports nothing beyond the standard library's core at load time: the root help is
+printed from a cache before anything else is imported (`root_help.py`), and a command builds
+an app holding only itself (`app.command_name`).
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
 
-from ..errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, DetK8sError, SettingsError
+TYPE_CHECKING = False  # typing itself is not imported: `det-k8s --help` must not pay for it
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ..errors import DetK8sError
 
 
 def _report(exc: DetK8sError) -> None:
+    from ..errors import SettingsError
     from . import output
 
     if isinstance(exc, SettingsError) and not exc.reported:
@@ -29,6 +38,8 @@ def run_guarded(invoke: Callable[[], object], *, debug: bool = False) -> int:
     """
     from typer import Abort
     from typer._click import exceptions as click_exceptions
+
+    from ..errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, DetK8sError
 
     try:
         result = invoke()
@@ -66,12 +77,17 @@ def run_guarded(invoke: Callable[[], object], *, debug: bool = False) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run det-k8s with `argv` (default: sys.argv[1:]) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    from .root_help import print_cached
+
+    code = print_cached(args)
+    if code is not None:
+        return code
     debug = "--debug" in args or os.environ.get("DET_K8S_DEBUG") == "1"
     from typer import main as typer_main
 
-    from .app import build_app
+    from .app import build_app, command_name
     from .options import GlobalOptions, set_current
 
     set_current(GlobalOptions())
-    command = typer_main.get_command(build_app())
+    command = typer_main.get_command(build_app(only=command_name(args)))
     return run_guarded(lambda: command.main(args=args, prog_name="det-k8s", standalone_mode=False), debug=debug)

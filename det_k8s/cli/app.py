@@ -1,19 +1,50 @@
-"""The Typer application: one module per command group, assembled here."""
+"""The Typer application: one module per command group, assembled here.
+
+Every command module is listed in `COMMANDS` and imported only when the app is built with it:
+`det-k8s render ...` builds an app holding just the root options and `render` (see
+`command_name`), so a command never pays for importing the other commands' modules. Help,
+usage errors and completion need every command and build the whole app.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
 
 from .. import __version__
-from . import chart_cmds, checkpoint, doctor, experiment, nodes, plan_cmd, pods, release, scheduler_cmd, status
 from .options import ContextOpt, DebugOpt, GlobalOptions, KubeconfigOpt, NamespaceOpt, VerboseOpt, set_current
 
 HELP = """det-k8s: run the Determined deep-learning platform on Kubernetes, safely.
 
 Render and validate the Determined chart, install and upgrade it with helm, and schedule
 distributed experiments all-or-nothing so they never deadlock the cluster."""
+
+# name -> (module in det_k8s.cli, attribute, help panel); the attribute is a command function, or a
+# Typer sub-app when it is called `app`. In this order in `det-k8s --help`.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "render": ("chart_cmds", "render", "Chart"),
+    "validate": ("chart_cmds", "validate", "Chart"),
+    "install": ("release", "install", "Release"),
+    "upgrade": ("release", "upgrade", "Release"),
+    "uninstall": ("release", "uninstall", "Release"),
+    "list": ("release", "list_releases", "Release"),
+    "status": ("status", "status", "Release"),
+    "pods": ("pods", "app", "Cluster"),
+    "nodes": ("nodes", "app", "Cluster"),
+    "plan": ("plan_cmd", "plan", "Scheduling"),
+    "experiment": ("experiment", "app", "Scheduling"),
+    "scheduler": ("scheduler_cmd", "app", "Scheduling"),
+    "doctor": ("doctor", "doctor", "Scheduling"),
+    "checkpoint": ("checkpoint", "check", "Storage"),
+}
+# Root options that take a value, and those that do not (as `root` below declares them).
+_VALUED = frozenset({"-n", "--namespace", "--kube-context", "--context", "--kubeconfig"})
+_FLAGS = frozenset({"-v", "--verbose", "--debug"})
+COMPLETION_VARIABLE = "_DET_K8S_COMPLETE"  # set by the shell completion scripts Typer installs
 
 
 def _version(value: bool) -> None:
@@ -22,7 +53,45 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-def build_app() -> typer.Typer:
+def command_name(args: Sequence[str]) -> str | None:
+    """The command `args` run, when that is certain; None means: build the whole app.
+
+    Only the root options spelled exactly as declared are skipped (`-n ml`, `--namespace=ml`,
+    `-vv`); anything else before the command (`--help`, `-nml`, an unknown option), an unknown
+    command, or shell completion gives None, so the answer is never a guess.
+    """
+    if os.environ.get(COMPLETION_VARIABLE):
+        return None
+    position = 0
+    while position < len(args):
+        arg = args[position]
+        if arg in _VALUED:
+            position += 2
+        elif arg in _FLAGS or (arg.startswith("--") and arg.partition("=")[0] in _VALUED and "=" in arg) or (
+                len(arg) > 1 and arg.strip("v") == "-"):
+            position += 1
+        elif arg.startswith("-"):
+            return None
+        else:
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def _add(app: typer.Typer, name: str) -> None:
+    module_name, attribute, panel = COMMANDS[name]
+    module = importlib.import_module(f"{__package__}.{module_name}")
+    if name == "checkpoint":
+        checkpoint_app = typer.Typer(name="checkpoint", help=module.HELP, no_args_is_help=True)
+        checkpoint_app.command("check")(module.check)
+        app.add_typer(checkpoint_app, rich_help_panel=panel)
+    elif attribute == "app":
+        app.add_typer(getattr(module, attribute), name=name, rich_help_panel=panel)
+    else:
+        app.command(name, rich_help_panel=panel)(getattr(module, attribute))
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The det-k8s app with every command, or with only the command `only` (see `command_name`)."""
     app = typer.Typer(
         name="det-k8s",
         help=HELP,
@@ -44,21 +113,6 @@ def build_app() -> typer.Typer:
     ) -> None:
         set_current(GlobalOptions(namespace, kube_context, kubeconfig, verbose, debug))
 
-    app.command("render", rich_help_panel="Chart")(chart_cmds.render)
-    app.command("validate", rich_help_panel="Chart")(chart_cmds.validate)
-    app.command("install", rich_help_panel="Release")(release.install)
-    app.command("upgrade", rich_help_panel="Release")(release.upgrade)
-    app.command("uninstall", rich_help_panel="Release")(release.uninstall)
-    app.command("list", rich_help_panel="Release")(release.list_releases)
-    app.command("status", rich_help_panel="Release")(status.status)
-    app.add_typer(pods.app, name="pods", rich_help_panel="Cluster")
-    app.add_typer(nodes.app, name="nodes", rich_help_panel="Cluster")
-    app.command("plan", rich_help_panel="Scheduling")(plan_cmd.plan)
-    app.add_typer(experiment.app, name="experiment", rich_help_panel="Scheduling")
-    app.add_typer(scheduler_cmd.app, name="scheduler", rich_help_panel="Scheduling")
-    app.command("doctor", rich_help_panel="Scheduling")(doctor.doctor)
-
-    checkpoint_app = typer.Typer(name="checkpoint", help=checkpoint.HELP, no_args_is_help=True)
-    checkpoint_app.command("check")(checkpoint.check)
-    app.add_typer(checkpoint_app, rich_help_panel="Storage")
+    for name in COMMANDS if only is None else (only,):
+        _add(app, name)
     return app

@@ -93,7 +93,7 @@ def create(
 ) -> None:
     """Submit an experiment: its pods start all together when they all fit, otherwise it waits in the queue."""
     from ..errors import ExperimentError
-    from ..kube.lease import LeaseHeld
+    from ..kube.lease import LeaseHeld, utcnow
     from ..kube.queue import QUEUED, RUNNING, QueueStore
     from ..kube.scheduler import dry_plan
     from ..kube.snapshot import read_snapshot
@@ -125,7 +125,7 @@ def create(
         policy = replace(policy, autoscaling=True)
     with output.spinner("reading the cluster"):
         snapshot = read_snapshot(api)
-        plan = dry_plan(snapshot, store.entries([QUEUED, RUNNING]), policy, extra=[group])
+        plan = dry_plan(snapshot, store.entries([QUEUED, RUNNING]), policy, extra=[group], now=utcnow())
     if group.id in plan.rejected:
         raise Unschedulable(f"{experiment.name} can never run here: {describe(plan.rejected[group.id])}",
                             hint="use fewer slots, or --autoscaling if nodes will be added")
@@ -191,6 +191,7 @@ def _entry_data(entry: QueueEntry, position: int | None = None, reason: str | No
 
 
 def _fresh_plan(api: KubeApi, entries: list[QueueEntry]) -> Plan:
+    from ..kube.lease import utcnow
     from ..kube.queue import QUEUED, RUNNING
     from ..kube.scheduler import dry_plan
     from ..kube.snapshot import read_snapshot
@@ -198,7 +199,7 @@ def _fresh_plan(api: KubeApi, entries: list[QueueEntry]) -> Plan:
 
     with output.spinner("reading the cluster"):
         return dry_plan(read_snapshot(api), [e for e in entries if e.state in (QUEUED, RUNNING)],
-                        effective_policy(api))
+                        effective_policy(api), now=utcnow())
 
 
 @app.command("list")

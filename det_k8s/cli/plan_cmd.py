@@ -23,7 +23,7 @@ def plan(
         help="Experiment config files (Determined's keys), taken as submitted at once, in this order.")],
     snapshot_file: Annotated[Path, typer.Option(
         "--snapshot", metavar="FILE", show_default=False,
-        help="Nodes and pods as `kubectl get nodes,pods -A -o yaml` (or -o json) prints them.")],
+        help="Nodes and pods as `kubectl get nodes,pods -A -o json` (or -o yaml, far slower to read) prints them.")],
     values: ValuesOpt = None,
     set_: SetOpt = None,
     set_string: SetStringOpt = None,

@@ -1,8 +1,8 @@
 """What `det-k8s plan` does: read the snapshot, settings and experiments, plan one pass, print it.
 
 The experiments are taken as if submitted at once, in argument order, to an empty queue; one
-scheduling pass runs on the snapshot with the same core the live scheduler uses. Nothing talks
-to a cluster.
+scheduling pass runs on the snapshot with the same core the live scheduler uses, at the moment
+of submission (so none has waited long enough to reserve nodes). Nothing talks to a cluster.
 """
 
 from __future__ import annotations
@@ -99,8 +99,10 @@ def read_experiments(paths: Sequence[Path]) -> list[Experiment]:
     return [item.get() for item in parsed]
 
 
-def build_entries(experiments: Sequence[Experiment], settings: Settings, user: str) -> list[Entry]:
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def build_entries(experiments: Sequence[Experiment], settings: Settings, user: str,
+                  submitted: datetime) -> list[Entry]:
+    """The experiments as groups submitted together at `submitted`, in argument order."""
+    now = submitted.strftime("%Y-%m-%dT%H:%M:%SZ")
     entries = []
     for sequence, experiment in enumerate(experiments):
         seed = f"{sequence}\0{experiment.name}"  # stable however the file was named
@@ -169,12 +171,13 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[Path]
         snapshot = load_snapshot(snapshot_file)
         settings = plan_settings(values, sets, set_strings, snapshot)
         submitter = user or os.environ.get("USER") or "unknown"
-        entries = build_entries(read_experiments(experiments), settings, submitter)
+        now = datetime.now(UTC).replace(microsecond=0)
+        entries = build_entries(read_experiments(experiments), settings, submitter, now)
         policy = Policy(preemption=preemption or settings.default_scheduler == "preemption",
                         autoscaling=autoscaling)
         running = {g.id: g for g in running_groups(snapshot.pods)}
         queue = [e.group for e in entries if e.group is not None]
-        result = schedule(snapshot, queue, policy, tuple(running.values()))
+        result = schedule(snapshot, queue, policy, tuple(running.values()), now=now)  # just submitted: no reservation
     show(entries, result, running, output_format)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -70,6 +70,9 @@ def policy(
         "--autoscaling/--no-autoscaling", help="Nodes may be added: groups larger than the cluster wait.")] = None,
     backfill: Annotated[bool | None, typer.Option(
         "--backfill/--strict-order", help="Let smaller groups start where they cannot delay the head.")] = None,
+    reserve_after: Annotated[float | None, typer.Option(
+        "--reserve-after", min=0.0, metavar="SECONDS",
+        help="Seconds a group waits before nodes are reserved for it (default 300; 0: at once).")] = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Show the namespace's scheduling policy; with options, change it for every client."""
@@ -92,8 +95,9 @@ def policy(
             weights.pop(user, None)
         else:
             weights[user] = amount
-    changes = {k: v for k, v in {"preemption": preemption, "autoscaling": autoscaling, "backfill": backfill}.items()
-               if v is not None}
+    given: dict[str, bool | float | None] = {"preemption": preemption, "autoscaling": autoscaling,
+                                             "backfill": backfill, "reserve_after": reserve_after}
+    changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     new = replace(current_policy, weights=weights, **changes)
     if new != current_policy:
         write_policy(api, api.namespace, new)
@@ -103,5 +107,5 @@ def policy(
         output.data(data, output_format)
         return
     output.key_values({"Preemption": data["preemption"], "Backfill": data["backfill"],
-                       "Autoscaling": data["autoscaling"],
+                       "Autoscaling": data["autoscaling"], "Reserve after": f"{new.reserve_after:g}s",
                        "Weights": ", ".join(f"{u}={w:g}" for u, w in sorted(new.weights.items())) or "all 1"})

@@ -3,6 +3,13 @@
 Effective pod requests follow Kubernetes: a container's limit stands in for a missing request;
 the pod asks for max(sum of app containers + sidecars, the largest init container + the sidecars
 started before it) plus the RuntimeClass overhead.
+
+A 30,000-pod snapshot repeats a few dozen distinct pod templates, so the two costly readings
+are memoised by value: a container's resources (the common single-container pod takes a fast
+path to it) and a pod's constraints without node affinity. Only inputs made of plain strings
+are remembered (what the API returns), so a memo hit is always what reading afresh would give;
+anything else is read the long way. Results are fresh dicts or frozen values: nothing shared
+can be changed by a caller.
 """
 
 from __future__ import annotations
@@ -12,13 +19,32 @@ from typing import Any
 
 from ..errors import InputError
 from ..quantity import QuantityError, format_milli, parse_milli
-from .model import PODS, Constraints, Node, Pod, Requirement, Resources, Snapshot, Taint, Toleration
+from .model import (
+    NO_CONSTRAINTS,
+    PODS,
+    Constraints,
+    Node,
+    Pod,
+    Requirement,
+    Resources,
+    Snapshot,
+    Taint,
+    Toleration,
+)
 
 DEFAULT_MAX_PODS = 110  # kubelet's default when a node object does not say
+MEMO_LIMIT = 4096  # distinct entries kept per memo; beyond that, new shapes are read without memo
+
+_RESOURCES_MEMO: dict[tuple[Any, ...], dict[str, int]] = {}
+_CONSTRAINTS_MEMO: dict[tuple[Any, ...], Constraints] = {}
+
+
+def _is_mapping(raw: Any) -> bool:
+    return type(raw) is dict or isinstance(raw, Mapping)  # the exact-type test skips the slow ABC check
 
 
 def _quantities(raw: Any, where: str) -> dict[str, int]:
-    if not isinstance(raw, Mapping):
+    if not _is_mapping(raw):
         return {}
     out: dict[str, int] = {}
     for name, text in raw.items():
@@ -29,17 +55,41 @@ def _quantities(raw: Any, where: str) -> dict[str, int]:
     return out
 
 
+def _all_strings(items: tuple[Any, ...]) -> bool:
+    """True when every (key, value) pair is made of str: only such inputs are memoised."""
+    return all(type(key) is str and type(value) is str for key, value in items)
+
+
 def container_requests(container: Mapping[str, Any], where: str) -> dict[str, int]:
     """A container's requests, with limits standing in for missing requests (API defaulting)."""
     resources = container.get("resources") or {}
-    requests = _quantities(resources.get("requests"), where)
-    for name, amount in _quantities(resources.get("limits"), where).items():
+    raw_requests, raw_limits = resources.get("requests"), resources.get("limits")
+    key: tuple[Any, ...] | None = None
+    if (raw_requests is None or type(raw_requests) is dict) and (raw_limits is None or type(raw_limits) is dict):
+        key = (tuple(raw_requests.items()) if raw_requests else (), tuple(raw_limits.items()) if raw_limits else ())
+        found = _RESOURCES_MEMO.get(key)
+        if found is not None:
+            return dict(found)
+    requests = _quantities(raw_requests, where)
+    for name, amount in _quantities(raw_limits, where).items():
         requests.setdefault(name, amount)
+    if key is not None and len(_RESOURCES_MEMO) < MEMO_LIMIT and _all_strings(key[0]) and _all_strings(key[1]):
+        _RESOURCES_MEMO[key] = dict(requests)
     return requests
 
 
 def effective_requests(spec: Mapping[str, Any], where: str = "pod") -> dict[str, int]:
     """The pod's effective request per resource, as kube-scheduler computes it."""
+    containers = spec.get("containers")
+    if (type(containers) is list and len(containers) == 1 and type(containers[0]) is dict
+            and not spec.get("initContainers") and not spec.get("overhead")):
+        # one app container, nothing else: its requests are the pod's (the general rule below, shortened)
+        return {name: amount for name, amount in container_requests(containers[0], where).items() if amount}
+    return _effective_requests(spec, where)
+
+
+def _effective_requests(spec: Mapping[str, Any], where: str) -> dict[str, int]:
+    """The general rule: app containers, sidecars, init containers and overhead."""
     apps: dict[str, int] = {}
     for container in spec.get("containers") or ():
         for name, amount in container_requests(container, where).items():
@@ -73,6 +123,27 @@ def _requirements(raw: Any) -> tuple[Requirement, ...]:
 
 def constraints_from_spec(spec: Mapping[str, Any]) -> Constraints:
     """nodeSelector, required node affinity and tolerations of a pod spec."""
+    selector, tolerations = spec.get("nodeSelector"), spec.get("tolerations")
+    if spec.get("affinity") or not (selector is None or type(selector) is dict) or not (
+            tolerations is None or type(tolerations) is list):
+        return _constraints(spec)
+    if not selector and not tolerations:
+        return NO_CONSTRAINTS
+    try:
+        key = (tuple(selector.items()) if selector else (),
+               tuple((t.get("key"), t.get("operator"), t.get("value"), t.get("effect")) for t in tolerations or ()))
+    except AttributeError:  # a toleration that is not a mapping: the long way skips it
+        return _constraints(spec)
+    found = _CONSTRAINTS_MEMO.get(key)
+    if found is None:
+        found = _constraints(spec)
+        if (len(_CONSTRAINTS_MEMO) < MEMO_LIMIT and _all_strings(key[0])
+                and all(value is None or type(value) is str for fields in key[1] for value in fields)):
+            _CONSTRAINTS_MEMO[key] = found
+    return found
+
+
+def _constraints(spec: Mapping[str, Any]) -> Constraints:
     selector = spec.get("nodeSelector") or {}
     affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution") or {}

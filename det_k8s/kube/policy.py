@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 
 from ..errors import NotFound
-from ..scheduling.model import Policy
+from ..scheduling.model import DEFAULT_RESERVE_AFTER, Policy
 from .api import KubeApi
 from .kinds import CONFIGMAPS
 
@@ -28,12 +28,13 @@ def read_policy(api: KubeApi, namespace: str) -> Policy:
     return Policy(preemption=bool(raw.get("preemption", False)),
                   weights={str(k): float(v) for k, v in (raw.get("weights") or {}).items()},
                   autoscaling=bool(raw.get("autoscaling", False)),
-                  backfill=bool(raw.get("backfill", True)))
+                  backfill=bool(raw.get("backfill", True)),
+                  reserve_after=float(raw.get("reserve_after", DEFAULT_RESERVE_AFTER)))
 
 
 def policy_data(policy: Policy) -> dict[str, object]:
     return {"preemption": policy.preemption, "weights": dict(policy.weights), "autoscaling": policy.autoscaling,
-            "backfill": policy.backfill}
+            "backfill": policy.backfill, "reserve_after": policy.reserve_after}
 
 
 def write_policy(api: KubeApi, namespace: str, policy: Policy) -> None:

@@ -95,7 +95,7 @@ class LiveScheduler:
                 entries[entry.id] = self._note(entry, report.waiting[entry.id], report)
                 continue
             queue.append(group_from_dict(entry.group))
-        plan = schedule(snapshot, queue, self.policy)
+        plan = schedule(snapshot, queue, self.policy, now=self.clock())
         report.plan = plan
         self._evict(plan, entries, by_group, report)
         for group_id, placement in plan.placements.items():
@@ -210,7 +210,7 @@ def _pinned(manifest: Mapping[str, Any], nodes: Mapping[str, str]) -> dict[str, 
 
 
 def dry_plan(snapshot: Snapshot, entries: Sequence[QueueEntry], policy: Policy,
-             extra: Sequence[PodGroup] = ()) -> Plan:
-    """The plan a pass would make now, without writing anything (list, describe, create --dry-run)."""
+             extra: Sequence[PodGroup] = (), *, now: datetime.datetime) -> Plan:
+    """The plan a pass would make at `now`, without writing anything (list, describe, create --dry-run)."""
     queue = [group_from_dict(e.group) for e in entries if e.state == QUEUED] + list(extra)
-    return schedule(snapshot, queue, policy)
+    return schedule(snapshot, queue, policy, now=now)

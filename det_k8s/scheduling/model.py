@@ -14,6 +14,7 @@ from typing import NamedTuple
 from ..cluster.model import GPU, NO_CONSTRAINTS, Constraints, Resources
 
 DEFAULT_PRIORITY = 50  # Determined on Kubernetes: higher is more important, 50 when unset
+DEFAULT_RESERVE_AFTER = 300.0  # seconds a group waits before the starvation guard reserves nodes for it
 
 
 def total_of(requests: Iterable[Resources]) -> dict[str, int]:
@@ -90,9 +91,11 @@ class Policy:
     """How one pass decides.
 
     `weights` are fair-share weights per user (default `default_weight`). `reservations` is the
-    starvation guard: the first group that fits the cluster but not its free capacity reserves
-    nodes that smaller groups may not take. `backfill=False` is strict order: nothing is placed
-    after the first group that has to wait.
+    starvation guard: the first group that fits the cluster but not its free capacity, and has
+    waited at least `reserve_after` seconds since it was submitted, reserves nodes that smaller
+    groups may not take. Starving takes time: a group that has just arrived reserves nothing, so
+    capacity is not held idle for it while it may still fit on the next pass (0 reserves at once).
+    `backfill=False` is strict order: nothing is placed after the first group that has to wait.
     """
 
     preemption: bool = False
@@ -101,6 +104,7 @@ class Policy:
     backfill: bool = True
     reservations: bool = True
     default_weight: float = 1.0
+    reserve_after: float = DEFAULT_RESERVE_AFTER
 
     def weight(self, user: str) -> float:
         return float(self.weights.get(user, self.default_weight))

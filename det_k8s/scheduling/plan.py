@@ -3,12 +3,15 @@
 Groups are decided one at a time in policy order (`order.FairOrder`). Each is
 
 1. rejected if it can never fit the eligible nodes' allocatable (unless autoscaling adds nodes);
-2. placed if all of its pods fit the free capacity at once (best fit, `fit.Fitter`);
+2. placed if all of its pods fit the free capacity at once (best fit, `fit.Fitter`), or into a
+   reservation's slack, or once the groups this pass placed since the last waiting group are
+   packed again around it (`repack.Repacker`: they move, never leave);
 3. with preemption, placed on the capacity whole lower-priority groups would free (`preempt`);
 4. otherwise it waits. The first waiting group that would fit once running det-k8s groups
-   finish *reserves* the nodes that will free up soonest (`reserve.Reservations`); later groups
-   of the pass backfill elsewhere or into the reservation's slack only, so small groups cannot
-   starve a large one (backfill only where it cannot delay the head).
+   finish, and has waited `policy.reserve_after` seconds, *reserves* the nodes that will free
+   up soonest (`reserve.Reservations`); later groups of the pass backfill elsewhere or into the
+   reservation's slack only, so small groups cannot starve a large one (backfill only where it
+   cannot delay the head). The time is an argument (`now`), so the pass stays deterministic.
 
 Capacity freed by this pass's victims is not free yet (their pods still run): only later
 preemptors may plan on it, since their pods are created once the victims are gone.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 
 from ..cluster.model import Snapshot
 from .capacity import Capacity
@@ -27,27 +31,30 @@ from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, Runnin
 from .order import FairOrder
 from .preempt import Evictions
 from .reasons import rejection, waiting
-from .reserve import Reservations
+from .repack import BUDGET_PER_POD, Repacker
+from .reserve import Reservations, waited
 
 
 def schedule(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
-             running: Sequence[RunningGroup] | None = None) -> Plan:
+             running: Sequence[RunningGroup] | None = None, *, now: datetime | None = None) -> Plan:
     """Decide every queued group: placed (with its pods' nodes), waiting (why) or rejected (why).
 
-    `running` defaults to the det-k8s groups read from the snapshot's pod labels. Same input,
-    same plan.
+    `running` defaults to the det-k8s groups read from the snapshot's pod labels. `now` is the
+    time of the pass: a group has waited `now - submitted_at`. Without it no group has waited
+    long enough to reserve nodes (unless `policy.reserve_after` is 0). Same input, same plan.
     """
     ids = [group.id for group in queue]
     if len(set(ids)) != len(ids):
         raise ValueError("queued group ids must be unique")
-    return _Pass(snapshot, queue, policy, running_groups(snapshot.pods) if running is None else running).run()
+    return _Pass(snapshot, queue, policy, running_groups(snapshot.pods) if running is None else running, now).run()
 
 
 class _Pass:
     def __init__(self, snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
-                 running: Sequence[RunningGroup]) -> None:
+                 running: Sequence[RunningGroup], now: datetime | None = None) -> None:
         self.snapshot = snapshot
         self.policy = policy
+        self.now = now
         self.running = tuple(sorted(running, key=lambda g: g.id))
         self.nodes = Nodes(snapshot.nodes)
         self.capacity = Capacity(snapshot.nodes, snapshot.used)
@@ -67,6 +74,9 @@ class _Pass:
         self.queued: list[PodGroup] = []  # waiting groups, in order: "who is ahead of me"
         self.reservation = Reservations(snapshot, self.running, self.fitter)
         self.blocker: PodGroup | None = None  # without backfill, the first waiting group stops the rest
+        self.by_id = {group.id: group for group in queue}
+        pods = sum(len(group.pods) for group in queue)
+        self.repacker = Repacker(self.fitter, BUDGET_PER_POD * (pods + len(snapshot.nodes)))
 
     def run(self) -> Plan:
         for group in self.order:
@@ -94,17 +104,29 @@ class _Pass:
                                          detail=self.blocker.experiment))
             return
         taken = self.fitter.try_place(shapes)
-        if taken is None and self.policy.backfill:
-            taken = self.reservation.backfill(shapes)
-            if taken is not None:
-                self.reservation.use(taken)
         if taken is not None:
             self.fitter.commit(taken)
             self.place(group, taken)
+            self.repacker.placed(group, shapes, taken)
+            return
+        if self.policy.backfill:
+            taken = self.reservation.backfill(shapes)
+            if taken is not None:
+                self.reservation.use(taken)
+                self.fitter.commit(taken)
+                self.place(group, taken)
+                return
+        moved = self.repacker.attempt(group, shapes)
+        if moved is not None:
+            for other, other_taken in moved.items():
+                if other != group.id:
+                    self.placements[other] = assign(self.by_id[other], other_taken)
+            self.place(group, moved[group.id])
+            self.repacker.placed(group, shapes, moved[group.id])
             return
         if self.policy.preemption and self.try_preempt(group, shapes):
             return
-        if self.policy.reservations and self.reservation.group is None:
+        if self.policy.reservations and self.reservation.group is None and self.starving(group):
             nodes = self.reservation.choose(shapes)
             if nodes:
                 self.wait(group, self.reason(group, shapes, ReasonCode.RESERVING, reserved_nodes=nodes))
@@ -115,6 +137,13 @@ class _Pass:
         self.wait(group, self.reason(group, shapes, code))
         if not self.policy.backfill:
             self.blocker = group
+
+    def starving(self, group: PodGroup) -> bool:
+        """Has the group waited long enough for the starvation guard to hold nodes for it?"""
+        if self.policy.reserve_after <= 0:
+            return True
+        age = waited(group, self.now)
+        return age is not None and age >= self.policy.reserve_after
 
     def never_fits(self, group: PodGroup, shapes: Sequence[Shape]) -> Reason | None:
         for shape in shapes:
@@ -133,6 +162,7 @@ class _Pass:
     def wait(self, group: PodGroup, reason: Reason) -> None:
         self.waiting[group.id] = reason
         self.queued.append(group)
+        self.repacker.settle()
 
     def reason(self, group: PodGroup, shapes: Sequence[Shape], code: ReasonCode, *,
                reserved_nodes: tuple[str, ...] = (), detail: str = "") -> Reason:

@@ -1,8 +1,10 @@
-"""The starvation guard: nodes held for the first group that waits although it would fit.
+"""The starvation guard: nodes held for the first group that has waited long although it would fit.
 
 A group that fits the eligible nodes' allocatable but not their free capacity would starve if
-smaller groups kept taking every GPU that frees up. The first such group of a pass reserves the
-nodes that will free up soonest (most free first) until, once the det-k8s groups on them finish,
+smaller groups kept taking every GPU that frees up. Starving takes time, though: a group that
+has just arrived may fit on the next pass, and holding nodes idle for it would only waste them.
+So the first such group of a pass that has waited `Policy.reserve_after` seconds (`waited`)
+reserves the nodes that will free up soonest (most free first) until, once the det-k8s groups on them finish,
 it fits there. Later groups of the pass backfill elsewhere, or into the reservation's *slack*:
 capacity it holds beyond what the starved group needs, counting every backfilled pod as if it
 never left, so backfilling cannot delay it (conservative backfill, without runtime estimates).
@@ -14,12 +16,28 @@ without it, nothing is reserved (that would block others for nothing).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from ..cluster.model import Snapshot
 from .capacity import Capacity, Demand, count
 from .fit import Fitter, Shape, Signature, Taken
 from .model import PodGroup, RunningGroup
 from .preempt import with_pod
+
+
+def waited(group: PodGroup, now: datetime | None) -> float | None:
+    """Seconds since the group was submitted (RFC 3339 `submitted_at`), or None when not known."""
+    if now is None or not group.submitted_at:
+        return None
+    try:
+        submitted = datetime.fromisoformat(group.submitted_at)
+    except ValueError:
+        return None
+    if submitted.tzinfo is None:
+        submitted = submitted.replace(tzinfo=UTC)
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    return (now - submitted).total_seconds()
 
 
 class Reservations:

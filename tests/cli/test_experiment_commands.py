@@ -235,5 +235,16 @@ def test_policy_is_stored_for_every_client(run_cli, cluster):
     assert run_cli("scheduler", "policy", "--preemption", "--weight", "alice=2", "--weight", "bob=0.5").code == 0
     shown = json.loads(run_cli("scheduler", "policy", "-o", "json").out)
     assert shown == {"preemption": True, "weights": {"alice": 2.0, "bob": 0.5}, "autoscaling": False,
-                     "backfill": True}
+                     "backfill": True, "reserve_after": 300.0}
     assert run_cli("scheduler", "policy", "--weight", "alice").code == 2
+
+
+def test_reserve_after_is_part_of_the_stored_policy(run_cli, cluster):
+    from det_k8s.kube.policy import read_policy
+
+    assert run_cli("scheduler", "policy", "--reserve-after", "0").code == 0
+    assert read_policy(cluster.connect(), "default").reserve_after == 0
+    table = run_cli("scheduler", "policy", "--reserve-after", "900")
+    assert "Reserve after: 900s" in table.out
+    assert read_policy(cluster.connect(), "default").reserve_after == 900
+    assert run_cli("scheduler", "policy", "--reserve-after", "-1").code == 2

@@ -91,7 +91,7 @@ def test_slots_that_do_not_divide_are_rejected_with_the_reason(run_cli, tmp_path
     assert data["experiments"][1]["status"] == "placed"
 
 
-def test_why_pending_on_the_mixed_cluster_names_exclusions_and_the_reservation(run_cli):
+def test_why_pending_on_the_mixed_cluster_names_exclusions_and_reserves_nothing_for_new_groups(run_cli):
     data = plan_json(
         run_cli,
         EXPERIMENTS / "distributed-16gpu.yaml",
@@ -103,7 +103,8 @@ def test_why_pending_on_the_mixed_cluster_names_exclusions_and_the_reservation(r
     )
     big, small = data["experiments"]
     assert big["status"] == small["status"] == "queued"
-    assert "reserved gpu-2" in big["reason"]
+    assert "largest free blocks: gpu-2 2" in big["reason"]
+    assert "reserved" not in big["reason"]  # just submitted: it has not waited reserve_after yet
     assert (
         "5 nodes excluded: 1 cordoned, 1 not ready, 1 taint dedicated=inference:NoSchedule, "
         "1 taint node-role.kubernetes.io/control-plane:NoSchedule, 1 no nvidia.com/gpu"

@@ -104,3 +104,20 @@ def test_victims_are_requeued_not_lost(twelve_gpus):
     entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
     assert entry.state == "queued" and entry.attempts == 0
     assert "preempted by bbbb0002" in entry.reason
+
+
+def test_a_live_pass_reserves_only_for_a_group_that_has_waited_reserve_after(twelve_gpus):
+    import datetime
+
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    submit(cluster, "bbbb0002", 12, 2)  # both submitted at 12:00:00
+
+    def pass_at(minute: int, second: int):
+        moment = datetime.datetime(2026, 11, 21, 12, minute, second, tzinfo=datetime.UTC)
+        return LiveScheduler(cluster.connect(), "default", Policy(), "c", clock=lambda: moment).run_pass().plan
+
+    first = pass_at(0, 10)
+    assert set(first.placements) == {"aaaa0001"} and first.reservations == {}
+    assert pass_at(4, 59).reservations == {}
+    assert set(pass_at(5, 0).reservations) == {"bbbb0002"}  # 300 s after submission

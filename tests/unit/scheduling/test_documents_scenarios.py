@@ -20,7 +20,7 @@ def test_a_16_gpu_task_on_three_4_gpu_nodes_is_rejected_with_both_numbers():
 
 
 def test_with_autoscaling_the_16_gpu_task_waits_for_nodes_instead():
-    plan = schedule(THREE_4GPU_NODES, [gang("big", 4, 4)], Policy(autoscaling=True))
+    plan = schedule(THREE_4GPU_NODES, [gang("big", 4, 4)], Policy(autoscaling=True, reserve_after=0))
     assert plan.waiting["big"].code is ReasonCode.WAITING_FOR_NODES
     assert "autoscaler" in describe(plan.waiting["big"])
     assert plan.reservations == {}  # it reserves nothing: the nodes it needs do not exist yet

@@ -1,0 +1,97 @@
+"""The benchmark harness runs end to end on tiny sizes and writes well-formed results (never judging speed).
+
+`python -m benchmarks --quick` exercises every benchmark: snapshot generation, the pass and the
+`plan` command, the exact optimum (HiGHS, in the test extra for this), the contention simulation,
+submission against the API emulator in its own process, and start-up. What is checked is the shape of
+the data and the behaviour it records (whole groups, no deadlock for det-k8s, no heavy SDK at
+start-up), not how long anything took.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory):
+    data = tmp_path_factory.mktemp("bench")
+    out = data / "RESULTS.md"
+    result = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--data", str(data), "--out", str(out)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((data / "results-quick.json").read_text()), out.read_text()
+
+
+def timing(entry) -> bool:
+    return entry["runs"] >= 1 and 0 < entry["min"] <= entry["median"]
+
+
+pytestmark = pytest.mark.emulator
+
+
+def test_the_report_has_the_machine_every_section_and_a_verdict_per_goal(quick_run):
+    results, report = quick_run
+    assert results["quick"] is True and results["machine"]["cores"] >= 1 and results["machine"]["python"]
+    for heading in ("## Goals", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## Against the published anchors"):
+        assert heading in report, heading
+    goals = report.split("## Goals")[1].split("## 1.")[0].splitlines()
+    rows = [line for line in goals if line.startswith("| ") and line[2].isdigit()]
+    assert [row[2] for row in rows] == ["1", "2", "3", "4", "5"]
+    assert all("**met**" in row or "**not met**" in row for row in rows if not row.startswith("| 4."))
+    assert "Quick run" in report
+
+
+def test_the_scheduling_benchmark_times_every_size_and_the_whole_command(quick_run):
+    data = quick_run[0]["scheduling"]
+    config = quick_run[0]["configs"]["scheduling"]
+    assert [(r["nodes"], r["groups"]) for r in data["passes"]] == [
+        (n, g) for n in config["pass_nodes"] for g in config["pass_groups"]]
+    for row in data["passes"]:
+        assert all(timing(row[key]) for key in ("json_load", "json_load_gc_paused", "build_snapshot", "schedule"))
+        assert row["placed"] + row["waiting"] + row["rejected"] == row["groups"]
+    assert {r["style"] for r in data["plan_cli"]} == {"lean", "kubectl"}
+    for row in data["plan_cli"]:
+        assert timing(row["plan"]) and timing(row["json_load_process"])
+        assert set(row["phases"]) >= {"read_and_parse", "build_snapshot", "schedule"}
+    assert timing(data["yaml"]["yaml"]) and timing(data["yaml"]["json"])
+
+
+def test_quality_is_scored_against_both_optima_and_no_plan_is_partial(quick_run):
+    data = quick_run[0]["quality"]
+    assert data["scored"] + data["skipped_no_room"] == data["instances"] and data["scored"] > 0
+    assert set(data["policies"]) == {"default", "guard_engaged", "reservations_off"}
+    for summary in data["policies"].values():
+        assert summary["partial_groups"] == 0 and summary["overcommitted_nodes"] == 0
+        for optimum in ("order_free", "priority_first"):
+            assert 0 <= summary[optimum]["worst"] <= summary[optimum]["mean"] <= 1
+
+
+def test_contention_shows_the_documents_deadlocks_for_per_pod_placement_only(quick_run):
+    data = quick_run[0]["contention"]
+    assert len(data["documents"]) == 2 and len(data["traces"]) == 1
+    for case in data["documents"] + data["traces"]:
+        for ours in (case["det_k8s"], case["det_k8s_no_guard"]):
+            assert ours["jobs_ever_partial"] == ours["broken_plans"] == 0 and not ours["deadlocked"]
+            assert ours["partial_gpu_hours"] == 0
+    for case in data["documents"]:
+        assert case["per_pod"]["deadlocked"] and case["per_pod"]["partial_gpu_hours"] > 0
+
+
+def test_submission_creates_the_group_for_each_worker_count(quick_run):
+    data = quick_run[0]["submission"]
+    rows = data["series"][0]["rows"]
+    assert [r["workers"] for r in rows] == quick_run[0]["configs"]["submission"]["workers"]
+    assert all(r["pods_per_second"] > 0 and r["partial_window_ms"] >= 0 for r in rows)
+
+
+def test_startup_times_the_commands_and_finds_no_heavy_sdk(quick_run):
+    data = quick_run[0]["startup"]
+    assert set(data["timings"]) == {"python -c pass", "det-k8s --help", "det-k8s render"}
+    assert all(timing(t) for t in data["timings"].values())
+    assert data["heavy_sdks_imported"] == {"det-k8s --help": [], "det-k8s render": []}

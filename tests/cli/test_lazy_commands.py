@@ -1,0 +1,78 @@
+"""A command builds an app holding only itself; what the user sees is the same as with the whole app."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+
+import pytest
+from typer import main as typer_main
+
+from det_k8s.cli.app import COMMANDS, COMPLETION_VARIABLE, build_app, command_name
+from tests.conftest import ROOT
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["render", "-f", "x"], "render"),
+        (["-n", "ml", "pods", "list"], "pods"),
+        (["--namespace=ml", "--debug", "-vv", "plan", "--help"], "plan"),
+        (["--kube-context", "c", "--kubeconfig", "k", "experiment", "list"], "experiment"),
+        (["-n", "render", "nodes", "list"], "nodes"),  # "render" is the namespace here
+        (["-nml", "pods"], None),  # attached values are not guessed at
+        (["-vn", "ml", "pods"], None),
+        (["--help"], None),
+        (["--version"], None),
+        (["rendr"], None),  # unknown: the whole app suggests the right name
+        ([], None),
+        (["-n"], None),
+    ],
+)
+def test_the_command_is_found_only_when_certain(args, expected):
+    assert command_name(args) == expected
+
+
+def test_shell_completion_gets_the_whole_app(monkeypatch):
+    monkeypatch.setenv(COMPLETION_VARIABLE, "complete_bash")
+    assert command_name(["render"]) is None
+
+
+def help_of(app, args):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        typer_main.get_command(app).main(args=args, prog_name="det-k8s", standalone_mode=True)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_each_commands_help_is_the_same_alone_as_in_the_whole_app(name, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    alone, whole = help_of(build_app(only=name), [name, "--help"]), help_of(build_app(), [name, "--help"])
+    assert alone == whole and f"Usage: det-k8s {name}" in alone
+
+
+def test_the_whole_app_lists_every_command(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    listed = [line.split()[0] for line in help_of(build_app(), ["--help"]).split("Commands:")[1].splitlines()
+              if line.startswith("  ") and not line.startswith("   ")]
+    assert sorted(listed) == sorted(COMMANDS)  # Typer lists single commands before command groups
+
+
+def test_a_command_imports_no_other_command_module(tmp_path):
+    probe = (
+        "import sys; from det_k8s.cli import main; "
+        f"main(['render', '-f', {str(ROOT / 'examples' / 'gpu-cluster.yaml')!r}, '-o', {str(tmp_path / 'c')!r}]); "
+        "print(sorted(m for m in sys.modules if m.startswith('det_k8s.cli.')), file=sys.stderr)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    loaded = set(eval(result.stderr.strip().splitlines()[-1]))  # noqa: S307 - our probe's list of names
+    other = {f"det_k8s.cli.{module}" for module, _, _ in COMMANDS.values()} - {"det_k8s.cli.chart_cmds"}
+    assert "det_k8s.cli.chart_cmds" in loaded and not loaded & other
+
+
+def test_an_unknown_command_still_gets_a_suggestion(run_cli):
+    result = run_cli("rendr")
+    assert result.code == 2 and "No such command 'rendr'" in result.err
