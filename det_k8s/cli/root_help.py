@@ -75,6 +75,8 @@ def cached(args: Sequence[str]) -> tuple[str, int] | None:
     args = list(args)
     if args not in HELP_ARGS and args:
         return None
+    if os.environ.get("_DET_K8S_COMPLETE"):  # shell completion calls with no arguments: Typer answers it
+        return None
     try:
         from . import _root_help_text as cache
     except ImportError:
