@@ -87,7 +87,9 @@ def create(
     timeout: TimeoutOpt = "10m",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would happen now; change nothing.")] = False,
     autoscaling: Annotated[bool, typer.Option(
-        "--autoscaling", help="Nodes will be added: queue a group larger than the cluster instead of rejecting it.")]
+        "--autoscaling", help="Nodes will be added (by you, or a node-pool schedule): queue a group larger than the "
+        "cluster instead of rejecting it. det-k8s creates no pod until all fit, so it does not itself trigger a "
+        "pod-driven cluster autoscaler.")]
     = False,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
@@ -125,7 +127,8 @@ def create(
         policy = replace(policy, autoscaling=True)
     with output.spinner("reading the cluster"):
         snapshot = read_snapshot(api)
-        plan = dry_plan(snapshot, store.entries([QUEUED, RUNNING]), policy, extra=[group], now=utcnow())
+        plan = dry_plan(snapshot, store.entries([QUEUED, RUNNING]), policy, extra=[group], now=utcnow(),
+                        namespace=api.namespace)
     if group.id in plan.rejected:
         raise Unschedulable(f"{experiment.name} can never run here: {describe(plan.rejected[group.id])}",
                             hint="use fewer slots, or --autoscaling if nodes will be added")
@@ -177,7 +180,8 @@ def _show_entry_state(entry: QueueEntry, output_format: OutputFormat) -> None:
     if output_format is not OutputFormat.table:
         output.data(_entry_data(entry), output_format)
     elif entry.state == "queued":
-        output.message(f"{entry.id} is queued: {entry.reason}")
+        output.message(f"{entry.id} is queued" + (f": {entry.reason}" if entry.reason else
+                                                  "; the next scheduling pass will consider it"))
 
 
 def _entry_data(entry: QueueEntry, position: int | None = None, reason: str | None = None) -> dict[str, Any]:
@@ -199,7 +203,7 @@ def _fresh_plan(api: KubeApi, entries: list[QueueEntry]) -> Plan:
 
     with output.spinner("reading the cluster"):
         return dry_plan(read_snapshot(api), [e for e in entries if e.state in (QUEUED, RUNNING)],
-                        effective_policy(api), now=utcnow())
+                        effective_policy(api), now=utcnow(), namespace=api.namespace)
 
 
 @app.command("list")
@@ -215,7 +219,10 @@ def list_(
     from .live import age
 
     api = current().connect()
-    entries = QueueStore(api, api.namespace).entries(None if all_ else list(ACTIVE_STATES))
+    store = QueueStore(api, api.namespace)
+    entries = store.entries(None if all_ else list(ACTIVE_STATES))
+    for message in store.skipped:
+        output.warning(message)
     plan = _fresh_plan(api, entries)
     positions = _queue_positions(plan)
     records = []
@@ -274,30 +281,38 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
 
 
 def _change(experiment_id: str, action: str) -> None:
-    """kill, pause or resume under the scheduling Lease, so no pass races the change."""
-    from ..kube.lease import SchedulingLease
+    """kill, pause or resume under the scheduling Lease, so no pass races the change.
+
+    The new state is written first and the pods deleted after: if this is interrupted in between,
+    the next pass finds a killed or paused entry with pods left and removes them, instead of
+    finding a running entry without pods and starting it again.
+    """
+    from ..kube.kinds import PODS
+    from ..kube.lease import SchedulingLease, lease_namespace
     from ..kube.queue import KILLED, PAUSED, QUEUED, RUNNING, QueueStore
     from ..kube.submit import delete_group
+    from ..scheduling import labels as L
     from .live import current_user, holder_id
 
     api = current().connect()
     store = QueueStore(api, api.namespace)
-    lease = SchedulingLease(api, api.namespace, holder_id(current_user(None)))
+    lease = SchedulingLease(api, lease_namespace(), holder_id(current_user(None)))
     with lease.held(wait=15):
         entry = store.find(experiment_id)
         allowed = {"kill": (QUEUED, RUNNING, PAUSED), "pause": (QUEUED, RUNNING), "resume": (PAUSED,)}[action]
         if entry.state not in allowed:
             raise UsageError(f"cannot {action} {entry.id}: it is {entry.state}")
-        if action in ("kill", "pause") and entry.state == RUNNING:
-            pods = [str(p["metadata"]["name"]) for p in entry.pods]
-            service = str((entry.service or {}).get("metadata", {}).get("name") or "") or None
-            leftovers = delete_group(api, api.namespace, pods, service)
-            if leftovers:
-                output.warning(f"could not delete {', '.join(leftovers)}; `det-k8s pods cleanup` removes them")
         state = {"kill": KILLED, "pause": PAUSED, "resume": QUEUED}[action]
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         store.update(entry.with_event(f"{stamp} {action} by {current_user(None)}", state=state, reason="",
                                       placement={}))
+        if action in ("kill", "pause"):  # every pod of the group, whatever state the entry was in
+            pods = [str(p["metadata"]["name"])
+                    for p in api.list(PODS, api.namespace, label_selector=f"{L.GROUP}={entry.id}")]
+            service = str((entry.service or {}).get("metadata", {}).get("name") or "") or None
+            leftovers = delete_group(api, api.namespace, pods, service)
+            if leftovers:
+                output.warning(f"could not delete {', '.join(leftovers)}; run the command again to retry")
     output.success(f"{entry.id}: {state}")
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Annotated, Any
 
 import typer
 
-from ..errors import UsageError
+from ..errors import DetK8sError, InputError, UsageError
 from . import output
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
@@ -40,22 +41,28 @@ def run(
     output.message(f"scheduling namespace {api.namespace} of {api.target.context} as {holder}"
                    + ("" if once else f", every {interval:g}s; Ctrl-C stops"))
     announced = False
+    failures = 0
     while True:
-        scheduler = LiveScheduler(api, api.namespace, effective_policy(api, preemption=preemption), holder,
-                                  lease_wait=0 if not once else 10)
         try:
+            scheduler = LiveScheduler(api, api.namespace, effective_policy(api, preemption=preemption), holder,
+                                      lease_wait=0 if not once else 10)
             report = scheduler.run_pass()
             _print_pass(report)
-            announced = False
+            announced, failures = False, 0
         except LeaseHeld as exc:
             if once:
                 raise
             if not announced:
                 output.message(f"{exc.message}; waiting")
                 announced = True
+        except DetK8sError as exc:  # a pass that failed changed nothing it could not finish; try again
+            if once:
+                raise
+            failures += 1
+            output.error(f"pass failed: {exc.message}", exc.hint)
         if once:
             return
-        time.sleep(interval)
+        time.sleep(min(interval * 2 ** min(failures, 5), 300))  # back off while the cluster misbehaves
 
 
 @app.command("policy")
@@ -79,9 +86,14 @@ def policy(
     from dataclasses import replace
 
     from ..kube.policy import policy_data, read_policy, write_policy
+    from ..scheduling.model import Policy
 
     api = current().connect()
-    current_policy = read_policy(api, api.namespace)
+    try:
+        current_policy = read_policy(api, api.namespace)
+    except InputError as exc:  # the command that repairs a broken policy must not be blocked by it
+        output.warning(f"{exc.message}; starting again from the defaults")
+        current_policy = Policy()
     weights = dict(current_policy.weights)
     for item in weight or ():
         user, sep, value = item.partition("=")
@@ -89,7 +101,7 @@ def policy(
             amount = float(value)
         except ValueError:
             amount = -1.0
-        if not sep or not user or amount < 0:
+        if not sep or not user or not math.isfinite(amount) or amount < 0:
             raise UsageError(f"--weight {item!r}: expected USER=WEIGHT with a weight >= 0", hint="e.g. --weight alice=2")
         if amount == 0:
             weights.pop(user, None)

@@ -141,8 +141,9 @@ class SchedulingLease:
         """Renew a Lease this client holds; raise LeaseLost if another client has it now."""
         if not self.try_acquire():
             state = self.holder_now()
-            raise LeaseLost(f"the scheduling lease was taken over by {state.holder if state else 'another client'} "
-                            "during the pass; it stopped before writing anything more",
+            who = state.holder if state and state.holder != self.holder else "another client"
+            raise LeaseLost(f"the scheduling lease was taken over by {who} during the pass; "
+                            "it stopped before writing anything more",
                             hint="the pass took too long; the other client's pass carries on")
 
     def holder_now(self) -> LeaseState | None:

@@ -8,9 +8,10 @@ policy lives in one ConfigMap in the namespace, set by an admin with `det-k8s sc
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 
-from ..errors import NotFound
+from ..errors import InputError, NotFound
 from ..scheduling.model import DEFAULT_RESERVE_AFTER, Policy
 from .api import KubeApi
 from .kinds import CONFIGMAPS
@@ -24,12 +25,22 @@ def read_policy(api: KubeApi, namespace: str) -> Policy:
         data = (api.get(CONFIGMAPS, POLICY_NAME, namespace).get("data") or {}).get("policy.json") or "{}"
     except NotFound:
         return Policy()
-    raw = json.loads(data)
-    return Policy(preemption=bool(raw.get("preemption", False)),
-                  weights={str(k): float(v) for k, v in (raw.get("weights") or {}).items()},
-                  autoscaling=bool(raw.get("autoscaling", False)),
-                  backfill=bool(raw.get("backfill", True)),
-                  reserve_after=float(raw.get("reserve_after", DEFAULT_RESERVE_AFTER)))
+    where = f"configmap {namespace}/{POLICY_NAME}"
+    try:
+        raw = json.loads(data)
+        weights = {str(k): float(v) for k, v in (raw.get("weights") or {}).items()}
+        reserve_after = float(raw.get("reserve_after", DEFAULT_RESERVE_AFTER))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InputError(f"{where}: not a readable scheduling policy ({exc})",
+                         hint="set it again with `det-k8s scheduler policy ...`, or delete the ConfigMap") from exc
+    bad = [user for user, weight in weights.items() if not math.isfinite(weight) or weight <= 0]
+    if bad or not math.isfinite(reserve_after) or reserve_after < 0:
+        what = f"weight of {bad[0]}" if bad else "reserve_after"
+        raise InputError(f"{where}: the {what} must be a finite positive number",
+                         hint="set it again with `det-k8s scheduler policy ...`")
+    return Policy(preemption=bool(raw.get("preemption", False)), weights=weights,
+                  autoscaling=bool(raw.get("autoscaling", False)), backfill=bool(raw.get("backfill", True)),
+                  reserve_after=reserve_after)
 
 
 def policy_data(policy: Policy) -> dict[str, object]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import NotFound, UsageError
+from ..errors import InputError, NotFound, UsageError
 from .api import KubeApi
 from .kinds import CONFIGMAPS
 
@@ -127,6 +127,7 @@ def _label_value(text: str) -> str:
 class QueueStore:
     api: KubeApi
     namespace: str
+    skipped: list[str] = field(default_factory=list)  # entries that could not be read, one message each
 
     def add(self, entry: QueueEntry) -> QueueEntry:
         return from_configmap(self.api.create(CONFIGMAPS, to_configmap(entry, self.namespace), self.namespace))
@@ -136,18 +137,35 @@ class QueueStore:
         selector = ENTRY_LABEL
         if states:
             selector += f",{STATE_LABEL} in ({','.join(states)})"
-        found = [from_configmap(obj) for obj in self.api.list(CONFIGMAPS, self.namespace, label_selector=selector)]
+        found = []
+        for obj in self.api.list(CONFIGMAPS, self.namespace, label_selector=selector):
+            try:
+                found.append(from_configmap(obj))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:  # hand-edited or truncated
+                name = (obj.get("metadata") or {}).get("name", "?")
+                self.skipped.append(f"configmap {self.namespace}/{name} is not a readable queue entry ({exc}); "
+                                    "it is ignored: fix or delete it")
         return sorted(found, key=lambda e: (e.sequence, e.id))
 
     def get(self, entry_id: str) -> QueueEntry:
         try:
-            return from_configmap(self.api.get(CONFIGMAPS, PREFIX + entry_id, self.namespace))
+            obj = self.api.get(CONFIGMAPS, PREFIX + entry_id, self.namespace)
         except NotFound as exc:
             raise UsageError(f"no experiment {entry_id} in namespace {self.namespace}",
                              hint="`det-k8s experiment list` shows the ids") from exc
+        try:
+            return from_configmap(obj)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise InputError(f"configmap {self.namespace}/{PREFIX}{entry_id} is not a readable queue entry: {exc}",
+                             hint="fix or delete that ConfigMap") from exc
 
     def find(self, prefix: str) -> QueueEntry:
-        """An entry by id or unique id prefix (like a git hash)."""
+        """An entry by id or unique id prefix (like a git hash) of at least 4 characters."""
+        if len(prefix) < 4:
+            exact = [e for e in self.entries() if e.id == prefix]
+            if not exact:
+                raise UsageError(f"experiment id {prefix!r} is too short", hint="give at least 4 characters of the id")
+            return exact[0]
         matches = [e for e in self.entries() if e.id == prefix] or [e for e in self.entries() if e.id.startswith(prefix)]
         if not matches:
             raise UsageError(f"no experiment {prefix} in namespace {self.namespace}",

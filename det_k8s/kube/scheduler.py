@@ -21,14 +21,15 @@ from ..cluster.read import pod_from_object
 from ..errors import Conflict, DetK8sError
 from ..scheduling import labels as L
 from ..scheduling.explain import describe
+from ..scheduling.labels import running_groups
 from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS, Verdict, group_health, next_attempt
 from ..scheduling.model import Plan, PodGroup, Policy
 from ..scheduling.plan import schedule
 from ..scheduling.serialize import group_from_dict
 from .api import KubeApi
 from .kinds import PODS
-from .lease import SchedulingLease, utcnow
-from .queue import COMPLETED, FAILED, QUEUED, RUNNING, QueueEntry, QueueStore
+from .lease import SchedulingLease, lease_namespace, utcnow
+from .queue import COMPLETED, FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueEntry, QueueStore
 from .snapshot import read_snapshot
 from .submit import GroupCreationFailed, create_group, delete_group
 
@@ -60,23 +61,42 @@ class LiveScheduler:
     lease_wait: float = 10.0
     clock: Callable[[], datetime.datetime] = utcnow
 
+    _held: SchedulingLease | None = field(default=None, repr=False)
+
     @property
     def store(self) -> QueueStore:
         return QueueStore(self.api, self.namespace)
 
     def lease(self) -> SchedulingLease:
-        return SchedulingLease(self.api, self.namespace, self.holder, clock=self.clock)
+        """The cluster-wide Lease: GPUs are shared by every namespace's queue."""
+        return SchedulingLease(self.api, lease_namespace(), self.holder, clock=self.clock)
 
     def run_pass(self) -> PassReport:
-        """Take the Lease, run one pass, give the Lease back (raises LeaseHeld when it stays taken)."""
-        with self.lease().held(wait=self.lease_wait):
-            return self._pass()
+        """Take the Lease, run one pass, give the Lease back (raises LeaseHeld when it stays taken).
+
+        Before every write the pass renews the Lease; if another client took it over meanwhile
+        (the pass was slower than the Lease's duration), LeaseLost stops the pass there.
+        """
+        lease = self.lease()
+        with lease.held(wait=self.lease_wait):
+            self._held = lease
+            try:
+                return self._pass()
+            finally:
+                self._held = None
+
+    def _still_ours(self) -> None:
+        if self._held is not None:
+            self._held.renew()
 
     # -- the pass ----------------------------------------------------------------------------
 
     def _pass(self) -> PassReport:
         report = PassReport()
-        entries = {e.id: e for e in self.store.entries([QUEUED, RUNNING])}
+        store = self.store
+        everything = store.entries()
+        report.problems.extend(store.skipped)
+        entries = {e.id: e for e in everything if e.state in (QUEUED, RUNNING)}
         snapshot = read_snapshot(self.api)  # holds only pods that hold resources (not finished ones)
         ours = [pod_from_object(obj) for obj in self.api.iter_list(
             PODS, self.namespace, label_selector=f"{L.MANAGED_BY}={L.MANAGER},{L.GROUP}")]  # every phase
@@ -85,17 +105,25 @@ class LiveScheduler:
             by_group.setdefault(pod.labels[L.GROUP], []).append(pod)
         for entry in [e for e in entries.values() if e.state == RUNNING]:
             entries[entry.id] = self._settle(entry, by_group.get(entry.id, []), report)
+        for entry in everything:  # a kill or pause interrupted between writing its state and deleting
+            stale = [p.name for p in by_group.get(entry.id, []) if not p.deleting]
+            if entry.state in (PAUSED, KILLED) and stale:
+                self._still_ours()
+                report.problems.extend(f"{entry.id}: could not delete {name}" for name in
+                                       delete_group(self.api, self.namespace, stale, self._service_of(entry, stale)))
         queue: list[PodGroup] = []
         for entry in entries.values():
             if entry.state != QUEUED:
                 continue
-            leftovers = [p.name for p in by_group.get(entry.id, [])]
-            if leftovers:  # its previous pods are still stopping; new ones would clash by name
-                report.waiting[entry.id] = f"waiting for its previous pods to stop: {', '.join(sorted(leftovers))}"
-                entries[entry.id] = self._note(entry, report.waiting[entry.id], report)
+            pods = by_group.get(entry.id, [])
+            if pods:
+                entries[entry.id] = self._leftovers(entry, pods, report)
                 continue
             queue.append(group_from_dict(entry.group))
-        plan = schedule(snapshot, queue, self.policy, now=self.clock())
+        # Only groups of this queue may be evicted: their pods are the ones this pass can delete. Other
+        # namespaces' det-k8s groups hold capacity like any other pods.
+        mine = running_groups(p for p in snapshot.pods if p.namespace == self.namespace)
+        plan = schedule(snapshot, queue, self.policy, mine, now=self.clock())
         report.plan = plan
         self._evict(plan, entries, by_group, report)
         for group_id, placement in plan.placements.items():
@@ -112,8 +140,32 @@ class LiveScheduler:
             entries[group_id] = self._note(entries[group_id], text, report)
         return report
 
+    def _leftovers(self, entry: QueueEntry, pods: Sequence[Pod], report: PassReport) -> QueueEntry:
+        """Pods of a queued group: adopt a complete healthy set, else clear them away before it runs again.
+
+        They come from a pass that created the pods but could not record it (an interrupted client,
+        a lost Lease), or from a teardown still in progress.
+        """
+        expected = _expected(entry)
+        live = [p for p in pods if not p.deleting and p.phase not in ("Failed", "Succeeded")]
+        if sorted(p.name for p in live) == sorted(expected) and all(p.node_name for p in live):
+            self._still_ours()
+            placement = {p.name: p.node_name or "" for p in live}
+            report.placed[entry.id] = tuple(sorted(placement.items()))
+            return self._write(entry.with_event(f"{self._now()} found all its pods running; adopted them",
+                                                state=RUNNING, reason="", placement=placement), report)
+        stale = [p.name for p in pods if not p.deleting]
+        if stale:
+            self._still_ours()
+            leftovers = delete_group(self.api, self.namespace, stale, None, grace_seconds=0)
+            if leftovers:
+                report.problems.append(f"{entry.id}: could not delete {', '.join(leftovers)}")
+        why = f"waiting for its previous pods to stop: {', '.join(sorted(p.name for p in pods))}"
+        report.waiting[entry.id] = why
+        return self._note(entry, why, report)
+
     def _settle(self, entry: QueueEntry, pods: Sequence[Pod], report: PassReport) -> QueueEntry:
-        expected = [str((p.get("metadata") or {}).get("name")) for p in entry.pods]
+        expected = _expected(entry)
         health = group_health(expected, pods)
         if health.verdict is Verdict.RUNNING:
             return entry
@@ -121,8 +173,9 @@ class LiveScheduler:
             self._delete(entry, [], report)  # the pods stay for their logs; the Service is no longer needed
             report.completed.append(entry.id)
             return self._write(entry.with_event(f"{self._now()} completed", state=COMPLETED, reason=""), report)
+        self._still_ours()
         leftovers = self._delete(entry, [p.name for p in pods], report)
-        attempts, again = next_attempt(entry.attempts, self.max_attempts)
+        attempts, again = next_attempt(entry.attempts, self.max_attempts) if health.counts else (entry.attempts, True)
         if again:
             why = f"{health.detail}; the group was torn down and requeued (attempt {attempts + 1} of " \
                   f"{self.max_attempts})"
@@ -144,6 +197,7 @@ class LiveScheduler:
         for victim in plan.victims:
             by = preemptor_of.get(victim, "")
             pods = [p.name for p in by_group.get(victim, [])]
+            self._still_ours()
             leftovers = delete_group(self.api, self.namespace, pods, self._service_of(entries.get(victim), pods))
             report.preempted[victim] = by
             if leftovers:
@@ -157,6 +211,7 @@ class LiveScheduler:
     def _create(self, entry: QueueEntry, placement: Sequence[tuple[str, str]], report: PassReport) -> QueueEntry:
         nodes = dict(placement)
         manifests = [_pinned(m, nodes) for m in entry.pods]
+        self._still_ours()
         try:
             create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers)
         except GroupCreationFailed as exc:
@@ -202,6 +257,10 @@ class LiveScheduler:
         return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _expected(entry: QueueEntry) -> list[str]:
+    return [str((p.get("metadata") or {}).get("name")) for p in entry.pods]
+
+
 def _pinned(manifest: Mapping[str, Any], nodes: Mapping[str, str]) -> dict[str, Any]:
     name = str((manifest.get("metadata") or {}).get("name"))
     spec = dict(manifest.get("spec") or {})
@@ -210,7 +269,8 @@ def _pinned(manifest: Mapping[str, Any], nodes: Mapping[str, str]) -> dict[str, 
 
 
 def dry_plan(snapshot: Snapshot, entries: Sequence[QueueEntry], policy: Policy,
-             extra: Sequence[PodGroup] = (), *, now: datetime.datetime) -> Plan:
-    """The plan a pass would make at `now`, without writing anything (list, describe, create --dry-run)."""
+             extra: Sequence[PodGroup] = (), *, now: datetime.datetime, namespace: str) -> Plan:
+    """The plan a pass in `namespace` would make at `now`, without writing anything (list, describe, --dry-run)."""
     queue = [group_from_dict(e.group) for e in entries if e.state == QUEUED] + list(extra)
-    return schedule(snapshot, queue, policy, now=now)
+    mine = running_groups(p for p in snapshot.pods if p.namespace == namespace)
+    return schedule(snapshot, queue, policy, mine, now=now)

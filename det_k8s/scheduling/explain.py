@@ -93,7 +93,8 @@ def describe(reason: Reason) -> str:
     elif code is ReasonCode.EXCEEDS_CLUSTER:
         parts = [_never(reason), _excluded(reason)]
     elif code is ReasonCode.WAITING_FOR_NODES:
-        parts = [_never(reason), "waiting for the cluster autoscaler to add nodes", _ahead(reason)]
+        parts = [_never(reason), "waiting for nodes to be added (det-k8s creates no pod until all fit, so a "
+                 "pod-driven autoscaler is not triggered by it)", _ahead(reason)]
     else:
         parts = [_ask(reason), _blocks(reason)]
         if code is ReasonCode.RESERVING:

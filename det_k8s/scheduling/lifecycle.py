@@ -22,10 +22,16 @@ class Verdict(StrEnum):
     LOST = "lost"  # a pod failed, was evicted or deleted: tear the whole group down
 
 
+# Reasons the kubelet gives when it refuses to admit a pod pinned to its node (another pod, placed by
+# kube-scheduler meanwhile, took the GPUs): the job never ran, so this is no attempt of the job's own.
+ADMISSION_REJECTIONS = ("OutOf", "UnexpectedAdmissionError", "NodeAffinity", "NodeName", "Taint", "NodeShutdown")
+
+
 @dataclass(frozen=True)
 class Health:
     verdict: Verdict
     detail: str = ""
+    counts: bool = True  # whether this loss counts towards the retry limit
 
 
 def group_health(expected: Sequence[str], pods: Sequence[Pod]) -> Health:
@@ -36,7 +42,11 @@ def group_health(expected: Sequence[str], pods: Sequence[Pod]) -> Health:
         return Health(Verdict.LOST, f"pod {missing[0]} is gone (deleted or evicted)")
     failed = [by_name[name] for name in expected if by_name[name].phase == "Failed"]
     if failed:
-        why = f" ({failed[0].reason})" if failed[0].reason else ""
+        reason = failed[0].reason
+        why = f" ({reason})" if reason else ""
+        if reason.startswith(ADMISSION_REJECTIONS):
+            return Health(Verdict.LOST, f"the kubelet refused pod {failed[0].name}{why}: another pod took its node's "
+                          "resources first", counts=False)
         return Health(Verdict.LOST, f"pod {failed[0].name} failed{why}")
     deleting = [by_name[name] for name in expected if by_name[name].deleting]
     if deleting:

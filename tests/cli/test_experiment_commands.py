@@ -248,3 +248,55 @@ def test_reserve_after_is_part_of_the_stored_policy(run_cli, cluster):
     assert "Reserve after: 900s" in table.out
     assert read_policy(cluster.connect(), "default").reserve_after == 900
     assert run_cli("scheduler", "policy", "--reserve-after", "-1").code == 2
+
+
+def test_a_corrupt_queue_entry_is_skipped_with_a_warning_naming_it(run_cli, cluster, gpus):
+    run_cli("experiment", "create", EXP / "small-4gpu.yaml", "-f", gpus)
+    cluster.api.put({"kind": "ConfigMap", "metadata": {"name": "det-k8s-queue-broken", "namespace": "default",
+                                                       "labels": {"det-k8s.io/queue-entry": "true",
+                                                                  "det-k8s.io/state": "queued"}},
+                     "data": {"entry.json": "{not json"}})
+    listing = run_cli("experiment", "list")
+    assert listing.code == 0
+    assert "configmap default/det-k8s-queue-broken is not a readable queue entry" in listing.err
+    assert "small-4gpu" in listing.out
+    loop = run_cli("scheduler", "run", "--once")
+    assert loop.code == 0 and "det-k8s-queue-broken" in loop.err
+
+
+def test_a_corrupt_policy_is_one_line_and_can_be_repaired(run_cli, cluster, gpus):
+    cluster.api.put({"kind": "ConfigMap", "metadata": {"name": "det-k8s-scheduler-policy", "namespace": "default"},
+                     "data": {"policy.json": '{"weights": {"alice": "lots"}}'}})
+    result = run_cli("experiment", "list")
+    assert result.code == 1
+    assert result.err.startswith("error: configmap default/det-k8s-scheduler-policy: not a readable scheduling policy")
+    assert run_cli("scheduler", "policy", "--weight", "alice=2").code == 0
+    assert run_cli("experiment", "list").code == 0
+
+
+@pytest.mark.parametrize("weight", ["alice=nan", "alice=inf", "alice=-1", "=2", "alice"])
+def test_bad_weights_are_usage_errors(run_cli, cluster, weight):
+    assert run_cli("scheduler", "policy", "--weight", weight).code == 2
+
+
+def test_ids_shorter_than_four_characters_must_match_exactly(run_cli, cluster, gpus):
+    run_cli("experiment", "create", EXP / "small-4gpu.yaml", "-f", gpus)
+    result = run_cli("experiment", "kill", "")
+    assert result.code == 2 and "too short" in result.err
+    assert entries(cluster)["small-4gpu"]["state"] == "running"
+
+
+def test_the_scheduler_loop_survives_a_failed_pass(cluster, tmp_path):
+    import signal
+    import time
+
+    from tests.cli.test_scheduler_loop import start, wait_until
+
+    cluster.api.fail("GET", "configmaps", 500, "etcdserver: leader changed", times=1)
+    loop = start(["scheduler", "run", "--interval", "1"], cluster.kubeconfig)
+    wait_until(lambda: cluster.api.count("GET", "leases") >= 1, "a pass after the failed one")
+    time.sleep(0.5)
+    assert loop.poll() is None  # still running after the failure
+    loop.send_signal(signal.SIGINT)
+    assert loop.wait(60) == 130
+    assert "pass failed:" in (loop.stderr.read() if loop.stderr else "")

@@ -152,7 +152,7 @@ def test_autoscaling_turns_a_rejection_into_a_wait(run_cli):
         "--autoscaling",
     )
     assert data["experiments"][0]["status"] == "queued"
-    assert "waiting for the cluster autoscaler" in data["experiments"][0]["reason"]
+    assert "waiting for nodes to be added" in data["experiments"][0]["reason"]
 
 
 def test_cpu_slots_on_a_cpu_cluster(run_cli):

@@ -121,3 +121,108 @@ def test_a_live_pass_reserves_only_for_a_group_that_has_waited_reserve_after(twe
     assert set(first.placements) == {"aaaa0001"} and first.reservations == {}
     assert pass_at(4, 59).reservations == {}
     assert set(pass_at(5, 0).reservations) == {"bbbb0002"}  # 300 s after submission
+
+
+def submit_in(cluster, namespace: str, group_id: str, slots: int, sequence: int, priority: int = 50) -> None:
+    from det_k8s.cli.live import entry_for
+
+    text = f"name: exp-{group_id}\nresources: {{slots_per_trial: {slots}, priority: {priority}}}\n"
+    experiment = parse_experiment(text, f"{group_id}.yaml").get()
+    group = build_group(experiment, SETTINGS, group_id=group_id, user="u", submitted_at="2026-11-21T12:00:00Z",
+                        sequence=sequence)
+    QueueStore(cluster.connect(), namespace).add(entry_for(experiment, text, SETTINGS, group, namespace))
+
+
+@pytest.mark.parametrize("round_", range(4))
+def test_queues_in_two_namespaces_racing_for_the_same_gpus_one_wins(twelve_gpus, round_):
+    cluster = twelve_gpus
+    submit_in(cluster, "team-a", "aaaa0001", 12, 1)
+    submit_in(cluster, "team-b", "bbbb0002", 12, 2)
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def client(namespace: str) -> None:
+        scheduler = LiveScheduler(cluster.connect(namespace=namespace), namespace, Policy(), namespace, lease_wait=20)
+        barrier.wait()
+        try:
+            scheduler.run_pass()
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(ns,)) for ns in ("team-a", "team-b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len({p["metadata"]["namespace"] for p in cluster.api.items("pods")}) == 1
+    assert all(used <= 4 for used in gpu_use(cluster).values())
+    assert cluster.api.items("leases")[0]["metadata"]["namespace"] == "default"  # one lease for the cluster
+
+
+def test_preemption_never_reaches_into_another_namespaces_queue(twelve_gpus):
+    cluster = twelve_gpus
+    submit_in(cluster, "team-a", "aaaa0001", 12, 1, priority=10)
+    LiveScheduler(cluster.connect(namespace="team-a"), "team-a", Policy(), "a").run_pass()
+    submit_in(cluster, "team-b", "bbbb0002", 4, 2, priority=90)
+    report = LiveScheduler(cluster.connect(namespace="team-b"), "team-b", Policy(preemption=True), "b").run_pass()
+    assert report.preempted == {}
+    assert "bbbb0002" in report.waiting
+    assert len(cluster.api.items("pods", "team-a")) == 3
+
+
+def test_pods_left_by_an_interrupted_creation_are_cleared_then_the_group_runs(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    leftover = {**entry.pods[1], "spec": {**entry.pods[1]["spec"], "nodeName": "gpu-1"}}
+    cluster.api.put(leftover)  # one pod of three exists, the entry still says queued
+    first = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert "waiting for its previous pods to stop" in first.waiting["aaaa0001"]
+    assert cluster.api.items("pods") == []  # cleared, not kept forever
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert len(cluster.api.items("pods")) == 3
+
+
+def test_a_complete_running_set_of_pods_is_adopted(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    for i, manifest in enumerate(entry.pods):
+        cluster.api.put({**manifest, "spec": {**manifest["spec"], "nodeName": f"gpu-{i}"}})
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert "aaaa0001" in report.placed
+    assert QueueStore(cluster.connect(), "default").get("aaaa0001").state == "running"
+    assert len(cluster.api.items("pods")) == 3  # the work already running is kept
+
+
+def test_a_pass_that_loses_the_lease_stops_before_creating_pods(twelve_gpus):
+    from det_k8s.kube.lease import LeaseLost
+
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 4, 1)
+    cluster.api.fail("PUT", "leases", 409, "the object has been modified")  # the renewal before the first write
+    with pytest.raises(LeaseLost, match="taken over"):
+        LiveScheduler(cluster.connect(), "default", Policy(), "slow").run_pass()
+    assert cluster.api.items("pods") == []
+
+
+def test_a_kubelet_admission_rejection_is_no_attempt_of_the_job(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 4, 1)
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    (pod,) = cluster.api.items("pods")
+    cluster.api.update("pods", pod["metadata"]["name"], {"status": {"phase": "Failed", "reason": "OutOfnvidia.com/gpu"}})
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert "the kubelet refused pod" in report.requeued["aaaa0001"]
+    assert QueueStore(cluster.connect(), "default").get("aaaa0001").attempts == 0
+
+
+def test_an_interrupted_kill_is_finished_by_the_next_pass(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 8, 1)
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    store = QueueStore(cluster.connect(), "default")
+    store.update(store.get("aaaa0001").with_event("killed", state="killed"))  # ...and then the client died
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert cluster.api.items("pods") == []
