@@ -62,7 +62,9 @@ def combine(documents: Sequence[Document], sets: Sequence[str] = (), set_strings
         for expression in expressions:
             for assignment in parse_set(expression, as_string=as_string, flag=flag):
                 apply_assignment(merged, assignment)
-                sources.record(assignment.path, Location(set_location(flag, assignment.path, assignment.value)))
+                where = Location(set_location(flag, assignment.path, assignment.value))
+                for depth in range(1, len(assignment.path) + 1):  # `a.b[0]=x` is also where `a` and `a.b` came from
+                    sources.record(assignment.path[:depth], where)
     return merged, sources, problems
 
 

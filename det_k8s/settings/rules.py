@@ -94,7 +94,7 @@ def _check_value(key: Key, value: Any, path: Path, out: ProblemCollector) -> Non
             out.error(path, f"must not be negative, found {_yaml_scalar(value)}")
     elif kind is Kind.ENUM:
         if not isinstance(value, str) or value not in key.choices:
-            shown = _yaml_scalar(value)
+            shown = _yaml_scalar(value) if not isinstance(value, list | dict) else type_name(value)
             hint = None
             if isinstance(value, str):
                 close = [c for c in key.choices if c and c.lower() == value.lower()]
@@ -103,7 +103,7 @@ def _check_value(key: Key, value: Any, path: Path, out: ProblemCollector) -> Non
                     close = ["gpu"]
                 hint = f"did you mean {close[0]}?" if close else None
             choices = ", ".join(c if c else '"" (empty)' for c in key.choices)
-            out.error(path, f"must be one of {choices}; found {shown!r}", hint)
+            out.error(path, f"must be one of {choices}; found {shown if isinstance(value, list | dict) else repr(shown)}", hint)
     elif kind is Kind.OBJECT and not isinstance(value, dict):
         out.error(path, f"expected a mapping, found {type_name(value)}")
 

@@ -337,3 +337,14 @@ def test_typed_settings_hide_secrets_from_repr():
 def test_database_name_user_and_password_cannot_be_unset(key):
     (only,) = errors(BASE + f"db:\n  {key}: null\n")
     assert only.startswith(f"error: db.{key}: required")
+
+
+def test_set_with_list_indexes_names_its_argument_for_every_key_on_the_way():
+    assert errors(BASE, "a.b[0]=x") == ["error: a: unknown key (--set a.b[0]=x)"]
+    assert errors(BASE, "maxSlotsPerPod[0]=4") == [
+        "error: maxSlotsPerPod: expected an integer, found a list (--set maxSlotsPerPod[0]=4)"]
+
+
+def test_a_list_where_a_choice_belongs_is_named_not_printed():
+    (only,) = errors(BASE, "checkpointStorage.type[1]=s3")
+    assert only.startswith("error: checkpointStorage.type: must be one of shared_fs, s3, gcs, azure; found a list")
