@@ -103,7 +103,8 @@ def _check_value(key: Key, value: Any, path: Path, out: ProblemCollector) -> Non
                     close = ["gpu"]
                 hint = f"did you mean {close[0]}?" if close else None
             choices = ", ".join(c if c else '"" (empty)' for c in key.choices)
-            out.error(path, f"must be one of {choices}; found {shown if isinstance(value, list | dict) else repr(shown)}", hint)
+            found = shown if isinstance(value, list | dict) else repr(shown)
+            out.error(path, f"must be one of {choices}; found {found}", hint)
     elif kind is Kind.OBJECT and not isinstance(value, dict):
         out.error(path, f"expected a mapping, found {type_name(value)}")
 
