@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import StorageCheckFailed
+from ..errors import StorageCheckFailed, UsageError
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import OutputFormat, OutputOpt, with_global_options
@@ -22,10 +22,25 @@ if TYPE_CHECKING:  # the storage package and settings load when the command runs
 
 HELP = "Checkpoint storage: prove the bucket works before Determined needs it."
 
-TimeoutOpt = Annotated[float | None, typer.Option(
-    "--timeout", min=0.1, metavar="SECONDS", show_default=False,
-    help="Time limit of each storage call, in seconds (default 10): to connect, and again for the answer. "
-         "Calls are never retried.")]
+TimeoutOpt = Annotated[str | None, typer.Option(
+    "--timeout", metavar="DURATION", show_default=False,
+    help="Time limit of each storage call, as a Go duration such as 10s or 1m (a bare number means seconds; "
+         "default 10s): to connect, and again for the answer. Calls are never retried.")]
+
+
+def storage_timeout(text: str | None) -> float | None:
+    """--timeout as seconds: a Go duration like every other --timeout, or a bare number of seconds."""
+    from ..tools.duration import parse_duration
+
+    if text is None:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        return parse_duration(text)
+    if not seconds > 0 or seconds == float("inf"):
+        raise UsageError(f"--timeout {text!r}: must be more than zero", hint="for example 10s")
+    return seconds
 
 
 def print_report(report: StorageReport, output_format: OutputFormat = OutputFormat.table) -> None:
@@ -77,4 +92,4 @@ def check(
     warning says so, and the exit code is 0.
     """
     loaded = load_settings_from_cli(values, set_, set_string)
-    require_working_storage(loaded.settings(), timeout=timeout, output_format=output_format)
+    require_working_storage(loaded.settings(), timeout=storage_timeout(timeout), output_format=output_format)

@@ -209,7 +209,7 @@ def _fresh_plan(api: KubeApi, entries: list[QueueEntry]) -> Plan:
 @app.command("list")
 @with_global_options
 def list_(
-    all_: Annotated[bool, typer.Option("--all", "-a", help="Include completed, failed and killed experiments.")]
+    all_: Annotated[bool, typer.Option("--all", help="Include completed, failed and killed experiments.")]
     = False,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:

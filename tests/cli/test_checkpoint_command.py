@@ -97,7 +97,7 @@ def test_help_states_the_real_default_timeout(run_cli):
     from det_k8s.storage import DEFAULT_TIMEOUT
 
     result = run_cli("checkpoint", "check", "--help")
-    assert result.code == 0 and f"(default {DEFAULT_TIMEOUT:g})" in " ".join(result.out.split())
+    assert result.code == 0 and f"default {DEFAULT_TIMEOUT:g}s)" in " ".join(result.out.split())
 
 
 def test_usage_errors_exit_2(run_cli, tmp_path):
@@ -115,3 +115,18 @@ def test_shared_fs_off_this_machine_warns_and_exits_0(run_cli, tmp_path):
     warnings = result.err.splitlines()
     assert warnings[0].startswith("warning: shared_fs is for testing only")
     assert warnings[1].startswith("warning: cannot check hostPath from here")
+
+
+@pytest.mark.parametrize("value", ["1.5x", "-3", "nan"])
+def test_a_bad_timeout_is_a_usage_error(run_cli, tmp_path, value):
+    path = tmp_path / "s.yaml"
+    path.write_text("maxSlotsPerPod: 1\ncheckpointStorage: {type: s3, bucket: b, endpointUrl: 'http://127.0.0.1:9'}\n")
+    result = run_cli("checkpoint", "check", "-f", path, "--timeout", value)
+    assert result.code == 2 and "--timeout" in result.err
+
+
+def test_timeout_takes_a_go_duration_like_every_other_timeout():
+    from det_k8s.cli.checkpoint import storage_timeout
+
+    assert (storage_timeout("2"), storage_timeout("2s"), storage_timeout("1m30s"), storage_timeout(None)) == (
+        2.0, 2.0, 90.0, None)
