@@ -212,7 +212,8 @@ def parse_experiment(text: str, source: str, *, default_name: str | None = None)
     reader.problems.extend(loaded.problems)
     data = loaded.data
     if not isinstance(data, dict):
-        reader.error((), f"expected a mapping of experiment config keys, found {type_name(data)}")
+        reader.error((), f"{source}: expected a mapping of experiment config keys, found {type_name(data)}",
+                     "an experiment file is YAML with keys such as name, resources and entrypoint")
         return ParsedExperiment(None, reader.problems)
     reader.unknown(data, TOP_LEVEL_KEYS, (), "experiment config")
     resources = reader.mapping(data.get("resources"), ("resources",))

@@ -160,7 +160,11 @@ class Helm:
 
     @property
     def major(self) -> int:
-        return parse_major(self.version)
+        try:
+            return parse_major(self.version)
+        except ToolFailed as exc:
+            raise ToolFailed(f"{self.path}: {exc.message}; is it helm?", returncode=0,
+                             hint="point --helm-binary or DET_K8S_HELM at a helm 3 or 4 binary") from exc
 
     def run(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT, check: bool = True,
             secrets: Sequence[str] = ()) -> Completed:

@@ -122,7 +122,8 @@ def test_a_single_image_serves_both_device_types_and_a_list_entrypoint_is_kept()
             "entrypoint: {a: b}",
             "error: entrypoint: expected a command string or a list of strings, found a mapping (exp.yaml:1)",
         ),
-        ("- a list", "error: expected a mapping of experiment config keys, found a list"),
+        ("- a list", "error: exp.yaml: expected a mapping of experiment config keys, found a list; "
+                     "an experiment file is YAML with keys such as name, resources and entrypoint"),
     ],
 )
 def test_wrong_types_in_keys_det_k8s_reads_are_errors_naming_key_and_line(text, expected):

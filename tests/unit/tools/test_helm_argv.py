@@ -97,3 +97,12 @@ def test_parse_major(text, major):
 def test_unparseable_version_is_a_clear_error():
     with pytest.raises(ToolFailed, match="cannot tell helm's version"):
         parse_major("Client: &version.Version{SemVer:...")
+
+
+def test_a_binary_that_is_not_helm_is_named():
+    from det_k8s.errors import ToolFailed
+    from det_k8s.tools.helm import Helm
+
+    with pytest.raises(ToolFailed) as info:
+        _ = Helm("/bin/true", "").major
+    assert str(info.value).startswith("/bin/true: cannot tell helm's version from ''; is it helm?")
