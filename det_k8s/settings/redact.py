@@ -8,6 +8,7 @@ type is explained by showing the value. Both are fine for `maxSlotsPerPod=3` and
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -22,16 +23,37 @@ _KEY_SEPARATOR = re.compile(r"(?<!\\)\.")  # an unescaped dot
 _ASSIGNMENT = re.compile(r"(?P<key>(?:[^,=\\]|\\.)+)=(?P<value>(?:\{[^}]*\}|(?:[^,\\]|\\.)*))")
 
 
+# Names that look secret, whatever their spelling: a misspelt `secret_key` (Determined's own master.yaml
+# spelling) is an unknown key, but its value is a secret all the same.
+_SECRET_LOOKING = re.compile(r"pass|pasw|pwd|secret|key|cred|token|conn|sig|auth|cert", re.IGNORECASE)
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+_SECRET_NORMS = [_norm(name) for name in SECRET_NAMES]
+
+
+def looks_secret(name: str) -> bool:
+    """A secret-sounding name, or one close to a secret key's name (`secret_key`, `defaultPasword`)."""
+    return bool(_SECRET_LOOKING.search(name)) or bool(
+        difflib.get_close_matches(_norm(name), _SECRET_NORMS, n=1, cutoff=0.75))
+
+
 def is_secret(path: Sequence[str | int]) -> bool:
+    """A known secret key, or any key whose name looks like one (misspelt, or unknown to det-k8s)."""
     names = tuple(part for part in path if isinstance(part, str))
-    return any(names[: len(secret)] == secret for secret in schema.secret_paths())
+    if any(names[: len(secret)] == secret for secret in schema.secret_paths()):
+        return True
+    return any(looks_secret(name) for name in names)
 
 
 def set_location(flag: str, path: Sequence[str | int], value: Any) -> str:
     """How a --set assignment is named in messages: its key and value, the value masked when secret."""
     if is_secret(path):
         shown = MASK
-    elif isinstance(value, str) and "://" in value:
+    elif isinstance(value, str) and any(mark in value for mark in ("://", "?", "@")):
         shown = mask_url(value)
     elif isinstance(value, list):
         shown = "{" + ",".join("null" if v is None else str(v) for v in value) + "}"
@@ -48,7 +70,7 @@ def mask_set_expression(expression: str) -> str:
     """
     for match in _ASSIGNMENT.finditer(expression):
         last = _KEY_SEPARATOR.split(match["key"])[-1].split("[")[0]
-        if last in SECRET_NAMES:
+        if last in SECRET_NAMES or looks_secret(last):
             return expression[: match.start("value")] + MASK
     return expression
 
