@@ -142,7 +142,11 @@ def _map(values: Any, key: str) -> Mapping[str, Any]:
 
 
 def _is_url(text: str) -> bool:
-    parsed = urlparse(text)
+    try:
+        parsed = urlparse(text)
+        parsed.port  # noqa: B018 - validates the port and an IPv6 host, raising ValueError when malformed
+    except ValueError:
+        return False
     return parsed.scheme in ("http", "https") and bool(parsed.netloc)
 
 
@@ -202,6 +206,9 @@ def _rule_storage(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCol
         if isinstance(endpoint, str) and endpoint and not _is_url(endpoint):
             out.error((*base, "endpointUrl"), f"must be an http(s) URL, found {mask_url(endpoint)!r}",
                       "for example http://minio.example.com:9000")
+        elif isinstance(endpoint, str) and "@" in urlparse(endpoint).netloc:
+            out.error((*base, "endpointUrl"), "must not carry credentials (user:password@): it is written into the "
+                      "master's ConfigMap", "put them in checkpointStorage.accessKey and secretKey")
     if kind in ("s3", "gcs"):
         prefix = cs.get("prefix")
         if isinstance(prefix, str) and ".." in prefix.split("/"):

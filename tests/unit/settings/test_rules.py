@@ -348,3 +348,16 @@ def test_set_with_list_indexes_names_its_argument_for_every_key_on_the_way():
 def test_a_list_where_a_choice_belongs_is_named_not_printed():
     (only,) = errors(BASE, "checkpointStorage.type[1]=s3")
     assert only.startswith("error: checkpointStorage.type: must be one of shared_fs, s3, gcs, azure; found a list")
+
+
+@pytest.mark.parametrize("url", ["http://u:p@[::1:1", "http://[::1]:99999", "https://x:port"])
+def test_malformed_urls_are_problems_not_crashes(url):
+    (only,) = errors(BASE + f"  endpointUrl: '{url}'\n")
+    assert only.startswith("error: checkpointStorage.endpointUrl: must be an http(s) URL")
+    assert "p@" not in only
+
+
+def test_endpoint_url_must_not_carry_credentials():
+    (only,) = errors(BASE + "  endpointUrl: 'http://minio:PASS@minio:9000'\n")
+    assert only.startswith("error: checkpointStorage.endpointUrl: must not carry credentials")
+    assert "PASS" not in only
