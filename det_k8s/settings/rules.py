@@ -227,6 +227,9 @@ def _rule_storage(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCol
         if isinstance(url, str) and url and not _is_url(url):
             out.error((*base, "account_url"), f"must be an http(s) URL, found {mask_url(url)!r}",
                       "for example https://myaccount.blob.core.windows.net")
+        elif isinstance(url, str) and (urlparse(url).query or "@" in urlparse(url).netloc):
+            out.error((*base, "account_url"), "must not carry a SAS token or credentials: it is written into the "
+                      "master's ConfigMap", "put the SAS token in checkpointStorage.credential")
 
 
 def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCollector) -> None:

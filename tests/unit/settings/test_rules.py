@@ -361,3 +361,9 @@ def test_endpoint_url_must_not_carry_credentials():
     (only,) = errors(BASE + "  endpointUrl: 'http://minio:PASS@minio:9000'\n")
     assert only.startswith("error: checkpointStorage.endpointUrl: must not carry credentials")
     assert "PASS" not in only
+
+
+def test_account_url_must_not_carry_a_sas_token():
+    (only,) = errors(AZURE + "  account_url: 'https://a.blob.core.windows.net/?sv=1&sig=SIGSECRET'\n")
+    assert only.startswith("error: checkpointStorage.account_url: must not carry a SAS token")
+    assert "SIGSECRET" not in only
