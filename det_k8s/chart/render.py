@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
@@ -50,6 +51,22 @@ class _Dumper(yaml.SafeDumper):  # type: ignore[misc]
 
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
         super().increase_indent(flow, False)
+
+
+# Strings some YAML reader would take for something else. PyYAML follows YAML 1.1 and leaves `1e3` or
+# `0o17` bare, but helm's Go parser reads them as numbers: a password `8e7438` would fail the schema.
+_NOT_A_PLAIN_STRING = re.compile(
+    r"^(?:[-+]?(?:\.?[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?|0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+"
+    r"|[0-9][0-9_]*(?::[0-5]?[0-9])+|\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))"
+    r"|y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|null|Null|NULL|~|)$")
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "'" if _NOT_A_PLAIN_STRING.match(value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
 
 
 def _scalar(value: Any) -> str:

@@ -193,3 +193,12 @@ def test_helm4_client_dry_run_install_needs_no_cluster(helm4, tmp_path):
     result = helm_run(helm4, "install", "demo", str(chart), "-n", "det", "--dry-run=client", home=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "determined-master-deployment-demo" in result.stdout
+
+
+@pytest.mark.parametrize("value", ["1e3", "8e7438", "0o17", "0x1F", "yes", "on", "12:30", "1_000"])
+def test_strings_that_look_like_numbers_reach_helm_as_strings(helm, tmp_path, value):
+    chart = render(tmp_path, "gpu-cluster", f"db.password={value}", f"clusterName={value}")
+    objs = objects(helm, chart, tmp_path)  # helm's schema check passes: they are strings to helm too
+    assert objs[("Secret", "determined-master-secrets-demo")]["stringData"]["db-password"] == value
+    assert yaml.safe_load(objs[("ConfigMap", "determined-master-config-demo")]["data"]["master.yaml"])[
+        "cluster_name"] == value
