@@ -67,13 +67,16 @@ def container_requests(container: Mapping[str, Any], where: str) -> dict[str, in
     key: tuple[Any, ...] | None = None
     if (raw_requests is None or type(raw_requests) is dict) and (raw_limits is None or type(raw_limits) is dict):
         key = (tuple(raw_requests.items()) if raw_requests else (), tuple(raw_limits.items()) if raw_limits else ())
-        found = _RESOURCES_MEMO.get(key)
-        if found is not None:
-            return dict(found)
+        if not (_all_strings(key[0]) and _all_strings(key[1])):
+            key = None  # odd values (lists, numbers) are not memoised, and some are not even hashable
+        else:
+            found = _RESOURCES_MEMO.get(key)
+            if found is not None:
+                return dict(found)
     requests = _quantities(raw_requests, where)
     for name, amount in _quantities(raw_limits, where).items():
         requests.setdefault(name, amount)
-    if key is not None and len(_RESOURCES_MEMO) < MEMO_LIMIT and _all_strings(key[0]) and _all_strings(key[1]):
+    if key is not None and len(_RESOURCES_MEMO) < MEMO_LIMIT:
         _RESOURCES_MEMO[key] = dict(requests)
     return requests
 
@@ -134,11 +137,12 @@ def constraints_from_spec(spec: Mapping[str, Any]) -> Constraints:
                tuple((t.get("key"), t.get("operator"), t.get("value"), t.get("effect")) for t in tolerations or ()))
     except AttributeError:  # a toleration that is not a mapping: the long way skips it
         return _constraints(spec)
+    if not (_all_strings(key[0]) and all(value is None or type(value) is str for fields in key[1] for value in fields)):
+        return _constraints(spec)  # odd values are not memoised, and some are not even hashable
     found = _CONSTRAINTS_MEMO.get(key)
     if found is None:
         found = _constraints(spec)
-        if (len(_CONSTRAINTS_MEMO) < MEMO_LIMIT and _all_strings(key[0])
-                and all(value is None or type(value) is str for fields in key[1] for value in fields)):
+        if len(_CONSTRAINTS_MEMO) < MEMO_LIMIT:
             _CONSTRAINTS_MEMO[key] = found
     return found
 

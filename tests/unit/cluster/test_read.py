@@ -153,3 +153,10 @@ def test_prefer_no_schedule_taints_do_not_exclude():
 )
 def test_node_selector_requirements(operator, values, labels, expected):
     assert Requirement("k", operator, values).matches(labels) is expected
+
+
+def test_unhashable_values_are_input_errors_or_accepted_as_before():
+    with pytest.raises(InputError, match="pod p: cpu"):
+        pod_from_object({"metadata": {"name": "p"}, "spec": {"containers": [container({"cpu": [1]})]}})
+    pod = pod_from_object({"metadata": {"name": "q"}, "spec": {"nodeSelector": {"zone": {"a": "b"}}, "containers": []}})
+    assert pod.constraints.node_selector == {"zone": "{'a': 'b'}"}
