@@ -78,7 +78,7 @@ def policy(
     backfill: Annotated[bool | None, typer.Option(
         "--backfill/--strict-order", help="Let smaller groups start where they cannot delay the head.")] = None,
     reserve_after: Annotated[float | None, typer.Option(
-        "--reserve-after", min=0.0, metavar="SECONDS",
+        "--reserve-after", min=0.0, max=7 * 86400.0, metavar="SECONDS",
         help="Seconds a group waits before nodes are reserved for it (default 300; 0: at once).")] = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
@@ -107,6 +107,8 @@ def policy(
             weights.pop(user, None)
         else:
             weights[user] = amount
+    if reserve_after is not None and not math.isfinite(reserve_after):
+        raise UsageError(f"--reserve-after {reserve_after}: not a number of seconds", hint="e.g. --reserve-after 300")
     given: dict[str, bool | float | None] = {"preemption": preemption, "autoscaling": autoscaling,
                                              "backfill": backfill, "reserve_after": reserve_after}
     changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}

@@ -300,3 +300,9 @@ def test_the_scheduler_loop_survives_a_failed_pass(cluster, tmp_path):
     loop.send_signal(signal.SIGINT)
     assert loop.wait(60) == 130
     assert "pass failed:" in (loop.stderr.read() if loop.stderr else "")
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e309", "-1", "700000"])
+def test_reserve_after_must_be_a_sane_number_of_seconds(run_cli, cluster, value):
+    assert run_cli("scheduler", "policy", "--reserve-after", value).code == 2
+    assert run_cli("scheduler", "policy").code == 0  # nothing stored that would break later passes
