@@ -60,6 +60,12 @@ def run(
                 raise
             failures += 1
             output.error(f"pass failed: {exc.message}", exc.hint)
+        except Exception as exc:  # a bug met by one pass must not stop scheduling for everyone: say it, go on
+            if once:
+                raise
+            failures += 1
+            output.error(f"pass failed: internal error: {type(exc).__name__}: {exc}",
+                         "please report it; the loop keeps going")
         if once:
             return
         time.sleep(min(interval * 2 ** min(failures, 5), 300))  # back off while the cluster misbehaves

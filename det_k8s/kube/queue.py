@@ -93,11 +93,36 @@ def to_configmap(entry: QueueEntry, namespace: str) -> dict[str, Any]:
     }
 
 
+def _checked_payload(group: Any, pods: Any, service: Any) -> None:
+    """Raise ValueError unless the stored group, pods and service have the shape a pass relies on."""
+    from ..scheduling.serialize import group_from_dict
+
+    if not isinstance(pods, list) or not all(
+            isinstance(p, dict) and isinstance((p.get("metadata") or {}).get("name"), str)
+            and isinstance(p.get("spec"), dict) for p in pods):
+        raise ValueError("pods.json is not a list of pod manifests")
+    if service is not None and not isinstance(service, dict):
+        raise ValueError("service.json is not a Service manifest")
+    if not isinstance(group, dict):
+        raise ValueError("group.json is not a pod group")
+    try:
+        decoded = group_from_dict(group)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"group.json is not a pod group ({exc!r})") from exc
+    if sorted(p.name for p in decoded.pods) != sorted(p["metadata"]["name"] for p in pods):
+        raise ValueError("group.json and pods.json name different pods")
+
+
 def from_configmap(obj: Mapping[str, Any]) -> QueueEntry:
+    """An entry from its ConfigMap; ValueError/KeyError/TypeError when it is not a readable one."""
     data = obj.get("data") or {}
     meta = obj.get("metadata") or {}
     head = json.loads(data.get("entry.json") or "{}")
     status = json.loads(data.get("status.json") or "{}")
+    group = json.loads(data.get("group.json") or "{}")
+    pods = json.loads(data.get("pods.json") or "[]")
+    service = json.loads(data.get("service.json") or "null")
+    _checked_payload(group, pods, service)
     return QueueEntry(
         id=str(head.get("id") or str(meta.get("name", "")).removeprefix(PREFIX)),
         experiment=str(head.get("experiment", "")),
@@ -109,9 +134,9 @@ def from_configmap(obj: Mapping[str, Any]) -> QueueEntry:
         attempts=int(status.get("attempts", 0)),
         reason=str(status.get("reason", "")),
         experiment_text=str(data.get("experiment.yaml", "")),
-        group=json.loads(data.get("group.json") or "{}"),
-        pods=tuple(json.loads(data.get("pods.json") or "[]")),
-        service=json.loads(data.get("service.json") or "null"),
+        group=group,
+        pods=tuple(pods),
+        service=service,
         placement={str(k): str(v) for k, v in (status.get("placement") or {}).items()},
         events=tuple(str(e) for e in status.get("events") or ()),
         resource_version=str(meta.get("resourceVersion", "")),

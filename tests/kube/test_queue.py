@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from det_k8s.errors import Conflict, UsageError
+from det_k8s.cli.live import entry_for
+from det_k8s.errors import Conflict, InputError, UsageError
 from det_k8s.kube.queue import PAUSED, QUEUED, RUNNING, QueueEntry, QueueStore, from_configmap, to_configmap
+from det_k8s.scheduling.experiments import parse_experiment
+from det_k8s.scheduling.groups import build_group
+from det_k8s.settings import Document, load_settings
+
+SETTINGS = load_settings([Document("s", "maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")]).settings()
 
 
 def entry(entry_id: str, sequence: int, **changes) -> QueueEntry:
-    base = QueueEntry(id=entry_id, experiment="mnist", user="alice@example.com", priority=50,
-                      submitted_at="2026-11-21T12:00:00.000000Z", sequence=sequence, experiment_text="name: mnist\n",
-                      group={"pods": 2}, pods=({"kind": "Pod", "metadata": {"name": f"{entry_id}-0"}},),
-                      service={"kind": "Service", "metadata": {"name": entry_id}})
-    return QueueEntry(**{**base.__dict__, **changes})
+    """A real entry, as `experiment create` stores it, for a 2-pod mnist trial."""
+    text = "name: mnist\nresources: {slots_per_trial: 8}\n"
+    experiment = parse_experiment(text, "mnist.yaml").get()
+    group = build_group(experiment, SETTINGS, group_id=entry_id, user="alice@example.com",
+                        submitted_at="2026-11-21T12:00:00.000000Z", sequence=sequence)
+    base = entry_for(experiment, text, SETTINGS, group, "default")
+    return replace(base, **changes)
 
 
 def test_round_trips_through_a_configmap():
@@ -54,7 +64,7 @@ def test_updates_are_optimistic(cluster):
     with pytest.raises(Conflict):
         store.update(added.with_event("paused", state=PAUSED))  # stale: based on the old version
     assert store.get("a").state == RUNNING
-    assert store.get("a").events == ("placed",)
+    assert store.get("a").events[-1] == "placed"
 
 
 def test_find_by_unique_prefix(cluster):
@@ -72,3 +82,18 @@ def test_delete(cluster):
     store = QueueStore(cluster.connect(), "default")
     store.delete(store.add(entry("a", 1)))
     assert store.entries() == []
+
+
+@pytest.mark.parametrize(("key", "text"), [("group.json", '{"id": "x"}'), ("pods.json", "[1]"),
+                                          ("pods.json", '[{"metadata": {"name": "other"}, "spec": {}}]'),
+                                          ("service.json", "[]"), ("entry.json", "{not json")])
+def test_a_malformed_entry_is_skipped_by_listing_and_named_by_get(cluster, key, text):
+    store = QueueStore(cluster.connect(), "default")
+    store.add(entry("good0001", 1))
+    broken = to_configmap(entry("bad00002", 2), "default")
+    broken["data"][key] = text
+    cluster.api.put(broken)
+    assert [e.id for e in store.entries()] == ["good0001"]
+    assert store.skipped and "det-k8s-queue-bad00002 is not a readable queue entry" in store.skipped[0]
+    with pytest.raises(InputError, match="det-k8s-queue-bad00002 is not a readable queue entry"):
+        store.get("bad00002")
