@@ -289,7 +289,7 @@ def _change(experiment_id: str, action: str) -> None:
     """
     from ..kube.kinds import PODS
     from ..kube.lease import SchedulingLease, lease_namespace
-    from ..kube.queue import KILLED, PAUSED, QUEUED, RUNNING, QueueStore
+    from ..kube.queue import FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueStore
     from ..kube.submit import delete_group
     from ..scheduling import labels as L
     from .live import current_user, holder_id
@@ -299,7 +299,7 @@ def _change(experiment_id: str, action: str) -> None:
     lease = SchedulingLease(api, lease_namespace(), holder_id(current_user(None)))
     with lease.held(wait=15):
         entry = store.find(experiment_id)
-        allowed = {"kill": (QUEUED, RUNNING, PAUSED), "pause": (QUEUED, RUNNING), "resume": (PAUSED,)}[action]
+        allowed = {"kill": (QUEUED, RUNNING, PAUSED, FAILED), "pause": (QUEUED, RUNNING), "resume": (PAUSED,)}[action]
         if entry.state not in allowed:
             raise UsageError(f"cannot {action} {entry.id}: it is {entry.state}")
         state = {"kill": KILLED, "pause": PAUSED, "resume": QUEUED}[action]

@@ -105,9 +105,10 @@ class LiveScheduler:
             by_group.setdefault(pod.labels[L.GROUP], []).append(pod)
         for entry in [e for e in entries.values() if e.state == RUNNING]:
             entries[entry.id] = self._settle(entry, by_group.get(entry.id, []), report)
-        for entry in everything:  # a kill or pause interrupted between writing its state and deleting
-            stale = [p.name for p in by_group.get(entry.id, []) if not p.deleting]
-            if entry.state in (PAUSED, KILLED) and stale:
+        for entry in everything:  # a kill or pause interrupted before deleting, a teardown that partly failed
+            pods = by_group.get(entry.id, [])
+            stale = [p.name for p in pods if not p.deleting and (entry.state in (PAUSED, KILLED) or p.active)]
+            if entry.state in (PAUSED, KILLED, FAILED) and stale:
                 self._still_ours()
                 report.problems.extend(f"{entry.id}: could not delete {name}" for name in
                                        delete_group(self.api, self.namespace, stale, self._service_of(entry, stale)))

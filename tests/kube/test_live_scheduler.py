@@ -226,3 +226,16 @@ def test_an_interrupted_kill_is_finished_by_the_next_pass(twelve_gpus):
     store.update(store.get("aaaa0001").with_event("killed", state="killed"))  # ...and then the client died
     LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
     assert cluster.api.items("pods") == []
+
+
+def test_a_failed_group_whose_teardown_partly_failed_is_cleared_by_the_next_pass(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 8, 1)
+    LiveScheduler(cluster.connect(), "default", Policy(), "c", max_attempts=1).run_pass()
+    first, second = sorted(p["metadata"]["name"] for p in cluster.api.items("pods"))
+    cluster.api.update("pods", first, {"status": {"phase": "Failed", "reason": "Error"}})
+    cluster.api.fail("DELETE", "pods", 500, "etcd unavailable", name=second)
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c", max_attempts=1).run_pass()
+    assert "aaaa0001" in report.failed and any(second in p for p in report.problems)
+    LiveScheduler(cluster.connect(), "default", Policy(), "c", max_attempts=1).run_pass()
+    assert cluster.api.get("pods", second) is None  # its GPUs are free again
