@@ -28,11 +28,13 @@ def run(
 ) -> None:
     """Schedule the queue: one pass every --interval seconds until Ctrl-C (or one with --once).
 
-    Each pass takes the namespace's scheduling Lease, so any number of these loops and of
-    `experiment create` commands can run at once without handing out the same GPUs twice.
+    Each pass takes the cluster's scheduling Lease, so any number of these loops and of
+    `experiment create` commands, in any namespaces, can run at once without handing out the
+    same GPUs twice.
     """
     from ..kube.lease import LeaseHeld
     from ..kube.scheduler import LiveScheduler
+    from ..scheduling.model import Policy
     from .experiment import _print_pass
     from .live import current_user, effective_policy, holder_id
 
@@ -42,10 +44,11 @@ def run(
                    + ("" if once else f", every {interval:g}s; Ctrl-C stops"))
     announced = False
     failures = 0
+    # One scheduler for the whole loop: its Lease remembers how long another holder has been silent.
+    scheduler = LiveScheduler(api, api.namespace, Policy(), holder, lease_wait=0 if not once else 10)
     while True:
         try:
-            scheduler = LiveScheduler(api, api.namespace, effective_policy(api, preemption=preemption), holder,
-                                      lease_wait=0 if not once else 10)
+            scheduler.policy = effective_policy(api, preemption=preemption)  # an admin may change it meanwhile
             report = scheduler.run_pass()
             _print_pass(report)
             announced, failures = False, 0

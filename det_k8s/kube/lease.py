@@ -47,6 +47,10 @@ def _format(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _version(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
 def _parse(text: str | None) -> datetime.datetime | None:
     if not text:
         return None
@@ -97,6 +101,7 @@ class SchedulingLease:
     name: str = LEASE_NAME
     monotonic: Callable[[], float] = time.monotonic
     _watched: tuple[tuple[str, str], float] | None = field(default=None, repr=False)
+    _written: str | None = field(default=None, repr=False)  # resourceVersion of our own last write
 
     def _gone(self, current: dict[str, Any], state: LeaseState) -> bool:
         """Has the holder stopped renewing? (see the module docstring)"""
@@ -118,12 +123,13 @@ class SchedulingLease:
             current = self.api.get(LEASES, self.name, self.namespace)
         except NotFound:
             try:
-                self.api.create(LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                         "metadata": {"name": self.name, "namespace": self.namespace,
-                                                      "labels": {"app.kubernetes.io/managed-by": "det-k8s"}},
-                                         "spec": spec}, self.namespace)
+                created = self.api.create(LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                                   "metadata": {"name": self.name, "namespace": self.namespace,
+                                                                "labels": {"app.kubernetes.io/managed-by": "det-k8s"}},
+                                                   "spec": spec}, self.namespace)
             except Conflict:
                 return False  # another client created it first
+            self._written = _version(created)
             return True
         state = LeaseState.of(current)
         if state.holder not in ("", self.holder) and not self._gone(current, state):
@@ -132,14 +138,23 @@ class SchedulingLease:
             spec["acquireTime"] = (current.get("spec") or {}).get("acquireTime") or spec["acquireTime"]
         body = {**current, "spec": {**(current.get("spec") or {}), **spec}}
         try:
-            self.api.replace(LEASES, self.name, body, self.namespace)
+            written = self.api.replace(LEASES, self.name, body, self.namespace)
         except Conflict:
             return False  # someone renewed or took it between our read and our write
+        self._written = _version(written)
         return True
 
     def renew(self) -> None:
-        """Renew a Lease this client holds; raise LeaseLost if another client has it now."""
-        if not self.try_acquire():
+        """Renew the Lease this client took; raise LeaseLost if anyone else wrote it since our last write.
+
+        "Still our name on it" is not enough: another client may have taken it, run its own pass and
+        released it meanwhile, and this client's plan would then be stale.
+        """
+        try:
+            current = self.api.get(LEASES, self.name, self.namespace)
+        except NotFound:
+            current = None
+        if current is None or self._written is None or _version(current) != self._written or not self.try_acquire():
             state = self.holder_now()
             who = state.holder if state and state.holder != self.holder else "another client"
             raise LeaseLost(f"the scheduling lease was taken over by {who} during the pass; "

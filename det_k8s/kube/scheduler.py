@@ -62,14 +62,18 @@ class LiveScheduler:
     clock: Callable[[], datetime.datetime] = utcnow
 
     _held: SchedulingLease | None = field(default=None, repr=False)
+    _lease: SchedulingLease | None = field(default=None, repr=False)
 
     @property
     def store(self) -> QueueStore:
         return QueueStore(self.api, self.namespace)
 
     def lease(self) -> SchedulingLease:
-        """The cluster-wide Lease: GPUs are shared by every namespace's queue."""
-        return SchedulingLease(self.api, lease_namespace(), self.holder, clock=self.clock)
+        """The cluster-wide Lease (GPUs are shared by every namespace's queue), one object per scheduler:
+        it remembers how long it has watched another holder, which is how a dead holder is recognised."""
+        if self._lease is None:
+            self._lease = SchedulingLease(self.api, lease_namespace(), self.holder, clock=self.clock)
+        return self._lease
 
     def run_pass(self) -> PassReport:
         """Take the Lease, run one pass, give the Lease back (raises LeaseHeld when it stays taken).
@@ -236,6 +240,7 @@ class LiveScheduler:
         return self._write(replace(entry, reason=reason), report)
 
     def _write(self, entry: QueueEntry, report: PassReport) -> QueueEntry:
+        self._still_ours()
         try:
             return self.store.update(entry)
         except Conflict:

@@ -162,3 +162,24 @@ def test_racing_to_create_it_exactly_one_wins(cluster):
     for thread in threads:
         thread.join()
     assert sorted(results) == [False, False, True]
+
+
+def test_renew_fails_if_another_client_took_and_released_it_meanwhile(cluster):
+    clock = Clock()
+    alice, bob = lease_for(cluster, "alice", clock), lease_for(cluster, "bob", clock)
+    assert alice.try_acquire()
+    bob.try_acquire()
+    clock.advance(31)
+    with bob.held():  # bob takes it over, runs a pass, releases it
+        pass
+    with pytest.raises(LeaseLost):
+        alice.renew()  # alice's name is gone and someone else wrote since her last write: her plan is stale
+
+
+def test_renew_succeeds_for_the_holder_nobody_disturbed(cluster):
+    clock = Clock()
+    alice = lease_for(cluster, "alice", clock)
+    assert alice.try_acquire()
+    clock.advance(10)
+    alice.renew()
+    alice.renew()

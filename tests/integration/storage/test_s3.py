@@ -6,6 +6,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from det_k8s.errors import SettingsError
 from det_k8s.storage import Reason, Status, Step, check_storage
 from tests.emulators import report_text, storage_settings
 
@@ -169,11 +170,18 @@ def test_an_endpoint_that_is_not_s3_is_named_and_nothing_is_left(fake_gcs):
     assert steps(report)[Step.DELETE] == (Status.SKIPPED, None) and report.left_behind is None
 
 
-def test_a_password_in_an_unusable_endpoint_url_is_not_shown():
-    """botocore's "Invalid endpoint" error quotes the URL whole, user:password@ included."""
-    url = "http://admin:pw-in-the-url@minio example:9000"
-    report = check_storage(s3(url, "ckpt"))
+def test_an_unusable_endpoint_url_is_named_and_nothing_is_attempted():
+    """botocore's "Invalid endpoint" error is turned into one line naming the key."""
+    report = check_storage(s3("http://minio example:9000", "ckpt"))
     assert report.result(Step.WRITE).message == (
         "checkpointStorage.endpointUrl http://minio example:9000 is not a usable URL")
-    assert "pw-in-the-url" not in report_text(report)
     assert steps(report)[Step.DELETE] == (Status.SKIPPED, None)
+
+
+def test_credentials_in_the_endpoint_url_are_refused_before_any_probe_and_not_shown():
+    """botocore would quote user:password@ whole; validation refuses such a URL first (it would land in the ConfigMap)."""
+    with pytest.raises(SettingsError) as refused:
+        s3("http://admin:pw-in-the-url@minio example:9000", "ckpt")
+    (problem,) = refused.value.problems
+    assert problem.path == "checkpointStorage.endpointUrl"
+    assert "pw-in-the-url" not in repr(problem)
