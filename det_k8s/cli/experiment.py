@@ -189,7 +189,7 @@ def _entry_data(entry: QueueEntry, position: int | None = None, reason: str | No
     pods = group.get("pods") or []
     return {"id": entry.id, "name": entry.experiment, "user": entry.user, "priority": entry.priority,
             "state": entry.state, "position": position, "slots": int(group.get("slots", 0)), "pods": len(pods),
-            "submittedAt": entry.submitted_at, "attempts": entry.attempts,
+            "submittedAt": entry.submitted_at, "attempts": entry.attempts, "admissionRejections": entry.rejections,
             "reason": reason if reason is not None else entry.reason, "placement": dict(entry.placement),
             "events": list(entry.events)}
 
@@ -269,7 +269,9 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     output.key_values({"ID": entry.id, "Experiment": entry.experiment, "User": entry.user,
                        "Priority": entry.priority, "State": entry.state,
                        "Slots": f"{data['slots']} ({len(entry.pods)} pod(s))", "Submitted": entry.submitted_at,
-                       "Attempts": entry.attempts, **({"Position": data["position"]} if data["position"] else {}),
+                       "Attempts": entry.attempts,
+                       **({"Admission rejections": entry.rejections} if entry.rejections else {}),
+                       **({"Position": data["position"]} if data["position"] else {}),
                        **({"Why": data["reason"]} if data["reason"] else {})})
     if data["pods"]:
         print()

@@ -40,6 +40,7 @@ class QueueEntry:
     sequence: int
     state: str = QUEUED
     attempts: int = 0
+    rejections: int = 0  # kubelet admission rejections (not the job's fault; free up to a limit)
     reason: str = ""
     experiment_text: str = ""
     group: Mapping[str, Any] = field(default_factory=dict)
@@ -74,7 +75,7 @@ def to_configmap(entry: QueueEntry, namespace: str) -> dict[str, Any]:
     }
     if entry.resource_version:
         meta["resourceVersion"] = entry.resource_version
-    status = {"state": entry.state, "attempts": entry.attempts, "reason": entry.reason,
+    status = {"state": entry.state, "attempts": entry.attempts, "rejections": entry.rejections, "reason": entry.reason,
               "placement": dict(entry.placement), "events": list(entry.events)}
     return {
         "apiVersion": "v1",
@@ -132,6 +133,7 @@ def from_configmap(obj: Mapping[str, Any]) -> QueueEntry:
         sequence=int(head.get("sequence", 0)),
         state=str(status.get("state", QUEUED)),
         attempts=int(status.get("attempts", 0)),
+        rejections=int(status.get("rejections", 0)),
         reason=str(status.get("reason", "")),
         experiment_text=str(data.get("experiment.yaml", "")),
         group=group,

@@ -22,7 +22,7 @@ from ..errors import Conflict, DetK8sError
 from ..scheduling import labels as L
 from ..scheduling.explain import describe
 from ..scheduling.labels import running_groups
-from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS, Verdict, group_health, next_attempt
+from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS, FREE_REJECTIONS, Verdict, charge, group_health
 from ..scheduling.model import Plan, PodGroup, Policy
 from ..scheduling.plan import schedule
 from ..scheduling.serialize import group_from_dict
@@ -180,18 +180,18 @@ class LiveScheduler:
             return self._write(entry.with_event(f"{self._now()} completed", state=COMPLETED, reason=""), report)
         self._still_ours()
         leftovers = self._delete(entry, [p.name for p in pods], report)
-        attempts, again = next_attempt(entry.attempts, self.max_attempts) if health.counts else (entry.attempts, True)
-        if again:
-            why = f"{health.detail}; the group was torn down and requeued (attempt {attempts + 1} of " \
+        cost = charge(health, entry.attempts, entry.rejections, self.max_attempts)
+        if cost.again and cost.attempts == entry.attempts:
+            why = f"{health.detail}; the group was torn down and requeued (admission rejection {cost.rejections} " \
+                  f"of {FREE_REJECTIONS} not counted as an attempt)"
+        elif cost.again:
+            why = f"{health.detail}; the group was torn down and requeued (attempt {cost.attempts + 1} of " \
                   f"{self.max_attempts})"
-            report.requeued[entry.id] = why
-            changed = entry.with_event(f"{self._now()} {why}", state=QUEUED, attempts=attempts, reason=why,
-                                       placement={})
         else:
-            why = f"{health.detail}; gave up after {attempts} attempts"
-            report.failed[entry.id] = why
-            changed = entry.with_event(f"{self._now()} {why}", state=FAILED, attempts=attempts, reason=why,
-                                       placement={})
+            why = f"{health.detail}; gave up after {cost.attempts} attempts"
+        (report.requeued if cost.again else report.failed)[entry.id] = why
+        changed = entry.with_event(f"{self._now()} {why}", state=QUEUED if cost.again else FAILED,
+                                   attempts=cost.attempts, rejections=cost.rejections, reason=why, placement={})
         if leftovers:
             report.problems.append(f"{entry.id}: could not delete {', '.join(leftovers)}")
         return self._write(changed, report)

@@ -14,6 +14,9 @@ from enum import StrEnum
 from ..cluster.model import Pod
 
 DEFAULT_MAX_ATTEMPTS = 3
+# Admission rejections forgiven before they start to count: a node that keeps refusing the group (its
+# GPUs broken, a device plugin down) must not requeue it forever.
+FREE_REJECTIONS = 5
 
 
 class Verdict(StrEnum):
@@ -22,8 +25,8 @@ class Verdict(StrEnum):
     LOST = "lost"  # a pod failed, was evicted or deleted: tear the whole group down
 
 
-# Reasons the kubelet gives when it refuses to admit a pod pinned to its node (another pod, placed by
-# kube-scheduler meanwhile, took the GPUs): the job never ran, so this is no attempt of the job's own.
+# Reasons the kubelet gives when it refuses to admit a pod pinned to its node (most often another pod,
+# placed by kube-scheduler meanwhile, took the GPUs): the job never ran, so this is no attempt of its own.
 ADMISSION_REJECTIONS = ("OutOf", "UnexpectedAdmissionError", "NodeAffinity", "NodeName", "Taint", "NodeShutdown")
 
 
@@ -45,8 +48,8 @@ def group_health(expected: Sequence[str], pods: Sequence[Pod]) -> Health:
         reason = failed[0].reason
         why = f" ({reason})" if reason else ""
         if reason.startswith(ADMISSION_REJECTIONS):
-            return Health(Verdict.LOST, f"the kubelet refused pod {failed[0].name}{why}: another pod took its node's "
-                          "resources first", counts=False)
+            return Health(Verdict.LOST, f"the kubelet refused pod {failed[0].name}{why} before it ran; its node "
+                          "could not admit it (another pod may have taken the resources)", counts=False)
         return Health(Verdict.LOST, f"pod {failed[0].name} failed{why}")
     deleting = [by_name[name] for name in expected if by_name[name].deleting]
     if deleting:
@@ -60,3 +63,23 @@ def next_attempt(attempts: int, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tup
     """(attempts after this loss, whether the group may run again)."""
     attempts += 1
     return attempts, attempts < max_attempts
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What a loss costs a group: its counters afterwards and whether it may run again."""
+
+    attempts: int
+    rejections: int
+    again: bool
+
+
+def charge(health: Health, attempts: int, rejections: int, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+           free_rejections: int = FREE_REJECTIONS) -> Charge:
+    """Count a loss: admission rejections are free until `free_rejections` of them, then count like failures."""
+    if not health.counts:
+        rejections += 1
+        if rejections <= free_rejections:
+            return Charge(attempts, rejections, True)
+    attempts, again = next_attempt(attempts, max_attempts)
+    return Charge(attempts, rejections, again)

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from det_k8s.kube.lease import LeaseHeld
-from det_k8s.kube.queue import QueueStore
+from det_k8s.kube.queue import FAILED, QueueStore
 from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.scheduling.experiments import parse_experiment
 from det_k8s.scheduling.groups import build_group
@@ -216,6 +216,23 @@ def test_a_kubelet_admission_rejection_is_no_attempt_of_the_job(twelve_gpus):
     report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
     assert "the kubelet refused pod" in report.requeued["aaaa0001"]
     assert QueueStore(cluster.connect(), "default").get("aaaa0001").attempts == 0
+    assert "admission rejection 1 of 5 not counted" in report.requeued["aaaa0001"]
+
+
+def test_a_node_that_keeps_refusing_the_group_fails_it_in_the_end(twelve_gpus):
+    """Rejections are forgiven five times; after that each counts as an attempt, so the queue cannot loop forever."""
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 4, 1)
+    store = QueueStore(cluster.connect(), "default")
+    for _ in range(20):
+        LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+        if store.get("aaaa0001").state == FAILED:
+            break
+        for pod in cluster.api.items("pods"):
+            cluster.api.update("pods", pod["metadata"]["name"], {"status": {"phase": "Failed", "reason": "OutOfcpu"}})
+    entry = store.get("aaaa0001")
+    assert (entry.state, entry.rejections, entry.attempts) == (FAILED, 8, 3)
+    assert entry.reason.endswith("gave up after 3 attempts")
 
 
 def test_an_interrupted_kill_is_finished_by_the_next_pass(twelve_gpus):

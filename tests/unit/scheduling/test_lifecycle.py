@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from det_k8s.cluster.model import Pod
-from det_k8s.scheduling.lifecycle import Verdict, group_health, next_attempt
+from det_k8s.scheduling.lifecycle import Charge, Health, Verdict, charge, group_health, next_attempt
 
 NAMES = ["g-0", "g-1"]
 
@@ -49,3 +49,19 @@ def test_a_kubelet_admission_rejection_does_not_count(reason):
 def test_the_retry_limit():
     assert next_attempt(0, 3) == (1, True)
     assert next_attempt(2, 3) == (3, False)
+
+
+REJECTED = Health(Verdict.LOST, "refused", counts=False)
+FAILED = Health(Verdict.LOST, "failed")
+
+
+def test_admission_rejections_are_free_up_to_the_limit_then_count_as_attempts():
+    assert charge(REJECTED, attempts=0, rejections=0, max_attempts=3, free_rejections=2) == Charge(0, 1, True)
+    assert charge(REJECTED, attempts=0, rejections=1, max_attempts=3, free_rejections=2) == Charge(0, 2, True)
+    assert charge(REJECTED, attempts=0, rejections=2, max_attempts=3, free_rejections=2) == Charge(1, 3, True)
+    assert charge(REJECTED, attempts=2, rejections=4, max_attempts=3, free_rejections=2) == Charge(3, 5, False)
+
+
+def test_a_failure_counts_and_leaves_the_rejection_count_alone():
+    assert charge(FAILED, attempts=1, rejections=4, max_attempts=3) == Charge(2, 4, True)
+    assert charge(FAILED, attempts=2, rejections=0, max_attempts=3) == Charge(3, 0, False)
