@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 
@@ -186,6 +187,39 @@ def test_a_changed_config_changes_the_master_pod_annotation(helm, tmp_path):
     second = objects(helm, chart, tmp_path, "--set", "maxSlotsPerPod=2")[key]["spec"]["template"]["metadata"][
         "annotations"]
     assert first["checksum/config"] != second["checksum/config"]
+
+
+PROBE = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: probe
+data:
+  config: {{ include (print $.Template.BasePath "/master-config.yaml") . | quote }}
+  secret: {{ include (print $.Template.BasePath "/master-secret.yaml") . | quote }}
+"""
+
+
+def _rendered(helm: Path, chart: Path, home: Path, *extra: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(the exact text `include` gives for the config and the secret, the master pod's annotations)."""
+    objs = objects(helm, chart, home, *extra)
+    annotations = objs[("Deployment", "determined-master-deployment-demo")]["spec"]["template"]["metadata"]["annotations"]
+    return objs[("ConfigMap", "probe")]["data"], annotations
+
+
+def test_the_master_pod_carries_no_plain_hash_of_the_secret_yet_restarts_when_it_changes(helm, tmp_path):
+    """A bare sha256 of the Secret on the pod would let anyone who can read pods test password guesses."""
+    chart = render(tmp_path, "gpu-cluster")
+    (chart / "templates" / "zz-probe.yaml").write_text(PROBE)  # shows what the annotations are computed from
+    texts, annotations = _rendered(helm, chart, tmp_path)
+    def sha256(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+    assert annotations["checksum/config"] == sha256(texts["config"])  # the config's plain checksum, as before
+    assert sha256(texts["secret"]) not in annotations.values()
+    again = _rendered(helm, chart, tmp_path)[1]
+    changed = _rendered(helm, chart, tmp_path, "--set", "db.password=another-password")[1]
+    assert again["fingerprint/secret"] == annotations["fingerprint/secret"]  # no restart when nothing changed
+    assert changed["fingerprint/secret"] != annotations["fingerprint/secret"]
+    assert changed["checksum/config"] == annotations["checksum/config"]
 
 
 def test_helm4_client_dry_run_install_needs_no_cluster(helm4, tmp_path):
