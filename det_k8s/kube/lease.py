@@ -28,11 +28,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import Conflict, DetK8sError, NotFound
+from ..errors import Conflict, DetK8sError, Forbidden, NotFound
 from .api import KubeApi
 from .kinds import LEASES
 
 LEASE_NAME = "det-k8s-scheduler"
+NAMESPACE_ENV = "DET_K8S_LEASE_NAMESPACE"
 DEFAULT_DURATION = 30  # seconds a pass may hold the Lease without renewing it
 SKEW_ALLOWANCE = 60  # seconds of clock difference tolerated when judging a renewTime we never watched
 
@@ -88,7 +89,7 @@ class LeaseLost(DetK8sError):
 
 
 def lease_namespace() -> str:
-    return os.environ.get("DET_K8S_LEASE_NAMESPACE") or "default"
+    return os.environ.get(NAMESPACE_ENV) or "default"
 
 
 @dataclass
@@ -116,6 +117,15 @@ class SchedulingLease:
 
     def try_acquire(self) -> bool:
         """Take (or renew) the Lease if it is free, expired or ours; False when someone else has it."""
+        try:
+            return self._try_acquire()
+        except Forbidden as exc:
+            raise Forbidden(f"cannot use the scheduling lease {self.namespace}/{self.name}: {exc}",
+                            hint=f"scheduling needs get, create and update on leases in namespace {self.namespace}; "
+                                 f"ask a cluster admin, or set {NAMESPACE_ENV} to a namespace where you have them "
+                                 "(every det-k8s client of the cluster must use the same one)") from exc
+
+    def _try_acquire(self) -> bool:
         now = self.clock()
         spec = {"holderIdentity": self.holder, "leaseDurationSeconds": self.duration,
                 "renewTime": _format(now), "acquireTime": _format(now)}

@@ -59,6 +59,8 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
             raise GroupCreationFailed(f"creating service {service_name} failed: {exc}") from exc
 
     def create(pod: Mapping[str, Any]) -> None:
+        if failures:
+            return  # the group is doomed: creating more pods would only mean more to delete
         attempted.append(_name(pod))
         try:
             api.create(PODS, pod, namespace)
@@ -90,7 +92,9 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
         return Created(tuple(created), service_name)
     leftovers = delete_group(api, namespace, maybe_ours(), service_name, grace_seconds=0)
     first_pod, first_error = failures[0]
-    message = f"creating pod {first_pod} failed: {first_error}; removed the {len(created)} pod(s) already created"
+    removed = [name for name in maybe_ours() if name not in leftovers]
+    message = f"creating pod {first_pod} failed: {first_error}; " + (
+        f"removed the {len(removed)} pod(s) that were or may have been created" if removed else "no pod was left")
     if leftovers:
         message += f"; could not remove {', '.join(leftovers)}"
     raise GroupCreationFailed(message, leftovers=leftovers,

@@ -107,7 +107,8 @@ def describe(reason: Reason) -> str:
             parts.append(f"backfill is off and {reason.detail} waits ahead of it")
         parts += [_excluded(reason), _ahead(reason)]
         if reason.preemptible is not None and code is not ReasonCode.STRICT_ORDER:
-            parts.append("preemption: no lower-priority group to evict" if not reason.preemptible else
-                         f"preemption: evicting the {_plural(reason.preemptible, 'lower-priority group')} "
-                         "would not free enough")
+            # Only groups of the same queue (namespace) are ever evicted: other namespaces' pods just hold capacity.
+            parts.append("preemption: no lower-priority group in this queue to evict" if not reason.preemptible else
+                         f"preemption: evicting the {_plural(reason.preemptible, 'lower-priority group')} of this "
+                         "queue would not free enough")
     return "; ".join(part for part in parts if part)

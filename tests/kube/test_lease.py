@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from det_k8s.errors import Forbidden
 from det_k8s.kube.lease import LeaseHeld, LeaseLost, LeaseState, SchedulingLease
 
 T0 = datetime.datetime(2026, 11, 21, 12, 0, tzinfo=datetime.UTC)
@@ -183,3 +184,11 @@ def test_renew_succeeds_for_the_holder_nobody_disturbed(cluster):
     clock.advance(10)
     alice.renew()
     alice.renew()
+
+
+def test_no_permission_on_leases_names_the_lease_and_the_way_out(cluster):
+    cluster.api.fail("GET", "leases", 403, 'leases.coordination.k8s.io "det-k8s-scheduler" is forbidden')
+    with pytest.raises(Forbidden) as refused:
+        lease_for(cluster, "alice").try_acquire()
+    assert str(refused.value).startswith("cannot use the scheduling lease default/det-k8s-scheduler: ")
+    assert "DET_K8S_LEASE_NAMESPACE" in (refused.value.hint or "")

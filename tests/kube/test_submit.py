@@ -56,6 +56,14 @@ def test_nothing_is_created_when_the_first_pod_fails(cluster):
     assert cluster.api.count("POST", "pods") == 1
 
 
+def test_parallel_creation_stops_submitting_after_the_first_failure(cluster):
+    cluster.api.fail("POST", "pods", 403, "exceeded quota", name="exp-abc-0")
+    with pytest.raises(GroupCreationFailed):
+        create_group(cluster.connect(), "default", group_pods(40), SERVICE, workers=2)
+    assert cluster.api.count("POST", "pods") < 40  # at most the requests already in flight follow the failure
+    assert cluster.api.items("pods") == []
+
+
 def test_delete_group_tolerates_pods_already_gone(cluster):
     create_group(cluster.connect(), "default", group_pods(2), SERVICE)
     cluster.api.remove("pods", "exp-abc-0")
@@ -66,9 +74,10 @@ def test_delete_group_tolerates_pods_already_gone(cluster):
 def test_a_creation_whose_answer_was_lost_is_removed_too(cluster):
     # the server creates exe-abc-1 but the client is told it failed (e.g. the answer timed out)
     cluster.api.fail("POST", "pods", 500, "etcdserver: request timed out", name="exp-abc-1", after_write=True)
-    with pytest.raises(GroupCreationFailed):
+    with pytest.raises(GroupCreationFailed) as info:
         create_group(cluster.connect(), "default", group_pods(3), SERVICE)
     assert cluster.api.items("pods") == []  # pod 1 existed on the server: it was deleted as well
+    assert str(info.value).endswith("removed the 2 pod(s) that were or may have been created")
     assert cluster.api.get("services", "exp-abc") is None
 
 

@@ -41,7 +41,7 @@ def test_equal_and_higher_priorities_are_never_evicted():
     plan = schedule(full, [gang("g", 1, 8, priority=50)], PREEMPT)
     assert plan.victims == ()
     reason = plan.waiting["g"]
-    assert reason.preemptible == 0 and "no lower-priority group" in describe(reason)
+    assert reason.preemptible == 0 and "no lower-priority group in this queue to evict" in describe(reason)
 
 
 def test_the_lowest_priority_goes_first():
