@@ -11,7 +11,8 @@ itself and adds what det-k8s depends on, the way a real API server behaves:
 - list: labelSelector (=, ==, !=, in, notin, exists, !exists), fieldSelector (metadata.name,
   metadata.namespace, spec.nodeName, status.phase, involvedObject.name), limit/continue paging;
 - delete: 404 when missing; optionally graceful for pods (deletionTimestamp set, the object stays
-  until `finish_deletions()`), as kubelet-managed pods take time to go away;
+  until `finish_deletions()`), as kubelet-managed pods take time to go away, unless
+  gracePeriodSeconds is 0 (a force deletion);
 - pods/<name>/log from `pod_logs`;
 - fault injection: `fail("POST", "pods", 403, "...")` answers the next matching request with a
   Status error (403, 409, 500...), without touching the stored state.
@@ -324,7 +325,10 @@ class ApiEmulator(kmock.KubernetesScaffold):
             obj = self.objects.get(key)
             if obj is None:
                 return _status(404, "NotFound", f'{plural} "{name}" not found')
-            if plural == "pods" and self.graceful_pods:
+            options = request.data if isinstance(request.data, dict) else {}
+            grace = options.get("gracePeriodSeconds", request.params.get("gracePeriodSeconds"))
+            # As the API server does: grace 0 removes a pod at once (what `kubectl delete --force` sends).
+            if plural == "pods" and self.graceful_pods and str(grace) != "0":
                 if not obj["metadata"].get("deletionTimestamp"):
                     obj["metadata"]["deletionTimestamp"] = datetime.datetime.now(datetime.UTC).strftime(
                         "%Y-%m-%dT%H:%M:%SZ")

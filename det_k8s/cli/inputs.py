@@ -31,16 +31,30 @@ SetStringOpt = Annotated[list[str] | None, typer.Option(
 
 SETTINGS_LIMIT = 16 * 2**20  # settings and experiment files are small; a larger one is a mistake (or /dev/zero)
 SNAPSHOT_LIMIT = 2 * 2**30  # `kubectl get nodes,pods -A -o json` of a very large cluster
+CHUNK = 2**20
 
 
 def read_text(path: Path, what: str = "file", limit: int = SETTINGS_LIMIT) -> str:
-    """A whole UTF-8 file, read at most `limit` bytes deep so a device or a huge file fails cleanly."""
+    """A whole UTF-8 file, read at most `limit` bytes deep so a device or a huge file fails cleanly.
+
+    It is read in chunks and refused at the first NUL byte (never in YAML or JSON text), so
+    `/dev/zero` or a binary file fails at once rather than after filling memory up to the limit.
+    """
     try:
+        chunks: list[bytes] = []
+        size = 0
         with path.open("rb") as handle:
-            data = handle.read(limit + 1)
-        if len(data) > limit:
+            while size <= limit:
+                chunk = handle.read(min(CHUNK, limit + 1 - size))
+                if not chunk:
+                    break
+                if b"\0" in chunk:
+                    raise InputError(f"{path}: binary data (a NUL byte), not text; is this the right {what}?")
+                chunks.append(chunk)
+                size += len(chunk)
+        if size > limit:
             raise InputError(f"{path}: larger than {limit // 2**20} MiB; is this the right {what}?")
-        return data.decode("utf-8")
+        return b"".join(chunks).decode("utf-8")
     except FileNotFoundError as exc:
         raise InputError(f"{path}: no such {what}") from exc
     except IsADirectoryError as exc:

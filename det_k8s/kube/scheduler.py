@@ -27,7 +27,7 @@ from ..scheduling.model import Plan, PodGroup, Policy
 from ..scheduling.plan import schedule
 from ..scheduling.serialize import group_from_dict
 from .api import KubeApi
-from .kinds import PODS
+from .kinds import PODS, SERVICES
 from .lease import SchedulingLease, lease_namespace, utcnow
 from .queue import COMPLETED, FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueEntry, QueueStore
 from .snapshot import read_snapshot
@@ -116,13 +116,14 @@ class LiveScheduler:
                 self._still_ours()
                 report.problems.extend(f"{entry.id}: could not delete {name}" for name in
                                        delete_group(self.api, self.namespace, stale, self._service_of(entry, stale)))
+        unready = {node.name for node in snapshot.nodes if not node.ready}
         queue: list[PodGroup] = []
         for entry in entries.values():
             if entry.state != QUEUED:
                 continue
             pods = by_group.get(entry.id, [])
             if pods:
-                entries[entry.id] = self._leftovers(entry, pods, report)
+                entries[entry.id] = self._leftovers(entry, pods, unready, report)
                 continue
             queue.append(group_from_dict(entry.group))
         # Only groups of this queue may be evicted: their pods are the ones this pass can delete. Other
@@ -145,7 +146,22 @@ class LiveScheduler:
             entries[group_id] = self._note(entries[group_id], text, report)
         return report
 
-    def _leftovers(self, entry: QueueEntry, pods: Sequence[Pod], report: PassReport) -> QueueEntry:
+    def _ensure_service(self, entry: QueueEntry) -> str:
+        """Create the group's headless Service if it is missing (an interrupted creation may have deleted it).
+
+        Returns "" when it exists now, else what went wrong.
+        """
+        if not entry.service:
+            return ""
+        try:
+            self.api.create(SERVICES, entry.service, self.namespace)
+        except Conflict:
+            return ""  # already there
+        except DetK8sError as exc:
+            return f"could not create its service: {exc}"
+        return ""
+
+    def _leftovers(self, entry: QueueEntry, pods: Sequence[Pod], unready: set[str], report: PassReport) -> QueueEntry:
         """Pods of a queued group: adopt a complete healthy set, else clear them away before it runs again.
 
         They come from a pass that created the pods but could not record it (an interrupted client,
@@ -155,6 +171,10 @@ class LiveScheduler:
         live = [p for p in pods if not p.deleting and p.phase not in ("Failed", "Succeeded")]
         if sorted(p.name for p in live) == sorted(expected) and all(p.node_name for p in live):
             self._still_ours()
+            missing = self._ensure_service(entry)
+            if missing:  # its pods cannot find each other without it; try again next pass
+                report.problems.append(f"{entry.id}: {missing}")
+                return self._note(entry, f"found all its pods running, but {missing}", report)
             placement = {p.name: p.node_name or "" for p in live}
             report.placed[entry.id] = tuple(sorted(placement.items()))
             return self._write(entry.with_event(f"{self._now()} found all its pods running; adopted them",
@@ -162,10 +182,17 @@ class LiveScheduler:
         stale = [p.name for p in pods if not p.deleting]
         if stale:
             self._still_ours()
-            leftovers = delete_group(self.api, self.namespace, stale, None, grace_seconds=0)
+            # Gracefully: they may be running, and their GPUs are only free once they have stopped.
+            leftovers = delete_group(self.api, self.namespace, stale, None)
             if leftovers:
                 report.problems.append(f"{entry.id}: could not delete {', '.join(leftovers)}")
         why = f"waiting for its previous pods to stop: {', '.join(sorted(p.name for p in pods))}"
+        stuck = sorted(p.name for p in pods if p.deleting and p.node_name in unready)
+        if stuck:
+            # Not force-deleted here: the node may come back with the pod still running on it (and its name
+            # taken by the group's next attempt). Whether the node is gone for good is a person's call.
+            why += (f"; {', '.join(stuck)} cannot be confirmed stopped while their node is NotReady (if it is gone "
+                    f"for good: kubectl delete pod {stuck[0]} -n {self.namespace} --force --grace-period=0)")
         report.waiting[entry.id] = why
         return self._note(entry, why, report)
 

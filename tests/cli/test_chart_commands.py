@@ -181,6 +181,19 @@ def test_validate_against_an_unreachable_cluster_is_one_line(run_cli, tmp_path):
         "is the cluster up? check --kube-context and your kubeconfig"]
 
 
-def test_a_device_or_huge_file_is_refused_cleanly(run_cli):
+def test_a_device_or_binary_file_is_refused_at_its_first_nul_byte(run_cli, tmp_path):
     result = run_cli("validate", "-f", "/dev/zero")
-    assert (result.code, result.err.strip()) == (1, "error: /dev/zero: larger than 16 MiB; is this the right settings file?")
+    assert (result.code, result.err.strip()) == (
+        1, "error: /dev/zero: binary data (a NUL byte), not text; is this the right settings file?")
+    late = tmp_path / "late.yaml"
+    late.write_bytes(b"maxSlotsPerPod: 4\n" + b" " * (3 * 2**20) + b"\0")  # the NUL sits past the first chunks
+    assert "binary data (a NUL byte)" in run_cli("validate", "-f", late).err
+
+
+def test_a_huge_text_file_is_refused_cleanly(run_cli, tmp_path):
+    huge = tmp_path / "huge.yaml"
+    huge.write_bytes(b"#" * (16 * 2**20 + 1))
+    result = run_cli("validate", "-f", huge)
+    assert (result.code, result.err.strip()) == (1, f"error: {huge}: larger than 16 MiB; is this the right settings file?")
+    huge.write_bytes(b"maxSlotsPerPod: 4\n" + b"#" * (16 * 2**20 - 18))  # exactly the limit is still read
+    assert "larger than" not in run_cli("validate", "-f", huge).err

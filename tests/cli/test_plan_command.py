@@ -226,3 +226,9 @@ def test_invalid_settings_exit_1_naming_the_key(run_cli):
 )
 def test_usage_errors_exit_2(run_cli, args):
     assert run_cli("plan", *args).code == 2
+
+
+def test_a_snapshot_from_a_device_is_refused_at_once(run_cli):
+    result = run_cli("plan", EXPERIMENTS / "distributed-16gpu.yaml", "--snapshot", "/dev/zero")
+    assert (result.code, result.err.strip()) == (
+        1, "error: /dev/zero: binary data (a NUL byte), not text; is this the right file?")

@@ -194,6 +194,52 @@ def test_a_complete_running_set_of_pods_is_adopted(twelve_gpus):
     assert "aaaa0001" in report.placed
     assert QueueStore(cluster.connect(), "default").get("aaaa0001").state == "running"
     assert len(cluster.api.items("pods")) == 3  # the work already running is kept
+    assert cluster.api.get("services", entry.service["metadata"]["name"]) is not None  # so its pods find each other
+
+
+def test_an_incomplete_set_of_leftover_pods_is_deleted_gracefully_and_waited_for(twelve_gpus):
+    cluster = twelve_gpus
+    cluster.api.graceful_pods = True
+    submit(cluster, "aaaa0001", 12, 1)
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    first = entry.pods[0]
+    cluster.api.put({**first, "spec": {**first["spec"], "nodeName": "gpu-0"}, "status": {"phase": "Running"}})
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    (pod,) = cluster.api.items("pods")
+    assert pod["metadata"].get("deletionTimestamp")  # asked to stop, not removed under a running container
+    assert report.waiting["aaaa0001"] == f"waiting for its previous pods to stop: {first['metadata']['name']}"
+    cluster.api.finish_deletions()
+    assert "aaaa0001" in LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass().placed
+
+
+def test_a_pod_stuck_terminating_on_a_notready_node_is_explained_not_forced(twelve_gpus):
+    cluster = twelve_gpus
+    cluster.api.graceful_pods = True
+    cluster.api.put(node("gpu-0", gpus=4, ready=False))
+    submit(cluster, "aaaa0001", 12, 1)  # three pods: one alone is no complete set to adopt
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    name = entry.pods[0]["metadata"]["name"]
+    cluster.api.put({**entry.pods[0], "spec": {**entry.pods[0]["spec"], "nodeName": "gpu-0"}})
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()  # deletes it; the kubelet never confirms
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert report.waiting["aaaa0001"] == (
+        f"waiting for its previous pods to stop: {name}; {name} cannot be confirmed stopped while their node is "
+        f"NotReady (if it is gone for good: kubectl delete pod {name} -n default --force --grace-period=0)")
+    assert len(cluster.api.items("pods")) == 1
+
+
+def test_adoption_waits_until_the_groups_service_can_be_created(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    for i, manifest in enumerate(entry.pods):
+        cluster.api.put({**manifest, "spec": {**manifest["spec"], "nodeName": f"gpu-{i}"}})
+    cluster.api.fail("POST", "services", 500, "etcd unavailable")
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert "aaaa0001" not in report.placed and "could not create its service" in report.problems[0]
+    assert QueueStore(cluster.connect(), "default").get("aaaa0001").state == "queued"
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert "aaaa0001" in report.placed and len(cluster.api.items("services")) == 1
 
 
 def test_a_pass_that_loses_the_lease_stops_before_creating_pods(twelve_gpus):
