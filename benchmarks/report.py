@@ -94,15 +94,19 @@ def help_ratio(startup: dict[str, Any]) -> float:
 def _goals(results: dict[str, Any]) -> list[str]:
     rows = []
     if "scheduling" in results:
-        lean = next(r for r in results["scheduling"]["plan_cli"] if r["style"] == "lean")
+        rows_by_style = {r["style"]: r for r in results["scheduling"]["plan_cli"]}
+        lean = rows_by_style["lean"]
         ratios = plan_ratios(lean)
+        shapes = {style: plan_ratios(row)["process"] for style, row in rows_by_style.items()}
+        fresh = "; ".join(f"{_x(ratio)} ({style} objects)" for style, ratio in shapes.items())
         rows.append([f"1. whole `det-k8s plan`, {lean['nodes']:,} nodes / {lean['pods']:,} pods / "
                      f"{lean['experiments']} experiments, within {PLAN_GOAL:g}x `json.load` of the same file",
-                     f"{_x(ratios['process'])} json.load in a fresh interpreter (lean objects); "
-                     f"{_x(ratios['in_process'])} in-process json.load; {_x(ratios['gc_paused'])} json.load with "
-                     "the cycle collector paused (parsing alone)",
-                     f"{_met(ratios['process'] <= PLAN_GOAL)} (fresh interpreter, the like-for-like floor); "
-                     f"{_met(ratios['gc_paused'] <= PLAN_GOAL)} against parsing alone"])
+                     f"against json.load in a fresh interpreter: {fresh}. Lean objects against json.load in "
+                     f"this process: {_x(ratios['in_process'])}; with the cycle collector paused (parsing alone): "
+                     f"{_x(ratios['gc_paused'])}",
+                     f"{_met(max(shapes.values()) <= PLAN_GOAL)} against a fresh interpreter's json.load (what "
+                     f"a user compares `plan` with); {_met(ratios['gc_paused'] <= PLAN_GOAL)} against parsing "
+                     "alone (lean objects)"])
     if "quality" in results:
         default = results["quality"]["policies"]["default"]
         partial = sum(p["partial_groups"] for p in results["quality"]["policies"].values())
