@@ -36,6 +36,13 @@ def gpu_use(cluster) -> dict[str, int]:
     return used
 
 
+def leave_pods(cluster, manifests, status=None) -> None:
+    """Put a group's pods in the cluster as an earlier, unrecorded pass would have left them (pod i on gpu-i)."""
+    for i, manifest in enumerate(manifests):
+        pod = {**manifest, "spec": {**manifest["spec"], "nodeName": f"gpu-{i}"}}
+        cluster.api.put({**pod, "status": status} if status else pod)
+
+
 @pytest.fixture
 def twelve_gpus(cluster):
     for i in range(3):
@@ -188,8 +195,7 @@ def test_a_complete_running_set_of_pods_is_adopted(twelve_gpus):
     cluster = twelve_gpus
     submit(cluster, "aaaa0001", 12, 1)
     entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
-    for i, manifest in enumerate(entry.pods):
-        cluster.api.put({**manifest, "spec": {**manifest["spec"], "nodeName": f"gpu-{i}"}})
+    leave_pods(cluster, entry.pods)
     report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
     assert "aaaa0001" in report.placed
     assert QueueStore(cluster.connect(), "default").get("aaaa0001").state == "running"
@@ -203,7 +209,7 @@ def test_an_incomplete_set_of_leftover_pods_is_deleted_gracefully_and_waited_for
     submit(cluster, "aaaa0001", 12, 1)
     entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
     first = entry.pods[0]
-    cluster.api.put({**first, "spec": {**first["spec"], "nodeName": "gpu-0"}, "status": {"phase": "Running"}})
+    leave_pods(cluster, [first], status={"phase": "Running"})
     report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
     (pod,) = cluster.api.items("pods")
     assert pod["metadata"].get("deletionTimestamp")  # asked to stop, not removed under a running container
@@ -219,7 +225,7 @@ def test_a_pod_stuck_terminating_on_a_notready_node_is_explained_not_forced(twel
     submit(cluster, "aaaa0001", 12, 1)  # three pods: one alone is no complete set to adopt
     entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
     name = entry.pods[0]["metadata"]["name"]
-    cluster.api.put({**entry.pods[0], "spec": {**entry.pods[0]["spec"], "nodeName": "gpu-0"}})
+    leave_pods(cluster, entry.pods[:1])
     LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()  # deletes it; the kubelet never confirms
     report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
     assert report.waiting["aaaa0001"] == (
@@ -232,8 +238,7 @@ def test_adoption_waits_until_the_groups_service_can_be_created(twelve_gpus):
     cluster = twelve_gpus
     submit(cluster, "aaaa0001", 12, 1)
     entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
-    for i, manifest in enumerate(entry.pods):
-        cluster.api.put({**manifest, "spec": {**manifest["spec"], "nodeName": f"gpu-{i}"}})
+    leave_pods(cluster, entry.pods)
     cluster.api.fail("POST", "services", 500, "etcd unavailable")
     report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
     assert "aaaa0001" not in report.placed and "could not create its service" in report.problems[0]
