@@ -102,7 +102,7 @@ class SchedulingLease:
     name: str = LEASE_NAME
     monotonic: Callable[[], float] = time.monotonic
     _watched: tuple[tuple[str, str], float] | None = field(default=None, repr=False)
-    _written: str | None = field(default=None, repr=False)  # resourceVersion of our own last write
+    _written: dict[str, Any] | None = field(default=None, repr=False)  # the Lease as our own last write left it
 
     def _gone(self, current: dict[str, Any], state: LeaseState) -> bool:
         """Has the holder stopped renewing? (see the module docstring)"""
@@ -139,7 +139,7 @@ class SchedulingLease:
                                                    "spec": spec}, self.namespace)
             except Conflict:
                 return False  # another client created it first
-            self._written = _version(created)
+            self._written = created
             return True
         state = LeaseState.of(current)
         if state.holder not in ("", self.holder) and not self._gone(current, state):
@@ -151,25 +151,34 @@ class SchedulingLease:
             written = self.api.replace(LEASES, self.name, body, self.namespace)
         except Conflict:
             return False  # someone renewed or took it between our read and our write
-        self._written = _version(written)
+        self._written = written
         return True
 
     def renew(self) -> None:
         """Renew the Lease this client took; raise LeaseLost if anyone else wrote it since our last write.
 
         "Still our name on it" is not enough: another client may have taken it, run its own pass and
-        released it meanwhile, and this client's plan would then be stale.
+        released it meanwhile, and this client's plan would then be stale. So the renewal is one write
+        that carries the resourceVersion of our own last write: the API server refuses it (409) if
+        anything else touched the Lease in between, with no gap between checking and writing.
         """
+        if self._written is None:
+            raise LeaseLost("this client does not hold the scheduling lease; it stopped before writing anything",
+                            hint="a scheduling pass must take the lease first")
+        last = self._written
+        body = {**last, "spec": {**(last.get("spec") or {}), "holderIdentity": self.holder,
+                                 "renewTime": _format(self.clock())}}
         try:
-            current = self.api.get(LEASES, self.name, self.namespace)
-        except NotFound:
-            current = None
-        if current is None or self._written is None or _version(current) != self._written or not self.try_acquire():
+            self._written = self.api.replace(LEASES, self.name, body, self.namespace)
+        except (Conflict, NotFound):
+            self._written = None
             state = self.holder_now()
-            who = state.holder if state and state.holder != self.holder else "another client"
+            if state is not None and state.holder not in ("", self.holder):
+                who, hint = state.holder, "the pass took too long; the other client's pass carries on"
+            else:
+                who, hint = "another client", "the pass took too long; the next pass plans afresh"
             raise LeaseLost(f"the scheduling lease was taken over by {who} during the pass; "
-                            "it stopped before writing anything more",
-                            hint="the pass took too long; the other client's pass carries on")
+                            "it stopped before writing anything more", hint=hint) from None
 
     def holder_now(self) -> LeaseState | None:
         try:
@@ -187,6 +196,7 @@ class SchedulingLease:
             return
         body = {**current, "spec": {**(current.get("spec") or {}), "holderIdentity": "", "renewTime": None}}
         # Taken over or deleted meanwhile: either way it is no longer ours to release.
+        self._written = None
         with contextlib.suppress(Conflict, NotFound):
             self.api.replace(LEASES, self.name, body, self.namespace)
 

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from det_k8s.errors import Forbidden
+from det_k8s.kube.kinds import LEASES
 from det_k8s.kube.lease import LeaseHeld, LeaseLost, LeaseState, SchedulingLease
 
 T0 = datetime.datetime(2026, 11, 21, 12, 0, tzinfo=datetime.UTC)
@@ -173,8 +174,30 @@ def test_renew_fails_if_another_client_took_and_released_it_meanwhile(cluster):
     clock.advance(31)
     with bob.held():  # bob takes it over, runs a pass, releases it
         pass
-    with pytest.raises(LeaseLost):
+    with pytest.raises(LeaseLost) as lost:
         alice.renew()  # alice's name is gone and someone else wrote since her last write: her plan is stale
+    assert str(lost.value).startswith("the scheduling lease was taken over by another client during the pass")
+    assert "next pass plans afresh" in (lost.value.hint or "")
+    assert LeaseState.of(cluster.api.get("leases", "det-k8s-scheduler")).holder == ""  # alice wrote nothing
+
+
+def test_renew_fails_if_anything_touched_the_lease_since_our_last_write(cluster):
+    clock = Clock()
+    alice = lease_for(cluster, "alice", clock)
+    assert alice.try_acquire()
+    lease = cluster.api.get("leases", "det-k8s-scheduler")
+    lease["metadata"].setdefault("annotations", {})["touched"] = "yes"
+    cluster.connect().replace(LEASES, "det-k8s-scheduler", lease, "default")  # alice's name, not her write
+    with pytest.raises(LeaseLost):
+        alice.renew()
+
+
+def test_renew_after_release_is_refused(cluster):
+    alice = lease_for(cluster, "alice", Clock())
+    with alice.held():
+        pass
+    with pytest.raises(LeaseLost, match="does not hold"):
+        alice.renew()
 
 
 def test_renew_succeeds_for_the_holder_nobody_disturbed(cluster):
@@ -183,6 +206,8 @@ def test_renew_succeeds_for_the_holder_nobody_disturbed(cluster):
     assert alice.try_acquire()
     clock.advance(10)
     alice.renew()
+    renewed = LeaseState.of(cluster.api.get("leases", "det-k8s-scheduler"))
+    assert renewed.holder == "alice" and renewed.renewed == clock()
     alice.renew()
 
 
