@@ -22,7 +22,7 @@ from ..errors import Conflict, DetK8sError
 from ..scheduling import labels as L
 from ..scheduling.explain import describe
 from ..scheduling.labels import running_groups
-from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS, FREE_REJECTIONS, Verdict, charge, group_health
+from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS, FREE_REJECTIONS, Health, Verdict, charge, group_health, next_attempt
 from ..scheduling.model import Plan, PodGroup, Policy
 from ..scheduling.plan import schedule
 from ..scheduling.serialize import group_from_dict
@@ -107,8 +107,11 @@ class LiveScheduler:
         by_group: dict[str, list[Pod]] = {}
         for pod in ours:
             by_group.setdefault(pod.labels[L.GROUP], []).append(pod)
+        torn_down: set[str] = set()  # requeued by this pass: their pods are stopping, already asked to
         for entry in [e for e in entries.values() if e.state == RUNNING]:
             entries[entry.id] = self._settle(entry, by_group.get(entry.id, []), report)
+            if entries[entry.id].state != RUNNING:
+                torn_down.add(entry.id)
         for entry in everything:  # a kill or pause interrupted before deleting, a teardown that partly failed
             pods = by_group.get(entry.id, [])
             stale = [p.name for p in pods if not p.deleting and (entry.state in (PAUSED, KILLED) or p.active)]
@@ -122,6 +125,8 @@ class LiveScheduler:
             if entry.state != QUEUED:
                 continue
             pods = by_group.get(entry.id, [])
+            if entry.id in torn_down:
+                continue  # its pods were just asked to stop; the next pass finds them gone or stopping
             if pods:
                 entries[entry.id] = self._leftovers(entry, pods, unready, report)
                 continue
@@ -168,18 +173,34 @@ class LiveScheduler:
         a lost Lease), or from a teardown still in progress.
         """
         expected = _expected(entry)
-        live = [p for p in pods if not p.deleting and p.phase not in ("Failed", "Succeeded")]
-        if sorted(p.name for p in live) == sorted(expected) and all(p.node_name for p in live):
-            self._still_ours()
-            missing = self._ensure_service(entry)
-            if missing:  # its pods cannot find each other without it; try again next pass
-                report.problems.append(f"{entry.id}: {missing}")
-                return self._note(entry, f"found all its pods running, but {missing}", report)
-            placement = {p.name: p.node_name or "" for p in live}
-            report.placed[entry.id] = tuple(sorted(placement.items()))
-            return self._write(entry.with_event(f"{self._now()} found all its pods running; adopted them",
-                                                state=RUNNING, reason="", placement=placement), report)
-        stale = [p.name for p in pods if not p.deleting]
+        present = [p for p in pods if not p.deleting]
+        stale = [p.name for p in present]
+        if sorted(stale) == sorted(expected):
+            health = group_health(expected, present)
+            if health.verdict is Verdict.COMPLETED:  # it ran to the end unrecorded: keep its work and its logs
+                self._still_ours()
+                self._delete(entry, [], report)
+                report.completed.append(entry.id)
+                return self._write(entry.with_event(f"{self._now()} found all its pods finished; completed",
+                                                    state=COMPLETED, reason=""), report)
+            if health.verdict is Verdict.RUNNING and all(p.node_name for p in present):
+                self._still_ours()
+                missing = self._ensure_service(entry)
+                if missing:  # its pods cannot find each other without it; try again next pass
+                    report.problems.append(f"{entry.id}: {missing}")
+                    return self._note(entry, f"found all its pods running, but {missing}", report)
+                placement = {p.name: p.node_name or "" for p in present}
+                report.placed[entry.id] = tuple(sorted(placement.items()))
+                return self._write(entry.with_event(f"{self._now()} found all its pods running; adopted them",
+                                                    state=RUNNING, reason="", placement=placement), report)
+            if health.verdict is Verdict.LOST:  # it ran unrecorded and failed: that costs an attempt like any failure
+                entry = self._charged(entry, health, report)
+                if entry.state == FAILED:
+                    self._still_ours()
+                    leftovers = delete_group(self.api, self.namespace, stale, None)
+                    if leftovers:
+                        report.problems.append(f"{entry.id}: could not delete {', '.join(leftovers)}")
+                    return entry
         if stale:
             self._still_ours()
             # Gracefully: they may be running, and their GPUs are only free once they have stopped.
@@ -200,6 +221,9 @@ class LiveScheduler:
         expected = _expected(entry)
         health = group_health(expected, pods)
         if health.verdict is Verdict.RUNNING:
+            if entry.rejections and all(p.phase == "Running" for p in pods if p.name in expected):
+                # Admitted and running: earlier rejections were races, not this node refusing it for good.
+                return self._write(replace(entry, rejections=0), report)
             return entry
         if health.verdict is Verdict.COMPLETED:
             self._delete(entry, [], report)  # the pods stay for their logs; the Service is no longer needed
@@ -207,6 +231,12 @@ class LiveScheduler:
             return self._write(entry.with_event(f"{self._now()} completed", state=COMPLETED, reason=""), report)
         self._still_ours()
         leftovers = self._delete(entry, [p.name for p in pods], report)
+        if leftovers:
+            report.problems.append(f"{entry.id}: could not delete {', '.join(leftovers)}")
+        return self._charged(entry, health, report)
+
+    def _charged(self, entry: QueueEntry, health: Health, report: PassReport) -> QueueEntry:
+        """Record a lost group: requeued, or failed once its attempts are used up."""
         cost = charge(health, entry.attempts, entry.rejections, self.max_attempts)
         if cost.again and cost.attempts == entry.attempts:
             why = f"{health.detail}; the group was torn down and requeued (admission rejection {cost.rejections} " \
@@ -215,12 +245,10 @@ class LiveScheduler:
             why = f"{health.detail}; the group was torn down and requeued (attempt {cost.attempts + 1} of " \
                   f"{self.max_attempts})"
         else:
-            why = f"{health.detail}; gave up after {cost.attempts} attempts"
+            why = f"{health.detail}; gave up after {_attempts(cost.attempts)}"
         (report.requeued if cost.again else report.failed)[entry.id] = why
         changed = entry.with_event(f"{self._now()} {why}", state=QUEUED if cost.again else FAILED,
                                    attempts=cost.attempts, rejections=cost.rejections, reason=why, placement={})
-        if leftovers:
-            report.problems.append(f"{entry.id}: could not delete {', '.join(leftovers)}")
         return self._write(changed, report)
 
     def _evict(self, plan: Plan, entries: dict[str, QueueEntry], by_group: Mapping[str, Sequence[Pod]],
@@ -247,12 +275,18 @@ class LiveScheduler:
         try:
             create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers)
         except GroupCreationFailed as exc:
-            why = f"creating its pods failed, nothing was left running: {exc.message}"
-            report.requeued[entry.id] = why
             if exc.leftovers:
                 report.problems.append(f"{entry.id}: could not delete {', '.join(exc.leftovers)}")
-            return self._write(entry.with_event(f"{self._now()} {why}", attempts=entry.attempts + 1, reason=why),
-                               report)
+            attempts, again = next_attempt(entry.attempts, self.max_attempts)
+            left = "nothing was left running" if not exc.leftovers else "some pods could not be removed"
+            if again:
+                why = f"creating its pods failed, {left}: {exc.message} (attempt {attempts + 1} of {self.max_attempts})"
+                report.requeued[entry.id] = why
+            else:
+                why = f"creating its pods failed, {left}: {exc.message}; gave up after {_attempts(attempts)}"
+                report.failed[entry.id] = why
+            return self._write(entry.with_event(f"{self._now()} {why}", attempts=attempts, reason=why,
+                                                state=QUEUED if again else FAILED), report)
         report.placed[entry.id] = tuple(placement)
         where = ", ".join(f"{pod} on {node}" for pod, node in placement)
         return self._write(entry.with_event(f"{self._now()} placed: {where}", state=RUNNING, reason="",
@@ -288,6 +322,10 @@ class LiveScheduler:
 
     def _now(self) -> str:
         return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _attempts(count: int) -> str:
+    return f"{count} attempt" if count == 1 else f"{count} attempts"
 
 
 def _expected(entry: QueueEntry) -> list[str]:

@@ -307,3 +307,86 @@ def test_a_failed_group_whose_teardown_partly_failed_is_cleared_by_the_next_pass
     assert "aaaa0001" in report.failed and any(second in p for p in report.problems)
     LiveScheduler(cluster.connect(), "default", Policy(), "c", max_attempts=1).run_pass()
     assert cluster.api.get("pods", second) is None  # its GPUs are free again
+
+
+def test_admission_rejections_are_forgotten_once_the_group_runs(twelve_gpus):
+    """A long-lived group must not use up its free rejections on races spread over its whole life."""
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 4, 1)
+    store = QueueStore(cluster.connect(), "default")
+    for _ in range(2):
+        LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+        (pod,) = cluster.api.items("pods")
+        cluster.api.update("pods", pod["metadata"]["name"], {"status": {"phase": "Failed", "reason": "OutOfcpu"}})
+        LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()  # torn down, requeued
+    assert store.get("aaaa0001").rejections == 2
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()  # placed again
+    (pod,) = cluster.api.items("pods")
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert store.get("aaaa0001").rejections == 2  # created, not yet admitted: nothing is forgotten yet
+    cluster.api.update("pods", pod["metadata"]["name"], {"status": {"phase": "Running"}})
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    entry = store.get("aaaa0001")
+    assert (entry.state, entry.rejections, entry.attempts) == ("running", 0, 0)
+
+
+def test_a_group_whose_pods_cannot_be_created_fails_after_its_attempts(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 4, 1)
+    cluster.api.fail("POST", "pods", 403, 'pods "x" is forbidden: exceeded quota: gpu-quota', times=100)
+    store = QueueStore(cluster.connect(), "default")
+    reports = [LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass() for _ in range(3)]
+    assert "(attempt 2 of 3)" in reports[0].requeued["aaaa0001"]
+    assert "exceeded quota" in reports[1].requeued["aaaa0001"]
+    entry = store.get("aaaa0001")
+    assert (entry.state, entry.attempts) == (FAILED, 3)
+    assert reports[2].failed["aaaa0001"].endswith("gave up after 3 attempts")
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert store.get("aaaa0001").attempts == 3  # a failed group is not tried again
+
+
+def test_leftover_pods_that_all_succeeded_complete_the_group_and_keep_their_logs(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    leave_pods(cluster, entry.pods, status={"phase": "Succeeded"})
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert report.completed == ["aaaa0001"] and "aaaa0001" not in report.placed
+    assert QueueStore(cluster.connect(), "default").get("aaaa0001").state == "completed"
+    assert len(cluster.api.items("pods")) == 3  # not deleted, not run a second time
+
+
+def test_leftover_pods_that_failed_cost_the_group_an_attempt(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    leave_pods(cluster, entry.pods, status={"phase": "Failed", "reason": "Error"})
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert "failed (Error)" in report.requeued["aaaa0001"] and "(attempt 2 of 3)" in report.requeued["aaaa0001"]
+    assert QueueStore(cluster.connect(), "default").get("aaaa0001").attempts == 1
+    assert cluster.api.items("pods") == []
+
+
+def test_leftover_pods_that_failed_on_the_last_attempt_fail_the_group(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    leave_pods(cluster, entry.pods, status={"phase": "Failed", "reason": "Error"})
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c", max_attempts=1).run_pass()
+    assert report.failed["aaaa0001"].endswith("gave up after 1 attempt")
+    assert QueueStore(cluster.connect(), "default").get("aaaa0001").state == FAILED
+    assert cluster.api.items("pods") == []
+
+
+def test_a_group_torn_down_by_a_pass_keeps_its_reason_and_is_deleted_once(twelve_gpus):
+    cluster = twelve_gpus
+    cluster.api.graceful_pods = True
+    submit(cluster, "aaaa0001", 4, 1)
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    (pod,) = cluster.api.items("pods")
+    cluster.api.update("pods", pod["metadata"]["name"], {"status": {"phase": "Failed", "reason": "Error"}})
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert "aaaa0001" not in report.waiting and not report.problems
+    assert QueueStore(cluster.connect(), "default").get("aaaa0001").reason.startswith(
+        f"pod {pod['metadata']['name']} failed (Error); the group was torn down and requeued")
+    assert cluster.api.count("DELETE", "pods") == 1
