@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import subprocess
 from pathlib import Path
 
@@ -196,7 +197,25 @@ metadata:
 data:
   config: {{ include (print $.Template.BasePath "/master-config.yaml") . | quote }}
   secret: {{ include (print $.Template.BasePath "/master-secret.yaml") . | quote }}
+  release: {{ printf "%s/%s" .Release.Namespace .Release.Name | quote }}
 """
+
+_MPW = b"com.lyndir.masterpassword"
+_MAXIMUM = ("anoxxxxxxxxxxxxxxxxx", "axxxxxxxxxxxxxxxxxno")
+_CLASSES = {"a": "AEIOUaeiouBCDFGHJKLMNPQRSTVWXYZbcdfghjklmnpqrstvwxyz", "n": "0123456789",
+            "o": "@&%?,=[]_:-+*$#!'^~;()/.",
+            "x": "AEIOUaeiouBCDFGHJKLMNPQRSTVWXYZbcdfghjklmnpqrstvwxyz0123456789!@#$%^&*()"}
+
+
+def master_password(password: str, user: str, site: str, counter: int = 1) -> str:
+    """Sprig's derivePassword (the Master Password algorithm, "maximum" type), written out independently:
+    the scrypt salt is made from `user`, and `site` only enters the cheap HMAC afterwards."""
+    salt = _MPW + len(user.encode()).to_bytes(4, "big") + user.encode()
+    key = hashlib.scrypt(password.encode(), salt=salt, n=32768, r=8, p=2, dklen=64, maxmem=128 * 1024 * 1024)
+    message = _MPW + len(site.encode()).to_bytes(4, "big") + site.encode() + counter.to_bytes(4, "big")
+    seed = hmac.new(key, message, hashlib.sha256).digest()
+    template = _MAXIMUM[seed[0] % len(_MAXIMUM)]
+    return "".join(_CLASSES[c][seed[i + 1] % len(_CLASSES[c])] for i, c in enumerate(template))
 
 
 def _rendered(helm: Path, chart: Path, home: Path, *extra: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -220,6 +239,16 @@ def test_the_master_pod_carries_no_plain_hash_of_the_secret_yet_restarts_when_it
     assert again["fingerprint/secret"] == annotations["fingerprint/secret"]  # no restart when nothing changed
     assert changed["fingerprint/secret"] != annotations["fingerprint/secret"]
     assert changed["checksum/config"] == annotations["checksum/config"]
+
+
+def test_the_secret_fingerprint_is_salted_per_release(helm, tmp_path):
+    """scrypt's salt is the release's namespace/name, so one guessing run cannot cover every installation."""
+    chart = render(tmp_path, "gpu-cluster")
+    (chart / "templates" / "zz-probe.yaml").write_text(PROBE)
+    texts, annotations = _rendered(helm, chart, tmp_path)
+    assert texts["release"].endswith("/demo")
+    expected = master_password(texts["secret"], user=texts["release"], site="det-k8s/master-secret")
+    assert annotations["fingerprint/secret"] == hashlib.sha256(expected.encode()).hexdigest()
 
 
 def test_helm4_client_dry_run_install_needs_no_cluster(helm4, tmp_path):
