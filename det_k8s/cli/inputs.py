@@ -39,30 +39,36 @@ def read_text(path: Path, what: str = "file", limit: int = SETTINGS_LIMIT) -> st
 
     It is read in chunks and refused at the first NUL byte (never in YAML or JSON text), so
     `/dev/zero` or a binary file fails at once rather than after filling memory up to the limit.
+    UTF-16 (what Windows PowerShell's `>` writes) is named as such rather than called binary, and
+    a UTF-8 byte-order mark is dropped.
     """
     try:
-        chunks: list[bytes] = []
-        size = 0
+        data = bytearray()
         with path.open("rb") as handle:
-            while size <= limit:
-                chunk = handle.read(min(CHUNK, limit + 1 - size))
+            while len(data) <= limit:
+                chunk = handle.read(min(CHUNK, limit + 1 - len(data)))
                 if not chunk:
                     break
+                if not data and chunk.startswith((b"\xff\xfe", b"\xfe\xff")):
+                    raise InputError(f"{path}: UTF-16 text; det-k8s reads UTF-8",
+                                     hint="save it as UTF-8 (in PowerShell: ... | Out-File -Encoding utf8)")
                 if b"\0" in chunk:
                     raise InputError(f"{path}: binary data (a NUL byte), not text; is this the right {what}?")
-                chunks.append(chunk)
-                size += len(chunk)
-        if size > limit:
+                data += chunk
+        if len(data) > limit:
             raise InputError(f"{path}: larger than {limit // 2**20} MiB; is this the right {what}?")
-        return b"".join(chunks).decode("utf-8")
+        bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+        try:
+            return bytes(memoryview(data)[bom:]).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not UTF-8 text (byte {bom + exc.start + 1} is not valid UTF-8)",
+                             hint="save it as UTF-8") from exc
     except FileNotFoundError as exc:
         raise InputError(f"{path}: no such {what}") from exc
     except IsADirectoryError as exc:
         raise InputError(f"{path}: is a directory, expected a {what}") from exc
     except PermissionError as exc:
         raise InputError(f"{path}: permission denied") from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text") from exc
 
 
 def load_settings_from_cli(files: Sequence[Path] | None, sets: Sequence[str] | None,

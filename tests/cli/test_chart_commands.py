@@ -197,3 +197,22 @@ def test_a_huge_text_file_is_refused_cleanly(run_cli, tmp_path):
     assert (result.code, result.err.strip()) == (1, f"error: {huge}: larger than 16 MiB; is this the right settings file?")
     huge.write_bytes(b"maxSlotsPerPod: 4\n" + b"#" * (16 * 2**20 - 18))  # exactly the limit is still read
     assert "larger than" not in run_cli("validate", "-f", huge).err
+
+
+def test_a_utf16_file_is_named_as_such_with_the_way_out(run_cli, tmp_path):
+    windows = tmp_path / "values.yaml"
+    windows.write_bytes("maxSlotsPerPod: 4\n".encode("utf-16"))  # what PowerShell's `>` writes
+    result = run_cli("validate", "-f", windows)
+    assert (result.code, result.err.strip()) == (1, f"error: {windows}: UTF-16 text; det-k8s reads UTF-8; "
+                                                     "save it as UTF-8 (in PowerShell: ... | Out-File -Encoding utf8)")
+
+
+def test_a_utf8_byte_order_mark_is_accepted_and_bad_bytes_are_located(run_cli, tmp_path):
+    marked = tmp_path / "marked.yaml"
+    marked.write_bytes(b"\xef\xbb\xbfmaxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+    assert run_cli("validate", "-f", marked).code == 0
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(b"\xef\xbb\xbfclusterName: caf\xe9\n")
+    result = run_cli("validate", "-f", latin1)
+    assert (result.code, result.err.strip()) == (  # the BOM's 3 bytes + "clusterName: caf" come first
+        1, f"error: {latin1}: not UTF-8 text (byte 20 is not valid UTF-8); save it as UTF-8")
