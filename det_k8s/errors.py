@@ -137,6 +137,10 @@ class Forbidden(ClusterError):
     """RBAC says no (HTTP 401/403)."""
 
 
+class Rejected(ClusterError):
+    """The API server refused the object itself (HTTP 400/422): invalid, or denied by admission."""
+
+
 class StorageError(DetK8sError):
     """A checkpoint storage probe could not run at all."""
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ClusterError, ClusterUnreachable, Conflict, Forbidden, NotFound, OperationTimeout
+from ..errors import ClusterError, ClusterUnreachable, Conflict, Forbidden, NotFound, OperationTimeout, Rejected
 from .config import Target, resolve
 from .kinds import NAMESPACES, Kind
 
@@ -212,8 +212,8 @@ class KubeApi:
         if status in (401, 403):
             return Forbidden(f"{message} {context}",
                              hint="ask a cluster admin for the RBAC permission, or use another --kube-context")
-        if status == 422:
-            return ClusterError(f"{what}: rejected by the API server: {message}")
+        if status in (400, 422):
+            return Rejected(f"{what}: rejected by the API server: {message}")
         return ClusterError(f"{what}: API server answered {status}: {message} {context}".strip(": "))
 
 

@@ -120,10 +120,13 @@ class SchedulingLease:
         try:
             return self._try_acquire()
         except Forbidden as exc:
-            raise Forbidden(f"cannot use the scheduling lease {self.namespace}/{self.name}: {exc}",
-                            hint=f"scheduling needs get, create and update on leases in namespace {self.namespace}; "
-                                 f"ask a cluster admin, or set {NAMESPACE_ENV} to a namespace where you have them "
-                                 "(every det-k8s client of the cluster must use the same one)") from exc
+            raise self._forbidden(exc) from exc
+
+    def _forbidden(self, exc: Forbidden) -> Forbidden:
+        return Forbidden(f"cannot use the scheduling lease {self.namespace}/{self.name}: {exc}",
+                         hint=f"scheduling needs get, create and update on leases in namespace {self.namespace}; "
+                              f"ask a cluster admin, or set {NAMESPACE_ENV} to a namespace where you have them "
+                              "(every det-k8s client of the cluster must use the same one)")
 
     def _try_acquire(self) -> bool:
         now = self.clock()
@@ -170,6 +173,8 @@ class SchedulingLease:
                                  "renewTime": _format(self.clock())}}
         try:
             self._written = self.api.replace(LEASES, self.name, body, self.namespace)
+        except Forbidden as exc:
+            raise self._forbidden(exc) from exc
         except (Conflict, NotFound):
             self._written = None
             state = self.holder_now()

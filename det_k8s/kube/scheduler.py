@@ -125,7 +125,7 @@ class LiveScheduler:
             if entry.state != QUEUED:
                 continue
             pods = by_group.get(entry.id, [])
-            if entry.id in torn_down:
+            if entry.id in torn_down and pods:
                 continue  # its pods were just asked to stop; the next pass finds them gone or stopping
             if pods:
                 entries[entry.id] = self._leftovers(entry, pods, unready, report)
@@ -194,13 +194,7 @@ class LiveScheduler:
                 return self._write(entry.with_event(f"{self._now()} found all its pods running; adopted them",
                                                     state=RUNNING, reason="", placement=placement), report)
             if health.verdict is Verdict.LOST:  # it ran unrecorded and failed: that costs an attempt like any failure
-                entry = self._charged(entry, health, report)
-                if entry.state == FAILED:
-                    self._still_ours()
-                    leftovers = delete_group(self.api, self.namespace, stale, None)
-                    if leftovers:
-                        report.problems.append(f"{entry.id}: could not delete {', '.join(leftovers)}")
-                    return entry
+                return self._torn_down(entry, health, stale, report)
         if stale:
             self._still_ours()
             # Gracefully: they may be running, and their GPUs are only free once they have stopped.
@@ -229,14 +223,22 @@ class LiveScheduler:
             self._delete(entry, [], report)  # the pods stay for their logs; the Service is no longer needed
             report.completed.append(entry.id)
             return self._write(entry.with_event(f"{self._now()} completed", state=COMPLETED, reason=""), report)
+        return self._torn_down(entry, health, [p.name for p in pods], report)
+
+    def _torn_down(self, entry: QueueEntry, health: Health, pods: Sequence[str], report: PassReport) -> QueueEntry:
+        """Delete a lost group's pods, then charge the loss: requeued, or failed once its attempts are used up.
+
+        The loss is charged once the set is broken up, so that no later pass can find it whole and
+        charge the same failure again. If not one pod could be deleted, the entry stays as it was and
+        the next pass tries again; the pods a partial teardown leaves behind are cleared as leftovers.
+        """
         self._still_ours()
-        leftovers = self._delete(entry, [p.name for p in pods], report)
+        leftovers = self._delete(entry, pods, report)
         if leftovers:
             report.problems.append(f"{entry.id}: could not delete {', '.join(leftovers)}")
-        return self._charged(entry, health, report)
-
-    def _charged(self, entry: QueueEntry, health: Health, report: PassReport) -> QueueEntry:
-        """Record a lost group: requeued, or failed once its attempts are used up."""
+            if len(leftovers) == len(pods):
+                return self._note(entry, f"{health.detail}; tearing the group down (could not delete "
+                                  f"{', '.join(leftovers)} yet)", report)
         cost = charge(health, entry.attempts, entry.rejections, self.max_attempts)
         if cost.again and cost.attempts == entry.attempts:
             why = f"{health.detail}; the group was torn down and requeued (admission rejection {cost.rejections} " \
@@ -277,8 +279,12 @@ class LiveScheduler:
         except GroupCreationFailed as exc:
             if exc.leftovers:
                 report.problems.append(f"{entry.id}: could not delete {', '.join(exc.leftovers)}")
-            attempts, again = next_attempt(entry.attempts, self.max_attempts)
             left = "nothing was left running" if not exc.leftovers else "some pods could not be removed"
+            if not exc.lasting:  # a timeout, a 5xx, a full quota: may well pass next time, so not the group's fault
+                why = f"creating its pods failed, {left}: {exc.message}; trying again (not counted as an attempt)"
+                report.requeued[entry.id] = why
+                return self._write(entry.with_event(f"{self._now()} {why}", reason=why), report)
+            attempts, again = next_attempt(entry.attempts, self.max_attempts)
             if again:
                 why = f"creating its pods failed, {left}: {exc.message} (attempt {attempts + 1} of {self.max_attempts})"
                 report.requeued[entry.id] = why

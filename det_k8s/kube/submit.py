@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Conflict, DetK8sError
+from ..errors import Conflict, DetK8sError, Forbidden, Rejected
 from .api import KubeApi
 from .kinds import PODS, SERVICES
 
@@ -21,9 +21,19 @@ from .kinds import PODS, SERVICES
 class GroupCreationFailed(DetK8sError):
     """Some pod of a group could not be created; the others were removed again."""
 
-    def __init__(self, message: str, *, leftovers: Sequence[str] = (), hint: str | None = None) -> None:
+    def __init__(self, message: str, *, leftovers: Sequence[str] = (), hint: str | None = None,
+                 lasting: bool = False) -> None:
         super().__init__(message, hint=hint)
         self.leftovers = tuple(leftovers)
+        self.lasting = lasting  # trying again unchanged will fail again (see `lasting_refusal`)
+
+
+def lasting_refusal(error: BaseException) -> bool:
+    """Will the API server refuse this pod again? An invalid pod or a denial (RBAC, an admission webhook) will;
+    a timeout, a 5xx, a name clash or a full ResourceQuota (other groups finish) may well pass next time."""
+    if isinstance(error, Rejected):
+        return True
+    return isinstance(error, Forbidden) and "exceeded quota" not in str(error)
 
 
 @dataclass(frozen=True)
@@ -56,7 +66,8 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
         except Conflict:
             pass  # left by an earlier attempt of the same group: it selects the same pods, reuse it
         except DetK8sError as exc:
-            raise GroupCreationFailed(f"creating service {service_name} failed: {exc}") from exc
+            raise GroupCreationFailed(f"creating service {service_name} failed: {exc}",
+                                      lasting=lasting_refusal(exc)) from exc
 
     def create(pod: Mapping[str, Any]) -> None:
         if failures:
@@ -97,7 +108,7 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
         f"removed the {len(removed)} pod(s) that were or may have been created" if removed else "no pod was left")
     if leftovers:
         message += f"; could not remove {', '.join(leftovers)}"
-    raise GroupCreationFailed(message, leftovers=leftovers,
+    raise GroupCreationFailed(message, leftovers=leftovers, lasting=lasting_refusal(first_error),
                               hint="delete the leftovers with `det-k8s pods cleanup`" if leftovers else None)
 
 

@@ -217,3 +217,12 @@ def test_no_permission_on_leases_names_the_lease_and_the_way_out(cluster):
         lease_for(cluster, "alice").try_acquire()
     assert str(refused.value).startswith("cannot use the scheduling lease default/det-k8s-scheduler: ")
     assert "DET_K8S_LEASE_NAMESPACE" in (refused.value.hint or "")
+
+
+def test_no_permission_to_renew_names_the_lease_too(cluster):
+    alice = lease_for(cluster, "alice")
+    assert alice.try_acquire()
+    cluster.api.fail("PUT", "leases", 403, 'leases.coordination.k8s.io "det-k8s-scheduler" is forbidden')
+    with pytest.raises(Forbidden) as refused:
+        alice.renew()
+    assert str(refused.value).startswith("cannot use the scheduling lease default/det-k8s-scheduler: ")

@@ -304,9 +304,27 @@ def test_a_failed_group_whose_teardown_partly_failed_is_cleared_by_the_next_pass
     cluster.api.update("pods", first, {"status": {"phase": "Failed", "reason": "Error"}})
     cluster.api.fail("DELETE", "pods", 500, "etcd unavailable", name=second)
     report = LiveScheduler(cluster.connect(), "default", Policy(), "c", max_attempts=1).run_pass()
-    assert "aaaa0001" in report.failed and any(second in p for p in report.problems)
+    assert report.failed["aaaa0001"].endswith("gave up after 1 attempt") and any(second in p for p in report.problems)
     LiveScheduler(cluster.connect(), "default", Policy(), "c", max_attempts=1).run_pass()
     assert cluster.api.get("pods", second) is None  # its GPUs are free again
+    assert QueueStore(cluster.connect(), "default").get("aaaa0001").attempts == 1  # one failure, charged once
+
+
+def test_a_lost_group_none_of_whose_pods_could_be_deleted_is_charged_once_they_can(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 8, 1)
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    first, second = sorted(p["metadata"]["name"] for p in cluster.api.items("pods"))
+    cluster.api.update("pods", first, {"status": {"phase": "Failed", "reason": "Error"}})
+    cluster.api.fail("DELETE", "pods", 500, "etcd unavailable", times=2)
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    assert (entry.state, entry.attempts) == ("running", 0) and len(report.problems) == 1
+    assert entry.reason == f"pod {first} failed (Error); tearing the group down (could not delete {first}, {second} yet)"
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert "(attempt 2 of 3)" in report.requeued["aaaa0001"]
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert QueueStore(cluster.connect(), "default").get("aaaa0001").attempts == 1  # one failure, charged once
 
 
 def test_admission_rejections_are_forgotten_once_the_group_runs(twelve_gpus):
@@ -330,19 +348,46 @@ def test_admission_rejections_are_forgotten_once_the_group_runs(twelve_gpus):
     assert (entry.state, entry.rejections, entry.attempts) == ("running", 0, 0)
 
 
-def test_a_group_whose_pods_cannot_be_created_fails_after_its_attempts(twelve_gpus):
+def test_a_group_whose_pods_are_refused_for_good_fails_after_its_attempts(twelve_gpus):
     cluster = twelve_gpus
     submit(cluster, "aaaa0001", 4, 1)
-    cluster.api.fail("POST", "pods", 403, 'pods "x" is forbidden: exceeded quota: gpu-quota', times=100)
+    cluster.api.fail("POST", "pods", 403, 'admission webhook "gpu-policy" denied the request: no GPUs for you',
+                     times=100)
     store = QueueStore(cluster.connect(), "default")
     reports = [LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass() for _ in range(3)]
     assert "(attempt 2 of 3)" in reports[0].requeued["aaaa0001"]
-    assert "exceeded quota" in reports[1].requeued["aaaa0001"]
+    assert "denied the request" in reports[1].requeued["aaaa0001"]
     entry = store.get("aaaa0001")
     assert (entry.state, entry.attempts) == (FAILED, 3)
     assert reports[2].failed["aaaa0001"].endswith("gave up after 3 attempts")
     LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
     assert store.get("aaaa0001").attempts == 3  # a failed group is not tried again
+
+
+@pytest.mark.parametrize("status, message", [
+    (403, 'pods "x" is forbidden: exceeded quota: gpu-quota, requested: nvidia.com/gpu=4'),
+    (500, "etcdserver: request timed out"),
+])
+def test_a_passing_creation_failure_is_retried_without_counting(twelve_gpus, status, message):
+    """A full quota frees up when other groups finish; a 5xx passes: neither may fail the group."""
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 4, 1)
+    cluster.api.fail("POST", "pods", status, message, times=4)
+    store = QueueStore(cluster.connect(), "default")
+    for _ in range(4):
+        report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+        assert report.requeued["aaaa0001"].endswith("; trying again (not counted as an attempt)")
+    assert (store.get("aaaa0001").state, store.get("aaaa0001").attempts) == ("queued", 0)
+    assert "aaaa0001" in LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass().placed
+
+
+def test_an_invalid_pod_is_a_lasting_refusal(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 4, 1)
+    cluster.api.fail("POST", "pods", 422, 'Pod "x" is invalid: spec.containers[0].image: Required value')
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert "(attempt 2 of 3)" in report.requeued["aaaa0001"]
+    assert QueueStore(cluster.connect(), "default").get("aaaa0001").attempts == 1
 
 
 def test_leftover_pods_that_all_succeeded_complete_the_group_and_keep_their_logs(twelve_gpus):
@@ -363,8 +408,20 @@ def test_leftover_pods_that_failed_cost_the_group_an_attempt(twelve_gpus):
     leave_pods(cluster, entry.pods, status={"phase": "Failed", "reason": "Error"})
     report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
     assert "failed (Error)" in report.requeued["aaaa0001"] and "(attempt 2 of 3)" in report.requeued["aaaa0001"]
-    assert QueueStore(cluster.connect(), "default").get("aaaa0001").attempts == 1
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    assert entry.attempts == 1 and entry.reason == report.requeued["aaaa0001"]  # the reason is kept
     assert cluster.api.items("pods") == []
+
+
+def test_leftover_pods_that_failed_are_charged_once_even_if_clearing_them_takes_two_passes(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    leave_pods(cluster, entry.pods, status={"phase": "Failed", "reason": "Error"})
+    cluster.api.fail("DELETE", "pods", 500, "etcd unavailable", name=entry.pods[2]["metadata"]["name"])
+    for _ in range(3):
+        LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+        assert QueueStore(cluster.connect(), "default").get("aaaa0001").attempts == 1  # charged at once, and once
 
 
 def test_leftover_pods_that_failed_on_the_last_attempt_fail_the_group(twelve_gpus):
@@ -376,6 +433,7 @@ def test_leftover_pods_that_failed_on_the_last_attempt_fail_the_group(twelve_gpu
     assert report.failed["aaaa0001"].endswith("gave up after 1 attempt")
     assert QueueStore(cluster.connect(), "default").get("aaaa0001").state == FAILED
     assert cluster.api.items("pods") == []
+    assert cluster.api.items("services") == []  # nothing of a failed group is left behind
 
 
 def test_a_group_torn_down_by_a_pass_keeps_its_reason_and_is_deleted_once(twelve_gpus):
@@ -390,3 +448,13 @@ def test_a_group_torn_down_by_a_pass_keeps_its_reason_and_is_deleted_once(twelve
     assert QueueStore(cluster.connect(), "default").get("aaaa0001").reason.startswith(
         f"pod {pod['metadata']['name']} failed (Error); the group was torn down and requeued")
     assert cluster.api.count("DELETE", "pods") == 1
+
+
+def test_a_group_whose_pods_all_vanished_is_placed_again_in_the_same_pass(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 4, 1)
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    (pod,) = cluster.api.items("pods")
+    cluster.api.remove("pods", pod["metadata"]["name"])  # evicted and garbage-collected between passes
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert "is gone" in report.requeued["aaaa0001"] and "aaaa0001" in report.placed
