@@ -14,6 +14,12 @@ Two exact optima (HiGHS, integer programs over the same free GPUs, eligible node
 - priority-first: lexicographic, as the policy's first rule asks: the most GPUs for the highest
   priority, then, keeping that, the most for the next priority, and so on.
 
+A third, for the default policy only, splits what remains: *own order*, lexicographic over the
+exact order the pass decided the groups in (place the first if it can be placed at all, then the
+second if it can be placed too, ...). That is the pass's own rules with perfect packing, so the
+pass against it measures the packing heuristic alone, and it against priority-first measures the
+rules within one priority (fair share, submission order).
+
 One pass is run with the default policy (a fresh queue: the starvation guard has nothing to
 hold), with the guard engaged for every group (`reserve_after=0`, what every pass did before
 `reserve_after` existed, and what a pass does for groups that have waited) and with reservations
@@ -30,6 +36,7 @@ import inspect
 import json
 import random
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -151,6 +158,20 @@ def priority_optimum(case: Instance) -> int:
     return total
 
 
+def order_optimum(case: Instance, order: Sequence[str]) -> int:
+    """Lexicographic over `order`: each group placed if it can be, together with every earlier one placed."""
+    h, chosen = _model(case)
+    by_id = {g.id: g for g in case.queue}
+    total = 0
+    for gid in order:
+        if gid not in chosen:
+            continue
+        best = _solve(h, chosen[gid] * 1)
+        h.addConstr(chosen[gid] >= best)
+        total += best * case.gpus(by_id[gid])
+    return total
+
+
 def check(case: Instance, plan: Plan) -> tuple[int, int, int]:
     """(GPUs placed, partial groups, over-committed nodes), read from the plan itself."""
     by_id = {g.id: g for g in case.queue}
@@ -189,6 +210,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     over = dict.fromkeys(compared, 0)
     skipped = 0
     example: dict[str, Any] | None = None
+    own_order: list[float] = []  # default policy: GPUs placed / own-order optimum
+    order_vs_priority: list[float] = []  # own-order optimum / priority-first optimum
     for _ in range(config["instances"]):
         case = instance(rng)
         best, best_first = optimum(case), priority_optimum(case)
@@ -202,6 +225,10 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             over[name] += overcommitted
             ratios[name]["order_free"].append(placed / best)
             ratios[name]["priority_first"].append(placed / best_first if best_first else 1.0)
+            if name == "default":
+                best_own = order_optimum(case, plan.order)
+                own_order.append(placed / best_own if best_own else 1.0)
+                order_vs_priority.append(best_own / best_first if best_first else 1.0)
             if (name == "default" and placed < best and placed == best_first
                     and (example is None or len(case.queue) + len(case.free) < example["size"])):
                 example = {"size": len(case.queue) + len(case.free), "placed_gpus": placed, "optimum": best,
@@ -215,6 +242,10 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         }
         summary[name]["partial_groups"] = partial[name]
         summary[name]["overcommitted_nodes"] = over[name]
+    summary["default"]["own_order"] = {"mean": round(statistics.fmean(own_order), 4), "worst": round(min(own_order), 4),
+                                       "below": sum(v < 1 - 1e-9 for v in own_order),
+                                       "above": sum(v > 1 + 1e-9 for v in own_order),
+                                       "optimum_vs_priority_first": round(statistics.fmean(order_vs_priority), 4)}
     return {"instances": config["instances"], "scored": config["instances"] - skipped, "skipped_no_room": skipped,
             "seed": config.get("seed", 1), "policies": summary, "example": example}
 

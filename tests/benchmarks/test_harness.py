@@ -70,6 +70,9 @@ def test_quality_is_scored_against_both_optima_and_no_plan_is_partial(quick_run)
         assert summary["partial_groups"] == 0 and summary["overcommitted_nodes"] == 0
         for optimum in ("order_free", "priority_first"):
             assert 0 <= summary[optimum]["worst"] <= summary[optimum]["mean"] <= 1
+    own = data["policies"]["default"]["own_order"]  # the pass's own order, packed perfectly
+    assert 0 < own["worst"] <= own["mean"] and own["below"] + own["above"] <= data["scored"]
+    assert own["optimum_vs_priority_first"] > 0
 
 
 def test_contention_shows_the_documents_deadlocks_for_per_pod_placement_only(quick_run):
@@ -95,3 +98,19 @@ def test_startup_times_the_commands_and_finds_no_heavy_sdk(quick_run):
     assert set(data["timings"]) == {"python -c pass", "det-k8s --help", "det-k8s render"}
     assert all(timing(t) for t in data["timings"].values())
     assert data["heavy_sdks_imported"] == {"det-k8s --help": [], "det-k8s render": []}
+
+
+def test_the_own_order_optimum_follows_the_order_it_is_given():
+    """Two groups of the same size competing for one node: whichever comes first in the order is the one placed."""
+    from benchmarks.quality import Instance, order_optimum
+    from det_k8s.cluster.model import GPU, PODS, Constraints, Node, Snapshot
+    from det_k8s.scheduling.model import PodGroup, PodRequest
+
+    def group(gid: str, gpus: int) -> PodGroup:
+        return PodGroup(gid, gid, "a", 50, "2026-11-21T12:00:00Z", 0,
+                        (PodRequest(f"{gid}-0", 0, {GPU: gpus * 1000}, Constraints()),), gpus)
+
+    node = Node("n0", {GPU: 8000, "cpu": 64000, PODS: 110000}, {"pool": "a100"})
+    case = Instance(Snapshot((node,), ()), [group("small", 2), group("big", 8)], {"n0": 8}, {"n0": "a100"})
+    assert order_optimum(case, ["small", "big"]) == 2  # the small one first: the big one no longer fits
+    assert order_optimum(case, ["big", "small"]) == 8
