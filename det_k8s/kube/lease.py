@@ -48,10 +48,6 @@ def _format(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _version(obj: dict[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
-
-
 def _parse(text: str | None) -> datetime.datetime | None:
     if not text:
         return None

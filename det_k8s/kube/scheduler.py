@@ -283,6 +283,8 @@ class LiveScheduler:
             if not exc.lasting:  # a timeout, a 5xx, a full quota: may well pass next time, so not the group's fault
                 why = f"creating its pods failed, {left}: {exc.message}; trying again (not counted as an attempt)"
                 report.requeued[entry.id] = why
+                if entry.reason == why:
+                    return entry  # the same failure as last pass: no new event, no write every pass
                 return self._write(entry.with_event(f"{self._now()} {why}", reason=why), report)
             attempts, again = next_attempt(entry.attempts, self.max_attempts)
             if again:

@@ -374,10 +374,12 @@ def test_a_passing_creation_failure_is_retried_without_counting(twelve_gpus, sta
     submit(cluster, "aaaa0001", 4, 1)
     cluster.api.fail("POST", "pods", status, message, times=4)
     store = QueueStore(cluster.connect(), "default")
+    before = len(store.get("aaaa0001").events)
     for _ in range(4):
         report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
         assert report.requeued["aaaa0001"].endswith("; trying again (not counted as an attempt)")
     assert (store.get("aaaa0001").state, store.get("aaaa0001").attempts) == ("queued", 0)
+    assert len(store.get("aaaa0001").events) == before + 1  # the same failure is recorded once, not every pass
     assert "aaaa0001" in LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass().placed
 
 
