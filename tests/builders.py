@@ -55,7 +55,6 @@ def task_pods(
 ) -> list[Pod]:
     """The pods of a running det-k8s group, one per entry of `nodes`, labelled as det-k8s labels them."""
     labels = {
-        L.DETERMINED: group_id,
         L.MANAGED_BY: L.MANAGER,
         L.GROUP: group_id,
         L.EXPERIMENT: experiment or group_id,

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 TASK_LABEL = "determined"
-# det-k8s's own gang-scheduled pods carry `determined` too (so kubectl finds them), but they belong to its
-# queue: deleting them here would only make the scheduler tear their groups down and count an attempt.
-# `det-k8s experiment kill` is the way to stop those.
+# det-k8s's own gang-scheduled pods never carry `determined` (the 0.17 master deletes such pods when it starts;
+# scheduling/labels.py), so this selector finds only the master's. The managed-by guard stays for pods an older
+# det-k8s labelled `determined`: they belong to its queue, and `det-k8s experiment kill` is the way to stop them.
 MASTER_TASKS = f"{TASK_LABEL},app.kubernetes.io/managed-by!=det-k8s"
 _TRIAL = re.compile(r"^exp-(\d+)-trial-(\d+)")
 

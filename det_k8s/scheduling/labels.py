@@ -1,8 +1,14 @@
 """Labels and annotations on det-k8s task pods, and reading running groups back from them.
 
-Every task pod carries `determined: <group id>` so `kubectl get pods -l determined` lists it like
-the Determined master's own task pods, plus det-k8s.io/* labels that let any det-k8s process
-rebuild the running groups (who, what priority, which rank of how many) from a pod list alone.
+det-k8s's pods carry det-k8s.io/* labels that let any det-k8s process rebuild the running groups
+(who, what priority, which rank of how many) from a pod list alone, and `app.kubernetes.io/managed-by:
+det-k8s`; `kubectl get pods -l det-k8s.io/group` lists them.
+
+They never carry a label the Determined master acts on (`MASTER_LABELS`): the 0.17 master deletes every
+Pod and ConfigMap labelled `determined` in its namespace each time it starts (0.17.15
+master/internal/resourcemanagers/kubernetes/pods.go, deleteExistingKubernetesResources), subtracts the
+CPU requests of `determined-system` pods from its CPU slots, and checkpoints and stops a task whose pods
+get `determined-preemption`.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from ..cluster.model import Pod
 from .model import DEFAULT_PRIORITY, PodGroup, RunningGroup, RunningPod
 
-DETERMINED = "determined"
+MASTER_LABELS = ("determined", "determined-system", "determined-preemption")  # never on det-k8s pods
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "det-k8s"
 GROUP = "det-k8s.io/group"
@@ -37,7 +43,6 @@ def label_value(text: str) -> str:
 def group_labels(group: PodGroup) -> dict[str, str]:
     """Labels every pod (and the Service) of a group carries."""
     return {
-        DETERMINED: label_value(group.id),
         MANAGED_BY: MANAGER,
         GROUP: label_value(group.id),
         EXPERIMENT: label_value(group.experiment),

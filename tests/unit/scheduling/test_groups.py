@@ -137,7 +137,6 @@ def test_pods_are_pinned_labelled_and_named_as_dns_labels():
     ]
     labels = pods[1]["metadata"]["labels"]
     assert labels == {
-        "determined": group.id,
         L.MANAGED_BY: "det-k8s",
         L.GROUP: group.id,
         L.EXPERIMENT: "My-Big_Experiment",

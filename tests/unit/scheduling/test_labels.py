@@ -78,5 +78,14 @@ def test_a_garbled_priority_label_falls_back_to_the_default():
 
 
 def test_pods_labelled_determined_by_someone_else_are_not_ours():
-    pod = Pod("foreign", node_name="n0", phase="Running", labels={L.DETERMINED: "x", L.GROUP: "x"})
+    pod = Pod("foreign", node_name="n0", phase="Running", labels={"determined": "x", L.GROUP: "x"})
     assert L.running_groups([pod]) == ()
+
+
+def test_no_det_k8s_pod_carries_a_label_the_master_acts_on():
+    """The 0.17 master deletes `determined` pods at start; `determined-system` pods shrink its CPU slots."""
+    from tests.builders import gang
+
+    group = gang("g", 2, gpus=4)
+    assert not set(L.pod_labels(group, 0)) & set(L.MASTER_LABELS)
+    assert not set(L.group_labels(group)) & set(L.MASTER_LABELS)
