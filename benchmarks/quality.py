@@ -94,7 +94,7 @@ def instance(rng: random.Random) -> Instance:
             pods.append(Pod(f"other-{i}", "default", name, "Running", {GPU: used * 1000}, {"app": "inference"}))
         else:
             group_id = f"run-{i}"
-            labels = {L.MANAGED_BY: L.MANAGER, L.GROUP: group_id, L.DETERMINED: group_id, L.USER: rng.choice("ab"),
+            labels = {L.MANAGED_BY: L.MANAGER, L.GROUP: group_id, L.USER: rng.choice("ab"),
                       L.PRIORITY: str(rng.choice([30, 50, 70])), L.RANK: "0", L.SIZE: "1"}
             pods.append(Pod(f"{group_id}-0", "research", name, "Running", {GPU: used * 1000}, labels))
     per_pod = 4 if "v100" in pools.values() else 8

@@ -64,7 +64,9 @@ class Fact:
     """Something that is true of Determined from `since` until (not including) `until`.
 
     `key` names the fact (`master.resource_manager.default_namespace`); `value` is what it is when
-    a fact carries one (an image name, a number); `source` is the tag and path it was read from.
+    a fact carries one (an image name, a number); `source` is the tag and path it was read from;
+    `what` names it for a user ("prefix for gcs"), in "Determined 0.17.15 has no {what}".
+    Several rows may share a key when the value changes between releases (`value_of` picks one).
     """
 
     key: str
@@ -73,25 +75,110 @@ class Fact:
     until: Version | None = None
     value: Any = None
     note: str = ""
+    what: str = ""
 
     def holds(self, version: Version) -> bool:
         return (self.since is None or version >= self.since) and (self.until is None or version < self.until)
 
 
+_CHART = "helm/charts/determined"
+_RM = "master/internal/config/resource_manager_config.go"
+
 FACTS: tuple[Fact, ...] = (
-    # -- the master configuration the chart writes -------------------------------------------------
-    Fact("master.config.secret", "0.26.2 helm/charts/determined/templates/master-config.yaml (kind: Secret)",
+    # -- the master configuration the chart writes (what each master parses) -------------------------
+    Fact("master.config.secret", f"0.26.2 {_CHART}/templates/master-config.yaml (kind: Secret)",
          since=v("0.26.2"), note="before 0.26.2 the master config is a ConfigMap (data:)"),
-    Fact("master.resource_manager.namespace", "0.17.15 master/internal/config/resource_manager_config.go",
-         until=v("0.35.0"), note="renamed default_namespace in 0.35.0"),
-    Fact("master.resource_manager.default_namespace", "v0.38.1 master/internal/config/resource_manager_config.go",
-         since=v("0.35.0")),
+    Fact("master.resource_manager.namespace", f"0.17.15 {_RM}", until=v("0.35.0"),
+         note="renamed default_namespace in 0.35.0; unknown keys under resource_manager stop the master"),
+    Fact("master.resource_manager.default_namespace", f"v0.38.1 {_RM}", since=v("0.35.0"),
+         what="resourceManager.defaultNamespace"),
+    Fact("master.resource_manager.cluster_name", f"v0.38.1 {_RM}", since=v("0.35.0"),
+         what="resourceManager.clusterName"),
+    Fact("master.resource_manager.default_scheduler.preemption", f"0.36.0 {_RM} (preemption rejected)",
+         until=v("0.36.0"), what="preemption scheduler"),
+    Fact("master.resource_manager.slot_type.rocm", f"0.36.0 {_RM} (rocm slot type)", since=v("0.36.0"),
+         what="rocm slot type"),
+    Fact("master.resource_manager.determined_master_host", f"v0.38.0 {_CHART}/values.yaml (determinedMasterHost)",
+         since=v("0.38.0"), what="determinedMasterHost"),
+    Fact("master.resource_pools", f"0.19.10 {_CHART}/values.yaml (resourcePools)", since=v("0.19.10"),
+         what="resource pools on Kubernetes", note="0.17.x has one dummy pool named kubernetes"),
+    Fact("master.resource_pools.kubernetes_namespace", "0.19.11 master/internal/config/resource_pool_config.go",
+         since=v("0.19.11"), until=v("0.35.0"), note="ignored from 0.35.0 (workspace bindings replace it)"),
+    Fact("master.log", f"0.23.2 {_CHART}/values.yaml (logLevel, logColor)", since=v("0.23.2"),
+         what="logLevel and logColor"),
+    Fact("master.security.initial_user_password", f"0.31.0 {_CHART}/templates/master-config.yaml",
+         since=v("0.31.0"), what="initialUserPassword",
+         note="the chart refuses a fresh install without it: 8+ characters, upper, lower, digit"),
+    Fact("master.security.default_task", f"0.26.2 {_CHART}/values.yaml (security.defaultTask)", since=v("0.26.2"),
+         what="security settings", note="first seen at 0.26.2; absent from the 0.17.15 chart"),
+    Fact("master.observability", f"0.26.2 {_CHART}/values.yaml (observability)", since=v("0.26.2"),
+         what="observability settings", note="first seen at 0.26.2"),
+    Fact("master.idle_timeouts", f"0.26.2 {_CHART}/values.yaml (tensorboardTimeout, notebookTimeout)",
+         since=v("0.26.2"), what="tensorboardTimeout and notebookTimeout", note="first seen at 0.26.2"),
+    Fact("master.retention_policy", f"0.32.0 {_CHART}/values.yaml (retentionPolicy)", since=v("0.32.0"),
+         what="retentionPolicy"),
+    Fact("master.additional_resource_managers", f"0.32.0 {_CHART}/values.yaml (additional_resource_managers)",
+         since=v("0.32.0"), what="additional_resource_managers"),
+    Fact("master.task_container_defaults.port_ranges", f"0.26.2 {_CHART}/templates/master-config.yaml "
+         "(nccl/gloo port ranges dropped)", until=v("0.26.2"), what="ncclPortRange or glooPortRange",
+         note="last seen at 0.17.15, gone from the 0.26.2 chart"),
+    Fact("master.task_container_defaults.v0_38", f"v0.38.1 {_CHART}/templates/master-config.yaml "
+         "(startup_hook, checkpoint_gc_pod_spec, log_policies)", since=v("0.38.0"),
+         what="this task container default", note="first seen at v0.38.1; absent from the 0.26.2 chart"),
     # -- checkpoint storage (schemas/expconf/v0/*.json at each tag) ---------------------------------
-    Fact("checkpoint_storage.s3.prefix", "0.17.3 schemas/expconf/v0/s3.json", since=v("0.17.3")),
-    Fact("checkpoint_storage.gcs.prefix", "0.18.2 schemas/expconf/v0/gcs.json", since=v("0.18.2")),
+    Fact("checkpoint_storage.s3.prefix", "0.17.3 schemas/expconf/v0/s3.json", since=v("0.17.3"),
+         what="prefix for s3"),
+    Fact("checkpoint_storage.gcs.prefix", "0.18.2 schemas/expconf/v0/gcs.json", since=v("0.18.2"),
+         what="prefix for gcs"),
     Fact("checkpoint_storage.hdfs", "0.23.0 schemas/expconf/v0/checkpoint-storage.json (hdfs removed)",
-         until=v("0.23.0")),
-    Fact("checkpoint_storage.directory", "0.26.3 schemas/expconf/v0/directory.json", since=v("0.26.3")),
+         until=v("0.23.0"), what="hdfs checkpoint storage"),
+    Fact("checkpoint_storage.directory", "0.26.3 schemas/expconf/v0/directory.json", since=v("0.26.3"),
+         what="directory checkpoint storage"),
+    # -- the official chart: how it turns values into objects ----------------------------------------
+    Fact("chart.image_registry_prefixes_task_images", f"0.17.15 {_CHART}/templates/master-config.yaml "
+         "(split \"/\" ... re-prefixed with imageRegistry)", until=v("0.23.2"),
+         note="from 0.23.2 the task images are defaultImages.cpuImage/gpuImage, used verbatim"),
+    Fact("chart.default_images", f"0.23.2 {_CHART}/values.yaml (defaultImages)", since=v("0.23.2"),
+         what="defaultImages"),
+    Fact("chart.default_scheduler.passthrough", f"0.18.1 {_CHART}/templates/master-config.yaml",
+         since=v("0.18.1"), note="0.17.x writes default_scheduler: coscheduler for coscheduler and preemption"),
+    Fact("chart.create_non_namespaced_objects", f"0.26.0 {_CHART}/values.yaml (createNonNamespacedObjects)",
+         since=v("0.26.0"), note="before 0.26.0 the PriorityClasses are always created"),
+    Fact("chart.default_password_job", f"0.31.0 {_CHART}/templates (change-password.yaml removed)",
+         until=v("0.31.0"), note="from 0.31.0 defaultPassword falls back into security.initial_user_password"),
+    Fact("chart.enterprise_image.hpe_mlde", f"0.26.2 {_CHART}/templates/master-deployment.yaml (hpe-mlde-master)",
+         since=v("0.26.2"), note="0.17.15 names hpecaide-master; first seen at 0.26.2"),
+    # default task images: the official chart's, per release line. Known exactly at the tags read; between
+    # them the nearest known value is used (the master accepts any image; air-gapped sites mirror these).
+    Fact("chart.image.cpu", f"0.17.15 {_CHART}/templates/master-config.yaml", until=v("0.23.2"),
+         value="environments:py-3.8-pytorch-1.10-lightning-1.5-tf-2.8-cpu-ed66d8a",
+         note="under imageRegistry; 0.17.15's build, nearest known for 0.17.0-0.23.1"),
+    Fact("chart.image.cpu", f"0.26.2 {_CHART}/values.yaml (defaultImages.cpuImage)", since=v("0.23.2"),
+         until=v("0.38.0"), value="determinedai/environments:py-3.8-pytorch-1.12-tf-2.8-cpu-9d07809",
+         note="0.26.2's build, nearest known for 0.23.2-0.37.x"),
+    Fact("chart.image.cpu", f"v0.38.1 {_CHART}/values.yaml (defaultImages.cpuImage)", since=v("0.38.0"),
+         value="determinedai/pytorch-ngc:0.38.1"),
+    Fact("chart.image.gpu", f"0.17.15 {_CHART}/templates/master-config.yaml", until=v("0.23.2"),
+         value="environments:cuda-11.3-pytorch-1.10-lightning-1.5-tf-2.8-gpu-ed66d8a",
+         note="under imageRegistry; 0.17.15's build, nearest known for 0.17.0-0.23.1"),
+    Fact("chart.image.gpu", f"0.26.2 {_CHART}/values.yaml (defaultImages.gpuImage)", since=v("0.23.2"),
+         until=v("0.38.0"), value="determinedai/environments:cuda-11.3-pytorch-1.12-tf-2.11-gpu-2b7e2a1",
+         note="0.26.2's build, nearest known for 0.23.2-0.37.x"),
+    Fact("chart.image.gpu", f"v0.38.1 {_CHART}/values.yaml (defaultImages.gpuImage)", since=v("0.38.0"),
+         value="determinedai/pytorch-ngc:0.38.1"),
+    Fact("chart.image.rocm", f"v0.38.1 {_CHART}/values.yaml (defaultImages.rocmImage)", since=v("0.36.0"),
+         value="determinedai/environments:rocm-5.6-pytorch-1.3-tf-2.10-rocm-mpich-0736b6d", what="rocmImage",
+         note="absent at 0.26.2; taken to arrive with the rocm slot type (0.36.0)"),
+    Fact("chart.image.postgres", f"0.26.2 {_CHART}/values.yaml (defaultImages.postgreSQL)",
+         value="postgres:10.14", note="the same at 0.17.15 (hard-coded) and v0.38.1"),
+    Fact("chart.image.kube_scheduler", f"0.26.2 {_CHART}/values.yaml (defaultImages.kubeScheduler)",
+         value="k8s.gcr.io/scheduler-plugins/kube-scheduler:v0.18.9",
+         note="the same at 0.17.15 and v0.38.1: a kube-scheduler 1.18.9 (scheduler-plugins v0.18.9 go.mod)"),
+    Fact("chart.image.kube_scheduler_preemption", f"0.17.15 {_CHART}/templates/scheduler-deployment.yaml",
+         until=v("0.18.0"), value="determinedai/kube-scheduler:0.16.0"),
+    Fact("chart.image.kube_scheduler_preemption", f"0.26.2 {_CHART}/values.yaml (kubeSchedulerPreemption)",
+         since=v("0.18.0"), until=v("0.36.0"), value="determinedai/kube-scheduler:0.17.0",
+         what="kubeSchedulerPreemption"),
     # -- task pods the master creates ----------------------------------------------------------------
     Fact("tasks.jobs", "0.34.0 master/internal/rm/kubernetesrm/jobs.go (batch/v1 Jobs instead of bare pods)",
          since=v("0.34.0")),
@@ -99,23 +186,77 @@ FACTS: tuple[Fact, ...] = (
          until=v("0.36.0")),
 )
 
-_BY_KEY: dict[str, Fact] = {}
+_BY_KEY: dict[str, tuple[Fact, ...]] = {}
 for _fact in FACTS:
-    if _fact.key in _BY_KEY:
-        raise ValueError(f"duplicate fact {_fact.key}")
-    _BY_KEY[_fact.key] = _fact
+    _BY_KEY[_fact.key] = (*_BY_KEY.get(_fact.key, ()), _fact)
+for _key, _rows in _BY_KEY.items():
+    for _i, _a in enumerate(_rows):
+        for _b in _rows[_i + 1:]:
+            if (_a.until is None or _b.since is None or _a.until > _b.since) and (
+                    _b.until is None or _a.since is None or _b.until > _a.since):
+                raise ValueError(f"fact {_key}: rows overlap")
 
 
 def fact(key: str) -> Fact:
     """The row for `key` (KeyError for a key the table does not have: a bug in the caller)."""
+    rows = _BY_KEY[key]
+    if len(rows) != 1:
+        raise ValueError(f"fact {key} has one row per release range: use value_of or row")
+    return rows[0]
+
+
+def rows(key: str) -> tuple[Fact, ...]:
+    """Every row of `key`, oldest range first."""
     return _BY_KEY[key]
+
+
+def row(key: str, version: Version) -> Fact | None:
+    """The row of `key` that holds for `version`, or None."""
+    return next((r for r in _BY_KEY[key] if r.holds(version)), None)
 
 
 def has(key: str, version: Version) -> bool:
     """True when fact `key` holds for `version`."""
-    return _BY_KEY[key].holds(version)
+    return row(key, version) is not None
+
+
+def value_of(key: str, version: Version) -> Any:
+    """The value fact `key` has at `version` (None when no row holds)."""
+    found = row(key, version)
+    return found.value if found is not None else None
+
+
+def needs(key: str, version: Version) -> str | None:
+    """Why `version` lacks fact `key`, for messages: "added in 0.18.2" or "removed in 0.23.0"; None if it has it."""
+    if has(key, version):
+        return None
+    all_rows = _BY_KEY[key]
+    later = [r.since for r in all_rows if r.since is not None and r.since > version]
+    if later:
+        return f"added in {min(later)}"
+    earlier = [r.until for r in all_rows if r.until is not None and r.until <= version]
+    return f"removed in {max(earlier)}" if earlier else "not in this release"
+
+
+def missing(key: str, version: Version, setting: str) -> tuple[str, str]:
+    """(message, hint) for a setting `version` cannot have: the issue's shape,
+    `Determined 0.17.15 has no prefix for gcs (added in 0.18.2)` / `set appVersion to 0.18.2 or later, or remove it`."""
+    why = needs(key, version) or ""
+    all_rows = _BY_KEY[key]
+    what = next((r.what for r in all_rows if r.what), key)
+    message = f"Determined {version} has no {what} ({why})"
+    if why.startswith("added in "):
+        hint = f"set appVersion to {why.removeprefix('added in ')} or later, or remove {setting}"
+    elif why.startswith("removed in "):
+        hint = f"set appVersion below {why.removeprefix('removed in ')}, or remove {setting}"
+    else:
+        hint = f"remove {setting}"
+    return message, hint
 
 
 def supported(version: Version) -> bool:
     """True for the releases det-k8s supports: 0.17.0 up to the newest release's line."""
     return version >= OLDEST and (version.major, version.minor) <= (NEWEST.major, NEWEST.minor)
+
+
+SUPPORTED_RANGE = f"{OLDEST} to {NEWEST.line}"
