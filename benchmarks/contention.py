@@ -102,7 +102,7 @@ def _group(job: Job, sequence: int) -> PodGroup:
 
 
 def _running_pods(job: Job, placement: tuple[tuple[str, str], ...], started: float) -> list[Pod]:
-    labels = {L.MANAGED_BY: L.MANAGER, L.GROUP: job.id, L.DETERMINED: job.id, L.USER: job.user,
+    labels = {L.MANAGED_BY: L.MANAGER, L.GROUP: job.id, L.USER: job.user,
               L.PRIORITY: "50", L.SIZE: str(job.pods)}
     created = (EPOCH + timedelta(seconds=started)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return [Pod(name, "research", node, "Running", {GPU: job.gpus_per_pod * 1000}, {**labels, L.RANK: str(rank)},
