@@ -22,6 +22,8 @@ import yaml
 
 from ..errors import InputError, UsageError
 from ..settings.jsonschema_export import values_json_schema
+from .facts import FILE as FACTS_FILE
+from .facts import versions_tpl
 from .render import render_chart_yaml, render_values, templates_dir
 
 MARKER = ".det-k8s"
@@ -120,10 +122,11 @@ def _write_chart(out: Path, values: Mapping[str, Any], app_version: str, chart: 
             values_path.unlink()
         fd = os.open(values_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SECRET_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(render_values(values))
+            handle.write(render_values(values, app_version))
         if chart is None:
             schema_text = json.dumps(values_json_schema(), indent=2) + "\n"
             (build / "values.schema.json").write_text(schema_text, encoding="utf-8")
+            (build / "templates" / FACTS_FILE).write_text(versions_tpl(), encoding="utf-8")
         (build / MARKER).write_text("rendered by det-k8s; `det-k8s render` may replace this directory\n",
                                     encoding="utf-8")
         _swap_into_place(build, out, staging)

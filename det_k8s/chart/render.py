@@ -19,6 +19,7 @@ import jinja2
 import yaml
 
 from .. import __version__
+from ..determined import versions
 from ..quantity import parse_quantity
 from ..settings import schema
 from ..settings.schema import Kind
@@ -123,8 +124,20 @@ def normalise(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def render_values(values: Mapping[str, Any]) -> str:
-    """values.yaml text for the effective values."""
+# Top-level keys values.yaml.j2 writes in their own place; any other key set goes under "Other settings".
+_PLACED = frozenset({
+    "imageRegistry", "defaultImages", "enterpriseEdition", "imagePullSecretName", "logLevel", "logColor",
+    "createNonNamespacedObjects", "externalCaCertSecretName", "masterPort", "useNodePortForMaster", "tlsSecret",
+    "masterService", "loadBalancerSourceRanges", "openshiftRoute", "masterCpuRequest", "masterMemRequest",
+    "masterCpuLimit", "masterMemLimit", "db", "checkpointStorage", "maxSlotsPerPod", "slotType",
+    "slotResourceRequests", "taskContainerDefaults", "defaultScheduler", "gangScheduler", "initialUserPassword",
+    "defaultPassword", "clusterName", "telemetry", "logging",
+})
+
+
+def render_values(values: Mapping[str, Any], app_version: str | None = None) -> str:
+    """values.yaml text for the effective values of Determined `app_version` (the default release when None)."""
+    version = versions.parse_version(app_version or "") or versions.DEFAULT
     normalised = normalise(values)
     view = _full_view(normalised, {k: v for k, v in schema.SCHEMA.items() if not v.chart_yaml})
     storage = normalised.get("checkpointStorage") or {}
@@ -133,13 +146,27 @@ def render_values(values: Mapping[str, Any]) -> str:
         "azure": {"container", "connection_string", "account_url", "credential"},
         "s3": {"bucket", "prefix", "accessKey", "secretKey", "endpointUrl"},
         "gcs": {"bucket", "prefix"},
+        "directory": {"containerPath"},
+        "hdfs": {"hdfsUrl", "hdfsPath", "user"},
     }.get(str(storage.get("type")), {"bucket", "prefix"})
+    shown = shown | ({"mountToServer"} if storage.get("type") == "shared_fs" else set())
     common = {"type", "saveExperimentBest", "saveTrialBest", "saveTrialLatest"}
     other = [k for k in storage if k not in shown and k not in common and storage.get(k) is not None]
+    def extra_top(names: list[str]) -> str:
+        return "".join("\n" + _field(name, normalised[name]) for name in names if normalised.get(name) is not None)
+
+    def extra_in(section: str, names: list[str]) -> str:
+        inner = normalised.get(section) or {}
+        return "".join("\n  " + _field(name, inner[name], None, 2) for name in names if inner.get(name) is not None)
+
+    scheduler = str(normalised.get("defaultScheduler") or "coscheduler").strip()
+    if scheduler == "preemption" and not versions.has("chart.default_scheduler.passthrough", version):
+        scheduler = "coscheduler"
     template = _environment().get_template("values.yaml.j2")
     return template.render(v=view, other_storage_keys=other, logging=normalised.get("logging"),
-                           det_k8s_version=__version__,
-                           has_secrets=_has_secrets(normalised))
+                           det_k8s_version=__version__, has_secrets=_has_secrets(normalised),
+                           v_has=lambda key: versions.has(key, version), extra_top=extra_top, extra_in=extra_in,
+                           rest=sorted(set(normalised) - _PLACED), scheduler_name=scheduler)
 
 
 def render_chart_yaml(app_version: str, base: Mapping[str, Any] | None = None) -> str:

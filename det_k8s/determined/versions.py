@@ -100,6 +100,8 @@ FACTS: tuple[Fact, ...] = (
          what="rocm slot type"),
     Fact("master.resource_manager.determined_master_host", f"v0.38.0 {_CHART}/values.yaml (determinedMasterHost)",
          since=v("0.38.0"), what="determinedMasterHost"),
+    Fact("master.resource_manager.fluent.uid_gid", f"0.26.2 {_CHART}/templates/master-config.yaml (fluent: toYaml)",
+         since=v("0.26.2"), what="fluent.uid or fluent.gid", note="0.17.15 writes fluent.image only; first seen at 0.26.2"),
     Fact("master.resource_pools", f"0.19.10 {_CHART}/values.yaml (resourcePools)", since=v("0.19.10"),
          what="resource pools on Kubernetes", note="0.17.x has one dummy pool named kubernetes"),
     Fact("master.resource_pools.kubernetes_namespace", "0.19.11 master/internal/config/resource_pool_config.go",
@@ -140,12 +142,17 @@ FACTS: tuple[Fact, ...] = (
          note="from 0.23.2 the task images are defaultImages.cpuImage/gpuImage, used verbatim"),
     Fact("chart.default_images", f"0.23.2 {_CHART}/values.yaml (defaultImages)", since=v("0.23.2"),
          what="defaultImages"),
+    Fact("chart.task_images_independent", f"v0.38.1 {_CHART}/templates/master-config.yaml (image.cpu, .gpu, .rocm)",
+         since=v("0.38.0"), note="before, cpuImage and gpuImage must be set together (0.26.2 fails otherwise); "
+         "first seen at v0.38.1"),
     Fact("chart.default_scheduler.passthrough", f"0.18.1 {_CHART}/templates/master-config.yaml",
          since=v("0.18.1"), note="0.17.x writes default_scheduler: coscheduler for coscheduler and preemption"),
     Fact("chart.create_non_namespaced_objects", f"0.26.0 {_CHART}/values.yaml (createNonNamespacedObjects)",
          since=v("0.26.0"), note="before 0.26.0 the PriorityClasses are always created"),
     Fact("chart.default_password_job", f"0.31.0 {_CHART}/templates (change-password.yaml removed)",
          until=v("0.31.0"), note="from 0.31.0 defaultPassword falls back into security.initial_user_password"),
+    Fact("chart.route_service_cluster_ip", f"v0.38.1 {_CHART}/templates/master-service.yaml (ClusterIP behind a Route)",
+         since=v("0.38.0"), note="0.26.2 keeps LoadBalancer/NodePort; first seen at v0.38.1"),
     Fact("chart.enterprise_image.hpe_mlde", f"0.26.2 {_CHART}/templates/master-deployment.yaml (hpe-mlde-master)",
          since=v("0.26.2"), note="0.17.15 names hpecaide-master; first seen at 0.26.2"),
     # default task images: the official chart's, per release line. Known exactly at the tags read; between
@@ -238,7 +245,7 @@ def needs(key: str, version: Version) -> str | None:
     return f"removed in {max(earlier)}" if earlier else "not in this release"
 
 
-def missing(key: str, version: Version, setting: str) -> tuple[str, str]:
+def missing(key: str, version: Version) -> tuple[str, str]:
     """(message, hint) for a setting `version` cannot have: the issue's shape,
     `Determined 0.17.15 has no prefix for gcs (added in 0.18.2)` / `set appVersion to 0.18.2 or later, or remove it`."""
     why = needs(key, version) or ""
@@ -246,11 +253,11 @@ def missing(key: str, version: Version, setting: str) -> tuple[str, str]:
     what = next((r.what for r in all_rows if r.what), key)
     message = f"Determined {version} has no {what} ({why})"
     if why.startswith("added in "):
-        hint = f"set appVersion to {why.removeprefix('added in ')} or later, or remove {setting}"
+        hint = f"set appVersion to {why.removeprefix('added in ')} or later, or remove it"
     elif why.startswith("removed in "):
-        hint = f"set appVersion below {why.removeprefix('removed in ')}, or remove {setting}"
+        hint = f"set appVersion below {why.removeprefix('removed in ')}, or remove it"
     else:
-        hint = f"remove {setting}"
+        hint = "remove it"
     return message, hint
 
 

@@ -42,6 +42,8 @@ def _key_schema(key: Key) -> dict[str, Any]:
         out["enum"] = [*key.choices, None]
     elif key.kind is Kind.OBJECT:
         out["type"] = ["object", "null"]
+    elif key.kind is Kind.LIST:
+        out["type"] = ["array", "null"]
     return out
 
 

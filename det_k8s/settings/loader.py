@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..determined import versions
 from ..errors import Location, Problem, SettingsError
 from . import schema
 from .merge import deep_merge
@@ -74,8 +75,9 @@ def load_settings(documents: Sequence[Document], sets: Sequence[str] = (),
     user, sources, problems = combine(documents, sets, set_strings)
     problems.extend(check_structure(user, sources))
     values_part = {k: v for k, v in user.items() if k != "appVersion"}
-    values = deep_merge(schema.defaults(), values_part, null_deletes=True)
-    app_version = user.get("appVersion") if user.get("appVersion") is not None else schema.SCHEMA["appVersion"].default
+    app_version = user.get("appVersion") if user.get("appVersion") is not None else schema.DEFAULT_APP_VERSION
+    version = versions.parse_version(app_version) if isinstance(app_version, str) else None
+    values = deep_merge(schema.defaults(version=version or versions.DEFAULT), values_part, null_deletes=True)
     problems.extend(check_semantics(values, user, app_version, sources))
     return LoadedSettings(user_values=copy.deepcopy(user), values=values, app_version=app_version,
                           sources=sources, problems=problems)

@@ -12,8 +12,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from ..determined.versions import DEFAULT, Version, parse_version
 from ..quantity import parse_quantity
 from .problems import get_path
+
+
+_SLOT_TYPES = {"gpu": "gpu", "cuda": "gpu", "cpu": "cpu", "rocm": "rocm"}  # the master reads gpu as cuda
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class Settings:
     max_slots_per_pod: int | None
     slot_type: str
     cpu_per_slot: Fraction | None
-    default_scheduler: str
+    default_scheduler: str  # trimmed, as the official chart trims it
     checkpoint: CheckpointStorage
     external_db: str | None
     image_registry: str
@@ -70,15 +74,20 @@ class Settings:
         return not self.external_db
 
     @property
+    def version(self) -> Version:
+        """The Determined release the settings are for (appVersion; the default when it names none)."""
+        return parse_version(self.app_version) or DEFAULT
+
+    @property
     def slot_resource(self) -> str:
-        return "cpu" if self.slot_type == "cpu" else "nvidia.com/gpu"
+        return {"cpu": "cpu", "rocm": "amd.com/gpu"}.get(self.slot_type, "nvidia.com/gpu")
 
     def slot_request(self, slots: int) -> dict[str, Fraction]:
         """What a pod with `slots` slots asks Kubernetes for."""
         if self.slot_type == "cpu":
             assert self.cpu_per_slot is not None
             return {"cpu": self.cpu_per_slot * slots}
-        return {"nvidia.com/gpu": Fraction(slots)}
+        return {self.slot_resource: Fraction(slots)}
 
 
 def build_settings(values: Mapping[str, Any], app_version: str) -> Settings:
@@ -90,9 +99,9 @@ def build_settings(values: Mapping[str, Any], app_version: str) -> Settings:
         values=values,
         app_version=app_version,
         max_slots_per_pod=get_path(values, ("maxSlotsPerPod",)),
-        slot_type=get_path(values, ("slotType",)) or "gpu",
+        slot_type=_SLOT_TYPES.get(get_path(values, ("slotType",)) or "gpu", "gpu"),
         cpu_per_slot=parse_quantity(cpu) if cpu is not None else None,
-        default_scheduler=get_path(values, ("defaultScheduler",)) or "",
+        default_scheduler=(get_path(values, ("defaultScheduler",)) or "").strip(),
         checkpoint=CheckpointStorage(
             type=cs.get("type") or "shared_fs",
             host_path=cs.get("hostPath"),

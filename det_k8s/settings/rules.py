@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlparse
 
+from ..determined import versions
 from ..errors import Problem
 from ..quantity import QuantityError, parse_quantity
 from .problems import ProblemCollector, get_path
@@ -27,11 +28,18 @@ VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)([-+.][0-9A-Za-z.+-]*)?$")
 COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 
 _STORAGE_KEYS = {
-    "shared_fs": {"hostPath"},
+    "shared_fs": {"hostPath", "mountToServer"},
     "s3": {"bucket", "accessKey", "secretKey", "endpointUrl", "prefix"},
     "gcs": {"bucket", "prefix"},
     "azure": {"container", "connection_string", "account_url", "credential"},
+    "directory": {"containerPath"},
+    "hdfs": {"hdfsUrl", "hdfsPath", "user"},
 }
+# checkpointStorage.type values that exist only in some releases (rows of determined.versions)
+_STORAGE_TYPE_FACTS = {"hdfs": "checkpoint_storage.hdfs", "directory": "checkpoint_storage.directory"}
+_PREFIX_FACTS = {"s3": "checkpoint_storage.s3.prefix", "gcs": "checkpoint_storage.gcs.prefix"}
+_PASSWORD_RULES = ((re.compile(r"[A-Z]"), "an uppercase letter"), (re.compile(r"[a-z]"), "a lowercase letter"),
+                   (re.compile(r"[0-9]"), "a number"))
 _COMMON_STORAGE_KEYS = {"type", "saveExperimentBest", "saveTrialBest", "saveTrialLatest"}
 
 
@@ -96,17 +104,19 @@ def _check_value(key: Key, value: Any, path: Path, out: ProblemCollector) -> Non
         if not isinstance(value, str) or value not in key.choices:
             shown = _yaml_scalar(value) if not isinstance(value, list | dict) else type_name(value)
             hint = None
+            if isinstance(value, str) and value.strip() in key.choices and path == ("defaultScheduler",):
+                return  # the official chart trims defaultScheduler; so does det-k8s's
             if isinstance(value, str):
                 close = [c for c in key.choices if c and c.lower() == value.lower()]
                 close = close or difflib.get_close_matches(value, [c for c in key.choices if c], n=1, cutoff=0.6)
-                if value.lower() == "cuda" and "gpu" in key.choices:
-                    close = ["gpu"]
                 hint = f"did you mean {close[0]}?" if close else None
             choices = ", ".join(c if c else '"" (empty)' for c in key.choices)
             found = shown if isinstance(value, list | dict) else repr(shown)
             out.error(path, f"must be one of {choices}; found {found}", hint)
     elif kind is Kind.OBJECT and not isinstance(value, dict):
         out.error(path, f"expected a mapping, found {type_name(value)}")
+    elif kind is Kind.LIST and not isinstance(value, list):
+        out.error(path, f"expected a list, found {type_name(value)}")
 
 
 def _check_mapping(schema: Mapping[str, Key], data: Mapping[str, Any], path: Path, out: ProblemCollector) -> None:
@@ -150,11 +160,6 @@ def _is_url(text: str) -> bool:
     return parsed.scheme in ("http", "https") and bool(parsed.netloc)
 
 
-def parse_version(text: str) -> tuple[int, int, int] | None:
-    match = VERSION.match(text)
-    return (int(match[1]), int(match[2]), int(match[3])) if match else None
-
-
 def _rule_slots(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCollector) -> None:
     if v.get("maxSlotsPerPod") is None:
         out.error(("maxSlotsPerPod",), "required",
@@ -193,6 +198,12 @@ def _rule_storage(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCol
             out.error((*base, "hostPath"), f"must be an absolute path, found {host_path!r}")
         out.warning((*base, "type"), "shared_fs is for testing only: most clusters' nodes share no file system",
                     "use s3, gcs or azure for real deployments")
+    if kind == "directory" and not cs.get("containerPath"):
+        out.error((*base, "containerPath"), "required when checkpointStorage.type is directory")
+    if kind == "hdfs":
+        for name in ("hdfsUrl", "hdfsPath"):
+            if not cs.get(name):
+                out.error((*base, name), "required when checkpointStorage.type is hdfs")
     if kind in ("s3", "gcs") and not cs.get("bucket"):
         out.error((*base, "bucket"), f"required when checkpointStorage.type is {kind}")
     if kind == "s3":
@@ -257,10 +268,11 @@ def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCol
                 out.warning(("db", name), "ignored with an external database (db.hostAddress is set)")
 
 
-def _rule_tasks(v: Mapping[str, Any], out: ProblemCollector) -> None:
+def _rule_tasks(v: Mapping[str, Any], version: versions.Version | None, out: ProblemCollector) -> None:
     tcd = _map(v, "taskContainerDefaults")
     base = ("taskContainerDefaults",)
-    if bool(tcd.get("cpuImage")) != bool(tcd.get("gpuImage")):
+    together = version is None or not versions.has("chart.task_images_independent", version)
+    if together and bool(tcd.get("cpuImage")) != bool(tcd.get("gpuImage")):
         missing = "gpuImage" if tcd.get("cpuImage") else "cpuImage"
         out.error((*base, missing), "required when " + ("cpuImage" if missing == "gpuImage" else "gpuImage")
                   + " is set", "set both task images, or neither to use the default images")
@@ -296,19 +308,122 @@ def _rule_logging(v: Mapping[str, Any], out: ProblemCollector) -> None:
                 out.error(("logging", name), "required when logging.type is elastic")
 
 
+def parse_app_version(app_version: Any) -> versions.Version | None:
+    """The release appVersion names, or None when it names none det-k8s supports (reported by _rule_version)."""
+    found = versions.parse_version(app_version) if isinstance(app_version, str) else None
+    return found if found is not None and versions.supported(found) else None
+
+
 def _rule_version(v: Mapping[str, Any], app_version: Any, out: ProblemCollector) -> None:
     if not isinstance(app_version, str) or not app_version:
+        return  # the structure pass reports a non-string
+    found = versions.parse_version(app_version)
+    supported = f"det-k8s supports Determined {versions.SUPPORTED_RANGE}"
+    if found is None:
+        what = ("a development build, whose image cannot be pulled" if "dev" in app_version else
+                "a commit, whose configuration det-k8s cannot know" if COMMIT.match(app_version) else
+                "not a Determined release number")
+        out.error(("appVersion",), f"{app_version!r} is {what}; {supported}",
+                  f"use a release such as {versions.DEFAULT} (the default)")
+    elif not versions.supported(found):
+        out.error(("appVersion",), f"Determined {found} is not supported: {supported}",
+                  f"use a release from {versions.OLDEST} to {versions.NEWEST} (the default is {versions.DEFAULT})")
+
+
+def _rule_keys_of_the_release(v: Mapping[str, Any], user: Mapping[str, Any], version: versions.Version | None,
+                              out: ProblemCollector) -> None:
+    """Keys that exist only in some releases; keys det-k8s's chart accepts but ignores."""
+
+    def walk_user(schema: Mapping[str, Key], data: Mapping[str, Any], path: Path) -> None:
+        for name, value in data.items():
+            key = schema.get(name)
+            if key is None or value is None:
+                continue
+            where = (*path, name)
+            if version is not None and key.fact is not None and not versions.has(key.fact, version):
+                message, hint = versions.missing(key.fact, version)
+                out.error(where, message, hint)
+                continue
+            if not key.implemented:
+                out.warning(where, f"has no effect with det-k8s's chart ({key.doc})",
+                            "remove it, or render into the official chart: det-k8s render --chart DIR")
+                continue
+            if key.kind is Kind.SECTION and isinstance(value, dict):
+                walk_user(key.children, value, where)
+
+    walk_user(SCHEMA, user, ())
+    if version is None:
         return
-    if "dev" in app_version:
-        out.warning(("appVersion",), f"{app_version!r} is not a released version; pulling it will fail "
-                    "with ImagePullBackOff", "use a release such as 0.17.15")
-        return
-    version = parse_version(app_version)
-    if version is None and not COMMIT.match(app_version):
-        out.warning(("appVersion",), f"{app_version!r} looks neither like a release (0.17.15) nor a commit hash")
-    if version and version >= (0, 36, 0) and v.get("defaultScheduler") == "preemption":
-        out.error(("defaultScheduler",), "preemption was removed in Determined 0.36",
+    cs = _map(v, "checkpointStorage")
+    kind = cs.get("type")
+    if isinstance(kind, str) and kind in _STORAGE_TYPE_FACTS and not versions.has(_STORAGE_TYPE_FACTS[kind], version):
+        message, hint = versions.missing(_STORAGE_TYPE_FACTS[kind], version)
+        out.error(("checkpointStorage", "type"), message, hint)
+    if isinstance(kind, str) and kind in _PREFIX_FACTS and cs.get("prefix") not in (None, "") and not versions.has(
+            _PREFIX_FACTS[kind], version):
+        message, hint = versions.missing(_PREFIX_FACTS[kind], version)
+        out.error(("checkpointStorage", "prefix"), message, hint)
+    if v.get("slotType") == "rocm" and not versions.has("master.resource_manager.slot_type.rocm", version):
+        message, hint = versions.missing("master.resource_manager.slot_type.rocm", version)
+        out.error(("slotType",), message, hint)
+    scheduler = v.get("defaultScheduler")
+    if isinstance(scheduler, str) and scheduler.strip() == "preemption" and not versions.has(
+            "master.resource_manager.default_scheduler.preemption", version):
+        message, _ = versions.missing("master.resource_manager.default_scheduler.preemption", version)
+        out.error(("defaultScheduler",), message + "; its master refuses to start with it",
                   "use coscheduler, or leave it empty and use det-k8s's own preemption")
+
+
+def _rule_passwords(v: Mapping[str, Any], user: Mapping[str, Any], version: versions.Version | None,
+                    out: ProblemCollector) -> None:
+    if version is None or not versions.has("master.security.initial_user_password", version):
+        return
+    key = "initialUserPassword" if v.get("initialUserPassword") else "defaultPassword"
+    password = v.get(key)
+    if not password:
+        out.warning(("initialUserPassword",), f"required to install Determined {version} (the admin and determined "
+                    "users' first password); an upgrade of an existing installation does not need it",
+                    "set initialUserPassword: 8 or more characters with an upper- and a lower-case letter and a digit")
+        return
+    if not isinstance(password, str):
+        return  # reported by the structure pass
+    broken = (["at least 8 characters"] if len(password) < 8 else []) + [
+        what for pattern, what in _PASSWORD_RULES if not pattern.search(password)]
+    if broken:
+        out.error((key,), f"must have {', '.join(broken)} (Determined {version}'s chart refuses it otherwise)")
+    if key == "defaultPassword" and user.get("defaultPassword") is not None:
+        out.warning(("defaultPassword",), f"deprecated in Determined {version}: it becomes the initial password",
+                    "rename it to initialUserPassword")
+
+
+def _rule_schedulers(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCollector) -> None:
+    scheduler = (v.get("defaultScheduler") or "") if isinstance(v.get("defaultScheduler"), str) else ""
+    if user.get("gangScheduler") == "plugin":
+        if not scheduler.strip():
+            out.warning(("gangScheduler",), "plugin has no effect without defaultScheduler (coscheduler or "
+                        "preemption)")
+        else:
+            out.warning(("gangScheduler",), "plugin deploys kube-scheduler 1.18.9 (scheduler-plugins v0.18.9): "
+                        "Kubernetes supports a scheduler at most one minor version older than its API server, so it "
+                        "is outside the skew policy on any API server newer than 1.19, and it fails on 1.25 and "
+                        "later (policy/v1beta1 and events.k8s.io/v1beta1 are gone)",
+                        "use gangScheduler: det-k8s and run `det-k8s scheduler run`")
+
+
+def _rule_database_tls(v: Mapping[str, Any], out: ProblemCollector) -> None:
+    db = _map(v, "db")
+    if db.get("sslMode"):
+        for name in ("sslRootCert", "resourceType", "certResourceName"):
+            if not db.get(name):
+                out.error(("db", name), "required when db.sslMode is set",
+                          "create a Secret or ConfigMap holding the CA certificate and name it here")
+    name = db.get("certResourceName")
+    if isinstance(name, str) and name and not DNS1123_SUBDOMAIN.match(name):
+        out.error(("db", "certResourceName"), f"{name!r} is not a valid Kubernetes object name")
+    route = _map(v, "openshiftRoute")
+    if route.get("enabled") and route.get("termination") not in (None, "", "edge", "passthrough", "reencrypt"):
+        out.error(("openshiftRoute", "termination"), f"must be edge, passthrough or reencrypt, found "
+                  f"{route.get('termination')!r}")
 
 
 RULES: tuple[Callable[[Mapping[str, Any], Mapping[str, Any], ProblemCollector], None], ...] = (
@@ -322,9 +437,14 @@ def check_semantics(values: Mapping[str, Any], user_values: Mapping[str, Any], a
                     sources: SourceMap) -> list[Problem]:
     """Cross-key rules on the effective values; `user_values` tells what the user set explicitly."""
     out = ProblemCollector(sources)
+    version = parse_app_version(app_version)
     for rule in RULES:
         rule(values, user_values, out)
-    _rule_tasks(values, out)
+    _rule_tasks(values, version, out)
     _rule_logging(values, out)
     _rule_version(values, app_version, out)
+    _rule_keys_of_the_release(values, user_values, version, out)
+    _rule_passwords(values, user_values, version, out)
+    _rule_schedulers(values, user_values, out)
+    _rule_database_tls(values, out)
     return out.problems
