@@ -16,7 +16,6 @@ from ..determined.versions import DEFAULT, Version, parse_version
 from ..quantity import parse_quantity
 from .problems import get_path
 
-
 _SLOT_TYPES = {"gpu": "gpu", "cuda": "gpu", "cpu": "cpu", "rocm": "rocm"}  # the master reads gpu as cuda
 
 

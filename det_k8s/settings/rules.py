@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..determined import versions
-from ..errors import Problem
+from ..errors import Problem, Severity
 from ..quantity import QuantityError, parse_quantity
 from .problems import ProblemCollector, get_path
 from .redact import mask_url
@@ -381,10 +381,7 @@ def _rule_passwords(v: Mapping[str, Any], user: Mapping[str, Any], version: vers
     key = "initialUserPassword" if v.get("initialUserPassword") else "defaultPassword"
     password = v.get(key)
     if not password:
-        out.warning(("initialUserPassword",), f"required to install Determined {version} (the admin and determined "
-                    "users' first password); an upgrade of an existing installation does not need it",
-                    "set initialUserPassword: 8 or more characters with an upper- and a lower-case letter and a digit")
-        return
+        return  # required on a fresh install only: `install` checks it (missing_initial_password), the chart too
     if not isinstance(password, str):
         return  # reported by the structure pass
     broken = (["at least 8 characters"] if len(password) < 8 else []) + [
@@ -417,9 +414,9 @@ def _rule_database_tls(v: Mapping[str, Any], out: ProblemCollector) -> None:
             if not db.get(name):
                 out.error(("db", name), "required when db.sslMode is set",
                           "create a Secret or ConfigMap holding the CA certificate and name it here")
-    name = db.get("certResourceName")
-    if isinstance(name, str) and name and not DNS1123_SUBDOMAIN.match(name):
-        out.error(("db", "certResourceName"), f"{name!r} is not a valid Kubernetes object name")
+    cert = db.get("certResourceName")
+    if isinstance(cert, str) and cert and not DNS1123_SUBDOMAIN.match(cert):
+        out.error(("db", "certResourceName"), f"{cert!r} is not a valid Kubernetes object name")
     route = _map(v, "openshiftRoute")
     if route.get("enabled") and route.get("termination") not in (None, "", "edge", "passthrough", "reencrypt"):
         out.error(("openshiftRoute", "termination"), f"must be edge, passthrough or reencrypt, found "
@@ -448,3 +445,15 @@ def check_semantics(values: Mapping[str, Any], user_values: Mapping[str, Any], a
     _rule_schedulers(values, user_values, out)
     _rule_database_tls(values, out)
     return out.problems
+
+
+def missing_initial_password(values: Mapping[str, Any], app_version: Any) -> Problem | None:
+    """An error when installing (not upgrading) a release that needs an initial password and has none."""
+    version = parse_app_version(app_version)
+    if version is None or not versions.has("master.security.initial_user_password", version):
+        return None
+    if values.get("initialUserPassword") or values.get("defaultPassword"):
+        return None
+    return Problem(Severity.ERROR, "initialUserPassword", f"required to install Determined {version}: the first "
+                   "password of the admin and determined users (the chart refuses a fresh install without it)",
+                   "set initialUserPassword: 8 or more characters with an upper- and a lower-case letter and a digit")

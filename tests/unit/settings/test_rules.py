@@ -56,9 +56,13 @@ def test_quoted_integer_gets_a_hint():
     assert "write it without quotes" in errors(BASE.replace("4", '"4"', 1))[0]
 
 
-def test_slot_type_must_be_gpu_or_cpu_and_cuda_suggests_gpu():
-    (only,) = errors(BASE + "slotType: cuda\n")
-    assert only == "error: slotType: must be one of gpu, cpu; found 'cuda'; did you mean gpu? (s.yaml:5)"
+def test_slot_type_cuda_is_gpu_as_the_master_reads_it_and_others_are_refused():
+    assert errors(BASE + "slotType: cuda\n") == []
+    assert load_settings([Document("s.yaml", BASE + "slotType: cuda\n")]).settings().slot_type == "gpu"
+    (only,) = errors(BASE + "slotType: GPU\n")
+    assert only == "error: slotType: must be one of gpu, cuda, cpu, rocm; found 'GPU'; did you mean gpu? (s.yaml:5)"
+    (only,) = errors(BASE + "appVersion: '0.26.2'\nslotType: rocm\n")
+    assert only.startswith("error: slotType: Determined 0.26.2 has no rocm slot type (added in 0.36.0)")
 
 
 def test_cpu_slots_need_slot_resource_requests_cpu():
@@ -92,8 +96,31 @@ def test_cpu_request_with_gpu_slots_is_a_warning():
 
 
 def test_storage_type_must_be_known():
-    (only,) = errors("maxSlotsPerPod: 1\ncheckpointStorage:\n  type: hdfs\n")
-    assert only.startswith("error: checkpointStorage.type: must be one of shared_fs, s3, gcs, azure; found 'hdfs'")
+    (only,) = errors("maxSlotsPerPod: 1\ncheckpointStorage:\n  type: nfs\n")
+    assert only.startswith("error: checkpointStorage.type: must be one of shared_fs, s3, gcs, azure, directory, hdfs; "
+                           "found 'nfs'")
+
+
+def test_storage_types_exist_only_in_their_releases():
+    hdfs = "maxSlotsPerPod: 1\ncheckpointStorage:\n  type: hdfs\n  hdfsUrl: hdfs://n:8020\n  hdfsPath: /c\n"
+    (only,) = errors(hdfs)
+    assert only == ("error: checkpointStorage.type: Determined 0.38.1 has no hdfs checkpoint storage (removed in "
+                    "0.23.0); set appVersion below 0.23.0, or remove it (s.yaml:3)")
+    assert errors(hdfs + "appVersion: '0.17.15'\n") == []
+    directory = "maxSlotsPerPod: 1\ncheckpointStorage:\n  type: directory\n  containerPath: /c\n"
+    assert errors(directory) == []
+    (only,) = errors(directory + "appVersion: '0.26.2'\n")
+    assert only.startswith("error: checkpointStorage.type: Determined 0.26.2 has no directory checkpoint storage "
+                           "(added in 0.26.3); set appVersion to 0.26.3 or later, or remove it")
+
+
+def test_a_gcs_prefix_before_0_18_2_is_the_issues_error():
+    text = "maxSlotsPerPod: 1\nappVersion: '0.17.15'\ncheckpointStorage: {type: gcs, bucket: b, prefix: p}\n"
+    assert errors(text) == ["error: checkpointStorage.prefix: Determined 0.17.15 has no prefix for gcs (added in "
+                            "0.18.2); set appVersion to 0.18.2 or later, or remove it (s.yaml:3)"]
+    assert errors(text.replace("gcs", "s3")) == []  # s3 has a prefix from 0.17.3
+    (only,) = errors(text.replace("gcs", "s3").replace("0.17.15", "0.17.2"))
+    assert "has no prefix for s3 (added in 0.17.3)" in only
 
 
 @pytest.mark.parametrize("kind", ["s3", "gcs"])
@@ -212,9 +239,11 @@ def test_db_quantities_must_be_quantities(key):
 # -- defaultScheduler, task defaults, logging, version
 
 
-@pytest.mark.parametrize("value", ["", "coscheduler", "preemption"])
-def test_default_scheduler_accepts_empty_coscheduler_and_preemption(value):
-    assert errors(BASE + f'defaultScheduler: "{value}"\n') == []
+@pytest.mark.parametrize("value", ["", "coscheduler", "preemption", " coscheduler ", "preemption  "])
+def test_default_scheduler_accepts_empty_coscheduler_and_preemption_trimmed(value):
+    assert errors(BASE + f'appVersion: "0.35.1"\ndefaultScheduler: "{value}"\n') == []
+    settings = load_settings([Document("s.yaml", BASE + f'appVersion: "0.35.1"\ndefaultScheduler: "{value}"\n')])
+    assert settings.settings().default_scheduler == value.strip()
 
 
 def test_default_scheduler_rejects_others():
@@ -225,18 +254,20 @@ def test_default_scheduler_rejects_others():
 
 def test_preemption_scheduler_is_gone_in_036():
     (only,) = errors(BASE + "appVersion: 0.36.0\ndefaultScheduler: preemption\n")
-    assert only.startswith("error: defaultScheduler: preemption was removed in Determined 0.36")
+    assert only.startswith("error: defaultScheduler: Determined 0.36.0 has no preemption scheduler (removed in "
+                           "0.36.0); its master refuses to start with it")
 
 
-def test_task_images_come_in_pairs():
-    (only,) = errors(BASE + "taskContainerDefaults:\n  cpuImage: a\n")
+def test_task_images_come_in_pairs_before_0_38():
+    assert errors(BASE + "taskContainerDefaults:\n  cpuImage: a\n") == []  # v0.38.1 takes each on its own
+    (only,) = errors(BASE + "appVersion: '0.26.2'\ntaskContainerDefaults:\n  cpuImage: a\n")
     assert only.startswith("error: taskContainerDefaults.gpuImage: required when cpuImage is set")
     assert errors(BASE + "taskContainerDefaults:\n  cpuImage: a\n  gpuImage: b\n") == []
 
 
 @pytest.mark.parametrize("value", ["29400", "a:b", "2000:1000", "1:70000"])
 def test_port_ranges_are_min_colon_max(value):
-    (only,) = errors(BASE + f"taskContainerDefaults:\n  ncclPortRange: '{value}'\n")
+    (only,) = errors(BASE + f"appVersion: '0.17.15'\ntaskContainerDefaults:\n  ncclPortRange: '{value}'\n")
     assert only.startswith("error: taskContainerDefaults.ncclPortRange: expected MIN:MAX ports")
 
 
@@ -258,9 +289,39 @@ def test_elastic_logging_needs_host_and_port():
         "error: logging.port: required when logging.type is elastic (s.yaml:5)"]
 
 
-def test_dev_versions_warn_about_image_pull_back_off():
-    (only,) = warnings(BASE + "appVersion: 0.18.0-dev0\n")
-    assert "ImagePullBackOff" in only
+@pytest.mark.parametrize(("version", "says"), [
+    ("0.18.0-rc1", "'0.18.0-rc1' is not a Determined release number"),
+    ("0.18.0.dev0", "'0.18.0.dev0' is a development build, whose image cannot be pulled"),
+    ("4d5c3f2", "'4d5c3f2' is a commit, whose configuration det-k8s cannot know"),
+    ("0.16.4", "Determined 0.16.4 is not supported: det-k8s supports Determined 0.17.0 to 0.38.x"),
+    ("0.39.0", "Determined 0.39.0 is not supported"),
+])
+def test_app_version_must_name_a_supported_release(version, says):
+    (only,) = errors(BASE + f"appVersion: '{version}'\n")
+    assert only.startswith(f"error: appVersion: {says}"), only
+
+
+def test_keys_of_other_releases_are_errors_naming_the_release_that_has_them():
+    (only,) = errors(BASE + "appVersion: '0.34.2'\nresourceManager:\n  defaultNamespace: ml\n")
+    assert only == ("error: resourceManager.defaultNamespace: Determined 0.34.2 has no resourceManager.defaultNamespace "
+                    "(added in 0.35.0); set appVersion to 0.35.0 or later, or remove it (s.yaml:7)")
+    (only,) = errors(BASE + "appVersion: '0.17.15'\ninitialUserPassword: Abcdefg1\n")
+    assert "has no initialUserPassword (added in 0.31.0)" in only
+    (only,) = errors(BASE + "taskContainerDefaults:\n  ncclPortRange: '1:2'\n")
+    assert "Determined 0.38.1 has no ncclPortRange or glooPortRange (removed in 0.26.2)" in only
+
+
+def test_official_keys_the_chart_ignores_are_accepted_with_a_warning():
+    assert errors(BASE + "oidc: {enabled: true}\ndb:\n  claimSuffix: x\n") == []
+    found = warnings(BASE + "oidc: {enabled: true}\n")
+    assert any(w.startswith("warning: oidc: has no effect with det-k8s's chart") for w in found), found
+
+
+@pytest.mark.parametrize(("password", "broken"), [("short1A", "at least 8 characters"), ("alllower1", "an uppercase"),
+                                                  ("ALLUPPER1", "a lowercase"), ("NoDigitsHere", "a number")])
+def test_the_initial_password_follows_the_official_charts_rules(password, broken):
+    (only,) = errors(BASE + f"initialUserPassword: {password}\n")
+    assert only.startswith("error: initialUserPassword: must have") and broken in only
 
 
 def test_app_version_must_be_a_string():
@@ -287,7 +348,7 @@ def test_unknown_keys_are_errors_with_a_suggestion(text, expected):
 
 
 def test_all_problems_are_reported_at_once():
-    text = "maxSlotPerPod: 4\ncheckpointStorage:\n  type: s3\nslotType: cuda\ntlsSecret: t\n"
+    text = "maxSlotPerPod: 4\ncheckpointStorage:\n  type: s3\nslotType: gpus\ntlsSecret: t\n"
     assert len(errors(text)) == 5  # unknown key, slotType, maxSlotsPerPod required, bucket, tls
 
 
@@ -312,7 +373,10 @@ def test_defaults_fill_unset_keys():
     loaded = load_settings([Document("a.yaml", BASE)])
     assert loaded.values["db"]["storageSize"] == "30Gi"
     assert loaded.values["imageRegistry"] == "determinedai"
-    assert loaded.app_version == "0.17.15"
+    assert loaded.app_version == "0.38.1"  # the newest release
+    assert loaded.values["defaultImages"]["cpuImage"] == "determinedai/pytorch-ngc:0.38.1"
+    old = load_settings([Document("a.yaml", BASE + "appVersion: '0.17.15'\n")])
+    assert "defaultImages" not in old.values and "logLevel" not in old.values  # not keys of 0.17.15
     assert "appVersion" not in loaded.values
 
 
@@ -347,7 +411,8 @@ def test_set_with_list_indexes_names_its_argument_for_every_key_on_the_way():
 
 def test_a_list_where_a_choice_belongs_is_named_not_printed():
     (only,) = errors(BASE, "checkpointStorage.type[1]=s3")
-    assert only.startswith("error: checkpointStorage.type: must be one of shared_fs, s3, gcs, azure; found a list")
+    assert only.startswith("error: checkpointStorage.type: must be one of shared_fs, s3, gcs, azure, directory, hdfs; "
+                           "found a list")
 
 
 @pytest.mark.parametrize("url", ["http://u:p@[::1:1", "http://[::1]:99999", "https://x:port"])
