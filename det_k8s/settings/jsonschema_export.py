@@ -8,6 +8,7 @@ better than a schema validator's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +39,10 @@ def _key_schema(key: Key) -> dict[str, Any]:
             {"type": "string", "pattern": _QUANTITY_PATTERN},
             {"type": "null"},
         ]
+    elif key.kind is Kind.ENUM and key.trim:
+        choices = "|".join(re.escape(c) for c in key.choices if c)
+        out["type"] = ["string", "null"]
+        out["pattern"] = rf"^\s*({choices})?\s*$"
     elif key.kind is Kind.ENUM:
         out["enum"] = [*key.choices, None]
     elif key.kind is Kind.OBJECT:

@@ -104,7 +104,7 @@ def _check_value(key: Key, value: Any, path: Path, out: ProblemCollector) -> Non
         if not isinstance(value, str) or value not in key.choices:
             shown = _yaml_scalar(value) if not isinstance(value, list | dict) else type_name(value)
             hint = None
-            if isinstance(value, str) and value.strip() in key.choices and path == ("defaultScheduler",):
+            if isinstance(value, str) and key.trim and value.strip() in key.choices:
                 return  # the official chart trims defaultScheduler; so does det-k8s's
             if isinstance(value, str):
                 close = [c for c in key.choices if c and c.lower() == value.lower()]

@@ -47,6 +47,7 @@ class Key:
     fact: str | None = None  # a row of determined.versions: the key exists only in the releases where it holds
     implemented: bool = True  # False: the official chart's key, accepted, but det-k8s's chart does nothing with it
     version_default: str | None = None  # a determined.versions row whose value is the default at each release
+    trim: bool = False  # ENUM: surrounding spaces allowed (the official chart trims defaultScheduler)
 
     @property
     def expected(self) -> str:
@@ -228,7 +229,7 @@ SCHEMA: Mapping[str, Key] = {
                               "required on a fresh install: 8+ characters with upper, lower and digit)",
                               secret=True, fact="master.security.initial_user_password"),
     "defaultScheduler": Key(Kind.ENUM, "Gang scheduling of the master's task pods: empty (the default Kubernetes "
-                            "scheduler), coscheduler, or preemption (before 0.36)", choices=SCHEDULERS),
+                            "scheduler), coscheduler, or preemption (before 0.36)", choices=SCHEDULERS, trim=True),
     "gangScheduler": Key(Kind.ENUM, "det-k8s (default): the chart deploys no scheduler and `det-k8s scheduler run` "
                          "binds the pods of defaultScheduler; plugin: the chart deploys the official chart's "
                          "kube-scheduler 1.18 plugin (unsupported on Kubernetes 1.20 and later)", "det-k8s",

@@ -18,12 +18,19 @@ from tests.conftest import example
 pytestmark = pytest.mark.helm
 
 EXAMPLES = ["gpu-cluster", "external-db-tls-gcs", "cpu-azure"]
+RELEASES = ["0.17.15", "0.26.2", "0.38.1"]  # the tags whose official chart and master were read
 K8S_VERSION = "1.31.0"
+LEGACY = "0.17.15"  # a release whose master configuration is a ConfigMap (before 0.26.2)
 
 
-def render(tmp_path: Path, name: str, *sets: str) -> Path:
-    loaded = load_settings([Document(name, example(f"{name}.yaml").read_text())], sets)
-    return write_chart(tmp_path / name, loaded.values, loaded.settings().app_version).directory
+def render(tmp_path: Path, name: str, *sets: str, version: str | None = None) -> Path:
+    """The example as the bundled chart for `version` (the example's own, the default release, when None)."""
+    extra = (f"appVersion={version}",) if version else ()
+    loaded = load_settings([Document(name, example(f"{name}.yaml").read_text())], (*sets, *extra))
+    if version and version < "0.31":
+        loaded.values.pop("initialUserPassword", None)  # a key of 0.31 and later
+    out = tmp_path / f"{name}-{version or 'default'}"
+    return write_chart(out, loaded.values, str(loaded.app_version)).directory
 
 
 def helm_run(helm: Path, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -37,18 +44,20 @@ def manifests(text: str) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
+@pytest.mark.parametrize("version", RELEASES)
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_lint_passes(helm, tmp_path, name):
-    chart = render(tmp_path, name)
+def test_lint_passes(helm, tmp_path, name, version):
+    chart = render(tmp_path, name, version=version)
     result = helm_run(helm, "lint", str(chart), home=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 chart(s) failed" in result.stdout
     assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout
 
 
+@pytest.mark.parametrize("version", RELEASES)
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_every_rendered_manifest_is_a_valid_kubernetes_object(helm, tmp_path, name):
-    chart = render(tmp_path, name)
+def test_every_rendered_manifest_is_a_valid_kubernetes_object(helm, tmp_path, name, version):
+    chart = render(tmp_path, name, version=version)
     result = helm_run(helm, "template", "demo", str(chart), "-n", "det", home=tmp_path)
     assert result.returncode == 0, result.stderr
     docs = manifests(result.stdout)
@@ -64,7 +73,7 @@ def objects(helm: Path, chart: Path, home: Path, *extra: str) -> dict[tuple[str,
 
 
 def test_bundled_postgres_with_a_load_balancer(helm, tmp_path):
-    objs = objects(helm, render(tmp_path, "gpu-cluster"), tmp_path)
+    objs = objects(helm, render(tmp_path, "gpu-cluster", "defaultPassword=Ch4nge-me-now", version=LEGACY), tmp_path)
     deployment = objs[("Deployment", "determined-master-deployment-demo")]
     assert deployment["metadata"]["labels"]["app"] == "determined-master-demo"
     assert deployment["metadata"]["labels"]["release"] == "demo"
@@ -80,7 +89,7 @@ def test_bundled_postgres_with_a_load_balancer(helm, tmp_path):
 
 
 def test_external_db_node_port_and_tls(helm, tmp_path):
-    objs = objects(helm, render(tmp_path, "external-db-tls-gcs"), tmp_path)
+    objs = objects(helm, render(tmp_path, "external-db-tls-gcs", version=LEGACY), tmp_path)
     assert not [k for k in objs if k[1].startswith("determined-db-")]
     assert objs[("Service", "determined-master-service-demo")]["spec"]["type"] == "NodePort"
     assert objs[("Service", "determined-master-service-demo")]["spec"]["ports"][0]["port"] == 8443
@@ -91,14 +100,15 @@ def test_external_db_node_port_and_tls(helm, tmp_path):
     master = yaml.safe_load(objs[("ConfigMap", "determined-master-config-demo")]["data"]["master.yaml"])
     assert master["db"]["host"] == "10.20.0.5"
     assert master["security"]["tls"]["cert"] == "/mount/determined/secrets/tls.crt"
-    assert master["checkpoint_storage"] == {"type": "gcs", "bucket": "det-checkpoints-prod", "prefix": "prod/",
+    # 0.17.15 has no prefix for gcs (validate refuses it; the chart never writes what this master rejects)
+    assert master["checkpoint_storage"] == {"type": "gcs", "bucket": "det-checkpoints-prod",
                                             "save_experiment_best": 0, "save_trial_best": 1, "save_trial_latest": 1}
     assert master["resource_manager"]["default_scheduler"] == "coscheduler"
-    assert ("Deployment", "coscheduler-demo") in objs
+    assert ("Deployment", "coscheduler-demo") not in objs  # gangScheduler det-k8s (the default) deploys no scheduler
 
 
 def test_cpu_slots_and_azure(helm, tmp_path):
-    objs = objects(helm, render(tmp_path, "cpu-azure"), tmp_path)
+    objs = objects(helm, render(tmp_path, "cpu-azure", version=LEGACY), tmp_path)
     master = assembled_master_config(objs)  # the connection string makes checkpoint_storage a secret block
     assert master["resource_manager"]["slot_type"] == "cpu"
     assert master["resource_manager"]["slot_resource_requests"] == {"cpu": 7.5}
@@ -106,13 +116,18 @@ def test_cpu_slots_and_azure(helm, tmp_path):
     assert master["task_container_defaults"]["cpu_pod_spec"]["spec"]["nodeSelector"] == {"node-pool": "cpu"}
 
 
+@pytest.mark.parametrize("version", RELEASES)
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_secrets_live_only_in_secrets(helm, tmp_path, name):
-    sets = ("db.password=Unique-DB-Pass-42",)
+def test_secrets_live_only_in_secrets(helm, tmp_path, name, version):
+    sets = ("db.password=Unique-DB-Pass-42", "logging.type=elastic", "logging.host=es", "logging.port=9200",
+            "logging.security.password=ES-Unique-Pass")
     loaded = load_settings([Document(name, example(f"{name}.yaml").read_text())], sets)
     secrets = [s for s in (loaded.values["db"]["password"], loaded.values.get("defaultPassword"),
+                           loaded.values.get("initialUserPassword"), "ES-Unique-Pass",
                            *loaded.settings().checkpoint.secrets) if s]
-    for (kind, _), obj in objects(helm, render(tmp_path, name, *sets), tmp_path).items():
+    if version < "0.31":
+        secrets.remove(loaded.values["initialUserPassword"])  # not rendered for these releases
+    for (kind, _), obj in objects(helm, render(tmp_path, name, *sets, version=version), tmp_path).items():
         if kind == "Secret":
             continue
         text = yaml.safe_dump(obj)
@@ -133,7 +148,7 @@ def assembled_master_config(objs: dict, release: str = "demo") -> dict:
 
 def test_storage_keys_reach_the_master_config_through_the_secret_only(helm, tmp_path):
     chart = render(tmp_path, "gpu-cluster", "checkpointStorage.accessKey=AKIA-UNIQUE",
-                   "checkpointStorage.secretKey=SK-UNIQUE")
+                   "checkpointStorage.secretKey=SK-UNIQUE", version=LEGACY)
     objs = objects(helm, chart, tmp_path)
     config = assembled_master_config(objs)
     assert config["checkpoint_storage"]["access_key"] == "AKIA-UNIQUE"
@@ -143,13 +158,14 @@ def test_storage_keys_reach_the_master_config_through_the_secret_only(helm, tmp_
     assert "SK-UNIQUE" not in public and "checkpoint_storage:" not in public
     pod = objs[("Deployment", "determined-master-deployment-demo")]["spec"]["template"]["spec"]
     env = pod["containers"][0]["env"]
-    assert [e["name"] for e in env] == ["DET_DB_PASSWORD"]  # the one secret the master takes from its environment
+    # the one secret the master takes from its environment (and its namespace, as v0.38.1's chart gives it)
+    assert [e["name"] for e in env] == ["DET_RELEASE_NAMESPACE", "DET_DB_PASSWORD"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["master-config"]["emptyDir"] == {"medium": "Memory"}
 
 
 def test_without_keys_the_whole_config_is_in_the_configmap(helm, tmp_path):
-    objs = objects(helm, render(tmp_path, "external-db-tls-gcs"), tmp_path)
+    objs = objects(helm, render(tmp_path, "external-db-tls-gcs", version=LEGACY), tmp_path)
     public = yaml.safe_load(objs[("ConfigMap", "determined-master-config-demo")]["data"]["master.yaml"])
     assert public["checkpoint_storage"]["bucket"] == "det-checkpoints-prod"
     assert assembled_master_config(objs) == public
@@ -157,7 +173,7 @@ def test_without_keys_the_whole_config_is_in_the_configmap(helm, tmp_path):
 
 def test_azure_connection_string_and_elastic_password_are_secret(helm, tmp_path):
     chart = render(tmp_path, "cpu-azure", "logging.type=elastic", "logging.host=es", "logging.port=9200",
-                   "logging.security.password=ES-PASS-UNIQUE")
+                   "logging.security.password=ES-PASS-UNIQUE", version=LEGACY)
     objs = objects(helm, chart, tmp_path)
     config = assembled_master_config(objs)
     assert config["checkpoint_storage"]["connection_string"].startswith("DefaultEndpointsProtocol=https")
@@ -182,7 +198,7 @@ def test_chart_fails_without_max_slots_per_pod(helm, tmp_path):
 
 
 def test_a_changed_config_changes_the_master_pod_annotation(helm, tmp_path):
-    chart = render(tmp_path, "gpu-cluster")
+    chart = render(tmp_path, "gpu-cluster", version=LEGACY)
     key = ("Deployment", "determined-master-deployment-demo")
     first = objects(helm, chart, tmp_path)[key]["spec"]["template"]["metadata"]["annotations"]
     second = objects(helm, chart, tmp_path, "--set", "maxSlotsPerPod=2")[key]["spec"]["template"]["metadata"][
@@ -227,7 +243,7 @@ def _rendered(helm: Path, chart: Path, home: Path, *extra: str) -> tuple[dict[st
 
 def test_the_master_pod_carries_no_plain_hash_of_the_secret_yet_restarts_when_it_changes(helm, tmp_path):
     """A bare sha256 of the Secret on the pod would let anyone who can read pods test password guesses."""
-    chart = render(tmp_path, "gpu-cluster")
+    chart = render(tmp_path, "gpu-cluster", version=LEGACY)
     (chart / "templates" / "zz-probe.yaml").write_text(PROBE)  # shows what the annotations are computed from
     texts, annotations = _rendered(helm, chart, tmp_path)
     def sha256(text: str) -> str:
@@ -243,7 +259,7 @@ def test_the_master_pod_carries_no_plain_hash_of_the_secret_yet_restarts_when_it
 
 def test_the_secret_fingerprint_is_salted_per_release(helm, tmp_path):
     """scrypt's salt is the release's namespace/name, so one guessing run cannot cover every installation."""
-    chart = render(tmp_path, "gpu-cluster")
+    chart = render(tmp_path, "gpu-cluster", version=LEGACY)
     (chart / "templates" / "zz-probe.yaml").write_text(PROBE)
     texts, annotations = _rendered(helm, chart, tmp_path)
     assert texts["release"].endswith("/demo")
@@ -260,8 +276,139 @@ def test_helm4_client_dry_run_install_needs_no_cluster(helm4, tmp_path):
 
 @pytest.mark.parametrize("value", ["1e3", "8e7438", "0o17", "0x1F", "yes", "on", "12:30", "1_000"])
 def test_strings_that_look_like_numbers_reach_helm_as_strings(helm, tmp_path, value):
-    chart = render(tmp_path, "gpu-cluster", f"db.password={value}", f"clusterName={value}")
+    chart = render(tmp_path, "gpu-cluster", f"db.password={value}", f"clusterName={value}", version=LEGACY)
     objs = objects(helm, chart, tmp_path)  # helm's schema check passes: they are strings to helm too
     assert objs[("Secret", "determined-master-secrets-demo")]["stringData"]["db-password"] == value
     assert yaml.safe_load(objs[("ConfigMap", "determined-master-config-demo")]["data"]["master.yaml"])[
         "cluster_name"] == value
+
+
+def master_config(objs: dict, release: str = "demo") -> dict:
+    """The master's configuration from 0.26.2: the whole file in the Secret the master mounts."""
+    secret = objs[("Secret", f"determined-master-config-{release}")]
+    assert ("ConfigMap", f"determined-master-config-{release}") not in objs
+    return yaml.safe_load(secret["stringData"]["master.yaml"])
+
+
+@pytest.mark.parametrize("version", ["0.26.2", "0.38.1"])
+def test_from_0_26_2_the_master_config_is_one_secret_mounted_as_the_official_chart_mounts_it(helm, tmp_path,
+                                                                                           version):
+    chart = render(tmp_path, "gpu-cluster", "checkpointStorage.accessKey=AKIA-UNIQUE",
+                   "checkpointStorage.secretKey=SK-UNIQUE", version=version)
+    objs = objects(helm, chart, tmp_path)
+    config = master_config(objs)
+    assert config["checkpoint_storage"]["secret_key"] == "SK-UNIQUE"
+    assert config["db"]["password"] == "postgres"
+    pod = objs[("Deployment", "determined-master-deployment-demo")]["spec"]["template"]
+    assert "initContainers" not in pod["spec"]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["master-config"] == {"name": "master-config", "secret": {"secretName": "determined-master-config-demo"}}
+    assert "checksum/config" not in pod["metadata"]["annotations"]  # no plain hash of a Secret on the pod
+    changed = objects(helm, chart, tmp_path, "--set", "maxSlotsPerPod=2")
+    other = changed[("Deployment", "determined-master-deployment-demo")]["spec"]["template"]["metadata"]
+    assert other["annotations"]["fingerprint/secret"] != pod["metadata"]["annotations"]["fingerprint/secret"]
+    assert not [k for k in objs if k[0] == "ConfigMap"]
+
+
+@pytest.mark.parametrize(("version", "key", "absent"), [("0.17.15", "namespace", "default_namespace"),
+                                                        ("0.34.2", "namespace", "default_namespace"),
+                                                        ("0.35.0", "default_namespace", "namespace"),
+                                                        ("0.38.1", "default_namespace", "namespace")])
+def test_namespace_key_per_release(helm, tmp_path, version, key, absent):
+    objs = objects(helm, render(tmp_path, "gpu-cluster", version=version), tmp_path)
+    config = assembled_master_config(objs) if version < "0.26.2" else master_config(objs)
+    assert config["resource_manager"][key] == "det" and absent not in config["resource_manager"]
+
+
+def test_default_namespace_and_cluster_name_from_resource_manager(helm, tmp_path):
+    chart = render(tmp_path, "gpu-cluster", "resourceManager.defaultNamespace=ml", "resourceManager.clusterName=east")
+    rm = master_config(objects(helm, chart, tmp_path))["resource_manager"]
+    assert rm["default_namespace"] == "ml" and rm["cluster_name"] == "east"
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_priority_classes_as_the_official_chart_creates_them_owned_by_the_release(helm, tmp_path, version):
+    objs = objects(helm, render(tmp_path, "gpu-cluster", version=version), tmp_path)
+    system = objs[("PriorityClass", "determined-system-priority")]
+    medium = objs[("PriorityClass", "determined-medium-priority")]
+    assert (system["value"], system["preemptionPolicy"], system["globalDefault"]) == (1000000, "Never", False)
+    assert (medium["value"], medium["preemptionPolicy"]) == (50, "Never")
+    assert system["metadata"]["labels"]["app.kubernetes.io/instance"] == "demo"
+    for deployment in ("determined-master-deployment-demo", "determined-db-deployment-demo"):
+        spec = objs[("Deployment", deployment)]["spec"]["template"]["spec"]
+        assert spec["priorityClassName"] == "determined-system-priority"
+    without = objects(helm, render(tmp_path, "gpu-cluster", version=version), tmp_path,
+                      "--set", "createNonNamespacedObjects=false")
+    assert not [k for k in without if k[0] == "PriorityClass"]
+
+
+@pytest.mark.parametrize(("version", "registry", "cpu"), [
+    ("0.17.15", "registry.local/det", "registry.local/det/environments:py-3.8-pytorch-1.10-lightning-1.5-tf-2.8-cpu-ed66d8a"),
+    ("0.26.2", "registry.local/det", "determinedai/environments:py-3.8-pytorch-1.12-tf-2.8-cpu-9d07809"),
+    ("0.38.1", "registry.local/det", "determinedai/pytorch-ngc:0.38.1"),
+])
+def test_task_images_as_the_official_chart_of_the_release_makes_them(helm, tmp_path, version, registry, cpu):
+    chart = render(tmp_path, "gpu-cluster", f"imageRegistry={registry}", version=version)
+    objs = objects(helm, chart, tmp_path)
+    config = assembled_master_config(objs) if version < "0.26.2" else master_config(objs)
+    assert config["task_container_defaults"]["image"]["cpu"] == cpu
+    if version >= "0.26.2":  # defaultImages.* reach the task images verbatim
+        chart = render(tmp_path, "gpu-cluster", "defaultImages.cpuImage=mirror/cpu:1",
+                       "defaultImages.gpuImage=mirror/gpu:1", version=version)
+        image = master_config(objects(helm, chart, tmp_path))["task_container_defaults"]["image"]
+        assert (image["cpu"], image["gpu"]) == ("mirror/cpu:1", "mirror/gpu:1")
+
+
+def test_initial_password_from_0_31_with_the_official_rules(helm, tmp_path):
+    chart = render(tmp_path, "gpu-cluster")
+    objs = objects(helm, chart, tmp_path)
+    assert master_config(objs)["security"]["initial_user_password"] == "Ch4nge-me-now"
+    assert ("Job", "determined-pw-change-demo") not in objs  # the post-install Job is gone from 0.31
+    weak = helm_run(helm, "template", "demo", str(chart), "--set", "initialUserPassword=short", home=tmp_path)
+    assert weak.returncode != 0 and "at least 8 characters" in weak.stderr
+    missing = helm_run(helm, "template", "demo", str(chart), "--set", "initialUserPassword=null", home=tmp_path)
+    assert missing.returncode != 0 and "initial password" in missing.stderr
+
+
+def test_official_chart_keys_reach_the_master_and_the_pods(helm, tmp_path):
+    chart = render(tmp_path, "gpu-cluster", "db.sslMode=verify-ca", "db.sslRootCert=ca.crt",
+                   "db.resourceType=configMap", "db.certResourceName=db-ca", "openshiftRoute.enabled=true",
+                   "openshiftRoute.termination=edge", "fluent.image=fluent/fluent-bit:1.9", "slotType=cuda",
+                   "db.disablePVC=true", "tlsSecret=det-tls", "useNodePortForMaster=true")
+    objs = objects(helm, chart, tmp_path)
+    config = master_config(objs)
+    assert config["db"]["ssl_mode"] == "verify-ca"
+    assert config["db"]["ssl_root_cert"] == "/mount/determined/secrets/ca.crt"
+    assert config["resource_manager"]["fluent"] == {"image": "fluent/fluent-bit:1.9"}
+    assert config["resource_manager"]["slot_type"] == "cuda"
+    route = objs[("Route", "determined-master-route-demo")]
+    assert route["spec"]["tls"] == {"termination": "edge"}
+    assert route["spec"]["to"]["name"] == "determined-master-service-demo"
+    assert ("PersistentVolumeClaim", "determined-db-pvc-demo") not in objs
+    pod = objs[("Deployment", "determined-master-deployment-demo")]["spec"]["template"]["spec"]
+    (secrets,) = [v for v in pod["volumes"] if v["name"] == "determined-secrets"]
+    assert secrets["projected"]["sources"] == [{"secret": {"name": "det-tls"}}, {"configMap": {"name": "db-ca"}}]
+    for doc in objs.values():
+        if doc["kind"] != "Route":  # an OpenShift kind: not in the Kubernetes schema
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize(("version", "setting", "scheduler"), [
+    ("0.17.15", "preemption", "coscheduler"), ("0.17.15", "coscheduler", "coscheduler"),
+    ("0.26.2", "preemption", "preemption"), ("0.26.2", " coscheduler ", "coscheduler"),
+    ("0.38.1", "coscheduler", "coscheduler")])
+def test_default_scheduler_as_the_official_chart_writes_it_and_no_plugin_by_default(helm, tmp_path, version,
+                                                                                    setting, scheduler):
+    objs = objects(helm, render(tmp_path, "gpu-cluster", version=version), tmp_path,
+                   "--set-string", f"defaultScheduler={setting}")
+    config = assembled_master_config(objs) if version < "0.26.2" else master_config(objs)
+    assert config["resource_manager"]["default_scheduler"] == scheduler
+    assert not [k for k in objs if k[0] == "Deployment" and "scheduler" in k[1] or k[1].startswith(scheduler)]
+    plugin = objects(helm, render(tmp_path, "gpu-cluster", version=version), tmp_path,
+                     "--set-string", f"defaultScheduler={setting}", "--set", "gangScheduler=plugin")
+    deployment = plugin[("Deployment", f"{scheduler}-demo")]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert f"--scheduler-name={scheduler}" in container["command"]
+    assert "determined-system" not in deployment["spec"]["template"]["metadata"]["labels"]
+    profile = yaml.safe_load(plugin[("ConfigMap", f"{scheduler}-demo-config")]["data"]["config.yaml"])
+    assert profile["profiles"][0]["schedulerName"] == scheduler
