@@ -82,6 +82,13 @@ class Fact:
 
 
 _CHART = "helm/charts/determined"
+MASTER_KEY = "master.yaml:"  # prefix of the rows that list master.yaml keys
+
+
+def _keys(source: str, since: Version | None, until: Version | None, types: dict[str, str]) -> tuple[Fact, ...]:
+    """Rows for master.yaml keys: `value` is the type (str, int, num, bool, map, list), `note` says "required"."""
+    return tuple(Fact(MASTER_KEY + path, source, since, until, value=kind.rstrip("!"),
+                      note="required" if kind.endswith("!") else "") for path, kind in types.items())
 _RM = "master/internal/config/resource_manager_config.go"
 
 FACTS: tuple[Fact, ...] = (
@@ -127,6 +134,49 @@ FACTS: tuple[Fact, ...] = (
     Fact("master.task_container_defaults.v0_38", f"v0.38.1 {_CHART}/templates/master-config.yaml "
          "(startup_hook, checkpoint_gc_pod_spec, log_policies)", since=v("0.38.0"),
          what="this task container default", note="first seen at v0.38.1; absent from the 0.26.2 chart"),
+    # -- master.yaml keys and their types: what the official chart of each tag writes, so what that master
+    #    parses (unknown keys stop it: facts section 5.1). `value` is the type; note "required" marks the keys
+    #    a config cannot go without. checkpoint_storage is checked against the release's JSON schemas instead.
+    *_keys(f"0.17.15 {_CHART}/templates/master-config.yaml", None, None, {
+        "port": "int!", "db.user": "str!", "db.password": "str!", "db.host": "str!", "db.port": "int!",
+        "db.name": "str!", "db.ssl_mode": "str", "db.ssl_root_cert": "str", "security.tls.cert": "str",
+        "security.tls.key": "str", "checkpoint_storage": "map!", "resource_manager.type": "str!",
+        "resource_manager.max_slots_per_pod": "int!", "resource_manager.master_service_name": "str!",
+        "resource_manager.default_scheduler": "str", "resource_manager.slot_type": "str",
+        "resource_manager.slot_resource_requests.cpu": "num", "resource_manager.fluent.image": "str",
+        "task_container_defaults.image.cpu": "str", "task_container_defaults.image.gpu": "str",
+        "task_container_defaults.force_pull_image": "bool", "task_container_defaults.network_mode": "str",
+        "task_container_defaults.dtrain_network_interface": "str", "task_container_defaults.cpu_pod_spec": "map",
+        "task_container_defaults.gpu_pod_spec": "map", "telemetry.enabled": "bool", "cluster_name": "str",
+        "logging.type": "str", "logging.host": "str", "logging.port": "int", "logging.security.username": "str",
+        "logging.security.password": "str", "logging.security.tls.enabled": "bool",
+        "logging.security.tls.skip_verify": "bool", "logging.security.tls.certificate": "str",
+        "logging.security.tls.certificate_name": "str"}),
+    *_keys(f"0.17.15 {_CHART}/templates/master-config.yaml", None, v("0.35.0"), {"resource_manager.namespace": "str!"}),
+    *_keys(f"0.17.15 {_CHART}/templates/master-config.yaml", None, v("0.26.2"), {
+        "task_container_defaults.nccl_port_range": "str", "task_container_defaults.gloo_port_range": "str"}),
+    *_keys(f"0.26.2 {_CHART}/values.yaml (resourcePools; chart since 0.19.10)", v("0.19.10"), None, {
+        "resource_pools": "list", "resource_manager.default_aux_resource_pool": "str",
+        "resource_manager.default_compute_resource_pool": "str"}),
+    *_keys(f"0.26.2 {_CHART}/templates/master-config.yaml (log; chart since 0.23.2)", v("0.23.2"), None, {
+        "log.level": "str", "log.color": "bool"}),
+    *_keys(f"0.26.2 {_CHART}/templates/master-config.yaml", v("0.26.2"), None, {
+        "security.default_task.user": "str", "security.default_task.uid": "int", "security.default_task.group": "str",
+        "security.default_task.gid": "int", "security.authz": "map", "observability.enable_prometheus": "bool",
+        "tensorboard_timeout": "int", "notebook_timeout": "int", "resource_manager.fluent.uid": "int",
+        "resource_manager.fluent.gid": "int"}),
+    *_keys(f"0.31.0 {_CHART}/templates/master-config.yaml", v("0.31.0"), None, {
+        "security.initial_user_password": "str"}),
+    *_keys(f"v0.38.1 {_CHART}/templates/master-config.yaml (retention_policy; since 0.32.0)", v("0.32.0"), None, {
+        "retention_policy.log_retention_days": "int", "retention_policy.schedule": "str"}),
+    *_keys(f"v0.38.1 {_RM}", v("0.35.0"), None, {
+        "resource_manager.default_namespace": "str!", "resource_manager.cluster_name": "str"}),
+    *_keys(f"v0.38.1 {_CHART}/templates/master-config.yaml (image.rocm; rocm since 0.36.0)", v("0.36.0"), None, {
+        "task_container_defaults.image.rocm": "str"}),
+    *_keys(f"v0.38.1 {_CHART}/templates/master-config.yaml (first seen at v0.38.1)", v("0.38.0"), None, {
+        "resource_manager.determined_master_scheme": "str", "resource_manager.determined_master_host": "str",
+        "resource_manager.determined_master_port": "int", "task_container_defaults.checkpoint_gc_pod_spec": "map",
+        "task_container_defaults.log_policies": "list", "task_container_defaults.startup_hook": "str"}),
     # -- checkpoint storage (schemas/expconf/v0/*.json at each tag) ---------------------------------
     Fact("checkpoint_storage.s3.prefix", "0.17.3 schemas/expconf/v0/s3.json", since=v("0.17.3"),
          what="prefix for s3"),
@@ -267,3 +317,9 @@ def supported(version: Version) -> bool:
 
 
 SUPPORTED_RANGE = f"{OLDEST} to {NEWEST.line}"
+
+
+def master_keys(version: Version) -> dict[str, Fact]:
+    """The master.yaml keys (dotted paths) `version` parses, each with its row (type in `value`)."""
+    return {row.key.removeprefix(MASTER_KEY): row for row in FACTS
+            if row.key.startswith(MASTER_KEY) and row.holds(version)}

@@ -343,7 +343,8 @@ def test_priority_classes_as_the_official_chart_creates_them_owned_by_the_releas
 
 
 @pytest.mark.parametrize(("version", "registry", "cpu"), [
-    ("0.17.15", "registry.local/det", "registry.local/det/environments:py-3.8-pytorch-1.10-lightning-1.5-tf-2.8-cpu-ed66d8a"),
+    ("0.17.15", "registry.local/det",
+     "registry.local/det/environments:py-3.8-pytorch-1.10-lightning-1.5-tf-2.8-cpu-ed66d8a"),
     ("0.26.2", "registry.local/det", "determinedai/environments:py-3.8-pytorch-1.12-tf-2.8-cpu-9d07809"),
     ("0.38.1", "registry.local/det", "determinedai/pytorch-ngc:0.38.1"),
 ])
