@@ -22,6 +22,7 @@ import yaml
 
 from ..errors import InputError, UsageError
 from ..settings.jsonschema_export import values_json_schema
+from ..settings.merge import deep_merge
 from .facts import FILE as FACTS_FILE
 from .facts import versions_tpl
 from .render import render_chart_yaml, render_values, templates_dir
@@ -86,6 +87,14 @@ def _extract_chart_archive(source: Path, target: Path) -> None:
             raise InputError(f"{source}: {top}/Chart.yaml missing; not a packaged chart")
 
 
+def _chart_defaults(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path.name} of the chart: not valid YAML: {exc}") from exc
+    return loaded if isinstance(loaded, dict) else {}
+
+
 def _prepare_destination(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--output {out}: exists and is not a directory")
@@ -119,6 +128,8 @@ def _write_chart(out: Path, values: Mapping[str, Any], app_version: str, chart: 
         (build / "Chart.yaml").write_text(render_chart_yaml(app_version, base), encoding="utf-8")
         values_path = build / "values.yaml"
         if values_path.exists():
+            if chart is not None:  # the user's chart's own defaults stay; the settings go over them
+                values = deep_merge(_chart_defaults(values_path), values)
             values_path.unlink()
         fd = os.open(values_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SECRET_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

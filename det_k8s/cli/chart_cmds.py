@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 from ..errors import SettingsError, Severity
 from . import output
+from .common import HelmBinaryOpt, check_user_chart, helm
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
@@ -31,7 +32,9 @@ def render(
     set_string: SetStringOpt = None,
     chart: Annotated[Path | None, typer.Option(
         "--chart", metavar="PATH", help="Render into a copy of this chart (directory or .tgz) instead of the bundled one. "
-        "Your copy is never modified.")] = None,
+        "Your copy is never modified; helm templates the result and every setting its master configuration drops "
+        "is reported.")] = None,
+    helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """Render values.yaml and Chart.yaml and write a complete chart directory helm can install."""
     from ..chart.assemble import write_chart
@@ -40,6 +43,11 @@ def render(
     settings = loaded.settings()  # raises SettingsError listing every error
     report_warnings(loaded)
     result = write_chart(out_dir, loaded.values, settings.app_version, chart)
+    if chart is not None:  # a chart det-k8s did not write: does helm template it, do the settings reach the master?
+        with output.spinner(f"helm template {result.directory}"):
+            dropped = check_user_chart(helm(helm_binary), result, chart, loaded, settings, severity=Severity.WARNING)
+        for item in dropped:
+            output.problem(item, stream=sys.stderr)
     output.success(f"Wrote chart to {result.directory}")
     output.message(f"  {result.values_file} (mode 0600: holds secrets)")
     output.message(f"  {result.chart_file} (appVersion {settings.app_version})")

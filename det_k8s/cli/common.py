@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ..chart.assemble import ChartResult, write_chart
-from ..errors import ConsentRequired, DetK8sError, Problem
+from ..errors import ConsentRequired, DetK8sError, InputError, Problem, Severity, ToolFailed
 from ..settings import LoadedSettings, Settings
 from ..tools.helm import Helm, KubeFlags, find_helm
 from ..tools.kubectl import Kubectl, find_kubectl
@@ -103,3 +103,28 @@ def private_chart(loaded: LoadedSettings, settings: Settings, chart: Path | None
         yield write_chart(build / "chart", loaded.values, settings.app_version, chart)
     finally:
         shutil.rmtree(build, ignore_errors=True)
+
+
+def check_user_chart(tool: Helm, built: ChartResult, chart: Path, loaded: LoadedSettings, settings: Settings, *,
+                     severity: Severity) -> list[Problem]:
+    """`helm template` a chart rendered into the user's `chart`, and report the settings its master configuration
+    drops. A chart helm cannot template is an InputError (exit 1): nothing gets installed from it."""
+    from ..chart.reach import master_config, unreached
+    from ..release.manifests import secret_values
+    from ..tools.helm import manifests_from_render, render_argv
+
+    release = "det-k8s-check"
+    try:
+        rendered = tool.run(render_argv(tool.major, release, str(built.directory), str(built.values_file), "default"),
+                            secrets=secret_values(settings))
+    except ToolFailed as exc:
+        lines = (exc.stderr or exc.message).strip().splitlines()
+        detail = next((line.removeprefix("Error: ") for line in lines if line.startswith("Error:")),
+                      lines[-1] if lines else exc.message)
+        raise InputError(f"--chart {chart}: helm cannot template it with these settings: {detail}",
+                         hint="fix the settings or the chart; nothing was installed") from exc
+    config = master_config(manifests_from_render(tool.major, rendered.stdout), release)
+    if config is None:
+        return [Problem(Severity.WARNING, "", f"--chart {chart}: renders no determined-master-config-<release> "
+                        "with a master.yaml; cannot tell which settings reach the master")]
+    return unreached(loaded.user_values, config, f"--chart {chart}", loaded.sources, severity=severity)

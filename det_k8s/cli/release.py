@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import NotFound
+from ..errors import NotFound, SettingsError, Severity
 from ..kube.api import KubeApi
 from ..kube.kinds import CONFIGMAPS, NODES, PODS, PVCS, SERVICES
 from ..release import live
@@ -22,6 +22,7 @@ from ..release.manifests import redact_secrets, secret_values
 from ..release.names import db_pvc, master_service, validate_release_name
 from ..release.preflight import determined_releases
 from ..release.tasks import MASTER_TASKS, group_tasks
+from ..settings.rules import missing_initial_password
 from ..tools.duration import parse_duration
 from ..tools.helm import (
     Helm,
@@ -40,6 +41,7 @@ from .common import (
     AllNamespacesOpt,
     HelmBinaryOpt,
     YesOpt,
+    check_user_chart,
     confirm,
     helm,
     kube_flags,
@@ -107,8 +109,14 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
     settings = loaded.settings()  # every error listed, exit 1, nothing run
     report_warnings(loaded)
     build = install_argv if command == "install" else upgrade_argv
+    if command == "install" and (missing := missing_initial_password(loaded.values, settings.app_version)):
+        raise SettingsError([missing])
     tool = helm(helm_bin)
     with private_chart(loaded, settings, chart) as built:  # rendered first: a broken --chart fails before the cluster
+        if chart is not None:  # helm must template it, and every setting must reach the master's configuration
+            dropped = check_user_chart(tool, built, chart, loaded, settings, severity=Severity.ERROR)
+            if dropped:
+                raise SettingsError(dropped)
         if dry_run:
             namespace = offline_namespace()
             spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube_flags(namespace), wait,

@@ -50,5 +50,6 @@ def secret_values(settings: Settings) -> tuple[str, ...]:
         return node
 
     found = [get(settings.values, "db", "password"), get(settings.values, "defaultPassword"),
+             get(settings.values, "initialUserPassword"), get(settings.values, "scim", "auth", "password"),
              get(settings.values, "logging", "security", "password"), *settings.checkpoint.secrets]
     return tuple(str(s) for s in found if s)

@@ -60,12 +60,12 @@ def test_render_into_a_user_chart(run_cli, tmp_path):
 
 def test_validate_reports_all_problems_on_stdout_and_exits_1(run_cli, tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("maxSlotPerPod: 4\ncheckpointStorage:\n  type: s3\nslotType: cuda\n")
+    bad.write_text("maxSlotPerPod: 4\ncheckpointStorage:\n  type: s3\nslotType: gpus\n")
     result = run_cli("validate", "-f", bad)
     assert result.code == 1
     assert result.out.splitlines() == [
         f"error: maxSlotPerPod: unknown key; did you mean maxSlotsPerPod? ({bad}:1)",
-        f"error: slotType: must be one of gpu, cpu; found 'cuda'; did you mean gpu? ({bad}:4)",
+        f"error: slotType: must be one of gpu, cuda, cpu, rocm; found 'gpus'; did you mean gpu? ({bad}:4)",
         "error: maxSlotsPerPod: required; set it to the GPUs per node (the greatest common divisor of the node sizes)",
         f"error: checkpointStorage.bucket: required when checkpointStorage.type is s3 ({bad}:2)",
     ]

@@ -72,8 +72,9 @@ def test_chart_yaml_keeps_a_user_charts_fields_and_changes_only_app_version():
     base = {"apiVersion": "v1", "name": "determined", "version": "0.17.15", "appVersion": "0.17.15",
             "icon": "https://x/icon.png", "maintainers": [{"name": "ops"}]}
     data = yaml.safe_load(render_chart_yaml("0.17.14", base))
-    assert data == {**base, "appVersion": "0.17.14", "description": data["description"], "type": "application"}
-    assert data["apiVersion"] == "v1"
+    assert data == {**base, "appVersion": "0.17.14", "description": data["description"]}
+    assert data["apiVersion"] == "v1" and "type" not in data  # helm lint refuses `type` in an apiVersion v1 chart
+    assert yaml.safe_load(render_chart_yaml("0.38.1", {**base, "apiVersion": "v2"}))["type"] == "application"
 
 
 def test_the_file_warns_that_it_holds_secrets():

@@ -1,0 +1,94 @@
+"""Did the settings reach the master? The master configuration a chart rendered, against what the user set.
+
+`det-k8s render --chart` and `install --chart` put the settings into a chart det-k8s did not write (the
+official chart of some release). Such a chart may silently drop a setting: the 0.17.15 official chart writes no
+`checkpointStorage.prefix`, so checkpoints land at the bucket's root while `det-k8s checkpoint check` probed
+under the prefix. After `helm template`, the master's configuration (the ConfigMap or Secret
+`determined-master-config-<release>`, key `master.yaml`) is read back and every setting the user gave that
+has a place in master.yaml but is not there is reported. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from ..errors import Problem, Severity
+from ..settings.problems import get_path
+from ..settings.source import SourceMap, format_path
+
+# settings key -> the master.yaml key it becomes (the official charts' mapping, every supported release)
+_CS = "checkpoint_storage"
+_RM = "resource_manager"
+_TCD = "task_container_defaults"
+REACHES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    *((("checkpointStorage", ours), (_CS, theirs)) for ours, theirs in (
+        ("type", "type"), ("hostPath", "host_path"), ("bucket", "bucket"), ("prefix", "prefix"),
+        ("accessKey", "access_key"), ("secretKey", "secret_key"), ("endpointUrl", "endpoint_url"),
+        ("container", "container"), ("connection_string", "connection_string"), ("account_url", "account_url"),
+        ("credential", "credential"), ("containerPath", "container_path"), ("hdfsUrl", "hdfs_url"),
+        ("hdfsPath", "hdfs_path"))),
+    (("db", "hostAddress"), ("db", "host")), (("db", "user"), ("db", "user")), (("db", "name"), ("db", "name")),
+    (("db", "port"), ("db", "port")), (("db", "sslMode"), ("db", "ssl_mode")),
+    (("db", "sslRootCert"), ("db", "ssl_root_cert")),
+    (("tlsSecret",), ("security", "tls", "cert")),
+    (("initialUserPassword",), ("security", "initial_user_password")),
+    (("security", "defaultTask"), ("security", "default_task")),
+    (("maxSlotsPerPod",), (_RM, "max_slots_per_pod")),
+    (("slotResourceRequests", "cpu"), (_RM, "slot_resource_requests", "cpu")),
+    (("defaultScheduler",), (_RM, "default_scheduler")),
+    (("fluent", "image"), (_RM, "fluent", "image")),
+    (("resourceManager", "defaultNamespace"), (_RM, "default_namespace")),
+    (("resourceManager", "clusterName"), (_RM, "cluster_name")),
+    (("determinedMasterHost",), (_RM, "determined_master_host")),
+    (("defaultAuxResourcePool",), (_RM, "default_aux_resource_pool")),
+    (("defaultComputeResourcePool",), (_RM, "default_compute_resource_pool")),
+    (("resourcePools",), ("resource_pools",)),
+    *((("taskContainerDefaults", ours), (_TCD, *theirs)) for ours, theirs in (
+        ("cpuImage", ("image", "cpu")), ("gpuImage", ("image", "gpu")), ("rocmImage", ("image", "rocm")),
+        ("networkMode", ("network_mode",)), ("dtrainNetworkInterface", ("dtrain_network_interface",)),
+        ("ncclPortRange", ("nccl_port_range",)), ("glooPortRange", ("gloo_port_range",)),
+        ("cpuPodSpec", ("cpu_pod_spec",)), ("gpuPodSpec", ("gpu_pod_spec",)),
+        ("checkpointGcPodSpec", ("checkpoint_gc_pod_spec",)), ("logPolicies", ("log_policies",)),
+        ("startupHook", ("startup_hook",)))),
+    (("clusterName",), ("cluster_name",)),
+    (("logLevel",), ("log", "level")),
+    (("observability", "enable_prometheus"), ("observability", "enable_prometheus")),
+    (("tensorboardTimeout",), ("tensorboard_timeout",)), (("notebookTimeout",), ("notebook_timeout",)),
+    (("retentionPolicy", "logRetentionDays"), ("retention_policy", "log_retention_days")),
+    (("retentionPolicy", "schedule"), ("retention_policy", "schedule")),
+    (("logging", "type"), ("logging", "type")), (("logging", "host"), ("logging", "host")),
+    (("logging", "port"), ("logging", "port")),
+)
+
+
+def master_config(manifests: str, release: str) -> dict[str, Any] | None:
+    """master.yaml of `determined-master-config-<release>` (ConfigMap or Secret) in a rendered stream."""
+    name = f"determined-master-config-{release}"
+    for doc in yaml.safe_load_all(manifests):
+        if not isinstance(doc, dict) or (doc.get("metadata") or {}).get("name") != name:
+            continue
+        data = doc.get("data") or doc.get("stringData") or {}
+        text = data.get("master.yaml") if isinstance(data, dict) else None
+        if isinstance(text, str):
+            loaded = yaml.safe_load(text)
+            return loaded if isinstance(loaded, dict) else {}
+    return None
+
+
+def unreached(user_values: Mapping[str, Any], config: Mapping[str, Any], chart: str, sources: SourceMap,
+              *, severity: Severity = Severity.ERROR) -> list[Problem]:
+    """Every setting the user gave (not null, not empty) whose master.yaml key the chart did not write."""
+    problems = []
+    for ours, theirs in REACHES:
+        value = get_path(user_values, ours)
+        if value in (None, "", [], {}) or (ours == ("defaultScheduler",) and not str(value).strip()):
+            continue
+        if get_path(config, theirs) in (None, ""):
+            problems.append(Problem(
+                severity, format_path(ours), f"set, but the master configuration {chart} renders has no "
+                f"{'.'.join(theirs)}: the setting would be silently dropped",
+                "remove it, or use a chart that writes it (det-k8s's bundled chart does)", sources.find(ours)))
+    return problems

@@ -1,0 +1,91 @@
+"""`det-k8s render --chart` into the official Determined charts (read from ../shared/determined/charts, never
+copied into the project), with the real helm 3 and helm 4: the Chart.yaml keeps its apiVersion v1 rules, the
+result lints and templates, and every setting the chart's master configuration drops is reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import example
+from tests.integration.test_helm_chart import helm_run
+
+pytestmark = pytest.mark.helm
+
+CHARTS = Path(__file__).resolve().parents[2].parent / "shared" / "determined" / "charts"
+RELEASE_OF = {"0.17.15": "0.17.15", "0.26.2": "0.26.2", "v0.38.1": "0.38.1"}
+
+
+@pytest.fixture(autouse=True)
+def _shared() -> None:
+    if not CHARTS.is_dir():
+        pytest.skip(f"{CHARTS} is absent: the official charts are read from there (CI always has it)")
+
+
+def settings(tmp_path: Path, tag: str) -> Path:
+    """gpu-cluster (s3 with a prefix) for the tag's release, as a file of its own."""
+    data = yaml.safe_load(example("gpu-cluster.yaml").read_text())
+    data["appVersion"] = RELEASE_OF[tag]
+    if RELEASE_OF[tag] < "0.31":
+        data["defaultPassword"] = data.pop("initialUserPassword")
+    path = tmp_path / "settings.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("tag", list(RELEASE_OF))
+def test_rendered_into_the_official_chart_it_lints_and_keeps_apiversion_v1(run_cli, helm, tmp_path, tag):
+    out = tmp_path / "out"
+    result = run_cli("render", "-f", settings(tmp_path, tag), "--chart", CHARTS / tag, "-o", out,
+                     "--helm-binary", helm)
+    assert result.code == 0, result.err
+    chart = yaml.safe_load((out / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v1" and "type" not in chart  # a v1 chart has no type: helm lint would fail
+    assert chart["appVersion"] == RELEASE_OF[tag]
+    lint = helm_run(helm, "lint", str(out), home=tmp_path)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert "[ERROR]" not in lint.stdout
+    dropped = [line for line in result.err.splitlines() if "would be silently dropped" in line]
+    if tag == "0.17.15":  # the 0.17.15 official chart writes no prefix, for s3 either
+        (line,) = dropped
+        assert line.startswith("warning: checkpointStorage.prefix: set, but the master configuration --chart "
+                               f"{CHARTS / tag} renders has no checkpoint_storage.prefix: the setting would be "
+                               "silently dropped; remove it, or use a chart that writes it")
+        assert f"({tmp_path / 'settings.yaml'}:" in line
+    else:
+        assert dropped == []
+
+
+def test_install_refuses_a_chart_that_drops_a_setting_before_running_helm(run_cli, helm, tmp_path):
+    result = run_cli("install", "demo", "-f", settings(tmp_path, "0.17.15"), "--chart", CHARTS / "0.17.15",
+                     "--dry-run", "--helm-binary", helm)
+    assert result.code == 1
+    assert "checkpointStorage.prefix: set, but the master configuration" in result.err
+    assert "would run:" not in result.out + result.err
+
+
+def test_a_chart_helm_cannot_template_is_reported_before_anything_is_installed(run_cli, helm, tmp_path):
+    path = settings(tmp_path, "v0.38.1")
+    data = yaml.safe_load(path.read_text())
+    del data["initialUserPassword"]  # v0.38.1's chart fails a fresh install without one
+    path.write_text(yaml.safe_dump(data))
+    result = run_cli("render", "-f", path, "--chart", CHARTS / "v0.38.1", "-o", tmp_path / "out",
+                     "--helm-binary", helm)
+    assert result.code == 1
+    assert f"--chart {CHARTS / 'v0.38.1'}: helm cannot template it with these settings" in result.err
+    assert "initial password" in result.err
+
+
+@pytest.mark.parametrize("tag", list(RELEASE_OF))
+def test_a_values_file_of_the_official_chart_validates(run_cli, tmp_path, tag):
+    """The official values.yaml of each release, with the one value it leaves required, is valid settings."""
+    data = yaml.safe_load((CHARTS / tag / "values.yaml").read_text())
+    data.update(maxSlotsPerPod=4, appVersion=RELEASE_OF[tag])
+    if RELEASE_OF[tag] >= "0.31":
+        data["initialUserPassword"] = "Abcdefg1"
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = run_cli("validate", "-f", path)
+    assert result.code == 0, result.out + result.err
