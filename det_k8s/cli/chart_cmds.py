@@ -60,8 +60,9 @@ def validate(
     set_: SetOpt = None,
     set_string: SetStringOpt = None,
     nodes: Annotated[Path | None, typer.Option(
-        "--nodes", metavar="FILE", help="Check against these nodes: a Kubernetes List as `kubectl get nodes -o yaml` "
-        "prints it. With --kube-context instead, the live cluster's nodes are read.")] = None,
+        "--nodes", metavar="FILE", help="Check against these nodes: a Kubernetes List as `kubectl get nodes,pods -A -o "
+        "json` prints it (pods: what determined-system and DaemonSet pods take). With --kube-context instead, the live "
+        "cluster's nodes and pods are read.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
@@ -74,14 +75,21 @@ def validate(
     live = nodes is None and options.kube_context is not None
     if (nodes is not None or live) and not loaded.errors:
         if nodes is not None:
-            node_list, origin = load_snapshot(nodes).nodes, str(nodes)
+            snapshot = load_snapshot(nodes)
+            node_list, pod_list, origin = snapshot.nodes, snapshot.pods, str(nodes)
         else:
-            from ..kube.snapshot import read_nodes
+            from ..errors import Forbidden
+            from ..kube.snapshot import read_nodes, read_snapshot
 
             api = options.connect()
-            with output.spinner(f"reading nodes of {api.target.context}"):
-                node_list, origin = read_nodes(api), f"cluster {api.target.context}"
-        problems.extend(check_nodes(loaded.settings(), node_list, loaded.sources, origin))
+            with output.spinner(f"reading nodes and pods of {api.target.context}"):
+                origin = f"cluster {api.target.context}"
+                try:
+                    read = read_snapshot(api)  # pods too: what determined-system and DaemonSet pods hold
+                    node_list, pod_list = read.nodes, read.pods
+                except Forbidden:
+                    node_list, pod_list = read_nodes(api), ()
+        problems.extend(check_nodes(loaded.settings(), node_list, loaded.sources, origin, pod_list))
     elif nodes is not None or live:
         output.message("node checks skipped: fix the errors first")
     errors = [p for p in problems if p.is_error or strict]

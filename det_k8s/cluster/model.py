@@ -169,6 +169,7 @@ class Pod:
     created: str = ""
     deleting: bool = False
     reason: str = ""  # status.reason, e.g. Evicted or OutOfnvidia.com/gpu
+    owner: str = ""  # the controlling ownerReference as Kind/name, e.g. DaemonSet/kube-proxy ("" when none)
 
     @property
     def active(self) -> bool:

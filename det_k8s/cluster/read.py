@@ -207,7 +207,18 @@ def pod_from_object(obj: Mapping[str, Any]) -> Pod:
         created=str(meta.get("creationTimestamp") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
         reason=str(status.get("reason") or ""),
+        owner=_controller(meta.get("ownerReferences")),
     )
+
+
+def _controller(refs: Any) -> str:
+    """`Kind/name` of the controlling ownerReference (a DaemonSet's pods land on every node they tolerate)."""
+    if type(refs) is not list:
+        return ""
+    for ref in refs:
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return f"{ref.get('kind') or ''}/{ref.get('name') or ''}"
+    return ""
 
 
 def _items(document: Any, name: str) -> Iterable[Mapping[str, Any]]:

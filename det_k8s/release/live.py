@@ -12,8 +12,8 @@ from typing import Any
 
 from ..errors import Forbidden, Problem, Severity, ToolFailed
 from ..kube.api import KubeApi
-from ..kube.kinds import CONFIGMAPS, DEPLOYMENTS, PODS, PVCS, SECRETS, SERVICES
-from ..kube.snapshot import read_nodes
+from ..kube.kinds import CONFIGMAPS, DEPLOYMENTS, PODS, PRIORITYCLASSES, PVCS, SECRETS, SERVICES
+from ..kube.snapshot import read_nodes, read_snapshot
 from ..settings import LoadedSettings, Settings
 from ..settings.node_rules import check_nodes
 from ..tools.helm import Helm, KubeFlags, list_argv
@@ -57,9 +57,14 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
     problems = preflight.check_server_version(api.server_version())  # also proves the cluster answers
     try:
         nodes = read_nodes(api)
-        problems += check_nodes(settings, nodes, loaded.sources, f"cluster {api.target.context}")
+        try:
+            pods: tuple[Any, ...] = read_snapshot(api).pods  # what determined-system and DaemonSet pods hold
+        except Forbidden:
+            pods = ()
+        problems += check_nodes(settings, nodes, loaded.sources, f"cluster {api.target.context}", pods)
     except Forbidden as exc:
         problems.append(_skipped("node checks", exc))
+    problems += priority_class_problems(api, release, settings, upgrading=upgrading)
     exists = api.namespace_exists(namespace)
     problems += preflight.check_namespace(namespace, exists, create_namespace)
     wanted = [n for n in (settings.image_pull_secret, settings.tls_secret) if n]
@@ -70,6 +75,16 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
     if not skip_storage_check:
         problems += check_checkpoint_storage(settings)
     return problems
+
+
+def priority_class_problems(api: KubeApi, release: str, settings: Settings, *, upgrading: bool) -> list[Problem]:
+    """The chart's PriorityClasses against those in the cluster (preflight.check_priority_classes decides)."""
+    try:
+        existing = api.list(PRIORITYCLASSES)
+    except Forbidden as exc:
+        return [_skipped("PriorityClass check", exc)]
+    create = bool(settings.values.get("createNonNamespacedObjects", True))
+    return preflight.check_priority_classes(existing, release, api.namespace, create=create, upgrading=upgrading)
 
 
 def running_tasks(api: KubeApi, namespace: str) -> list[dict[str, Any]]:

@@ -131,3 +131,38 @@ def check_other_releases(release: str, namespace: str, releases: Sequence[Releas
         problems.append(Problem(Severity.WARNING, "", f"the cluster already runs Determined ({names}); the documents "
                                 "recommend one instance per cluster", "two masters compete for the same GPUs"))
     return problems
+
+
+PRIORITY_CLASSES = ("determined-system-priority", "determined-medium-priority")  # the official chart's names
+
+
+def check_priority_classes(existing: Sequence[Mapping[str, Any]], release: str, namespace: str, *, create: bool,
+                           upgrading: bool) -> list[Problem]:
+    """The chart creates determined-system-priority and determined-medium-priority (cluster-wide, owned by the
+    release) unless createNonNamespacedObjects is false. helm refuses to create one that exists and belongs to
+    another release (or to none: the official chart of another installation); without them the master and
+    database pods, and every checkpoint-GC pod, are refused by the API server."""
+    found = {str((pc.get("metadata") or {}).get("name")): pc for pc in existing}
+    problems = []
+    for name in PRIORITY_CLASSES:
+        pc = found.get(name)
+        if not create:
+            if pc is None:
+                problems.append(Problem(Severity.ERROR, "createNonNamespacedObjects", f"PriorityClass {name} does "
+                                        "not exist, and with createNonNamespacedObjects: false the chart does not "
+                                        "create it: the master and database pods would be refused",
+                                        "set createNonNamespacedObjects: true (the first release in a cluster must)"))
+            continue
+        if pc is None:
+            continue
+        annotations = (pc.get("metadata") or {}).get("annotations") or {}
+        owner = (annotations.get("meta.helm.sh/release-name"), annotations.get("meta.helm.sh/release-namespace"))
+        if owner == (release, namespace):
+            continue
+        held = (f"release {owner[0]} in namespace {owner[1]}" if owner[0] else
+                "no helm release (created by hand or by another tool)")
+        problems.append(Problem(Severity.ERROR, "createNonNamespacedObjects", f"PriorityClass {name} already exists, "
+                                f"owned by {held}: helm would refuse to install over it",
+                                "set createNonNamespacedObjects: false to use the existing PriorityClasses (one "
+                                "installation per cluster owns them)"))
+    return problems

@@ -9,19 +9,62 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
-from ..cluster.model import Constraints, Node
+from ..cluster.model import Constraints, Node, Pod
 from ..cluster.read import constraints_from_spec
 from ..errors import Problem, Severity
 from ..quantity import format_cpu, format_decimal
 from .model import Settings
 from .source import SourceMap, format_path
 
+SYSTEM_LABEL = "determined-system"  # the master and database pods; the master takes their CPU off its CPU slots
+
+
+@dataclass(frozen=True)
+class Taken:
+    """CPU (milli) on a node that task pods can never have, and what holds it."""
+
+    system: int = 0
+    daemonsets: int = 0
+    holders: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int:
+        return self.system + self.daemonsets
+
+
+def taken_cpu(nodes: Sequence[Node], pods: Sequence[Pod]) -> dict[str, Taken]:
+    """Per node: the CPU requests of `determined-system` pods bound there (the master subtracts exactly these
+    from its CPU slots: 0.17.15 master/internal/resourcemanagers/kubernetes/pods.go) and of one pod of every
+    DaemonSet whose pods fit the node (a DaemonSet runs a pod on every node it tolerates, present or future)."""
+    system: dict[str, list[Pod]] = {}
+    daemonsets: dict[tuple[str, str], Pod] = {}
+    for pod in pods:
+        if pod.phase in ("Succeeded", "Failed"):
+            continue
+        if pod.labels.get(SYSTEM_LABEL) is not None and pod.node_name:
+            system.setdefault(pod.node_name, []).append(pod)
+        elif pod.owner.startswith("DaemonSet/"):
+            key = (pod.namespace, pod.owner)
+            if key not in daemonsets or pod.requests.get("cpu", 0) > daemonsets[key].requests.get("cpu", 0):
+                daemonsets[key] = pod
+    out = {}
+    for node in nodes:
+        mine = system.get(node.name, [])
+        ds = [p for p in daemonsets.values() if p.constraints.untolerated(node.taints) is None
+              and p.constraints.selector_matches(node.labels) and p.requests.get("cpu", 0) > 0]
+        holders = [f"{p.name} (determined-system)" for p in mine if p.requests.get("cpu", 0)] + [
+            f"{p.owner.removeprefix('DaemonSet/')} (DaemonSet)" for p in ds]
+        out[node.name] = Taken(sum(p.requests.get("cpu", 0) for p in mine),
+                               sum(p.requests.get("cpu", 0) for p in ds), tuple(holders))
+    return out
+
 
 def task_constraints(settings: Settings) -> Constraints:
     """Where task pods may go, from the default pod spec of the slot type."""
-    spec = settings.task_defaults.gpu_pod_spec if settings.slot_type == "gpu" else settings.task_defaults.cpu_pod_spec
+    spec = settings.task_defaults.gpu_pod_spec if settings.slot_type != "cpu" else settings.task_defaults.cpu_pod_spec
     inner = (spec or {}).get("spec") if isinstance(spec, dict) else None
     return constraints_from_spec(inner) if isinstance(inner, dict) else Constraints()
 
@@ -48,12 +91,22 @@ def eligible_nodes(nodes: Sequence[Node], constraints: Constraints) -> tuple[lis
     return keep, excluded
 
 
+def _room_text(node: Node, taken: Taken, room: int) -> str:
+    if not taken.total:
+        return f"whose allocatable CPU is {format_cpu(Fraction(node.allocatable.get('cpu', 0), 1000))}"
+    return (f"allocatable {format_cpu(Fraction(node.allocatable.get('cpu', 0), 1000))} less "
+            f"{format_cpu(Fraction(taken.total, 1000))} taken by {', '.join(taken.holders)} leaves "
+            f"{format_cpu(Fraction(max(room, 0), 1000))}")
+
+
 def _half_cores_below(milli: int) -> Fraction:
     return Fraction(math.floor(Fraction(milli, 1000) * 2), 2)
 
 
-def check_nodes(settings: Settings, nodes: Sequence[Node], sources: SourceMap, origin: str) -> list[Problem]:
-    """maxSlotsPerPod against GPU node sizes; slotResourceRequests.cpu against allocatable CPU."""
+def check_nodes(settings: Settings, nodes: Sequence[Node], sources: SourceMap, origin: str,
+                pods: Sequence[Pod] = ()) -> list[Problem]:
+    """maxSlotsPerPod against GPU node sizes; slotResourceRequests.cpu against the CPU a node has for tasks: its
+    allocatable CPU less what `pods` (when given) hold for good there (`taken_cpu`)."""
     problems: list[Problem] = []
 
     def add(severity: Severity, path: tuple[str, ...], message: str, hint: str | None = None) -> None:
@@ -90,17 +143,29 @@ def check_nodes(settings: Settings, nodes: Sequence[Node], sources: SourceMap, o
         if per is None or per <= 0:
             return problems
         per_milli = per * 1000
+        taken = taken_cpu(usable, pods)
+        room = {n.name: n.allocatable.get("cpu", 0) - taken[n.name].total for n in usable}
         smallest = min(usable, key=lambda n: (n.allocatable.get("cpu", 0), n.name))
         small_cpu = smallest.allocatable.get("cpu", 0)
-        if per_milli > small_cpu:
-            suggestion = _half_cores_below(small_cpu)
+        never = sorted((n for n in usable if per_milli > room[n.name]), key=lambda n: n.name)
+        tightest = min(usable, key=lambda n: (room[n.name], n.name))
+        if per_milli > small_cpu or len(never) == len(usable):
+            node, left = (smallest, small_cpu) if per_milli > small_cpu else (tightest, room[tightest.name])
+            suggestion = _half_cores_below(left)
             add(Severity.ERROR, ("slotResourceRequests", "cpu"),
-                f"{format_decimal(per)} CPUs per slot do not fit node {smallest.name}, whose allocatable CPU is "
-                f"{format_cpu(Fraction(small_cpu, 1000))}",
+                f"{format_decimal(per)} CPUs per slot do not fit node {node.name}, "
+                + (_room_text(node, taken[node.name], left) if per_milli <= small_cpu else
+                   f"whose allocatable CPU is {format_cpu(Fraction(small_cpu, 1000))}"),
                 f"set slotResourceRequests.cpu to {format_decimal(suggestion)} or less" if suggestion > 0 else
                 "that node has almost no allocatable CPU")
-        elif slots is not None:
-            per_node = {n.name: int(Fraction(n.allocatable.get("cpu", 0)) / per_milli) for n in usable}
+        elif never:
+            node = never[0]
+            add(Severity.WARNING, ("slotResourceRequests", "cpu"),
+                f"a slot of {format_decimal(per)} CPUs never fits {len(never)} node(s), e.g. {node.name}: "
+                + _room_text(node, taken[node.name], room[node.name]),
+                "those nodes run no CPU task; lower slotResourceRequests.cpu to use them")
+        if slots is not None and not problems:
+            per_node = {n.name: int(Fraction(max(room[n.name], 0)) / per_milli) for n in usable}
             short = sorted(name for name, count in per_node.items() if count < slots)
             uneven = sorted(name for name, count in per_node.items() if count >= slots and count % slots)
             if short:

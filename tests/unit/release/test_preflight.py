@@ -74,3 +74,26 @@ def test_upgrade_needs_the_release():
     (problem,) = check_other_releases("demo", "det", [], upgrading=True)
     assert problem.is_error and "no Determined release demo in namespace det" in problem.message
     assert check_other_releases("demo", "det", [ReleaseRef("demo", "det")], upgrading=True) == []
+
+
+def _pc(name, release=None, namespace="det"):
+    annotations = {"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": namespace} if release else {}
+    return {"metadata": {"name": name, "annotations": annotations}}
+
+
+def test_an_existing_priority_class_of_another_owner_is_reported_before_helm_fails():
+    from det_k8s.release.preflight import check_priority_classes
+
+    theirs = [_pc("determined-system-priority", "other", "ml"), _pc("determined-medium-priority")]
+    found = check_priority_classes(theirs, "demo", "det", create=True, upgrading=False)
+    assert [p.message for p in found] == [
+        "PriorityClass determined-system-priority already exists, owned by release other in namespace ml: helm would "
+        "refuse to install over it",
+        "PriorityClass determined-medium-priority already exists, owned by no helm release (created by hand or by "
+        "another tool): helm would refuse to install over it"]
+    assert all(p.hint and "createNonNamespacedObjects: false" in p.hint for p in found)
+    mine = [_pc("determined-system-priority", "demo"), _pc("determined-medium-priority", "demo")]
+    assert check_priority_classes(mine, "demo", "det", create=True, upgrading=True) == []
+    assert check_priority_classes(theirs, "demo", "det", create=False, upgrading=False) == []
+    (missing,) = check_priority_classes(theirs[:1], "demo", "det", create=False, upgrading=False)
+    assert "determined-medium-priority does not exist" in missing.message

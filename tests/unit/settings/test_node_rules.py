@@ -95,3 +95,46 @@ def test_task_constraints_come_from_the_slot_types_pod_spec():
     constraints = task_constraints(loaded.settings())
     usable, excluded = eligible_nodes([node("a", labels={"node-pool": "cpu"}), node("b")], constraints)
     assert [n.name for n in usable] == ["a"] and excluded == {"node selector": 1}
+
+
+def _pods_on_the_nodes():
+    from det_k8s.cluster.read import pod_from_object
+
+    def pod(name, node_name, cpu, labels=None, owner=None, tolerations=(), selector=None):
+        meta = {"name": name, "namespace": "kube-system" if owner else "det", "labels": labels or {}}
+        if owner:
+            meta["ownerReferences"] = [{"kind": "DaemonSet", "name": owner, "controller": True, "apiVersion": "apps/v1",
+                                        "uid": "u"}]
+        return pod_from_object({"kind": "Pod", "metadata": meta, "status": {"phase": "Running"},
+                                "spec": {"nodeName": node_name, "tolerations": list(tolerations),
+                                         "nodeSelector": selector or {}, "containers": [
+                                    {"name": "c", "resources": {"requests": {"cpu": cpu}}}]}})
+
+    return [pod("determined-master-x", "a", "2", {"determined-system": "master"}),
+            pod("determined-db-x", "a", "1500m", {"determined-system": "db"}),
+            pod("kube-proxy-1", "b", "100m", owner="kube-proxy"),  # the DaemonSet lands on a and c too
+            pod("gpu-plugin-1", "c", "2", owner="nvidia-plugin", tolerations=[{"key": "gpu", "operator": "Exists"}],
+                selector={"gpu": "true"})]  # only on nodes labelled gpu=true
+
+
+def test_cpu_slots_count_as_the_master_counts_them_and_daemonsets_take_every_node():
+    text = "maxSlotsPerPod: 1\nslotType: cpu\nslotResourceRequests:\n  cpu: 5\ncheckpointStorage: {type: gcs, bucket: b}\n"
+    nodes = [node("a"), node("b"), node("c", labels={"gpu": "true"})]
+    loaded = load_settings([Document("s.yaml", text)])
+    found = [p.render() for p in check_nodes(loaded.settings(), nodes, loaded.sources, "snap.json", _pods_on_the_nodes())]
+    assert found == ["warning: slotResourceRequests.cpu: a slot of 5 CPUs never fits 1 node(s), e.g. a: allocatable "
+                     "7910m less 3600m taken by determined-master-x (determined-system), determined-db-x "
+                     "(determined-system), kube-proxy (DaemonSet) leaves 4310m; those nodes run no CPU task; lower "
+                     "slotResourceRequests.cpu to use them (s.yaml:4)"]
+    # without the pods, only allocatable counts
+    assert [p.render() for p in check_nodes(loaded.settings(), nodes, loaded.sources, "snap.json")] == []
+
+
+def test_a_slot_that_fits_no_node_after_what_is_taken_is_an_error():
+    text = "maxSlotsPerPod: 1\nslotType: cpu\nslotResourceRequests:\n  cpu: 7.5\ncheckpointStorage: {type: gcs, bucket: b}\n"
+    loaded = load_settings([Document("s.yaml", text)])
+    (only,) = [p.render() for p in check_nodes(loaded.settings(), [node("a")], loaded.sources, "snap.json",
+                                               _pods_on_the_nodes())]
+    assert only.startswith("error: slotResourceRequests.cpu: 7.5 CPUs per slot do not fit node a, allocatable 7910m "
+                           "less 3600m taken by")
+    assert "set slotResourceRequests.cpu to 4 or less" in only
