@@ -32,6 +32,9 @@ def value_for(key: Key, wild: bool = True) -> st.SearchStrategy:
         Kind.CPU: st.sampled_from([7.5, "7910m", 1, 0, "x"]),
         Kind.ENUM: st.sampled_from([*key.choices, "other"]),
         Kind.OBJECT: st.dictionaries(st.sampled_from(["kind", "spec", "apiVersion"]), anything, max_size=3),
+        Kind.LIST: st.lists(st.dictionaries(st.sampled_from(["pool_name", "pattern"]), scalars, max_size=2),
+                            max_size=2),
+        Kind.ANY: anything,
     }
     if key.kind is Kind.SECTION:
         return section(key.children, wild)
@@ -89,7 +92,7 @@ def test_validate_and_render_never_crash(data, sets):
     if loaded.errors:
         return
     event("rendered")
-    rendered = render_values(loaded.values)
+    rendered = render_values(loaded.values, str(loaded.app_version))
     assert canonical(yaml.safe_load(rendered)) == canonical(normalise(loaded.values))
     assert yaml.safe_load(render_chart_yaml(loaded.settings().app_version))["appVersion"] == str(loaded.app_version)
 
