@@ -118,9 +118,9 @@ def check_user_chart(tool: Helm, built: ChartResult, chart: Path, loaded: Loaded
         rendered = tool.run(render_argv(tool.major, release, str(built.directory), str(built.values_file), "default"),
                             secrets=secret_values(settings))
     except ToolFailed as exc:
-        lines = (exc.stderr or exc.message).strip().splitlines()
-        detail = next((line.removeprefix("Error: ") for line in lines if line.startswith("Error:")),
-                      lines[-1] if lines else exc.message)
+        lines = [line.strip() for line in (exc.stderr or exc.message).strip().splitlines() if line.strip()]
+        first = next((i for i, line in enumerate(lines) if line.startswith("Error:")), 0)
+        detail = " ".join(lines[first:first + 3]).removeprefix("Error: ") or exc.message
         raise InputError(f"--chart {chart}: helm cannot template it with these settings: {detail}",
                          hint="fix the settings or the chart; nothing was installed") from exc
     config = master_config(manifests_from_render(tool.major, rendered.stdout), release)

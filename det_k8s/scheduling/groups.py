@@ -29,10 +29,6 @@ CHIEF_PORT = 29500  # torch.distributed's default MASTER_PORT
 PORT_NAME = "rendezvous"
 SHORT_ID = 8
 MAX_NAME = 63  # a pod's hostname is a DNS-1123 label
-DEFAULT_IMAGES = {  # Determined's environment images, tagged with the appVersion
-    False: "{registry}/environments:py-3.8-pytorch-1.10-lightning-1.5-tf-2.8-cpu-{version}",
-    True: "{registry}/environments:cuda-11.3-pytorch-1.10-lightning-1.5-tf-2.8-gpu-{version}",
-}
 
 
 def pods_for(slots: int, max_slots_per_pod: int | None) -> tuple[int, int]:
@@ -86,7 +82,7 @@ def image_for(experiment: Experiment, settings: Settings) -> str:
     gpu = uses_gpu(experiment, settings)
     defaults = settings.task_defaults
     return (experiment.image(gpu) or (defaults.gpu_image if gpu else defaults.cpu_image)
-            or DEFAULT_IMAGES[gpu].format(registry=settings.image_registry, version=settings.app_version))
+            or settings.default_task_image(gpu))
 
 
 def _slot_resources(settings: Settings, slots: int) -> dict[str, str]:

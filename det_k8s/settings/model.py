@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from ..determined.versions import DEFAULT, Version, parse_version
+from ..determined.versions import DEFAULT, Version, has, parse_version, value_of
 from ..quantity import parse_quantity
 from .problems import get_path
 
@@ -76,6 +76,16 @@ class Settings:
     def version(self) -> Version:
         """The Determined release the settings are for (appVersion; the default when it names none)."""
         return parse_version(self.app_version) or DEFAULT
+
+    def default_task_image(self, gpu: bool) -> str:
+        """The task image the release's official chart gives the master when none is set: before 0.23.2 under
+        imageRegistry, later defaultImages.cpuImage/gpuImage (the version table's defaults)."""
+        key = "chart.image.gpu" if gpu else "chart.image.cpu"
+        image = str(value_of(key, self.version) or "")
+        if has("chart.image_registry_prefixes_task_images", self.version):
+            return f"{self.image_registry}/{image}"
+        chosen = get_path(self.values, ("defaultImages", "gpuImage" if gpu else "cpuImage"))
+        return str(chosen) if chosen else image
 
     @property
     def slot_resource(self) -> str:

@@ -139,6 +139,8 @@ def test_default_scheduler_preemption_in_the_settings_switches_preemption_on(run
         example("gpu-cluster.yaml"),
         "--set",
         "defaultScheduler=preemption",
+        "--set",
+        "appVersion=0.35.1",  # the last release line with the preemption scheduler
     )
     assert data["experiments"][0]["status"] == "placed"
 
@@ -213,7 +215,7 @@ def test_a_snapshot_that_is_not_a_list_of_nodes_and_pods(run_cli, tmp_path):
 
 def test_invalid_settings_exit_1_naming_the_key(run_cli):
     result = run_cli("plan", TWELVE_A, "--snapshot", SNAPSHOTS / "twelve-gpus.yaml", "--set", "slotType=tpu")
-    assert result.code == 1 and "error: slotType: must be one of gpu, cpu" in result.err
+    assert result.code == 1 and "error: slotType: must be one of gpu, cuda, cpu, rocm" in result.err
 
 
 @pytest.mark.parametrize(

@@ -214,9 +214,14 @@ def test_the_headless_service_selects_the_group_and_publishes_not_ready_pods():
             "c",
         ),
         (
-            "maxSlotsPerPod: 4\nimageRegistry: reg.example.com/det",
+            "maxSlotsPerPod: 4\nimageRegistry: reg.example.com/det\nappVersion: '0.17.15'",
             "name: e",
-            "reg.example.com/det/environments:cuda-11.3-pytorch-1.10-lightning-1.5-tf-2.8-gpu-0.17.15",
+            "reg.example.com/det/environments:cuda-11.3-pytorch-1.10-lightning-1.5-tf-2.8-gpu-ed66d8a",
+        ),
+        (
+            "maxSlotsPerPod: 4\nimageRegistry: reg.example.com/det\ndefaultImages: {gpuImage: mirror/gpu:1}",
+            "name: e",
+            "mirror/gpu:1",
         ),
     ],
 )
