@@ -91,13 +91,22 @@ def test_a_missing_pull_secret_names_the_kubectl_command(run_cli, cluster, fake_
     assert not [c for c in fake_helm.calls if c[0] == "install"]
 
 
-def test_another_determined_release_is_a_warning_and_the_server_version_too(run_cli, cluster, fake_helm):
+def test_another_determined_release_is_a_warning_and_a_modern_cluster_is_not(run_cli, cluster, fake_helm):
     ready_cluster(cluster)
     fake_helm.respond("list", stdout=json.dumps([{**DETERMINED[0], "name": "old", "namespace": "ml"}]))
     result = run_cli("install", "demo", *SETTINGS)
     assert result.code == 0, result.err
     assert "warning: the cluster already runs Determined (old in namespace ml)" in result.err
-    assert "warning: Kubernetes v1.31.4 is outside the range the Determined documents test (1.19-1.21)" in result.err
+    assert "Kubernetes v1.31.4" not in result.err  # newer than the documents is not a problem in itself
+
+
+def test_the_coscheduler_on_kubernetes_125_or_later_is_named_as_what_breaks(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    result = run_cli("install", "demo", *SETTINGS, "--set", "defaultScheduler=coscheduler")
+    assert result.code == 0, result.err
+    (line,) = [ln for ln in result.err.splitlines() if "defaultScheduler" in ln]
+    assert line.startswith("warning: defaultScheduler: coscheduler runs a kube-scheduler 1.18.9, which cannot work on "
+                           "Kubernetes v1.31.4: it lists policy/v1beta1 PodDisruptionBudgets")
 
 
 def test_install_over_an_existing_release_is_refused(run_cli, cluster, fake_helm):
