@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 from ..errors import SettingsError, Severity
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot
-from .options import OutputFormat, OutputOpt, current, with_global_options
+from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
 
 
 def report_warnings(loaded: LoadedSettings) -> None:
@@ -32,11 +32,14 @@ def render(
     chart: Annotated[Path | None, typer.Option(
         "--chart", metavar="PATH", help="Render into a copy of this chart (directory or .tgz) instead of the bundled one. "
         "Your copy is never modified.")] = None,
+    kube_version: KubeVersionOpt = None,
 ) -> None:
     """Render values.yaml and Chart.yaml and write a complete chart directory helm can install."""
     from ..chart.assemble import write_chart
+    from ..settings.podspec import checking_against
 
-    loaded = load_settings_from_cli(values, set_, set_string)
+    with checking_against(pod_spec_version(kube_version)):
+        loaded = load_settings_from_cli(values, set_, set_string)
     settings = loaded.settings()  # raises SettingsError listing every error
     report_warnings(loaded)
     result = write_chart(out_dir, loaded.values, settings.app_version, chart)
@@ -55,12 +58,16 @@ def validate(
         "--nodes", metavar="FILE", help="Check against these nodes: a Kubernetes List as `kubectl get nodes -o yaml` "
         "prints it. With --kube-context instead, the live cluster's nodes are read.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
+    kube_version: KubeVersionOpt = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Report every problem in the settings at once: errors exit 1, warnings alone exit 0."""
     from ..settings.node_rules import check_nodes
+    from ..settings.podspec import checking_against, cluster_version, recheck_settings
 
-    loaded = load_settings_from_cli(values, set_, set_string)
+    checked = pod_spec_version(kube_version)
+    with checking_against(checked):
+        loaded = load_settings_from_cli(values, set_, set_string)
     problems = list(loaded.problems)
     options = current()
     live = nodes is None and options.kube_context is not None
@@ -72,7 +79,9 @@ def validate(
 
             api = options.connect()
             with output.spinner(f"reading nodes of {api.target.context}"):
+                cluster = cluster_version(api.server_version())
                 node_list, origin = read_nodes(api), f"cluster {api.target.context}"
+            problems.extend(recheck_settings(loaded.values, loaded.sources, checked, cluster))
         problems.extend(check_nodes(loaded.settings(), node_list, loaded.sources, origin))
     elif nodes is not None or live:
         output.message("node checks skipped: fix the errors first")

@@ -102,6 +102,7 @@ def create(
     from ..scheduling.experiments import parse_experiment
     from ..scheduling.explain import describe
     from ..scheduling.groups import build_group
+    from ..settings.podspec import DEFAULT, checking_against, cluster_version
     from ..tools.duration import parse_duration
     from .live import current_user, effective_policy, entry_for, new_group_id, now, scheduling_settings
 
@@ -116,7 +117,14 @@ def create(
     if priority is not None:
         experiment = replace(experiment, priority=priority)
     api = current().connect()
-    settings = scheduling_settings(api, values, set_, set_string)
+    cluster = cluster_version(api.server_version()) or DEFAULT
+    if parsed.experiment is not None and parsed.experiment.pod_spec and cluster.schema != DEFAULT.schema:
+        with checking_against(cluster):  # the pod spec against the cluster's own Kubernetes version
+            again = parse_experiment(text, str(file), default_name=file.stem)
+        if again.errors:
+            raise ExperimentError(again.errors)
+    with checking_against(cluster):
+        settings = scheduling_settings(api, values, set_, set_string)
     who = current_user(user)
     submitted, sequence = now()
     group = build_group(experiment, settings, group_id=new_group_id(), user=who,

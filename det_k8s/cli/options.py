@@ -20,6 +20,7 @@ import typer
 
 if TYPE_CHECKING:
     from ..kube.api import KubeApi
+    from ..settings.podspec import KubeVersion
 
 GLOBAL_PANEL = "Global options"
 
@@ -77,6 +78,25 @@ DebugOpt = Annotated[bool, typer.Option(
     "--debug", rich_help_panel=GLOBAL_PANEL, help="Show tracebacks for internal errors.")]
 OutputOpt = Annotated[OutputFormat, typer.Option(
     "--output", "-o", case_sensitive=False, metavar="FORMAT", help="Output format: table, json or yaml.")]
+
+KubeVersionOpt = Annotated[str | None, typer.Option(
+    "--kube-version", metavar="VERSION",
+    help="Kubernetes version whose schema pod specs are checked against, like helm template --kube-version "
+    "(default: the cluster's when one is contacted, else the newest det-k8s knows).")]
+
+
+def pod_spec_version(given: str | None) -> KubeVersion:
+    """The version --kube-version names (a usage error when it names none), or the default."""
+    from ..errors import UsageError
+    from ..settings.podspec import DEFAULT, OPTION, KubeVersion, parse_kube_version
+
+    if not given:
+        return DEFAULT
+    found = parse_kube_version(given)
+    if found is None:
+        raise UsageError(f"--kube-version {given!r}: not a Kubernetes version", hint="write it as 1.31 or v1.31.2")
+    return KubeVersion(found, OPTION)
+
 
 _GLOBAL_PARAMS = (
     ("namespace", NamespaceOpt, None),

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from .inputs import SetOpt, SetStringOpt, ValuesOpt
-from .options import OutputFormat, OutputOpt, with_global_options
+from .options import KubeVersionOpt, OutputFormat, OutputOpt, pod_spec_version, with_global_options
 
 
 @with_global_options
@@ -35,10 +35,13 @@ def plan(
         help="Nodes will be added: groups larger than the cluster wait instead of being rejected.")] = False,
     user: Annotated[str | None, typer.Option(
         "--user", metavar="NAME", help="Submit as this user, for fair share (default: $USER).")] = None,
+    kube_version: KubeVersionOpt = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Show where experiments would run on a cluster snapshot, or why they would wait. Offline."""
+    from ..settings.podspec import checking_against
     from .planning import run
 
-    run(experiments, snapshot_file, values, set_, set_string, preemption=preemption, autoscaling=autoscaling,
-        user=user, output_format=output_format)
+    with checking_against(pod_spec_version(kube_version)):
+        run(experiments, snapshot_file, values, set_, set_string, preemption=preemption, autoscaling=autoscaling,
+            user=user, output_format=output_format)

@@ -48,7 +48,7 @@ from .common import (
     report_problems,
 )
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
-from .options import OutputFormat, OutputOpt, current, with_global_options
+from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
 
 ReleaseArg = Annotated[str, typer.Argument(metavar="RELEASE", help="The helm release name, e.g. determined.",
                                            show_default=False)]
@@ -100,10 +100,15 @@ def _announce_restarts(api: KubeApi, release: str, yes: bool) -> None:
 
 def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_string: SetStringOpt,
                chart: Path | None, timeout: str, dry_run: bool, helm_bin: str | None, *, wait: bool,
-               create_namespace: bool, rollback: bool, skip_storage_check: bool, yes: bool = False) -> None:
+               create_namespace: bool, rollback: bool, skip_storage_check: bool, yes: bool = False,
+               kube_version: str | None = None) -> None:
+    from ..settings.podspec import checking_against
+
     validate_release_name(release)
     seconds = parse_duration(timeout)
-    loaded = load_settings_from_cli(values, set_, set_string)
+    checked = pod_spec_version(kube_version)
+    with checking_against(checked):
+        loaded = load_settings_from_cli(values, set_, set_string)
     settings = loaded.settings()  # every error listed, exit 1, nothing run
     report_warnings(loaded)
     build = install_argv if command == "install" else upgrade_argv
@@ -121,7 +126,7 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         with output.spinner(f"checking cluster {api.target.context}"):
             problems = live.run_preflight(api, tool, loaded, settings, release, kube,
                                           create_namespace=create_namespace, upgrading=command == "upgrade",
-                                          skip_storage_check=skip_storage_check)
+                                          skip_storage_check=skip_storage_check, pod_specs_checked=checked)
         report_problems(problems)
         if command == "upgrade":
             _announce_restarts(api, release, yes)
@@ -147,11 +152,13 @@ def install(
     dry_run: DryRunOpt = False,
     rollback_on_failure: RollbackOpt = False,
     skip_storage_check: SkipStorageOpt = False,
+    kube_version: KubeVersionOpt = None,
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """Validate the settings and the cluster, then helm install Determined and print the master's address."""
     _lifecycle("install", release, values, set_, set_string, chart, timeout, dry_run, helm_binary, wait=wait,
-               create_namespace=create_namespace, rollback=rollback_on_failure, skip_storage_check=skip_storage_check)
+               create_namespace=create_namespace, rollback=rollback_on_failure, skip_storage_check=skip_storage_check,
+               kube_version=kube_version)
 
 
 @with_global_options
@@ -165,12 +172,14 @@ def upgrade(
     dry_run: DryRunOpt = False,
     rollback_on_failure: RollbackOpt = False,
     skip_storage_check: SkipStorageOpt = False,
+    kube_version: KubeVersionOpt = None,
     yes: YesOpt = False,
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """Validate, warn which experiments restart from their latest checkpoint, ask, then helm upgrade --wait."""
     _lifecycle("upgrade", release, values, set_, set_string, chart, timeout, dry_run, helm_binary, wait=True,
-               create_namespace=False, rollback=rollback_on_failure, skip_storage_check=skip_storage_check, yes=yes)
+               create_namespace=False, rollback=rollback_on_failure, skip_storage_check=skip_storage_check, yes=yes,
+               kube_version=kube_version)
 
 
 @with_global_options
