@@ -125,6 +125,7 @@ def create(
             raise ExperimentError(again.errors)
     with checking_against(cluster):
         settings = scheduling_settings(api, values, set_, set_string)
+    refuse_searches(experiment.config, str(settings.app_version), file)
     who = current_user(user)
     submitted, sequence = now()
     group = build_group(experiment, settings, group_id=new_group_id(), user=who,
@@ -162,6 +163,20 @@ def create(
         with output.spinner(f"{entry.id} waiting: {entry.reason}"):
             time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
     _show_entry_state(entry, output_format)
+
+
+def refuse_searches(config: Any, app_version: str, file: Path) -> None:
+    """A search of several trials at once is Determined's to run: det-k8s has no searcher to give each trial its
+    hyperparameters, so it would start copies of one trial. `det-k8s plan` plans such a search, trial by trial."""
+    from ..errors import DetK8sError
+    from ..scheduling.searchers import trials_at_once
+
+    search = trials_at_once(config, app_version)
+    if search.trials > 1:
+        raise DetK8sError(f"{file}: searcher {search.searcher} runs {search.trials} trials at once ({search.why}); "
+                          "det-k8s runs one trial per experiment and has no searcher to give each its hyperparameters",
+                          hint="submit the search to Determined (det experiment create); `det-k8s plan` shows where "
+                          "its trials would run, each as its own gang")
 
 
 def _show_dry_run(group_id: str, name: str, plan: Plan, output_format: OutputFormat) -> None:
