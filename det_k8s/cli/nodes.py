@@ -29,7 +29,7 @@ from ..tools.kubectl import (
     unlabel_argv,
 )
 from . import output
-from .common import KubectlBinaryOpt, kube_flags, kubectl
+from .common import KubectlBinaryOpt, cluster, kube_flags, kubectl
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
 app = typer.Typer(help="Cluster nodes: capacity, the Determined agent label, taints, a GPU check.",
@@ -75,7 +75,7 @@ def list_nodes(output_format: OutputOpt = OutputFormat.table) -> None:
 @with_global_options
 def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
     """Add the agent label determined.ai/pedl-agent=present (kubectl label --overwrite)."""
-    kubectl(kubectl_binary).run(label_argv(nodes, kube_flags(None)))
+    kubectl(kubectl_binary, cluster()).run(label_argv(nodes, kube_flags(None)))
     output.success(f"Labelled {', '.join(nodes)} {AGENT_LABEL}={AGENT_VALUE}")
 
 
@@ -83,7 +83,7 @@ def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
 @with_global_options
 def unlabel(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
     """Remove the agent label (kubectl label NODE determined.ai/pedl-agent-)."""
-    kubectl(kubectl_binary).run(unlabel_argv(nodes, kube_flags(None)))
+    kubectl(kubectl_binary, cluster()).run(unlabel_argv(nodes, kube_flags(None)))
     output.success(f"Removed {AGENT_LABEL} from {', '.join(nodes)}")
 
 
@@ -100,7 +100,7 @@ def taint(
         raise UsageError("nodes taint: give the nodes, then the taint",
                          hint=f"e.g. det-k8s nodes taint gpu-0 gpu-1 {DEFAULT_TAINT}")
     spec = parse_taint(args[-1], remove=remove)
-    kubectl(kubectl_binary).run(taint_argv(args[:-1], spec, kube_flags(None)))
+    kubectl(kubectl_binary, cluster()).run(taint_argv(args[:-1], spec, kube_flags(None)))
     output.success(f"{'Removed' if spec.remove else 'Set'} taint {spec.argument().rstrip('-')} on "
                    f"{', '.join(args[:-1])}")
 

@@ -38,10 +38,19 @@ class GlobalOptions:
         return replace(self, **given)
 
     def connect(self) -> KubeApi:
-        """The cluster these options name (kubeconfig, context and namespace resolved as kubectl does)."""
+        """The cluster these options name (kubeconfig, context and namespace resolved as kubectl does), proven to be
+        a Kubernetes API server that answers (GET /version): a dead or odd server is one line naming the context,
+        whatever the command was about to ask it."""
         from ..kube.api import KubeApi
 
-        return KubeApi.connect(self.kubeconfig, self.kube_context, self.namespace)
+        api = KubeApi.connect(self.kubeconfig, self.kube_context, self.namespace)
+        api.server_version()
+        if api.insecure:
+            from . import output
+
+            output.warning(f"context {api.target.context} skips TLS verification (insecure-skip-tls-verify): the "
+                           f"identity of {api.target.server} is not checked")
+        return api
 
 
 _CURRENT: contextvars.ContextVar[GlobalOptions] = contextvars.ContextVar(

@@ -8,6 +8,7 @@ prints and runs.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -40,6 +41,7 @@ from .common import (
     AllNamespacesOpt,
     HelmBinaryOpt,
     YesOpt,
+    cluster,
     confirm,
     helm,
     kube_flags,
@@ -123,6 +125,7 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
             return
         api = current().connect()
         kube = kube_flags(api.namespace)
+        tool = replace(tool, context=api.target.context)
         with output.spinner(f"checking cluster {api.target.context}"):
             problems = live.run_preflight(api, tool, loaded, settings, release, kube,
                                           create_namespace=create_namespace, upgrading=command == "upgrade",
@@ -211,7 +214,7 @@ def uninstall(
         output.warning("this permanently deletes every experiment record of this Determined installation")
     confirm(f"Uninstall {release}{' and DELETE ALL EXPERIMENT RECORDS' if summary.permanent_loss else ''}?",
             yes=yes, action=f"uninstall {release}")
-    tool = helm(helm_binary)
+    tool = helm(helm_binary, api.target)
     with output.spinner(f"helm uninstall {release}"):
         tool.run(uninstall_argv(tool.major, release, kube_flags(namespace), timeout), timeout=seconds + 60)
     output.success(f"Uninstalled release {release} from namespace {namespace}")
@@ -236,7 +239,7 @@ def list_releases(
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """The Determined releases (helm list, filtered to the Determined chart)."""
-    tool = helm(helm_binary)
+    tool = helm(helm_binary, cluster())
     options = current()
     refs = determined_releases(tool.json(list_argv(tool.major, kube_flags(options.namespace), all_namespaces)))
     if output_format is not OutputFormat.table:

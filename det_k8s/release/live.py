@@ -40,7 +40,7 @@ def other_releases(api: KubeApi, helm: Helm, kube: KubeFlags) -> tuple[list[pref
     try:
         listed = helm.json(list_argv(helm.major, KubeFlags(None, kube.kube_context, kube.kubeconfig),
                                      all_namespaces=True))
-    except ToolFailed as exc:
+    except (ToolFailed, Forbidden) as exc:
         problems.append(Problem(Severity.WARNING, "", f"other namespaces not checked for Determined releases: {exc}"))
         listed = helm.json(list_argv(helm.major, kube))
     try:
