@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import NotFound
+from ..errors import NotFound, UsageError
 from ..kube.api import KubeApi
 from ..kube.kinds import CONFIGMAPS, NODES, PODS, PVCS, SERVICES
 from ..release import live
@@ -85,28 +85,32 @@ def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> None
     output.message(f"Next: det-k8s status {release} -n {namespace}   (master readiness, logs, diagnosis)")
 
 
-def _announce_restarts(api: KubeApi, release: str, yes: bool) -> None:
-    """An upgrade restarts the master: name the running experiments, then ask (or refuse without a terminal)."""
+def announce_restarts(api: KubeApi, what: str, question: str, action: str, yes: bool) -> None:
+    """`what` (an upgrade, a rollback) restarts the master: name the running experiments, then ask (or refuse
+    without a terminal)."""
     groups = group_tasks(live.running_tasks(api, api.namespace))
     if groups:
         output.warning(f"{len(groups)} task(s) are running in {api.namespace}; the master restarts during the "
-                       "upgrade and they resume from their latest checkpoint (work since then is redone). "
+                       f"{what} and they resume from their latest checkpoint (work since then is redone). "
                        "Consider pausing experiments first:")
         for group in groups:
-            output.message(f"  {group.description} (allocation {group.allocation}): {', '.join(group.pods)}")
+            allocation = f" (allocation {group.allocation})" if group.allocation else " (no allocation label)"
+            output.message(f"  {group.description}{allocation}: {', '.join(group.pods)}")
     else:
         output.message(f"no task pods are running in {api.namespace}")
-    confirm(f"Upgrade release {release} in namespace {api.namespace}? The master restarts.", yes=yes,
-            action=f"upgrade {release}")
+    confirm(question, yes=yes, action=action)
 
 
 def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_string: SetStringOpt,
                chart: Path | None, timeout: str, dry_run: bool, helm_bin: str | None, *, wait: bool,
                create_namespace: bool, rollback: bool, skip_storage_check: bool, yes: bool = False,
-               kube_version: str | None = None) -> None:
+               kube_version: str | None = None, show_diff: bool = False) -> None:
     from ..settings.podspec import checking_against
 
     validate_release_name(release)
+    if show_diff and dry_run:
+        raise UsageError("--diff compares with the installed release, which --dry-run does not contact",
+                         hint=f"det-k8s diff {release} -f ... shows the changes without upgrading")
     seconds = parse_duration(timeout)
     checked = pod_spec_version(kube_version)
     with checking_against(checked):
@@ -132,7 +136,13 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
                                           skip_storage_check=skip_storage_check, pod_specs_checked=checked)
         report_problems(problems)
         if command == "upgrade":
-            _announce_restarts(api, release, yes)
+            if show_diff:
+                from .release_ops import show_upgrade_diff
+
+                show_upgrade_diff(tool, release, kube, api.namespace, str(built.directory), str(built.values_file),
+                                  secret_values(settings))
+            announce_restarts(api, "upgrade", f"Upgrade release {release} in namespace {api.namespace}? The master "
+                              "restarts.", f"upgrade {release}", yes)
         spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, wait, timeout,
                            create_namespace, rollback)
         with output.spinner(f"helm {command} {release} (up to {timeout})" if wait else f"helm {command} {release}"):
@@ -176,13 +186,16 @@ def upgrade(
     rollback_on_failure: RollbackOpt = False,
     skip_storage_check: SkipStorageOpt = False,
     kube_version: KubeVersionOpt = None,
+    show_diff: Annotated[bool, typer.Option(
+        "--diff", help="Before asking, show what the upgrade changes (det-k8s diff: manifests and master "
+        "configuration, secrets as hashes).")] = False,
     yes: YesOpt = False,
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """Validate, warn which experiments restart from their latest checkpoint, ask, then helm upgrade --wait."""
     _lifecycle("upgrade", release, values, set_, set_string, chart, timeout, dry_run, helm_binary, wait=True,
                create_namespace=False, rollback=rollback_on_failure, skip_storage_check=skip_storage_check, yes=yes,
-               kube_version=kube_version)
+               kube_version=kube_version, show_diff=show_diff)
 
 
 @with_global_options

@@ -8,7 +8,7 @@ it, so the master configuration (`master.yaml` inside its ConfigMap or, from Det
 its Secret) shows line by line.
 
 Nothing secret is ever shown:
-- every value of a Secret becomes `<secret: N bytes, hash H>`; a value that is itself a YAML
+- every value of a Secret becomes `<secret N bytes, hash H>`; a value that is itself a YAML
   mapping (a `master.yaml`) is shown as YAML with each secret-looking key's value hashed the same
   way, so a changed bucket shows and a changed password shows only as a changed hash;
 - values of ConfigMaps that are YAML mappings get the same treatment (older official charts keep
@@ -44,10 +44,10 @@ KEEP_POLICY = "helm.sh/resource-policy"
 
 
 def secret_token(value: bytes | str) -> str:
-    """`<secret: 14 bytes, hash 3f2a9c1e0b7d>`: equal within one run for equal values, meaningless outside it."""
+    """`<secret 14 bytes, hash 3f2a9c1e0b7d>`: equal within one run for equal values, meaningless outside it."""
     data = value.encode() if isinstance(value, str) else value
     digest = hashlib.blake2b(data, key=_KEY, digest_size=6).hexdigest()
-    return f"<secret: {len(data)} bytes, hash {digest}>"
+    return f"<secret {len(data)} bytes, hash {digest}>"
 
 
 @dataclass(frozen=True)
