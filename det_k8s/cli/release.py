@@ -71,7 +71,10 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
     output.message(f"would run: {display([tool.path, *spec_argv])}")
     output.message(f"  ({values_file} is a private copy, removed when det-k8s exits; nothing was sent to a cluster)")
     rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=secrets)
-    sys.stdout.write(redact_secrets(manifests_from_render(tool.major, rendered.stdout)))
+    text = redact_secrets(manifests_from_render(tool.major, rendered.stdout))
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "<redacted>")  # charts that put a password outside a Secret (official 0.17.15)
+    sys.stdout.write(text)
 
 
 def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> None:

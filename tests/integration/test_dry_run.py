@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from det_k8s.tools.locate import forget_versions
-from tests.conftest import example
+from tests.conftest import ROOT, example
 
 pytestmark = pytest.mark.helm
 
@@ -53,3 +53,15 @@ def test_dry_run_reports_a_chart_error_with_helms_message(run_cli, helm, isolate
                      "--helm-binary", helm)
     assert result.code == 1
     assert "failed (exit 1): Error:" in result.err and "nil pointer" in result.err
+
+
+def test_dry_run_of_a_chart_that_puts_the_password_outside_a_secret_never_prints_it(run_cli, helm, isolated_home):
+    """The official 0.17.15 chart writes db.password into the master's ConfigMap and a Job's env."""
+    official = ROOT.parent / "shared" / "determined" / "charts" / "0.17.15"
+    if not official.is_dir():
+        pytest.skip(f"{official} is absent (CI always has ../shared/determined)")
+    result = run_cli("install", "demo", "-f", example("gpu-cluster.yaml"), "--set", "db.password=Leaky-Pass-42",
+                     "--chart", official, "--dry-run", "--helm-binary", helm)
+    assert result.code == 0, result.err
+    assert "Leaky-Pass-42" not in result.out + result.err
+    assert 'password: "<redacted>"' in result.out
