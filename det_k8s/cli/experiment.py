@@ -75,7 +75,7 @@ def _scheduler(api: KubeApi, policy: Any, user: str) -> Any:
 @app.command("create")
 @with_global_options
 def create(
-    file: Annotated[Path, typer.Argument(metavar="FILE", help="Experiment config (Determined's keys).")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Experiment config (Determined's keys); - reads stdin.")],
     values: ValuesOpt = None,
     set_: SetOpt = None,
     set_string: SetStringOpt = None,
@@ -108,7 +108,8 @@ def create(
 
     seconds = parse_duration(timeout)
     text = read_text(file, "experiment file")
-    parsed = parse_experiment(text, str(file), default_name=file.stem)
+    source, default_name = ("stdin", "experiment") if str(file) == "-" else (str(file), file.stem)
+    parsed = parse_experiment(text, source, default_name=default_name)
     for warning in parsed.warnings:
         output.problem(warning, stream=sys.stderr)
     if parsed.errors:
@@ -120,7 +121,7 @@ def create(
     cluster = cluster_version(api.server_version()) or DEFAULT
     if parsed.experiment is not None and parsed.experiment.pod_spec and cluster.schema != DEFAULT.schema:
         with checking_against(cluster):  # the pod spec against the cluster's own Kubernetes version
-            again = parse_experiment(text, str(file), default_name=file.stem)
+            again = parse_experiment(text, source, default_name=default_name)
         if again.errors:
             raise ExperimentError(again.errors)
     with checking_against(cluster):

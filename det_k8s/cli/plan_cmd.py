@@ -20,10 +20,12 @@ from .options import KubeVersionOpt, OutputFormat, OutputOpt, pod_spec_version, 
 def plan(
     experiments: Annotated[list[Path], typer.Argument(
         metavar="EXPERIMENT", show_default=False,
-        help="Experiment config files (Determined's keys), taken as submitted at once, in this order.")],
+        help="Experiment config files (Determined's keys), taken as submitted at once, in this order; - reads one "
+        "from stdin.")],
     snapshot_file: Annotated[Path, typer.Option(
         "--snapshot", metavar="FILE", show_default=False,
-        help="Nodes and pods as `kubectl get nodes,pods -A -o json` (or -o yaml, far slower to read) prints them.")],
+        help="Nodes and pods as `kubectl get nodes,pods -A -o json` (or -o yaml, far slower to read) prints them; "
+        "- reads stdin (kubectl get nodes,pods -A -o json | det-k8s plan ... --snapshot -).")],
     values: ValuesOpt = None,
     set_: SetOpt = None,
     set_string: SetStringOpt = None,

@@ -78,7 +78,7 @@ def default_max_slots(snapshot: Snapshot) -> tuple[int, list[int]]:
     return (math.gcd(*sizes) if sizes else 1), sizes
 
 
-def plan_settings(values: Sequence[Path] | None, sets: Sequence[str] | None,
+def plan_settings(values: Sequence[str | Path] | None, sets: Sequence[str] | None,
                   set_strings: Sequence[str] | None, snapshot: Snapshot) -> Settings:
     """Settings from -f/--set; with no settings file, maxSlotsPerPod defaults to the GPU nodes' GCD."""
     loaded = load_settings_from_cli(values, sets, set_strings, required=False)
@@ -98,8 +98,8 @@ def plan_settings(values: Sequence[Path] | None, sets: Sequence[str] | None,
 
 def read_experiments(paths: Sequence[Path]) -> list[Experiment]:
     """Every experiment file, all problems reported at once."""
-    parsed = [parse_experiment(read_text(path, "experiment file"), str(path), default_name=path.stem)
-              for path in paths]
+    parsed = [parse_experiment(read_text(path, "experiment file"), "stdin" if str(path) == "-" else str(path),
+                               default_name="experiment" if str(path) == "-" else path.stem) for path in paths]
     errors = [p for item in parsed for p in item.errors]
     for item in parsed:
         for warning in item.warnings:
@@ -194,7 +194,7 @@ def print_table(records: Sequence[dict[str, Any]], plan: Plan, victims: Sequence
                    + (f"; {len(plan.victims)} running group(s) preempted" if plan.victims else ""))
 
 
-def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[Path] | None,
+def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str | Path] | None,
         sets: Sequence[str] | None, set_strings: Sequence[str] | None, *, preemption: bool, autoscaling: bool,
         user: str | None, output_format: OutputFormat) -> None:
     """Load everything, plan one pass, print the answer."""
