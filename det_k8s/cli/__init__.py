@@ -100,9 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in args or os.environ.get("DET_K8S_DEBUG") == "1"
     from typer import main as typer_main
 
-    from .app import build_app, command_name
+    from .app import build_app, command_name, plain_metavars
     from .options import GlobalOptions, set_current
 
     set_current(GlobalOptions())
-    command = typer_main.get_command(build_app(only=command_name(args)))
+    command = plain_metavars(typer_main.get_command(build_app(only=command_name(args))))
     return run_guarded(lambda: command.main(args=args, prog_name="det-k8s", standalone_mode=False), debug=debug)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 from ..errors import SettingsError, Severity
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot
-from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
+from .options import OFFLINE, KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_options
 
 
 def report_warnings(loaded: LoadedSettings) -> None:
@@ -23,7 +23,7 @@ def report_warnings(loaded: LoadedSettings) -> None:
         output.problem(item, stream=sys.stderr)
 
 
-@with_global_options
+@with_options(*OFFLINE)
 def render(
     out_dir: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="Directory to write the chart into.")],
     values: ValuesOpt = None,
@@ -49,7 +49,7 @@ def render(
     output.message(f"Next: helm lint {result.directory}   or   det-k8s install RELEASE -f ...")
 
 
-@with_global_options
+@with_options("kube_context", "kubeconfig", *OFFLINE)  # a context: check the live cluster's nodes
 def validate(
     values: ValuesOpt = None,
     set_: SetOpt = None,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import OperationTimeout, Unschedulable, UsageError
+from ..tools.duration import HELP as DURATION_HELP
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, read_text
 from .options import OutputFormat, OutputOpt, current, with_global_options
@@ -32,7 +33,7 @@ app = typer.Typer(name="experiment", no_args_is_help=True,
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="Experiment id (or a unique prefix of it).",
                                       show_default=False)]
 TimeoutOpt = Annotated[str, typer.Option("--timeout", metavar="DURATION",
-                                         help="With --wait: how long to wait (Go duration: 90s, 10m, 1h).")]
+                                         help=f"With --wait: how long to wait, {DURATION_HELP}.")]
 
 
 def _print_pass(report: PassReport, focus: str | None = None) -> None:
@@ -79,9 +80,10 @@ def create(
     values: ValuesOpt = None,
     set_: SetOpt = None,
     set_string: SetStringOpt = None,
-    priority: Annotated[int | None, typer.Option("--priority", min=1, max=99,
+    priority: Annotated[int | None, typer.Option("--priority", min=1, max=99, metavar="N",
                                                  help="Override resources.priority (higher runs first).")] = None,
-    user: Annotated[str | None, typer.Option("--user", help="Submit as this user (fair share; default: you).")]
+    user: Annotated[str | None, typer.Option("--user", metavar="NAME",
+                                             help="Submit as this user (fair share; default: you).")]
     = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the experiment's pods are placed.")] = False,
     timeout: TimeoutOpt = "10m",

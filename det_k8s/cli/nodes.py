@@ -18,6 +18,7 @@ from ..kube.kinds import EVENTS, PODS
 from ..kube.snapshot import read_snapshot
 from ..quantity import format_cpu
 from ..release.gpu_check import IMAGE, container_waiting, gpu_check_pod, scheduling_problem
+from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import parse_duration
 from ..tools.kubectl import (
     AGENT_LABEL,
@@ -110,7 +111,8 @@ def taint(
 def check_gpu(
     node: Annotated[str | None, typer.Argument(metavar="[NODE]", help="Run on this node (default: any GPU node).",
                                                show_default=False)] = None,
-    timeout: Annotated[str, typer.Option("--timeout", metavar="DURATION", help="How long to wait.")] = "5m",
+    timeout: Annotated[str, typer.Option("--timeout", metavar="DURATION",
+                                         help=f"How long to wait: {DURATION_HELP}.")] = "5m",
     image: Annotated[str, typer.Option("--image", metavar="IMAGE", help="A CUDA image with nvidia-smi.")] = IMAGE,
 ) -> None:
     """Run a pod that requests one nvidia.com/gpu and runs nvidia-smi; show its output; always delete it."""

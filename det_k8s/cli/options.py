@@ -120,12 +120,28 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def with_global_options(func: F) -> F:
     """Add the global options to a command's signature; their values go to `current()`."""
+    return _with_options(func, tuple(name for name, _, _ in _GLOBAL_PARAMS))
+
+
+def with_options(*names: str) -> Callable[[F], F]:
+    """Like `with_global_options`, with only the named global options: an offline command (render, plan) takes
+    no cluster options, so its help does not offer them."""
+    unknown = set(names) - {name for name, _, _ in _GLOBAL_PARAMS}
+    if unknown:
+        raise ValueError(f"not global options: {sorted(unknown)}")
+    return lambda func: _with_options(func, names)
+
+
+OFFLINE = ("verbose", "debug")
+
+
+def _with_options(func: F, names: tuple[str, ...]) -> F:
     signature = inspect.signature(func, eval_str=True)
     own = set(signature.parameters)
     added = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
         for name, annotation, default in _GLOBAL_PARAMS
-        if name not in own
+        if name not in own and name in names
     ]
 
     @functools.wraps(func)

@@ -13,10 +13,10 @@ from typing import Annotated
 import typer
 
 from .inputs import SetOpt, SetStringOpt, ValuesOpt
-from .options import KubeVersionOpt, OutputFormat, OutputOpt, pod_spec_version, with_global_options
+from .options import OFFLINE, KubeVersionOpt, OutputFormat, OutputOpt, pod_spec_version, with_options
 
 
-@with_global_options
+@with_options(*OFFLINE)
 def plan(
     experiments: Annotated[list[Path], typer.Argument(
         metavar="EXPERIMENT", show_default=False,

@@ -23,7 +23,8 @@ from ..release.manifests import redact_secrets, secret_values
 from ..release.names import db_pvc, master_service, validate_release_name
 from ..release.preflight import determined_releases
 from ..release.tasks import MASTER_TASKS, group_tasks
-from ..tools.duration import parse_duration
+from ..tools.duration import HELP as DURATION_HELP
+from ..tools.duration import go_duration, parse_duration
 from ..tools.helm import (
     Helm,
     ReleaseSpec,
@@ -58,7 +59,7 @@ ChartOpt = Annotated[Path | None, typer.Option(
     "--chart", metavar="PATH", help="Install your copy of the Determined chart (directory or .tgz) instead of the "
     "bundled one; it is copied and rendered, never modified.")]
 TimeoutOpt = Annotated[str, typer.Option("--timeout", metavar="DURATION",
-                                         help="How long helm waits (Go duration: 90s, 10m, 1h).")]
+                                         help=f"How long helm waits: {DURATION_HELP}.")]
 DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Print the helm command and the manifests (Secret values redacted); contact no cluster.")]
 RollbackOpt = Annotated[bool, typer.Option(
@@ -126,7 +127,7 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         if dry_run:
             namespace = offline_namespace()
             spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube_flags(namespace), wait,
-                               timeout, create_namespace, rollback)
+                               go_duration(timeout), create_namespace, rollback)
             _dry_run(tool, release, build(tool.major, spec), str(built.directory), str(built.values_file), namespace,
                      secret_values(settings))
             return
@@ -146,7 +147,7 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
                                   secret_values(settings))
             announce_restarts(api, "upgrade", f"Upgrade release {release} in namespace {api.namespace}? The master "
                               "restarts.", f"upgrade {release}", yes)
-        spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, wait, timeout,
+        spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, wait, go_duration(timeout),
                            create_namespace, rollback)
         with output.spinner(f"helm {command} {release} (up to {timeout})" if wait else f"helm {command} {release}"):
             tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings))
@@ -232,7 +233,8 @@ def uninstall(
             yes=yes, action=f"uninstall {release}")
     tool = helm(helm_binary, api.target)
     with output.spinner(f"helm uninstall {release}"):
-        tool.run(uninstall_argv(tool.major, release, kube_flags(namespace), timeout), timeout=seconds + 60)
+        tool.run(uninstall_argv(tool.major, release, kube_flags(namespace), go_duration(timeout)),
+                 timeout=seconds + 60)
     output.success(f"Uninstalled release {release} from namespace {namespace}")
     if not keep_pods:
         pods = sum(api.delete(PODS, (p.get("metadata") or {}).get("name", ""), namespace, missing_ok=True)

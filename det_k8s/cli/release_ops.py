@@ -174,7 +174,7 @@ def rollback(
     from ..release import live
     from ..release.preflight import CHART_PREFIX
     from ..settings import Document, load_settings
-    from ..tools.duration import parse_duration
+    from ..tools.duration import go_duration, parse_duration
     from ..tools.helm import get_values_argv, rollback_argv
     from .common import report_problems
     from .release import announce_restarts
@@ -236,7 +236,7 @@ def rollback(
         problems = live.run_preflight(api, tool, loaded, settings, release, kube, create_namespace=False,
                                       upgrading=True, skip_storage_check=skip_storage_check)
     report_problems(problems)
-    argv = rollback_argv(tool.major, release, wanted, kube, timeout=timeout)
+    argv = rollback_argv(tool.major, release, wanted, kube, timeout=go_duration(timeout))
     if dry_run:
         from ..tools.process import display
 

@@ -140,9 +140,17 @@ def test_invalid_settings_list_every_error_and_run_nothing(run_cli, fake_helm):
 
 
 def test_a_bad_timeout_is_a_usage_error(run_cli, fake_helm):
-    result = run_cli("install", "demo", *SETTINGS, "--timeout", "10")
-    assert result.code == 2 and "--timeout '10': not a duration" in result.err
+    result = run_cli("install", "demo", *SETTINGS, "--timeout", "10x")
+    assert result.code == 2 and "--timeout '10x': not a duration" in result.err
     assert fake_helm.all_calls == []
+
+
+def test_a_bare_number_timeout_is_seconds_and_reaches_helm_with_its_unit(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    result = run_cli("install", "demo", *SETTINGS, "--timeout", "600")
+    assert result.code == 0, result.err
+    call = lifecycle_call(fake_helm, "install")
+    assert call[call.index("--timeout") + 1] == "600s"  # helm wants a unit; 600 alone is refused by Go
 
 
 def test_an_unreachable_cluster_is_one_line(run_cli, fake_helm, tmp_path, monkeypatch):
