@@ -18,7 +18,7 @@ Determined merges a pod spec into its own pod, so a spec without `containers` (o
 say) is complete here although a bare Pod would need them; `apiVersion: v1` and `kind: Pod` may be
 left out. Values are never echoed: a pod spec may carry secrets in its environment variables.
 
-jsonschema and kubernetes-validate are imported only when a pod spec is checked.
+jsonschema is imported, and the schemas read, only when a pod spec is checked.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path as PathType
 from typing import Any
 
 from ..errors import Problem, Severity
@@ -111,12 +112,34 @@ def _minor(version: str) -> tuple[int, int]:
     return int(major), int(minor.split(".")[0])
 
 
+_STRICT_DIR = re.compile(r"^v(\d+)\.(\d+)\.\d+-local-strict$")
+
+
 @functools.cache
+def _schema_dirs() -> dict[str, PathType]:
+    """`1.31` -> the strict schema directory kubernetes-validate ships for it.
+
+    The package's data is read where the package is installed, without importing it (its module imports
+    cost more than the check itself); its own `validate` reads the same `kubernetes-json-schema/` tree.
+    """
+    import importlib.util
+
+    from ..errors import DetK8sError
+
+    spec = importlib.util.find_spec("kubernetes_validate")
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    root = PathType(locations[0]) / "kubernetes-json-schema" if locations else None
+    found = {f"{int(m[1])}.{int(m[2])}": entry for entry in (root.iterdir() if root and root.is_dir() else ())
+             if (m := _STRICT_DIR.match(entry.name))}
+    if not found:
+        raise DetK8sError("the Kubernetes schemas of kubernetes-validate are not installed",
+                          hint="reinstall det-k8s (pip install det-k8s) so its dependencies come with it")
+    return found
+
+
 def schema_versions() -> tuple[str, ...]:
     """The Kubernetes versions kubernetes-validate has schemas for, oldest first (`1.25` ... `1.37`)."""
-    from kubernetes_validate.utils import all_versions
-
-    return tuple(sorted({".".join(v.split(".")[:2]) for v in all_versions()}, key=_minor))
+    return tuple(sorted(_schema_dirs(), key=_minor))
 
 
 @dataclass(frozen=True)
@@ -128,13 +151,14 @@ class _Schema:
 
 @functools.cache
 def _schema(version: str) -> _Schema:
+    import json
+
     import jsonschema
-    from kubernetes_validate.utils import schema_contents
     from referencing import Registry, Resource
 
-    directory = f"kubernetes-json-schema/v{version}.0-local-strict"
-    pod = schema_contents(f"{directory}/pod-v1.json", version)
-    definitions = schema_contents(f"{directory}/_definitions.json", version)
+    directory = _schema_dirs()[version]
+    pod = json.loads((directory / "pod-v1.json").read_text(encoding="utf-8"))
+    definitions = json.loads((directory / "_definitions.json").read_text(encoding="utf-8"))
     registry = Resource.from_contents(definitions) @ (Resource.from_contents(pod) @ Registry())
     validator = jsonschema.Draft202012Validator(pod, registry=registry)
     defs = definitions.get("$defs") or definitions.get("definitions") or {}
