@@ -105,7 +105,7 @@ def create(
     from ..scheduling.explain import describe
     from ..scheduling.groups import build_group
     from ..settings.podspec import DEFAULT, checking_against, cluster_version
-    from ..tools.duration import parse_duration
+    from ..tools.duration import format_duration, parse_duration
     from .live import current_user, effective_policy, entry_for, new_group_id, now, scheduling_settings
 
     seconds = parse_duration(timeout)
@@ -161,7 +161,7 @@ def create(
         if entry.state == RUNNING or not wait or entry.state != QUEUED:
             break
         if time.monotonic() >= deadline:
-            raise OperationTimeout(f"{entry.id} is still queued after {timeout}: {entry.reason}",
+            raise OperationTimeout(f"{entry.id} is still queued after {format_duration(seconds)}: {entry.reason}",
                                    hint="it stays in the queue; `det-k8s experiment describe` says why it waits")
         with output.spinner(f"{entry.id} waiting: {entry.reason}"):
             time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))

@@ -19,7 +19,7 @@ from ..kube.snapshot import read_snapshot
 from ..quantity import format_cpu
 from ..release.gpu_check import IMAGE, container_waiting, gpu_check_pod, scheduling_problem
 from ..tools.duration import HELP as DURATION_HELP
-from ..tools.duration import parse_duration
+from ..tools.duration import go_duration, parse_duration
 from ..tools.kubectl import (
     AGENT_LABEL,
     AGENT_VALUE,
@@ -125,7 +125,7 @@ def check_gpu(
     phase, problem, pod = "Pending", None, created
     try:
         deadline = time.monotonic() + seconds
-        with output.spinner(f"waiting for {name} (up to {timeout})"):
+        with output.spinner(f"waiting for {name} (up to {go_duration(timeout)})"):
             while time.monotonic() < deadline:
                 pod = api.get(PODS, name, namespace)
                 phase = (pod.get("status") or {}).get("phase") or "Pending"
@@ -147,4 +147,4 @@ def check_gpu(
         return
     if phase == "Failed":
         raise DetK8sError(f"nvidia-smi failed on {where}", hint="check the NVIDIA driver and device plugin there")
-    raise DetK8sError(f"the GPU check pod did not finish within {timeout}: " + (problem or f"still {phase}"))
+    raise DetK8sError(f"the GPU check pod did not finish within {go_duration(timeout)}: " + (problem or f"still {phase}"))

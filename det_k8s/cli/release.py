@@ -149,7 +149,8 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
                               "restarts.", f"upgrade {release}", yes)
         spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, wait, go_duration(timeout),
                            create_namespace, rollback)
-        with output.spinner(f"helm {command} {release} (up to {timeout})" if wait else f"helm {command} {release}"):
+        waiting = f" (up to {go_duration(timeout)})" if wait else ""
+        with output.spinner(f"helm {command} {release}{waiting}"):
             tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings))
     output.success(f"{'Installed' if command == 'install' else 'Upgraded'} release {release} in namespace "
                    f"{api.namespace} (Determined {settings.app_version})")

@@ -244,7 +244,7 @@ def rollback(
         return
     announce_restarts(api, "rollback", f"Roll back release {release} in namespace {namespace} to revision {wanted}? "
                       "The master restarts.", f"rollback {release}", yes)
-    with output.spinner(f"helm rollback {release} {wanted} (up to {timeout})"):
+    with output.spinner(f"helm rollback {release} {wanted} (up to {go_duration(timeout)})"):
         tool.run(argv, timeout=seconds + 60, secrets=secrets)
     output.success(f"Rolled back release {release} in namespace {namespace} to revision {wanted}"
                    + (f" (Determined {app})" if app else "") + f"; helm recorded it as revision {current_revision + 1}")
