@@ -15,7 +15,16 @@ if TYPE_CHECKING:
 from ..errors import SettingsError, Severity
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot
-from .options import OFFLINE, KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_options
+from .options import (
+    OFFLINE,
+    KubeVersionOpt,
+    OutputFormat,
+    OutputOpt,
+    cluster_pod_spec_version,
+    current,
+    pod_spec_version,
+    with_options,
+)
 
 
 def report_warnings(loaded: LoadedSettings) -> None:
@@ -63,7 +72,7 @@ def validate(
 ) -> None:
     """Report every problem in the settings at once: errors exit 1, warnings alone exit 0."""
     from ..settings.node_rules import check_nodes
-    from ..settings.podspec import checking_against, cluster_version, recheck_settings
+    from ..settings.podspec import checking_against, recheck_settings
 
     checked = pod_spec_version(kube_version)
     with checking_against(checked):
@@ -79,7 +88,7 @@ def validate(
 
             api = options.connect()
             with output.spinner(f"reading nodes of {api.target.context}"):
-                cluster = cluster_version(api.server_version())
+                cluster = cluster_pod_spec_version(api)
                 node_list, origin = read_nodes(api), f"cluster {api.target.context}"
             problems.extend(recheck_settings(loaded.values, loaded.sources, checked, cluster))
         problems.extend(check_nodes(loaded.settings(), node_list, loaded.sources, origin))

@@ -19,7 +19,7 @@ from ..errors import OperationTimeout, Unschedulable, UsageError
 from ..tools.duration import HELP as DURATION_HELP
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, read_text
-from .options import OutputFormat, OutputOpt, current, with_global_options
+from .options import OutputFormat, OutputOpt, cluster_pod_spec_version, current, with_global_options
 
 if TYPE_CHECKING:
     from ..kube.api import KubeApi
@@ -104,7 +104,7 @@ def create(
     from ..scheduling.experiments import parse_experiment
     from ..scheduling.explain import describe
     from ..scheduling.groups import build_group
-    from ..settings.podspec import DEFAULT, checking_against, cluster_version
+    from ..settings.podspec import DEFAULT, checking_against
     from ..tools.duration import format_duration, parse_duration
     from .live import current_user, effective_policy, entry_for, new_group_id, now, scheduling_settings
 
@@ -120,7 +120,7 @@ def create(
     if priority is not None:
         experiment = replace(experiment, priority=priority)
     api = current().connect()
-    cluster = cluster_version(api.server_version()) or DEFAULT
+    cluster = cluster_pod_spec_version(api) or DEFAULT
     if parsed.experiment is not None and parsed.experiment.pod_spec and cluster.schema != DEFAULT.schema:
         with checking_against(cluster):  # the pod spec against the cluster's own Kubernetes version
             again = parse_experiment(text, source, default_name=default_name)

@@ -8,6 +8,7 @@ command's signature so each command does not repeat them; values given after the
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -41,10 +42,12 @@ class GlobalOptions:
         """The cluster these options name (kubeconfig, context and namespace resolved as kubectl does), proven to be
         a Kubernetes API server that answers (GET /version): a dead or odd server is one line naming the context,
         whatever the command was about to ask it."""
+        from ..errors import Forbidden
         from ..kube.api import KubeApi
 
         api = KubeApi.connect(self.kubeconfig, self.kube_context, self.namespace)
-        api.server_version()
+        with contextlib.suppress(Forbidden):  # an RBAC answer comes from a Kubernetes API server all the same
+            api.server_version()
         if api.insecure:
             from . import output
 
@@ -105,6 +108,17 @@ def pod_spec_version(given: str | None) -> KubeVersion:
     if found is None:
         raise UsageError(f"--kube-version {given!r}: not a Kubernetes version", hint="write it as 1.31 or v1.31.2")
     return KubeVersion(found, OPTION)
+
+
+def cluster_pod_spec_version(api: KubeApi) -> KubeVersion | None:
+    """The cluster's own version for pod spec checks; None when RBAC hides /version (the default applies)."""
+    from ..errors import Forbidden
+    from ..settings.podspec import cluster_version
+
+    try:
+        return cluster_version(api.server_version())
+    except Forbidden:
+        return None
 
 
 _GLOBAL_PARAMS = (

@@ -58,10 +58,15 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
     """Everything the live cluster says about installing these settings; `pod_specs_checked` is the Kubernetes
     version the settings' pod specs were checked against offline (they are checked again against the cluster's)."""
     namespace = kube.namespace or api.namespace
-    version = api.server_version()  # also proves the cluster answers
-    problems = check_kubernetes(version, default_scheduler=settings.default_scheduler,
-                                app_version=settings.app_version)
-    problems += recheck_settings(loaded.values, loaded.sources, pod_specs_checked, cluster_version(version))
+    try:
+        version = api.server_version()  # also proves the cluster answers
+    except Forbidden as exc:
+        version = None
+        problems = [_skipped("Kubernetes version checks (and pod specs against its version)", exc)]
+    if version is not None:
+        problems = check_kubernetes(version, default_scheduler=settings.default_scheduler,
+                                    app_version=settings.app_version)
+        problems += recheck_settings(loaded.values, loaded.sources, pod_specs_checked, cluster_version(version))
     try:
         nodes = read_nodes(api)
         problems += check_nodes(settings, nodes, loaded.sources, f"cluster {api.target.context}")

@@ -202,3 +202,24 @@ def _tls_forwarder(upstream: str, context) -> int:
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return int(server.server_address[1])
+
+
+def test_a_cluster_whose_rbac_hides_its_version_still_works(run_cli, cluster):
+    from tests.k8s_emulator import node
+
+    cluster.api.version_forbidden = True
+    cluster.api.put(node("gpu-0", gpus=4))
+    result = run_cli("nodes", "list")
+    assert result.code == 0, result.err
+    assert "gpu-0" in result.out
+
+
+def test_install_on_a_cluster_whose_rbac_hides_its_version_skips_those_checks(run_cli, cluster, fake_helm):
+    from tests.cli.test_install_upgrade import SETTINGS, ready_cluster
+
+    ready_cluster(cluster)
+    cluster.api.version_forbidden = True
+    result = run_cli("install", "demo", *SETTINGS)
+    assert result.code == 0, result.err
+    assert "warning: Kubernetes version checks (and pod specs against its version) skipped: " in result.err
+    assert [c for c in fake_helm.calls if c[0] == "install"]
