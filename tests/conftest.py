@@ -151,6 +151,19 @@ contexts:
 """
 
 
+def write_kubeconfig(path: Path, server: str, context: str, *, insecure: bool = False) -> Path:
+    """A kubeconfig of one context (with a token) for `server`; `insecure` sets insecure-skip-tls-verify."""
+    skip = ", insecure-skip-tls-verify: true" if insecure else ""
+    path.write_text(f"""apiVersion: v1
+kind: Config
+current-context: {context}
+clusters: [{{name: {context}, cluster: {{server: "{server}"{skip}}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: {context}, context: {{cluster: {context}, user: u}}}}]
+""")
+    return path
+
+
 @pytest.fixture
 def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A kubeconfig (contexts dev, the current one, and prod) for commands whose cluster calls all go through the

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import write_kubeconfig
+
 KLOG = ("E0312 10:00:00.123456   12345 memcache.go:265] couldn't get current server API group list: Get "
         '"https://10.0.0.9:6443/api?timeout=32s": dial tcp 10.0.0.9:6443: connect: connection refused\n')
 KUBECTL_UNREACHABLE = KLOG * 2 + ("The connection to the server 10.0.0.9:6443 was refused - did you specify the right "
@@ -100,14 +102,7 @@ def odd_server(tmp_path, monkeypatch):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    kubeconfig = tmp_path / "odd"
-    kubeconfig.write_text(f"""apiVersion: v1
-kind: Config
-current-context: odd
-clusters: [{{name: odd, cluster: {{server: "{url}"}}}}]
-users: [{{name: u, user: {{token: t}}}}]
-contexts: [{{name: odd, context: {{cluster: odd, user: u}}}}]
-""")
+    kubeconfig = write_kubeconfig(tmp_path / "odd", url, "odd")
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     yield url
     server.shutdown()
@@ -163,14 +158,7 @@ def test_insecure_skip_tls_verify_is_one_det_k8s_warning_not_urllib3s(tmp_path, 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     port = _tls_forwarder(cluster.url, context)
-    kubeconfig = tmp_path / "insecure"
-    kubeconfig.write_text(f"""apiVersion: v1
-kind: Config
-current-context: lab
-clusters: [{{name: lab, cluster: {{server: "https://127.0.0.1:{port}", insecure-skip-tls-verify: true}}}}]
-users: [{{name: u, user: {{token: t}}}}]
-contexts: [{{name: lab, context: {{cluster: lab, user: u}}}}]
-""")
+    kubeconfig = write_kubeconfig(tmp_path / "insecure", f"https://127.0.0.1:{port}", "lab", insecure=True)
     result = subprocess.run([sys.executable, "-m", "det_k8s", "nodes", "list", "--kubeconfig", str(kubeconfig)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

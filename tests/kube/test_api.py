@@ -164,14 +164,9 @@ def test_a_silent_server_times_out_once_without_retrying(tmp_path):
 
 def test_a_tls_server_that_never_answers_is_reported_with_the_time_really_waited(tmp_path, tarpit):
     """The TLS handshake is bounded by the connect limit: the message must not claim the (longer) read limit."""
-    kubeconfig = tmp_path / "kc"
-    kubeconfig.write_text(f"""apiVersion: v1
-kind: Config
-current-context: pit
-clusters: [{{name: pit, cluster: {{server: "https://127.0.0.1:{tarpit.port}", insecure-skip-tls-verify: true}}}}]
-users: [{{name: u, user: {{token: t}}}}]
-contexts: [{{name: pit, context: {{cluster: pit, user: u}}}}]
-""")
+    from tests.conftest import write_kubeconfig
+
+    kubeconfig = write_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{tarpit.port}", "pit", insecure=True)
     api = KubeApi.connect(kubeconfig=str(kubeconfig), timeout=(0.5, 30.0))
     with pytest.raises(OperationTimeout) as info:
         api.server_version()
