@@ -38,7 +38,6 @@ from .source import Path, SourceMap, format_path, type_name
 
 _API_VERSION = "v1"
 _KIND = "Pod"
-_POD = "io.k8s.api.core.v1.Pod"
 _INDEX_DEPTH = 5  # deep enough for spec.containers[].securityContext.capabilities.add
 _NOT_REQUIRED = frozenset({("spec", "containers")})  # Determined adds its own container
 
@@ -48,7 +47,7 @@ class KubeVersion:
     """The Kubernetes version pod specs are checked against, and where that version came from."""
 
     wanted: str | None  # "1.31" (as asked for or found); None: the newest schema
-    origin: str  # "the cluster's version", "--kube-version", ...
+    origin: str  # CLUSTER, OPTION or the default's own words
 
     @property
     def schema(self) -> str:
