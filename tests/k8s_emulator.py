@@ -158,6 +158,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
     calls: list[tuple[str, str, dict[str, str]]] = attrs.field(factory=list)
     faults: list[Fault] = attrs.field(factory=list)
     version: dict[str, str] = attrs.field(factory=lambda: {"major": "1", "minor": "31", "gitVersion": "v1.31.4"})
+    version_forbidden: bool = False  # /version answers 403, as where RBAC removes system:public-info-viewer
     _lock: threading.RLock = attrs.field(factory=threading.RLock)
     _rv: Iterator[int] = attrs.field(factory=lambda: itertools.count(1000))
 
@@ -239,6 +240,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         path = request.url.path
         if path == "/version":
+            if self.version_forbidden:
+                return _status(403, "Forbidden", 'forbidden: User "system:anonymous" cannot get path "/version"')
             return aiohttp.web.json_response(self.version)
         # kmock reads /api/v1/namespaces/<name> as a namespace prefix, not as the Namespace object itself
         namespace_object = re.fullmatch(r"/api/v1/namespaces(?:/([^/]+))?", path)

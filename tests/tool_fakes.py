@@ -2,8 +2,9 @@
 
 Each fake is a Python script in its own directory. It appends every invocation (argv and the
 names of the environment variables it received) to `calls.jsonl` beside itself and answers from
-`responses.json`: the first rule whose argv prefix matches. They stand in only for the calls that
-need a live cluster; everything that does not is tested with the real binaries.
+`responses.json`: the first rule whose argv prefix matches; with `delegate_to(real)`, calls no rule
+answers run the real binary. They stand in only for the calls that need a live cluster; everything
+that does not is tested with the real binaries.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ for rule in rules:
         sys.stdout.write(rule["stdout"])
         sys.stderr.write(rule["stderr"])
         sys.exit(rule["rc"])
+delegate = os.path.join(here, "delegate")
+if os.path.exists(delegate):  # calls that need no cluster go to the real binary
+    real = open(delegate).read().strip()
+    os.execv(real, [real, *args])
 sys.exit(0)
 """
 
@@ -75,6 +80,10 @@ class FakeTool:
     @property
     def all_calls(self) -> list[list[str]]:
         return [c["argv"] for c in self.invocations()]
+
+    def delegate_to(self, real: Path) -> None:
+        """Calls no rule answers run the real binary (for what needs no cluster: rendering, linting)."""
+        (self.directory / "delegate").write_text(str(real))
 
 
 def make_fake(directory: Path, name: str, version_stdout: str) -> FakeTool:

@@ -29,6 +29,17 @@ def _report(exc: DetK8sError) -> None:
     output.error(exc.message, exc.hint)
 
 
+def _reader_left() -> int:
+    """`det-k8s ... | head`: the reader left. Point stdout at /dev/null so the final flush cannot fail, exit 0."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 0
+
+
 def run_guarded(invoke: Callable[[], object], *, debug: bool = False) -> int:
     """Run `invoke` and map whatever it raises to a message and an exit code (the only place this happens).
 
@@ -62,9 +73,13 @@ def run_guarded(invoke: Callable[[], object], *, debug: bool = False) -> int:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # `det-k8s ... | head`: the reader left; that is not an error of ours.
-        sys.stderr.close()
-        return 0
+        return _reader_left()
+    except SystemExit as exc:
+        # Click turns EPIPE into `sys.exit(1)`; the reader leaving is not a failure of the command.
+        if isinstance(exc.__context__, BrokenPipeError) or (
+                isinstance(exc.__context__, OSError) and exc.__context__.errno == 32):
+            return _reader_left()
+        raise
     except Exception as exc:  # a bug in det-k8s: one line, unless --debug asks for the traceback
         if debug:
             raise
@@ -85,9 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in args or os.environ.get("DET_K8S_DEBUG") == "1"
     from typer import main as typer_main
 
-    from .app import build_app, command_name
+    from .app import build_app, command_name, plain_metavars
     from .options import GlobalOptions, set_current
 
     set_current(GlobalOptions())
-    command = typer_main.get_command(build_app(only=command_name(args)))
+    command = plain_metavars(typer_main.get_command(build_app(only=command_name(args))))
     return run_guarded(lambda: command.main(args=args, prog_name="det-k8s", standalone_mode=False), debug=debug)

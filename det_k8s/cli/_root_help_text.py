@@ -39,8 +39,12 @@ TEXT = (
     '  uninstall   Say exactly what will be lost, ask, then helm uninstall and...\n'
     '  list        The Determined releases (helm list, filtered to the...\n'
     '  status      Master readiness, its pods, its address, its last log...\n'
+    '  diff        Show what an upgrade with these settings would change; exit...\n'
+    '  history     The revisions of a release: when, status, chart and...\n'
+    '  rollback    Name what rolling back changes, check the cluster as...\n'
     '  plan        Show where experiments would run on a cluster snapshot, or...\n'
     '  doctor      Find pod groups with some pods running and others stuck,...\n'
+    '  get         Read what an installed release holds, as helm get does...\n'
     '  pods        Task pods the Determined master started (label `determined`).\n'
     '  nodes       Cluster nodes: capacity, the Determined agent label,...\n'
     "  experiment  Submit experiments to det-k8s's gang scheduler and follow...\n"

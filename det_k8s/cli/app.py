@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -33,6 +33,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "uninstall": ("release", "uninstall", "Release"),
     "list": ("release", "list_releases", "Release"),
     "status": ("status", "status", "Release"),
+    "diff": ("release_ops", "diff", "Release"),
+    "get": ("release_get", "app", "Release"),
+    "history": ("release_ops", "history", "Release"),
+    "rollback": ("release_ops", "rollback", "Release"),
     "pods": ("pods", "app", "Cluster"),
     "nodes": ("nodes", "app", "Cluster"),
     "plan": ("plan_cmd", "plan", "Scheduling"),
@@ -88,6 +92,29 @@ def _add(app: typer.Typer, name: str) -> None:
         app.add_typer(getattr(module, attribute), name=name, rich_help_panel=panel)
     else:
         app.command(name, rich_help_panel=panel)(getattr(module, attribute))
+
+
+def plain_metavars(command: Any) -> Any:
+    """Arguments shown as helm shows them: `RELEASE`, `[REVISION]`, `NODE...` in usage lines and help, without
+    Typer's Python type (`RELEASE <str>`, `EXPERIMENT <list[Path]>`) or Click's braces (`{RELEASE}`)."""
+    from typer.core import TyperArgument
+
+    class PlainArgument(TyperArgument):
+        def display_type_rich(self, ctx: Any) -> str | None:
+            return None  # the metavar says what it is
+
+        def _usage_display_name(self) -> str:
+            name = self.display_name_raw
+            if self.nargs != 1 and not name.endswith("..."):
+                name += "..."
+            return name if self.required or name.startswith("[") else f"[{name}]"
+
+    for param in getattr(command, "params", ()):
+        if type(param) is TyperArgument:
+            param.__class__ = PlainArgument
+    for sub in (getattr(command, "commands", None) or {}).values():
+        plain_metavars(sub)
+    return command
 
 
 def build_app(only: str | None = None) -> typer.Typer:

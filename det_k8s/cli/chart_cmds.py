@@ -16,7 +16,16 @@ from ..errors import SettingsError, Severity
 from . import output
 from .common import HelmBinaryOpt, check_user_chart, helm
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot
-from .options import OutputFormat, OutputOpt, current, with_global_options
+from .options import (
+    OFFLINE,
+    KubeVersionOpt,
+    OutputFormat,
+    OutputOpt,
+    cluster_pod_spec_version,
+    current,
+    pod_spec_version,
+    with_options,
+)
 
 
 def report_warnings(loaded: LoadedSettings) -> None:
@@ -24,7 +33,7 @@ def report_warnings(loaded: LoadedSettings) -> None:
         output.problem(item, stream=sys.stderr)
 
 
-@with_global_options
+@with_options(*OFFLINE)
 def render(
     out_dir: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="Directory to write the chart into.")],
     values: ValuesOpt = None,
@@ -35,11 +44,14 @@ def render(
         "Your copy is never modified; helm templates the result and every setting its master configuration drops "
         "is reported.")] = None,
     helm_binary: HelmBinaryOpt = None,
+    kube_version: KubeVersionOpt = None,
 ) -> None:
     """Render values.yaml and Chart.yaml and write a complete chart directory helm can install."""
     from ..chart.assemble import write_chart
+    from ..settings.podspec import checking_against
 
-    loaded = load_settings_from_cli(values, set_, set_string)
+    with checking_against(pod_spec_version(kube_version)):
+        loaded = load_settings_from_cli(values, set_, set_string)
     settings = loaded.settings()  # raises SettingsError listing every error
     report_warnings(loaded)
     result = write_chart(out_dir, loaded.values, settings.app_version, chart)
@@ -54,7 +66,7 @@ def render(
     output.message(f"Next: helm lint {result.directory}   or   det-k8s install RELEASE -f ...")
 
 
-@with_global_options
+@with_options("kube_context", "kubeconfig", *OFFLINE)  # a context: check the live cluster's nodes
 def validate(
     values: ValuesOpt = None,
     set_: SetOpt = None,
@@ -64,12 +76,16 @@ def validate(
         "json` prints it (pods: what determined-system and DaemonSet pods take). With --kube-context instead, the live "
         "cluster's nodes and pods are read.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
+    kube_version: KubeVersionOpt = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Report every problem in the settings at once: errors exit 1, warnings alone exit 0."""
     from ..settings.node_rules import check_nodes
+    from ..settings.podspec import checking_against, recheck_settings
 
-    loaded = load_settings_from_cli(values, set_, set_string)
+    checked = pod_spec_version(kube_version)
+    with checking_against(checked):
+        loaded = load_settings_from_cli(values, set_, set_string)
     problems = list(loaded.problems)
     options = current()
     live = nodes is None and options.kube_context is not None
@@ -83,12 +99,14 @@ def validate(
 
             api = options.connect()
             with output.spinner(f"reading nodes and pods of {api.target.context}"):
+                cluster = cluster_pod_spec_version(api)
                 origin = f"cluster {api.target.context}"
                 try:
                     read = read_snapshot(api)  # pods too: what determined-system and DaemonSet pods hold
                     node_list, pod_list = read.nodes, read.pods
                 except Forbidden:
                     node_list, pod_list = read_nodes(api), ()
+            problems.extend(recheck_settings(loaded.values, loaded.sources, checked, cluster))
         problems.extend(check_nodes(loaded.settings(), node_list, loaded.sources, origin, pod_list))
     elif nodes is not None or live:
         output.message("node checks skipped: fix the errors first")

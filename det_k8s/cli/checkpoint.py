@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import StorageCheckFailed, UsageError
+from ..errors import StorageCheckFailed
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import OutputFormat, OutputOpt, with_global_options
@@ -29,18 +29,10 @@ TimeoutOpt = Annotated[str | None, typer.Option(
 
 
 def storage_timeout(text: str | None) -> float | None:
-    """--timeout as seconds: a Go duration like every other --timeout, or a bare number of seconds."""
+    """--timeout as seconds, parsed like every other duration (a bare number is seconds)."""
     from ..tools.duration import parse_duration
 
-    if text is None:
-        return None
-    try:
-        seconds = float(text)
-    except ValueError:
-        return parse_duration(text)
-    if not seconds > 0 or seconds == float("inf"):
-        raise UsageError(f"--timeout {text!r}: must be more than zero", hint="for example 10s")
-    return seconds
+    return None if text is None else parse_duration(text)
 
 
 def print_report(report: StorageReport, output_format: OutputFormat = OutputFormat.table) -> None:

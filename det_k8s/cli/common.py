@@ -8,6 +8,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,7 @@ import typer
 
 from ..chart.assemble import ChartResult, write_chart
 from ..errors import ConsentRequired, DetK8sError, InputError, Problem, Severity, ToolFailed
+from ..kube.config import Target
 from ..settings import LoadedSettings, Settings
 from ..tools.helm import Helm, KubeFlags, find_helm
 from ..tools.kubectl import Kubectl, find_kubectl
@@ -40,12 +42,24 @@ def log(text: str) -> None:
         output.message(text)
 
 
-def helm(binary: str | None) -> Helm:
-    return find_helm(binary, log)
+def cluster() -> Target:
+    """The cluster the options name, chosen as kubectl and helm choose it, read before helm or kubectl runs: no
+    kubeconfig or no such context is then the same one line as for every other command, not the tool's own."""
+    from ..kube.config import resolve
+
+    options = current()
+    return resolve(options.kubeconfig, options.kube_context, options.namespace)[0]
 
 
-def kubectl(binary: str | None) -> Kubectl:
-    return find_kubectl(binary, log)
+def helm(binary: str | None, target: Target | None = None) -> Helm:
+    """helm, naming `target`'s context when one of its calls fails."""
+    tool = find_helm(binary, log)
+    return replace(tool, context=target.context) if target is not None else tool
+
+
+def kubectl(binary: str | None, target: Target | None = None) -> Kubectl:
+    tool = find_kubectl(binary, log)
+    return replace(tool, context=target.context) if target is not None else tool
 
 
 def kube_flags(namespace: str | None) -> KubeFlags:

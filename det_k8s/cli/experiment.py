@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import OperationTimeout, Unschedulable, UsageError
+from ..tools.duration import HELP as DURATION_HELP
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, read_text
-from .options import OutputFormat, OutputOpt, current, with_global_options
+from .options import OutputFormat, OutputOpt, cluster_pod_spec_version, current, with_global_options
 
 if TYPE_CHECKING:
     from ..kube.api import KubeApi
@@ -32,7 +33,7 @@ app = typer.Typer(name="experiment", no_args_is_help=True,
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="Experiment id (or a unique prefix of it).",
                                       show_default=False)]
 TimeoutOpt = Annotated[str, typer.Option("--timeout", metavar="DURATION",
-                                         help="With --wait: how long to wait (Go duration: 90s, 10m, 1h).")]
+                                         help=f"With --wait: how long to wait, {DURATION_HELP}.")]
 
 
 def _print_pass(report: PassReport, focus: str | None = None) -> None:
@@ -75,13 +76,14 @@ def _scheduler(api: KubeApi, policy: Any, user: str) -> Any:
 @app.command("create")
 @with_global_options
 def create(
-    file: Annotated[Path, typer.Argument(metavar="FILE", help="Experiment config (Determined's keys).")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Experiment config (Determined's keys); - reads stdin.")],
     values: ValuesOpt = None,
     set_: SetOpt = None,
     set_string: SetStringOpt = None,
-    priority: Annotated[int | None, typer.Option("--priority", min=1, max=99,
+    priority: Annotated[int | None, typer.Option("--priority", min=1, max=99, metavar="N",
                                                  help="Override resources.priority (higher runs first).")] = None,
-    user: Annotated[str | None, typer.Option("--user", help="Submit as this user (fair share; default: you).")]
+    user: Annotated[str | None, typer.Option("--user", metavar="NAME",
+                                             help="Submit as this user (fair share; default: you).")]
     = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the experiment's pods are placed.")] = False,
     timeout: TimeoutOpt = "10m",
@@ -102,12 +104,14 @@ def create(
     from ..scheduling.experiments import parse_experiment
     from ..scheduling.explain import describe
     from ..scheduling.groups import build_group
-    from ..tools.duration import parse_duration
+    from ..settings.podspec import DEFAULT, checking_against
+    from ..tools.duration import format_duration, parse_duration
     from .live import current_user, effective_policy, entry_for, new_group_id, now, scheduling_settings
 
     seconds = parse_duration(timeout)
     text = read_text(file, "experiment file")
-    parsed = parse_experiment(text, str(file), default_name=file.stem)
+    source, default_name = ("stdin", "experiment") if str(file) == "-" else (str(file), file.stem)
+    parsed = parse_experiment(text, source, default_name=default_name)
     for warning in parsed.warnings:
         output.problem(warning, stream=sys.stderr)
     if parsed.errors:
@@ -116,7 +120,15 @@ def create(
     if priority is not None:
         experiment = replace(experiment, priority=priority)
     api = current().connect()
-    settings = scheduling_settings(api, values, set_, set_string)
+    cluster = cluster_pod_spec_version(api) or DEFAULT
+    if parsed.experiment is not None and parsed.experiment.pod_spec and cluster.schema != DEFAULT.schema:
+        with checking_against(cluster):  # the pod spec against the cluster's own Kubernetes version
+            again = parse_experiment(text, source, default_name=default_name)
+        if again.errors:
+            raise ExperimentError(again.errors)
+    with checking_against(cluster):
+        settings = scheduling_settings(api, values, set_, set_string)
+    refuse_searches(experiment.config, str(settings.app_version), file)
     who = current_user(user)
     submitted, sequence = now()
     group = build_group(experiment, settings, group_id=new_group_id(), user=who,
@@ -149,11 +161,25 @@ def create(
         if entry.state == RUNNING or not wait or entry.state != QUEUED:
             break
         if time.monotonic() >= deadline:
-            raise OperationTimeout(f"{entry.id} is still queued after {timeout}: {entry.reason}",
+            raise OperationTimeout(f"{entry.id} is still queued after {format_duration(seconds)}: {entry.reason}",
                                    hint="it stays in the queue; `det-k8s experiment describe` says why it waits")
         with output.spinner(f"{entry.id} waiting: {entry.reason}"):
             time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
     _show_entry_state(entry, output_format)
+
+
+def refuse_searches(config: Any, app_version: str, file: Path) -> None:
+    """A search of several trials at once is Determined's to run: det-k8s has no searcher to give each trial its
+    hyperparameters, so it would start copies of one trial. `det-k8s plan` plans such a search, trial by trial."""
+    from ..errors import DetK8sError
+    from ..scheduling.searchers import trials_at_once
+
+    search = trials_at_once(config, app_version)
+    if search.trials > 1:
+        raise DetK8sError(f"{file}: searcher {search.searcher} runs {search.trials} trials at once ({search.why}); "
+                          "det-k8s runs one trial per experiment and has no searcher to give each its hyperparameters",
+                          hint="submit the search to Determined (det experiment create); `det-k8s plan` shows where "
+                          "its trials would run, each as its own gang")
 
 
 def _show_dry_run(group_id: str, name: str, plan: Plan, output_format: OutputFormat) -> None:

@@ -18,10 +18,10 @@ if TYPE_CHECKING:
     from ..cluster.model import Snapshot
     from ..settings import LoadedSettings
 
-ValuesOpt = Annotated[list[Path] | None, typer.Option(
+ValuesOpt = Annotated[list[str] | None, typer.Option(  # str, not Path: Path would turn https://x into https:/x
     "--values", "-f", metavar="FILE",
-    help="Settings file (YAML, Determined chart keys). Repeat to merge; the right-most wins.",
-    rich_help_panel="Settings")]
+    help="Settings file (YAML, Determined chart keys): a path, - for stdin, or an http(s) URL. Repeat to merge; "
+    "the right-most wins.", rich_help_panel="Settings")]
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", metavar="KEY=VALUE", help="Set a value: key.sub=value, list={a,b}, key[0]=value (helm syntax). Repeatable.",
     rich_help_panel="Settings")]
@@ -34,35 +34,29 @@ SNAPSHOT_LIMIT = 2 * 2**30  # `kubectl get nodes,pods -A -o json` of a very larg
 CHUNK = 2**20
 
 
-def read_text(path: Path, what: str = "file", limit: int = SETTINGS_LIMIT) -> str:
-    """A whole UTF-8 file, read at most `limit` bytes deep so a device or a huge file fails cleanly.
+STDIN = "-"
+_stdin_read: list[Any] = []  # the stdin objects already read (one per process; tests swap sys.stdin)
 
-    It is read in chunks and refused at the first NUL byte (never in YAML or JSON text), so
-    `/dev/zero` or a binary file fails at once rather than after filling memory up to the limit.
-    UTF-16 (what Windows PowerShell's `>` writes) is named as such rather than called binary, and
-    a UTF-8 byte-order mark is dropped.
+
+def read_text(path: Path, what: str = "file", limit: int = SETTINGS_LIMIT) -> str:
+    """A whole UTF-8 file, or stdin for `-`, read at most `limit` bytes deep (see `decode_bounded`).
+
+    Stdin can be read once per command: `-f - --snapshot -` is a usage error, not an empty second file.
     """
+    if str(path) == STDIN:
+        import sys
+
+        if any(seen is sys.stdin for seen in _stdin_read):
+            raise UsageError("- (stdin) is named twice; it can be read only once",
+                             hint="pipe one input in and pass the others as files")
+        _stdin_read.append(sys.stdin)
+        if sys.stdin is None or sys.stdin.isatty():
+            raise UsageError(f"- reads the {what} from stdin, and stdin is a terminal",
+                             hint="pipe it in: cat site.yaml | det-k8s ... -f -")
+        return decode_bounded(sys.stdin.buffer, "stdin", what, limit)
     try:
-        data = bytearray()
         with path.open("rb") as handle:
-            while len(data) <= limit:
-                chunk = handle.read(min(CHUNK, limit + 1 - len(data)))
-                if not chunk:
-                    break
-                if not data and chunk.startswith((b"\xff\xfe", b"\xfe\xff")):
-                    raise InputError(f"{path}: UTF-16 text; det-k8s reads UTF-8",
-                                     hint="save it as UTF-8 (in PowerShell: ... | Out-File -Encoding utf8)")
-                if b"\0" in chunk:
-                    raise InputError(f"{path}: binary data (a NUL byte), not text; is this the right {what}?")
-                data += chunk
-        if len(data) > limit:
-            raise InputError(f"{path}: larger than {limit // 2**20} MiB; is this the right {what}?")
-        bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
-        try:
-            return bytes(memoryview(data)[bom:]).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text (byte {bom + exc.start + 1} is not valid UTF-8)",
-                             hint="save it as UTF-8") from exc
+            return decode_bounded(handle, str(path), what, limit)
     except FileNotFoundError as exc:
         raise InputError(f"{path}: no such {what}") from exc
     except IsADirectoryError as exc:
@@ -71,14 +65,44 @@ def read_text(path: Path, what: str = "file", limit: int = SETTINGS_LIMIT) -> st
         raise InputError(f"{path}: permission denied") from exc
 
 
-def load_settings_from_cli(files: Sequence[Path] | None, sets: Sequence[str] | None,
+def decode_bounded(handle: Any, shown: str, what: str, limit: int) -> str:
+    """A binary stream's UTF-8 text, read in chunks at most `limit` bytes deep, so a device or a huge input fails
+    cleanly.
+
+    It is refused at the first NUL byte (never in YAML or JSON text), so `/dev/zero` or a binary file fails at once
+    rather than after filling memory up to the limit. UTF-16 (what Windows PowerShell's `>` writes) is named as such
+    rather than called binary, and a UTF-8 byte-order mark is dropped.
+    """
+    data = bytearray()
+    while len(data) <= limit:
+        chunk = handle.read(min(CHUNK, limit + 1 - len(data)))
+        if not chunk:
+            break
+        if not data and chunk.startswith((b"\xff\xfe", b"\xfe\xff")):
+            raise InputError(f"{shown}: UTF-16 text; det-k8s reads UTF-8",
+                             hint="save it as UTF-8 (in PowerShell: ... | Out-File -Encoding utf8)")
+        if b"\0" in chunk:
+            raise InputError(f"{shown}: binary data (a NUL byte), not text; is this the right {what}?")
+        data += chunk
+    if len(data) > limit:
+        raise InputError(f"{shown}: larger than {limit // 2**20} MiB; is this the right {what}?")
+    bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    try:
+        return bytes(memoryview(data)[bom:]).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{shown}: not UTF-8 text (byte {bom + exc.start + 1} is not valid UTF-8)",
+                         hint="save it as UTF-8") from exc
+
+
+def load_settings_from_cli(files: Sequence[str | Path] | None, sets: Sequence[str] | None,
                            set_strings: Sequence[str] | None, *, required: bool = True) -> LoadedSettings:
-    """Read -f files and apply --set flags; problems are collected in the result."""
+    """Read -f files (paths, - for stdin, URLs) and apply --set flags; problems are collected in the result."""
     from ..settings import Document, load_settings
+    from .sources import read_source
 
     if required and not files and not sets and not set_strings:
         raise UsageError("no settings given", hint="pass a settings file with -f, e.g. -f examples/gpu-cluster.yaml")
-    documents = [Document(str(path), read_text(path, "settings file")) for path in files or ()]
+    documents = [Document(*read_source(given, "settings file", SETTINGS_LIMIT)) for given in files or ()]
     return load_settings(documents, sets or (), set_strings or ())
 
 
@@ -101,7 +125,8 @@ def load_documents(path: Path) -> list[Any]:
         return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        shown = "stdin" if str(path) == STDIN else str(path)
+        where = f"{shown}:{mark.line + 1}" if mark is not None else shown
         raise InputError(f"{where}: YAML syntax error: {exc.problem}") from exc
 
 
@@ -109,4 +134,4 @@ def load_snapshot(path: Path) -> Snapshot:
     """A Kubernetes List of Nodes and Pods (`kubectl get nodes,pods -A -o yaml`)."""
     from ..cluster.read import snapshot_from_objects
 
-    return snapshot_from_objects(load_documents(path), str(path))
+    return snapshot_from_objects(load_documents(path), "stdin" if str(path) == STDIN else str(path))

@@ -26,7 +26,7 @@ SCHEDULING_KEYS = ("maxSlotsPerPod", "slotType", "slotResourceRequests", "taskCo
                    "defaultScheduler")
 
 
-def scheduling_settings(api: KubeApi, values: Sequence[Path] | None, sets: Sequence[str] | None,
+def scheduling_settings(api: KubeApi, values: Sequence[str | Path] | None, sets: Sequence[str] | None,
                         set_strings: Sequence[str] | None) -> Settings:
     """Settings from -f/--set, or else from the installed master's configuration in the namespace."""
     import yaml

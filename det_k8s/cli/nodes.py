@@ -18,7 +18,8 @@ from ..kube.kinds import EVENTS, PODS
 from ..kube.snapshot import read_snapshot
 from ..quantity import format_cpu
 from ..release.gpu_check import IMAGE, container_waiting, gpu_check_pod, scheduling_problem
-from ..tools.duration import parse_duration
+from ..tools.duration import HELP as DURATION_HELP
+from ..tools.duration import go_duration, parse_duration
 from ..tools.kubectl import (
     AGENT_LABEL,
     AGENT_VALUE,
@@ -29,7 +30,7 @@ from ..tools.kubectl import (
     unlabel_argv,
 )
 from . import output
-from .common import KubectlBinaryOpt, kube_flags, kubectl
+from .common import KubectlBinaryOpt, cluster, kube_flags, kubectl
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
 app = typer.Typer(help="Cluster nodes: capacity, the Determined agent label, taints, a GPU check.",
@@ -75,7 +76,7 @@ def list_nodes(output_format: OutputOpt = OutputFormat.table) -> None:
 @with_global_options
 def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
     """Add the agent label determined.ai/pedl-agent=present (kubectl label --overwrite)."""
-    kubectl(kubectl_binary).run(label_argv(nodes, kube_flags(None)))
+    kubectl(kubectl_binary, cluster()).run(label_argv(nodes, kube_flags(None)))
     output.success(f"Labelled {', '.join(nodes)} {AGENT_LABEL}={AGENT_VALUE}")
 
 
@@ -83,7 +84,7 @@ def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
 @with_global_options
 def unlabel(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
     """Remove the agent label (kubectl label NODE determined.ai/pedl-agent-)."""
-    kubectl(kubectl_binary).run(unlabel_argv(nodes, kube_flags(None)))
+    kubectl(kubectl_binary, cluster()).run(unlabel_argv(nodes, kube_flags(None)))
     output.success(f"Removed {AGENT_LABEL} from {', '.join(nodes)}")
 
 
@@ -100,7 +101,7 @@ def taint(
         raise UsageError("nodes taint: give the nodes, then the taint",
                          hint=f"e.g. det-k8s nodes taint gpu-0 gpu-1 {DEFAULT_TAINT}")
     spec = parse_taint(args[-1], remove=remove)
-    kubectl(kubectl_binary).run(taint_argv(args[:-1], spec, kube_flags(None)))
+    kubectl(kubectl_binary, cluster()).run(taint_argv(args[:-1], spec, kube_flags(None)))
     output.success(f"{'Removed' if spec.remove else 'Set'} taint {spec.argument().rstrip('-')} on "
                    f"{', '.join(args[:-1])}")
 
@@ -110,7 +111,8 @@ def taint(
 def check_gpu(
     node: Annotated[str | None, typer.Argument(metavar="[NODE]", help="Run on this node (default: any GPU node).",
                                                show_default=False)] = None,
-    timeout: Annotated[str, typer.Option("--timeout", metavar="DURATION", help="How long to wait.")] = "5m",
+    timeout: Annotated[str, typer.Option("--timeout", metavar="DURATION",
+                                         help=f"How long to wait: {DURATION_HELP}.")] = "5m",
     image: Annotated[str, typer.Option("--image", metavar="IMAGE", help="A CUDA image with nvidia-smi.")] = IMAGE,
 ) -> None:
     """Run a pod that requests one nvidia.com/gpu and runs nvidia-smi; show its output; always delete it."""
@@ -123,7 +125,7 @@ def check_gpu(
     phase, problem, pod = "Pending", None, created
     try:
         deadline = time.monotonic() + seconds
-        with output.spinner(f"waiting for {name} (up to {timeout})"):
+        with output.spinner(f"waiting for {name} (up to {go_duration(timeout)})"):
             while time.monotonic() < deadline:
                 pod = api.get(PODS, name, namespace)
                 phase = (pod.get("status") or {}).get("phase") or "Pending"
@@ -145,4 +147,4 @@ def check_gpu(
         return
     if phase == "Failed":
         raise DetK8sError(f"nvidia-smi failed on {where}", hint="check the NVIDIA driver and device plugin there")
-    raise DetK8sError(f"the GPU check pod did not finish within {timeout}: " + (problem or f"still {phase}"))
+    raise DetK8sError(f"the GPU check pod did not finish within {go_duration(timeout)}: " + (problem or f"still {phase}"))

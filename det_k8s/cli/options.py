@@ -8,6 +8,7 @@ command's signature so each command does not repeat them; values given after the
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -20,6 +21,7 @@ import typer
 
 if TYPE_CHECKING:
     from ..kube.api import KubeApi
+    from ..settings.podspec import KubeVersion
 
 GLOBAL_PANEL = "Global options"
 
@@ -37,10 +39,21 @@ class GlobalOptions:
         return replace(self, **given)
 
     def connect(self) -> KubeApi:
-        """The cluster these options name (kubeconfig, context and namespace resolved as kubectl does)."""
+        """The cluster these options name (kubeconfig, context and namespace resolved as kubectl does), proven to be
+        a Kubernetes API server that answers (GET /version): a dead or odd server is one line naming the context,
+        whatever the command was about to ask it."""
+        from ..errors import Forbidden
         from ..kube.api import KubeApi
 
-        return KubeApi.connect(self.kubeconfig, self.kube_context, self.namespace)
+        api = KubeApi.connect(self.kubeconfig, self.kube_context, self.namespace)
+        with contextlib.suppress(Forbidden):  # an RBAC answer comes from a Kubernetes API server all the same
+            api.server_version()
+        if api.insecure:
+            from . import output
+
+            output.warning(f"context {api.target.context} skips TLS verification (insecure-skip-tls-verify): the "
+                           f"identity of {api.target.server} is not checked")
+        return api
 
 
 _CURRENT: contextvars.ContextVar[GlobalOptions] = contextvars.ContextVar(
@@ -78,6 +91,36 @@ DebugOpt = Annotated[bool, typer.Option(
 OutputOpt = Annotated[OutputFormat, typer.Option(
     "--output", "-o", case_sensitive=False, metavar="FORMAT", help="Output format: table, json or yaml.")]
 
+KubeVersionOpt = Annotated[str | None, typer.Option(
+    "--kube-version", metavar="VERSION",
+    help="Kubernetes version whose schema pod specs are checked against, like helm template --kube-version "
+    "(default: the cluster's when one is contacted, else the newest det-k8s knows).")]
+
+
+def pod_spec_version(given: str | None) -> KubeVersion:
+    """The version --kube-version names (a usage error when it names none), or the default."""
+    from ..errors import UsageError
+    from ..settings.podspec import DEFAULT, OPTION, KubeVersion, parse_kube_version
+
+    if not given:
+        return DEFAULT
+    found = parse_kube_version(given)
+    if found is None:
+        raise UsageError(f"--kube-version {given!r}: not a Kubernetes version", hint="write it as 1.31 or v1.31.2")
+    return KubeVersion(found, OPTION)
+
+
+def cluster_pod_spec_version(api: KubeApi) -> KubeVersion | None:
+    """The cluster's own version for pod spec checks; None when RBAC hides /version (the default applies)."""
+    from ..errors import Forbidden
+    from ..settings.podspec import cluster_version
+
+    try:
+        return cluster_version(api.server_version())
+    except Forbidden:
+        return None
+
+
 _GLOBAL_PARAMS = (
     ("namespace", NamespaceOpt, None),
     ("kube_context", ContextOpt, None),
@@ -91,12 +134,28 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def with_global_options(func: F) -> F:
     """Add the global options to a command's signature; their values go to `current()`."""
+    return _with_options(func, tuple(name for name, _, _ in _GLOBAL_PARAMS))
+
+
+def with_options(*names: str) -> Callable[[F], F]:
+    """Like `with_global_options`, with only the named global options: an offline command (render, plan) takes
+    no cluster options, so its help does not offer them."""
+    unknown = set(names) - {name for name, _, _ in _GLOBAL_PARAMS}
+    if unknown:
+        raise ValueError(f"not global options: {sorted(unknown)}")
+    return lambda func: _with_options(func, names)
+
+
+OFFLINE = ("verbose", "debug")
+
+
+def _with_options(func: F, names: tuple[str, ...]) -> F:
     signature = inspect.signature(func, eval_str=True)
     own = set(signature.parameters)
     added = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
         for name, annotation, default in _GLOBAL_PARAMS
-        if name not in own
+        if name not in own and name in names
     ]
 
     @functools.wraps(func)

@@ -1,15 +1,19 @@
 """Everything det-k8s prints goes through here.
 
-Data (tables, JSON, YAML) goes to stdout; messages, warnings and spinners go to stderr, so
-`det-k8s pods list -o json | jq` always gets clean JSON. On a terminal, tables are Rich tables
-and long waits show a spinner; when piped, tables are plain aligned columns (like kubectl) and
-there is no animation. Rich honours NO_COLOR itself.
+Data (tables, JSON, YAML, diffs) goes to stdout; messages, warnings and spinners go to stderr, so
+`det-k8s pods list -o json | jq` always gets clean JSON. On a terminal, tables are Rich tables,
+labels are coloured and long waits show a spinner; when piped, everything is plain text (tables as
+aligned columns, like kubectl) and nothing moves. Table headers are upper-case either way.
+
+`NO_COLOR` (any non-empty value, https://no-color.org) turns every style off, bold and italic
+included, not only colour; `TERM=dumb` does too and also stops the spinner, as for a pipe.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,23 +37,34 @@ def _is_tty(stream: Any) -> bool:
         return False
 
 
+def _dumb() -> bool:
+    return os.environ.get("TERM") == "dumb"
+
+
+def _styled(stream: Any) -> bool:
+    """Styles (colour, bold) only on a terminal, and not with NO_COLOR or TERM=dumb."""
+    return _is_tty(stream) and not os.environ.get("NO_COLOR") and not _dumb()
+
+
+def _animated(stream: Any) -> bool:
+    """Spinners only on a terminal that can redraw a line."""
+    return _is_tty(stream) and not _dumb()
+
+
 def message(text: str) -> None:
     """A line for the person running the command (stderr)."""
-    if _is_tty(sys.stderr):
-        _console(True).print(text, markup=False)
-    else:
-        print(text, file=sys.stderr, flush=True)
+    print(text, file=sys.stderr, flush=True)
 
 
 def warning(text: str) -> None:
-    if _is_tty(sys.stderr):
+    if _styled(sys.stderr):
         _console(True).print(f"[yellow]warning:[/yellow] {_escape(text)}")
     else:
         print(f"warning: {text}", file=sys.stderr, flush=True)
 
 
 def error(text: str, hint: str | None = None) -> None:
-    if _is_tty(sys.stderr):
+    if _styled(sys.stderr):
         line = f"[red]error:[/red] {_escape(text)}" + (f"; {_escape(hint)}" if hint else "")
         _console(True).print(line)
     else:
@@ -57,7 +72,7 @@ def error(text: str, hint: str | None = None) -> None:
 
 
 def success(text: str) -> None:
-    if _is_tty(sys.stderr):
+    if _styled(sys.stderr):
         _console(True).print(f"[green]{_escape(text)}[/green]")
     else:
         print(text, file=sys.stderr, flush=True)
@@ -73,7 +88,7 @@ def problem(item: Problem, stream: Any = None) -> None:
     """One validation finding on its own line."""
     stream = stream or sys.stdout
     text = item.render()
-    if _is_tty(stream):
+    if _styled(stream):
         colour = "red" if item.is_error else "yellow"
         label = item.severity.value
         _console(stream is sys.stderr).print(f"[{colour}]{label}:[/{colour}] {_escape(text[len(label) + 2:])}")
@@ -93,27 +108,48 @@ def data(obj: Any, fmt: OutputFormat) -> None:
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
-    """A table on stdout: Rich on a terminal, aligned plain columns otherwise."""
+    """A table on stdout with upper-case headers: Rich on a styled terminal, aligned plain columns otherwise."""
+    headers = [c.upper() for c in columns]
     cells = [["" if c is None else str(c) for c in row] for row in rows]
-    if _is_tty(sys.stdout):
+    if _styled(sys.stdout):
         from rich import box
         from rich.table import Table
 
-        rich_table = Table(*columns, box=box.SIMPLE, title=title, header_style="bold", pad_edge=False)
+        rich_table = Table(*headers, box=box.SIMPLE, title=title, header_style="bold", pad_edge=False)
         for row in cells:
             rich_table.add_row(*(_escape(c) for c in row))
         _console(False).print(rich_table)
         return
     if title:
         print(title)
-    widths = [len(c) for c in columns]
+    widths = [len(c) for c in headers]
     for row in cells:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(cell))
-    print("   ".join(c.upper().ljust(widths[i]) for i, c in enumerate(columns)).rstrip())
+    print("   ".join(c.ljust(widths[i]) for i, c in enumerate(headers)).rstrip())
     for row in cells:
         print("   ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
     sys.stdout.flush()
+
+
+def diff_lines(title: str, lines: Sequence[str]) -> None:
+    """One object's unified diff on stdout: the title, then `+`/`-` lines (green/red on a styled terminal)."""
+    if not _styled(sys.stdout):
+        print(title)
+        for line in lines:
+            print(line)
+        print()
+        sys.stdout.flush()
+        return
+    from rich.text import Text
+
+    console = _console(False)
+    console.print(Text(title, style="bold"))
+    for line in lines:
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else (
+            "cyan" if line.startswith("@@") else "")
+        console.print(Text(line, style=style))
+    console.print()
 
 
 def key_values(pairs: Mapping[str, Any]) -> None:
@@ -126,8 +162,8 @@ def key_values(pairs: Mapping[str, Any]) -> None:
 
 @contextlib.contextmanager
 def spinner(text: str) -> Iterator[None]:
-    """A spinner on stderr while waiting, only on a terminal."""
-    if not _is_tty(sys.stderr):
+    """A spinner on stderr while waiting, only on a terminal that can redraw a line."""
+    if not _animated(sys.stderr):
         yield
         return
     with _console(True).status(text):

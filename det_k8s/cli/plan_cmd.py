@@ -13,17 +13,19 @@ from typing import Annotated
 import typer
 
 from .inputs import SetOpt, SetStringOpt, ValuesOpt
-from .options import OutputFormat, OutputOpt, with_global_options
+from .options import OFFLINE, KubeVersionOpt, OutputFormat, OutputOpt, pod_spec_version, with_options
 
 
-@with_global_options
+@with_options(*OFFLINE)
 def plan(
     experiments: Annotated[list[Path], typer.Argument(
         metavar="EXPERIMENT", show_default=False,
-        help="Experiment config files (Determined's keys), taken as submitted at once, in this order.")],
+        help="Experiment config files (Determined's keys), taken as submitted at once, in this order; - reads one "
+        "from stdin.")],
     snapshot_file: Annotated[Path, typer.Option(
         "--snapshot", metavar="FILE", show_default=False,
-        help="Nodes and pods as `kubectl get nodes,pods -A -o json` (or -o yaml, far slower to read) prints them.")],
+        help="Nodes and pods as `kubectl get nodes,pods -A -o json` (or -o yaml, far slower to read) prints them; "
+        "- reads stdin (kubectl get nodes,pods -A -o json | det-k8s plan ... --snapshot -).")],
     values: ValuesOpt = None,
     set_: SetOpt = None,
     set_string: SetStringOpt = None,
@@ -35,10 +37,13 @@ def plan(
         help="Nodes will be added: groups larger than the cluster wait instead of being rejected.")] = False,
     user: Annotated[str | None, typer.Option(
         "--user", metavar="NAME", help="Submit as this user, for fair share (default: $USER).")] = None,
+    kube_version: KubeVersionOpt = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Show where experiments would run on a cluster snapshot, or why they would wait. Offline."""
+    from ..settings.podspec import checking_against
     from .planning import run
 
-    run(experiments, snapshot_file, values, set_, set_string, preemption=preemption, autoscaling=autoscaling,
-        user=user, output_format=output_format)
+    with checking_against(pod_spec_version(kube_version)):
+        run(experiments, snapshot_file, values, set_, set_string, preemption=preemption, autoscaling=autoscaling,
+            user=user, output_format=output_format)

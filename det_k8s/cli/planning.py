@@ -14,7 +14,7 @@ import math
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from ..scheduling.groups import build_group
 from ..scheduling.labels import running_groups
 from ..scheduling.model import Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from ..scheduling.plan import schedule
+from ..scheduling.searchers import Search, trials_at_once
 from ..settings.model import Settings
 from . import output
 from .inputs import load_settings_from_cli, load_snapshot, read_text
@@ -38,11 +39,20 @@ SCHEDULING_KEYS = ("maxSlotsPerPod", "slotType", "slotResourceRequests", "taskCo
 
 @dataclass(frozen=True)
 class Entry:
-    """One experiment argument and what became of it."""
+    """One trial of an experiment argument (a search has several) and what became of it."""
 
     experiment: Experiment
     group: PodGroup | None
     rejected: Reason | None = None
+    trial: int = 1
+    search: Search | None = None  # set for a search running more than one trial at once
+
+    @property
+    def label(self) -> str:
+        """The experiment's name, and which trial for a search: `asha (trial 2/4)`."""
+        if self.search is None:
+            return self.experiment.name
+        return f"{self.experiment.name} (trial {self.trial}/{self.search.trials})"
 
 
 @contextlib.contextmanager
@@ -68,7 +78,7 @@ def default_max_slots(snapshot: Snapshot) -> tuple[int, list[int]]:
     return (math.gcd(*sizes) if sizes else 1), sizes
 
 
-def plan_settings(values: Sequence[Path] | None, sets: Sequence[str] | None,
+def plan_settings(values: Sequence[str | Path] | None, sets: Sequence[str] | None,
                   set_strings: Sequence[str] | None, snapshot: Snapshot) -> Settings:
     """Settings from -f/--set; with no settings file, maxSlotsPerPod defaults to the GPU nodes' GCD."""
     loaded = load_settings_from_cli(values, sets, set_strings, required=False)
@@ -88,8 +98,8 @@ def plan_settings(values: Sequence[Path] | None, sets: Sequence[str] | None,
 
 def read_experiments(paths: Sequence[Path]) -> list[Experiment]:
     """Every experiment file, all problems reported at once."""
-    parsed = [parse_experiment(read_text(path, "experiment file"), str(path), default_name=path.stem)
-              for path in paths]
+    parsed = [parse_experiment(read_text(path, "experiment file"), "stdin" if str(path) == "-" else str(path),
+                               default_name="experiment" if str(path) == "-" else path.stem) for path in paths]
     errors = [p for item in parsed for p in item.errors]
     for item in parsed:
         for warning in item.warnings:
@@ -101,21 +111,37 @@ def read_experiments(paths: Sequence[Path]) -> list[Experiment]:
 
 def build_entries(experiments: Sequence[Experiment], settings: Settings, user: str,
                   submitted: datetime) -> list[Entry]:
-    """The experiments as groups submitted together at `submitted`, in argument order."""
+    """The experiments as groups submitted together at `submitted`, in argument order; a search that runs N
+    trials at once is N groups, one per trial (each trial's pods start together, trials independently)."""
     now = submitted.strftime("%Y-%m-%dT%H:%M:%SZ")
-    entries = []
-    for sequence, experiment in enumerate(experiments):
-        seed = f"{sequence}\0{experiment.name}"  # stable however the file was named
-        group_id = hashlib.sha256(seed.encode()).hexdigest()[:12]
-        try:
-            group = build_group(experiment, settings, group_id=group_id, user=user, submitted_at=now,
-                                sequence=sequence)
-        except Unschedulable as exc:
-            detail = exc.message + (f"; {exc.hint}" if exc.hint else "")
-            entries.append(Entry(experiment, None, Reason(ReasonCode.NOT_DIVISIBLE, detail=detail)))
-            continue
-        entries.append(Entry(experiment, group))
+    entries: list[Entry] = []
+    for index, experiment in enumerate(experiments):
+        search = trials_at_once(experiment.config, str(settings.app_version))
+        trials = search.trials if search.trials > 1 else 1
+        for trial in range(1, trials + 1):
+            sequence = len(entries)
+            seed = f"{index}\0{experiment.name}" + (f"\0{trial}" if trials > 1 else "")  # stable whatever the file name
+            group_id = hashlib.sha256(seed.encode()).hexdigest()[:12]
+            member = replace(experiment, name=f"{experiment.name}-trial-{trial}") if trials > 1 else experiment
+            shown = search if trials > 1 else None
+            try:
+                group = build_group(member, settings, group_id=group_id, user=user, submitted_at=now,
+                                    sequence=sequence)
+            except Unschedulable as exc:
+                detail = exc.message + (f"; {exc.hint}" if exc.hint else "")
+                entries.append(Entry(experiment, None, Reason(ReasonCode.NOT_DIVISIBLE, detail=detail), trial, shown))
+                continue
+            entries.append(Entry(experiment, group, None, trial, shown))
     return entries
+
+
+def announce_searches(entries: Sequence[Entry]) -> None:
+    """One line per search: how many trials it runs at once and that each is planned as its own gang."""
+    for entry in entries:
+        if entry.search is not None and entry.trial == 1:
+            search = entry.search
+            output.message(f"{entry.experiment.name}: {search.searcher} search, {search.trials} trials at once "
+                           f"({search.why}); each trial is its own gang")
 
 
 def report(entries: Sequence[Entry], plan: Plan, running_names: dict[str, str]) -> list[dict[str, Any]]:
@@ -123,9 +149,10 @@ def report(entries: Sequence[Entry], plan: Plan, running_names: dict[str, str]) 
     records: list[dict[str, Any]] = []
     for entry in entries:
         group = entry.group
+        trial = {"trial": entry.trial, "trials": entry.search.trials} if entry.search is not None else {}
         if group is None:
             assert entry.rejected is not None
-            records.append({"name": entry.experiment.name, "status": "rejected",
+            records.append({"name": entry.experiment.name, **trial, "status": "rejected",
                             "reason": describe(entry.rejected), "pods": []})
             continue
         status = plan.status(group.id)
@@ -135,8 +162,12 @@ def report(entries: Sequence[Entry], plan: Plan, running_names: dict[str, str]) 
             text = "after preempting " + ", ".join(running_names.get(v, v) for v in plan.preempting[group.id])
         pods = [{"name": pod, "node": node, "slots": group.slots_per_pod}
                 for pod, node in plan.placements.get(group.id, ())]
-        records.append({"name": entry.experiment.name, "status": status, "reason": text, "pods": pods})
+        records.append({"name": entry.experiment.name, **trial, "status": status, "reason": text, "pods": pods})
     return records
+
+
+def _label(record: dict[str, Any]) -> str:
+    return f"{record['name']} (trial {record['trial']}/{record['trials']})" if "trial" in record else record["name"]
 
 
 def print_table(records: Sequence[dict[str, Any]], plan: Plan, victims: Sequence[tuple[str, ...]]) -> None:
@@ -145,14 +176,14 @@ def print_table(records: Sequence[dict[str, Any]], plan: Plan, victims: Sequence
         rows = []
         for record in placed:
             for i, pod in enumerate(record["pods"]):
-                rows.append([record["name"] if i == 0 else "", pod["name"], pod["node"], pod["slots"]])
+                rows.append([_label(record) if i == 0 else "", pod["name"], pod["node"], pod["slots"]])
         output.table(["experiment", "pod", "node", "slots"], rows, title="Placed (all pods start together)")
     others = [r for r in records if r["status"] != "placed"]
     if others:
         if placed:
             print()
         output.table(["experiment", "status", "reason"],
-                     [[r["name"], r["status"], r["reason"]] for r in others], title="Not placed")
+                     [[_label(r), r["status"], r["reason"]] for r in others], title="Not placed")
     if victims:
         print()
         output.table(["group", "experiment", "user", "priority", "pods", "for"], victims,
@@ -163,7 +194,7 @@ def print_table(records: Sequence[dict[str, Any]], plan: Plan, victims: Sequence
                    + (f"; {len(plan.victims)} running group(s) preempted" if plan.victims else ""))
 
 
-def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[Path] | None,
+def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str | Path] | None,
         sets: Sequence[str] | None, set_strings: Sequence[str] | None, *, preemption: bool, autoscaling: bool,
         user: str | None, output_format: OutputFormat) -> None:
     """Load everything, plan one pass, print the answer."""
@@ -173,6 +204,7 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[Path]
         submitter = user or os.environ.get("USER") or "unknown"
         now = datetime.now(UTC).replace(microsecond=0)
         entries = build_entries(read_experiments(experiments), settings, submitter, now)
+        announce_searches(entries)
         policy = Policy(preemption=preemption or settings.default_scheduler == "preemption",
                         autoscaling=autoscaling)
         running = {g.id: g for g in running_groups(snapshot.pods)}
@@ -189,7 +221,7 @@ def show(entries: Sequence[Entry], result: Plan, running: dict[str, RunningGroup
     if output_format is not OutputFormat.table:
         output.data({"experiments": records}, output_format)
         return
-    by_group = {e.group.id: e.experiment.name for e in entries if e.group is not None}
+    by_group = {e.group.id: e.label for e in entries if e.group is not None}
     preemptor = {victim: by_group.get(g, g) for g, victims in result.preempting.items() for victim in victims}
     victims = [(v, running[v].experiment, running[v].user, str(running[v].priority),
                 str(len(running[v].pods)), preemptor.get(v, "")) for v in result.victims if v in running]

@@ -8,12 +8,13 @@ prints and runs.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..errors import NotFound, SettingsError, Severity
+from ..errors import NotFound, SettingsError, Severity, UsageError
 from ..kube.api import KubeApi
 from ..kube.kinds import CONFIGMAPS, NODES, PODS, PVCS, SERVICES
 from ..release import live
@@ -23,7 +24,8 @@ from ..release.names import db_pvc, master_service, validate_release_name
 from ..release.preflight import determined_releases
 from ..release.tasks import MASTER_TASKS, group_tasks
 from ..settings.rules import missing_initial_password
-from ..tools.duration import parse_duration
+from ..tools.duration import HELP as DURATION_HELP
+from ..tools.duration import go_duration, parse_duration
 from ..tools.helm import (
     Helm,
     ReleaseSpec,
@@ -42,6 +44,7 @@ from .common import (
     HelmBinaryOpt,
     YesOpt,
     check_user_chart,
+    cluster,
     confirm,
     helm,
     kube_flags,
@@ -50,7 +53,7 @@ from .common import (
     report_problems,
 )
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
-from .options import OutputFormat, OutputOpt, current, with_global_options
+from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
 
 ReleaseArg = Annotated[str, typer.Argument(metavar="RELEASE", help="The helm release name, e.g. determined.",
                                            show_default=False)]
@@ -58,7 +61,7 @@ ChartOpt = Annotated[Path | None, typer.Option(
     "--chart", metavar="PATH", help="Install your copy of the Determined chart (directory or .tgz) instead of the "
     "bundled one; it is copied and rendered, never modified.")]
 TimeoutOpt = Annotated[str, typer.Option("--timeout", metavar="DURATION",
-                                         help="How long helm waits (Go duration: 90s, 10m, 1h).")]
+                                         help=f"How long helm waits: {DURATION_HELP}.")]
 DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Print the helm command and the manifests (Secret values redacted); contact no cluster.")]
 RollbackOpt = Annotated[bool, typer.Option(
@@ -71,7 +74,10 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
     output.message(f"would run: {display([tool.path, *spec_argv])}")
     output.message(f"  ({values_file} is a private copy, removed when det-k8s exits; nothing was sent to a cluster)")
     rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=secrets)
-    sys.stdout.write(redact_secrets(manifests_from_render(tool.major, rendered.stdout)))
+    text = redact_secrets(manifests_from_render(tool.major, rendered.stdout))
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "<redacted>")  # charts that put a password outside a Secret (official 0.17.15)
+    sys.stdout.write(text)
 
 
 def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> None:
@@ -85,27 +91,36 @@ def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> None
     output.message(f"Next: det-k8s status {release} -n {namespace}   (master readiness, logs, diagnosis)")
 
 
-def _announce_restarts(api: KubeApi, release: str, yes: bool) -> None:
-    """An upgrade restarts the master: name the running experiments, then ask (or refuse without a terminal)."""
+def announce_restarts(api: KubeApi, what: str, question: str, action: str, yes: bool) -> None:
+    """`what` (an upgrade, a rollback) restarts the master: name the running experiments, then ask (or refuse
+    without a terminal)."""
     groups = group_tasks(live.running_tasks(api, api.namespace))
     if groups:
         output.warning(f"{len(groups)} task(s) are running in {api.namespace}; the master restarts during the "
-                       "upgrade and they resume from their latest checkpoint (work since then is redone). "
+                       f"{what} and they resume from their latest checkpoint (work since then is redone). "
                        "Consider pausing experiments first:")
         for group in groups:
-            output.message(f"  {group.description} (allocation {group.allocation}): {', '.join(group.pods)}")
+            allocation = f" (allocation {group.allocation})" if group.allocation else " (no allocation label)"
+            output.message(f"  {group.description}{allocation}: {', '.join(group.pods)}")
     else:
         output.message(f"no task pods are running in {api.namespace}")
-    confirm(f"Upgrade release {release} in namespace {api.namespace}? The master restarts.", yes=yes,
-            action=f"upgrade {release}")
+    confirm(question, yes=yes, action=action)
 
 
 def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_string: SetStringOpt,
                chart: Path | None, timeout: str, dry_run: bool, helm_bin: str | None, *, wait: bool,
-               create_namespace: bool, rollback: bool, skip_storage_check: bool, yes: bool = False) -> None:
+               create_namespace: bool, rollback: bool, skip_storage_check: bool, yes: bool = False,
+               kube_version: str | None = None, show_diff: bool = False) -> None:
+    from ..settings.podspec import checking_against
+
     validate_release_name(release)
+    if show_diff and dry_run:
+        raise UsageError("--diff compares with the installed release, which --dry-run does not contact",
+                         hint=f"det-k8s diff {release} -f ... shows the changes without upgrading")
     seconds = parse_duration(timeout)
-    loaded = load_settings_from_cli(values, set_, set_string)
+    checked = pod_spec_version(kube_version)
+    with checking_against(checked):
+        loaded = load_settings_from_cli(values, set_, set_string)
     settings = loaded.settings()  # every error listed, exit 1, nothing run
     report_warnings(loaded)
     build = install_argv if command == "install" else upgrade_argv
@@ -120,22 +135,30 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         if dry_run:
             namespace = offline_namespace()
             spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube_flags(namespace), wait,
-                               timeout, create_namespace, rollback)
+                               go_duration(timeout), create_namespace, rollback)
             _dry_run(tool, release, build(tool.major, spec), str(built.directory), str(built.values_file), namespace,
                      secret_values(settings))
             return
         api = current().connect()
         kube = kube_flags(api.namespace)
+        tool = replace(tool, context=api.target.context)
         with output.spinner(f"checking cluster {api.target.context}"):
             problems = live.run_preflight(api, tool, loaded, settings, release, kube,
                                           create_namespace=create_namespace, upgrading=command == "upgrade",
-                                          skip_storage_check=skip_storage_check)
+                                          skip_storage_check=skip_storage_check, pod_specs_checked=checked)
         report_problems(problems)
         if command == "upgrade":
-            _announce_restarts(api, release, yes)
-        spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, wait, timeout,
+            if show_diff:
+                from .release_ops import show_upgrade_diff
+
+                show_upgrade_diff(tool, release, kube, api.namespace, str(built.directory), str(built.values_file),
+                                  secret_values(settings))
+            announce_restarts(api, "upgrade", f"Upgrade release {release} in namespace {api.namespace}? The master "
+                              "restarts.", f"upgrade {release}", yes)
+        spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, wait, go_duration(timeout),
                            create_namespace, rollback)
-        with output.spinner(f"helm {command} {release} (up to {timeout})" if wait else f"helm {command} {release}"):
+        waiting = f" (up to {go_duration(timeout)})" if wait else ""
+        with output.spinner(f"helm {command} {release}{waiting}"):
             tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings))
     output.success(f"{'Installed' if command == 'install' else 'Upgraded'} release {release} in namespace "
                    f"{api.namespace} (Determined {settings.app_version})")
@@ -155,11 +178,13 @@ def install(
     dry_run: DryRunOpt = False,
     rollback_on_failure: RollbackOpt = False,
     skip_storage_check: SkipStorageOpt = False,
+    kube_version: KubeVersionOpt = None,
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """Validate the settings and the cluster, then helm install Determined and print the master's address."""
     _lifecycle("install", release, values, set_, set_string, chart, timeout, dry_run, helm_binary, wait=wait,
-               create_namespace=create_namespace, rollback=rollback_on_failure, skip_storage_check=skip_storage_check)
+               create_namespace=create_namespace, rollback=rollback_on_failure, skip_storage_check=skip_storage_check,
+               kube_version=kube_version)
 
 
 @with_global_options
@@ -173,12 +198,17 @@ def upgrade(
     dry_run: DryRunOpt = False,
     rollback_on_failure: RollbackOpt = False,
     skip_storage_check: SkipStorageOpt = False,
+    kube_version: KubeVersionOpt = None,
+    show_diff: Annotated[bool, typer.Option(
+        "--diff", help="Before asking, show what the upgrade changes (det-k8s diff: manifests and master "
+        "configuration, secrets as hashes).")] = False,
     yes: YesOpt = False,
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """Validate, warn which experiments restart from their latest checkpoint, ask, then helm upgrade --wait."""
     _lifecycle("upgrade", release, values, set_, set_string, chart, timeout, dry_run, helm_binary, wait=True,
-               create_namespace=False, rollback=rollback_on_failure, skip_storage_check=skip_storage_check, yes=yes)
+               create_namespace=False, rollback=rollback_on_failure, skip_storage_check=skip_storage_check, yes=yes,
+               kube_version=kube_version, show_diff=show_diff)
 
 
 @with_global_options
@@ -210,9 +240,10 @@ def uninstall(
         output.warning("this permanently deletes every experiment record of this Determined installation")
     confirm(f"Uninstall {release}{' and DELETE ALL EXPERIMENT RECORDS' if summary.permanent_loss else ''}?",
             yes=yes, action=f"uninstall {release}")
-    tool = helm(helm_binary)
+    tool = helm(helm_binary, api.target)
     with output.spinner(f"helm uninstall {release}"):
-        tool.run(uninstall_argv(tool.major, release, kube_flags(namespace), timeout), timeout=seconds + 60)
+        tool.run(uninstall_argv(tool.major, release, kube_flags(namespace), go_duration(timeout)),
+                 timeout=seconds + 60)
     output.success(f"Uninstalled release {release} from namespace {namespace}")
     if not keep_pods:
         pods = sum(api.delete(PODS, (p.get("metadata") or {}).get("name", ""), namespace, missing_ok=True)
@@ -235,7 +266,7 @@ def list_releases(
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """The Determined releases (helm list, filtered to the Determined chart)."""
-    tool = helm(helm_binary)
+    tool = helm(helm_binary, cluster())
     options = current()
     refs = determined_releases(tool.json(list_argv(tool.major, kube_flags(options.namespace), all_namespaces)))
     if output_format is not OutputFormat.table:

@@ -108,9 +108,9 @@ def render_with_typer(width: int = MAX_WIDTH - 2) -> str:
 
     from typer import main as typer_main
 
-    from .app import build_app
+    from .app import build_app, plain_metavars
 
-    command = typer_main.get_command(build_app())
+    command = plain_metavars(typer_main.get_command(build_app()))
     out = io.StringIO()
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = str(width + 2)

@@ -9,19 +9,39 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import DetK8sError, InputError, UsageError
+from ..tools.duration import HELP as DURATION_HELP
+from ..tools.duration import parse_duration
 from . import output
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
+MAX_RESERVE_AFTER = 7 * 86400.0
 app = typer.Typer(name="scheduler", no_args_is_help=True,
                   help="Run det-k8s's gang scheduler, and set the policy every client follows.")
+
+
+def interval_seconds(text: str) -> float:
+    seconds = parse_duration(text, "--interval")
+    if seconds < 1:
+        raise UsageError(f"--interval {text!r}: at least 1s between passes")
+    return seconds
+
+
+def reserve_after_seconds(text: str | None) -> float | None:
+    """--reserve-after as seconds: a duration like every other, or 0 for at once; at most a week."""
+    if text is None:
+        return None
+    seconds = 0.0 if text.strip() in ("0", "0s") else parse_duration(text, "--reserve-after")
+    if seconds > MAX_RESERVE_AFTER:
+        raise UsageError(f"--reserve-after {text!r}: at most 7 days ({MAX_RESERVE_AFTER:g}s)")
+    return seconds
 
 
 @app.command("run")
 @with_global_options
 def run(
     once: Annotated[bool, typer.Option("--once", help="Run one pass and exit.")] = False,
-    interval: Annotated[float, typer.Option("--interval", min=1.0, metavar="SECONDS",
-                                            help="Seconds between passes.")] = 10.0,
+    interval_text: Annotated[str, typer.Option("--interval", metavar="DURATION",
+                                               help=f"Time between passes (at least 1s): {DURATION_HELP}.")] = "10s",
     preemption: Annotated[bool, typer.Option("--preemption",
                                              help="Preempt lower-priority groups, even if the policy does not.")]
     = False,
@@ -38,6 +58,7 @@ def run(
     from .experiment import _print_pass
     from .live import current_user, effective_policy, holder_id
 
+    interval = interval_seconds(interval_text)
     api = current().connect()
     holder = holder_id(current_user(None))
     output.message(f"scheduling namespace {api.namespace} of {api.target.context} as {holder}"
@@ -86,9 +107,10 @@ def policy(
         "--autoscaling/--no-autoscaling", help="Nodes may be added: groups larger than the cluster wait.")] = None,
     backfill: Annotated[bool | None, typer.Option(
         "--backfill/--strict-order", help="Let smaller groups start where they cannot delay the head.")] = None,
-    reserve_after: Annotated[float | None, typer.Option(
-        "--reserve-after", min=0.0, max=7 * 86400.0, metavar="SECONDS",
-        help="Seconds a group waits before nodes are reserved for it (default 300; 0: at once).")] = None,
+    reserve_after_text: Annotated[str | None, typer.Option(
+        "--reserve-after", metavar="DURATION",
+        help=f"How long a group waits before nodes are reserved for it (default 5m; 0: at once; at most 7 days): "
+             f"{DURATION_HELP}.")] = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Show the namespace's scheduling policy; with options, change it for every client."""
@@ -116,8 +138,7 @@ def policy(
             weights.pop(user, None)
         else:
             weights[user] = amount
-    if reserve_after is not None and not math.isfinite(reserve_after):
-        raise UsageError(f"--reserve-after {reserve_after}: not a number of seconds", hint="e.g. --reserve-after 300")
+    reserve_after = reserve_after_seconds(reserve_after_text)
     given: dict[str, bool | float | None] = {"preemption": preemption, "autoscaling": autoscaling,
                                              "backfill": backfill, "reserve_after": reserve_after}
     changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}

@@ -241,6 +241,10 @@ FACTS: tuple[Fact, ...] = (
          since=v("0.34.0")),
     Fact("scheduler.preemption", "0.36.0 master/internal/config/resource_manager_config.go (preemption rejected)",
          until=v("0.36.0")),
+    # -- hyperparameter searches (schemas/expconf/v0/searcher-*.json at each tag) ------------------------
+    Fact("searcher.max_concurrent_trials.default_16", "0.26.2 schemas/expconf/v0/searcher-random.json (default 16)",
+         since=v("0.26.2"), value=16,
+         note="0.17.15's schemas default it to 0 (no limit); the release that changed it lies between the two tags"),
 )
 
 _BY_KEY: dict[str, tuple[Fact, ...]] = {}

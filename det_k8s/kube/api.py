@@ -10,8 +10,9 @@ ClusterUnreachable (no connection, naming the context), OperationTimeout, or Clu
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ClusterError, ClusterUnreachable, Conflict, Forbidden, NotFound, OperationTimeout, Rejected
@@ -30,6 +31,7 @@ class KubeApi:
     target: Target
     _client: Any  # kubernetes.client.ApiClient
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
+    _version: dict[str, Any] | None = field(default=None, repr=False)  # /version, asked once
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None,
@@ -50,6 +52,13 @@ class KubeApi:
         # Set before the client builds its connection pool, or urllib3's default (3 retries) applies.
         # One retry of a connection that never opened is safe for any verb; nothing sent is ever resent.
         configuration.retries = Retry(total=1, connect=1, read=0, status=0, redirect=0, other=0)
+        if not configuration.verify_ssl:
+            # urllib3 would print InsecureRequestWarning and a source line on every request; the CLI says it once.
+            import warnings
+
+            from urllib3.exceptions import InsecureRequestWarning
+
+            warnings.filterwarnings("ignore", category=InsecureRequestWarning)
         return cls(target, ApiClient(configuration=configuration), timeout)
 
     @property
@@ -75,6 +84,7 @@ class KubeApi:
         )
 
         headers = {"Accept": "application/json", "Content-Type": content_type}
+        started = time.monotonic()
         try:
             method_, url, headers_, body_, _ = self._client.param_serialize(
                 method=method, resource_path=path, query_params=list(query) or None, header_params=headers,
@@ -88,9 +98,10 @@ class KubeApi:
             reason = getattr(exc, "reason", None) or exc
             if isinstance(reason, ReadTimeoutError) or (isinstance(exc, TimeoutError)
                                                         and not isinstance(reason, ConnectTimeoutError)):
+                waited = time.monotonic() - started  # the connect limit may have fired first (a TLS handshake)
                 raise OperationTimeout(
-                    f"the Kubernetes API at {self.target.server} (context {self.target.context}) did not answer "
-                    f"within {self.timeout[1]:g}s ({what or path})",
+                    f"the Kubernetes API at {self.target.server} (context {self.target.context}) did not answer in "
+                    f"{waited:.1f}s ({what or path})",
                     hint="the API server is overloaded or a network path is broken; try again") from exc
             raise ClusterUnreachable(
                 f"cannot reach the Kubernetes API at {self.target.server} (context {self.target.context}): "
@@ -99,7 +110,14 @@ class KubeApi:
             raise self._error(response.status, payload, what or path)
         if raw:
             return payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else str(payload)
-        return json.loads(payload) if payload else {}
+        try:
+            return json.loads(payload) if payload else {}
+        except ValueError as exc:
+            text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else str(payload)
+            raise ClusterError(
+                f"{what or path}: the server at {self.target.server} (context {self.target.context}) answered "
+                f"something that is not JSON ({_short(text)[:60]!r})",
+                hint="is it a Kubernetes API server? check the cluster's server in your kubeconfig") from exc
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
         ns = self._ns(kind, namespace)
@@ -188,8 +206,28 @@ class KubeApi:
         return text
 
     def server_version(self) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", "/version", what="server version")
+        """GET /version (asked once); any Kubernetes API server answers it, so a 404 means the kubeconfig points
+        elsewhere."""
+        if self._version is not None:
+            return self._version
+        try:
+            result = self.request("GET", "/version", what="server version")
+        except NotFound as exc:
+            raise ClusterError(
+                f"the server at {self.target.server} (context {self.target.context}) answered 404 for /version: it "
+                "does not look like a Kubernetes API server",
+                hint="check the cluster's server address in your kubeconfig") from exc
+        if not isinstance(result, dict) or not (result.get("gitVersion") or result.get("major")):
+            raise ClusterError(f"the server at {self.target.server} (context {self.target.context}) answered /version "
+                               "without a Kubernetes version: it does not look like a Kubernetes API server",
+                               hint="check the cluster's server address in your kubeconfig")
+        self._version = result
         return result
+
+    @property
+    def insecure(self) -> bool:
+        """The context skips TLS verification (insecure-skip-tls-verify): the server's identity is not checked."""
+        return not bool(getattr(self._client.configuration, "verify_ssl", True))
 
     def namespace_exists(self, name: str) -> bool:
         return self.exists(NAMESPACES, name)

@@ -98,7 +98,9 @@ def resolve(kubeconfig: str | None, context: str | None, namespace: str | None,
     if name not in contexts:
         known = ", ".join(sorted(str(c) for c in contexts)) or "none"
         where = path if len(kubeconfig_paths(kubeconfig, env)) == 1 else "your kubeconfig files"
-        raise UsageError(f"--kube-context {name}: no such context in {where} (contexts: {known})")
+        origin = "--kube-context" if context else "HELM_KUBECONTEXT" if env.get("HELM_KUBECONTEXT") else (
+            "current-context")
+        raise UsageError(f"{origin} {name}: no such context in {where} (contexts: {known})")
     ctx = contexts[name]
     clusters = {c.get("name"): c.get("cluster") or {} for c in data.get("clusters") or [] if isinstance(c, dict)}
     server = str(clusters.get(ctx.get("cluster"), {}).get("server") or "")

@@ -16,8 +16,10 @@ from ..kube.kinds import CONFIGMAPS, DEPLOYMENTS, PODS, PRIORITYCLASSES, PVCS, S
 from ..kube.snapshot import read_nodes, read_snapshot
 from ..settings import LoadedSettings, Settings
 from ..settings.node_rules import check_nodes
+from ..settings.podspec import DEFAULT, KubeVersion, cluster_version, recheck_settings
 from ..tools.helm import Helm, KubeFlags, list_argv
 from . import preflight
+from .kube_compat import check_kubernetes
 from .loss import LossSummary, summarize
 from .names import db_deployment, db_pvc, master_deployment
 from .storage_hook import check_checkpoint_storage
@@ -38,7 +40,7 @@ def other_releases(api: KubeApi, helm: Helm, kube: KubeFlags) -> tuple[list[pref
     try:
         listed = helm.json(list_argv(helm.major, KubeFlags(None, kube.kube_context, kube.kubeconfig),
                                      all_namespaces=True))
-    except ToolFailed as exc:
+    except (ToolFailed, Forbidden) as exc:
         problems.append(Problem(Severity.WARNING, "", f"other namespaces not checked for Determined releases: {exc}"))
         listed = helm.json(list_argv(helm.major, kube))
     try:
@@ -52,9 +54,19 @@ def other_releases(api: KubeApi, helm: Helm, kube: KubeFlags) -> tuple[list[pref
 
 def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Settings, release: str,
                   kube: KubeFlags, *, create_namespace: bool, upgrading: bool,
-                  skip_storage_check: bool) -> list[Problem]:
+                  skip_storage_check: bool, pod_specs_checked: KubeVersion = DEFAULT) -> list[Problem]:
+    """Everything the live cluster says about installing these settings; `pod_specs_checked` is the Kubernetes
+    version the settings' pod specs were checked against offline (they are checked again against the cluster's)."""
     namespace = kube.namespace or api.namespace
-    problems = preflight.check_server_version(api.server_version())  # also proves the cluster answers
+    try:
+        version = api.server_version()  # also proves the cluster answers
+    except Forbidden as exc:
+        version = None
+        problems = [_skipped("Kubernetes version checks (and pod specs against its version)", exc)]
+    if version is not None:
+        problems = check_kubernetes(version, default_scheduler=settings.default_scheduler,
+                                    app_version=settings.app_version)
+        problems += recheck_settings(loaded.values, loaded.sources, pod_specs_checked, cluster_version(version))
     try:
         nodes = read_nodes(api)
         try:

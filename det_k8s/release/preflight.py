@@ -7,7 +7,6 @@ are `settings.node_rules.check_nodes`, shared with `det-k8s validate`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,6 @@ from ..errors import Problem, Severity
 from ..settings import Settings
 from ..settings.source import SourceMap
 
-DOCUMENTED_RANGE = ((1, 19), (1, 21))
 CHART_PREFIX = "determined-"
 
 
@@ -67,24 +65,6 @@ def merge_releases(*groups: Sequence[ReleaseRef]) -> list[ReleaseRef]:
         for ref in group:
             seen.setdefault((ref.name, ref.namespace), ref)
     return sorted(seen.values(), key=lambda r: (r.namespace, r.name))
-
-
-def server_version_text(version: Mapping[str, Any]) -> str:
-    return str(version.get("gitVersion") or f"v{version.get('major', '?')}.{version.get('minor', '?')}")
-
-
-def check_server_version(version: Mapping[str, Any]) -> list[Problem]:
-    """A warning outside the 1.19-1.21 range the Determined documents were tested on."""
-    try:
-        found = (int(str(version.get("major"))), int(re.sub(r"\D.*$", "", str(version.get("minor")))))
-    except ValueError:
-        return [Problem(Severity.WARNING, "", f"cannot tell the Kubernetes version ({version!r})")]
-    low, high = DOCUMENTED_RANGE
-    if low <= found <= high:
-        return []
-    return [Problem(Severity.WARNING, "", f"Kubernetes {server_version_text(version)} is outside the range the "
-                    f"Determined documents test (1.{low[1]}-1.{high[1]}); later versions may work",
-                    "watch the master's first start with det-k8s status")]
 
 
 def check_namespace(namespace: str, exists: bool, create_namespace: bool) -> list[Problem]:

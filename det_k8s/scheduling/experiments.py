@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ExperimentError, Problem, Severity
+from ..settings.podspec import check_pod_spec
 from ..settings.problems import HasProblems, ProblemCollector
 from ..settings.source import Path, format_path, load_yaml_text, type_name
 from .model import DEFAULT_PRIORITY
@@ -168,21 +169,8 @@ def _images(reader: _Reader, value: Any, path: Path) -> tuple[str | None, str | 
 
 def _pod_spec(reader: _Reader, value: Any, path: Path) -> Mapping[str, Any] | None:
     spec = reader.mapping(value, path)
-    if not spec:
-        return None
-    if spec.get("kind") not in (None, "Pod"):
-        reader.error((*path, "kind"), f"must be Pod, found {spec.get('kind')!r}")
-    inner = spec.get("spec")
-    if inner is not None and not isinstance(inner, dict):
-        reader.error((*path, "spec"), f"expected a mapping, found {type_name(inner)}")
-    elif isinstance(inner, dict):
-        for key in ("containers", "initContainers", "tolerations", "volumes"):
-            if inner.get(key) is not None and not isinstance(inner[key], list):
-                reader.error((*path, "spec", key), f"expected a list, found {type_name(inner[key])}")
-        selector = inner.get("nodeSelector")
-        if selector is not None and not isinstance(selector, dict):
-            reader.error((*path, "spec", "nodeSelector"), f"expected a mapping, found {type_name(selector)}")
-    return spec
+    reader.problems.extend(check_pod_spec(spec, path, reader.sources))  # the Kubernetes Pod schema
+    return spec or None
 
 
 def _entrypoint(reader: _Reader, value: Any, path: Path) -> tuple[str, ...]:

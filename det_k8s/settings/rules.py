@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 from ..determined import versions
 from ..errors import Problem, Severity
 from ..quantity import QuantityError, parse_quantity
+from .podspec import check_settings_pod_specs
 from .problems import ProblemCollector, get_path
 from .redact import mask_url
 from .schema import SCHEMA, Key, Kind, walk
@@ -282,22 +283,13 @@ def _rule_tasks(v: Mapping[str, Any], version: versions.Version | None, out: Pro
             match = PORT_RANGE.match(text)
             if not match or not (1 <= int(match[1]) <= int(match[2]) <= 65535):
                 out.error((*base, name), f"expected MIN:MAX ports, found {text!r}", "for example 29400:29500")
+    out.problems.extend(check_settings_pod_specs(v, out.sources))  # the Kubernetes Pod schema (podspec.py)
     for name in ("cpuPodSpec", "gpuPodSpec"):
         spec = tcd.get(name)
-        if not isinstance(spec, Mapping):
-            continue
-        if spec.get("kind") not in (None, "Pod"):
-            out.error((*base, name, "kind"), f"must be Pod, found {spec.get('kind')!r}")
-        inner = spec.get("spec")
-        if inner is not None and not isinstance(inner, Mapping):
-            out.error((*base, name, "spec"), f"expected a mapping, found {type_name(inner)}")
-        elif isinstance(inner, Mapping):
-            containers = inner.get("containers")
-            if containers is not None and not isinstance(containers, list):
-                out.error((*base, name, "spec", "containers"), f"expected a list, found {type_name(containers)}")
-            if inner.get("initContainers"):
-                out.warning((*base, name, "spec", "initContainers"),
-                            "init containers are not supported by Determined on Kubernetes")
+        inner = spec.get("spec") if isinstance(spec, Mapping) else None
+        if isinstance(inner, Mapping) and inner.get("initContainers"):
+            out.warning((*base, name, "spec", "initContainers"),
+                        "init containers are not supported by Determined on Kubernetes")
 
 
 def _rule_logging(v: Mapping[str, Any], out: ProblemCollector) -> None:

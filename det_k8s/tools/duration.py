@@ -1,4 +1,6 @@
-"""Go durations (`10m`, `90s`, `1h30m`, `5m0s`), as helm and kubectl spell `--timeout`."""
+"""Durations as helm and kubectl spell `--timeout`: Go durations (`10m`, `90s`, `1h30m`, `5m0s`), and a bare number
+of seconds (`600`), which every det-k8s option taking a duration accepts alike. helm itself wants a unit, so what
+reaches helm goes through `go_duration`."""
 
 from __future__ import annotations
 
@@ -10,9 +12,15 @@ _PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+HELP = "a Go duration such as 90s, 10m or 1h30m; a bare number is seconds"
+_NUMBER = re.compile(r"^\d+(?:\.\d+)?$")
+
+
 def parse_duration(text: str, flag: str = "--timeout") -> float:
-    """Seconds in a Go duration; a bare number or a wrong unit is a usage error naming the flag."""
+    """Seconds in a Go duration or a bare number of seconds; a wrong unit is a usage error naming the flag."""
     value = text.strip()
+    if _NUMBER.match(value):
+        value += "s"
     pos, total = 0, 0.0
     while pos < len(value):
         match = _PART.match(value, pos)
@@ -21,7 +29,7 @@ def parse_duration(text: str, flag: str = "--timeout") -> float:
         total += float(match.group(1)) * _SECONDS[match.group(2)]
         pos = match.end()
     if not value or pos != len(value):
-        raise UsageError(f"{flag} {text!r}: not a duration", hint="use a Go duration such as 90s, 10m or 1h30m")
+        raise UsageError(f"{flag} {text!r}: not a duration", hint=f"use {HELP}")
     if total <= 0:
         raise UsageError(f"{flag} {text!r}: must be more than zero")
     return total
@@ -37,3 +45,9 @@ def format_duration(seconds: float) -> str:
     if minutes:
         return f"{minutes}m{secs}s"
     return f"{secs}s"
+
+
+def go_duration(text: str) -> str:
+    """The duration as helm takes it: as given when it has units, `600` as `600s` (helm rejects a bare number)."""
+    value = text.strip()
+    return value + "s" if _NUMBER.match(value) else value

@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ToolFailed, ToolNotFound
+from ..errors import DetK8sError, ToolFailed, ToolNotFound
+from .failures import explain, scrub
 from .locate import locate, version_of
 from .process import Completed, run
 
@@ -127,9 +128,35 @@ def status_argv(release: str, kube: KubeFlags) -> list[str]:
     return ["status", release, "--output", "json", *kube.helm()]
 
 
-def get_values_argv(release: str, kube: KubeFlags) -> list[str]:
-    """Computed values (defaults included): `db.hostAddress` may come from the chart's defaults."""
-    return ["get", "values", release, "--all", "--output", "json", *kube.helm()]
+def get_values_argv(release: str, kube: KubeFlags, *, all_values: bool = True, revision: int | None = None) -> list[str]:
+    """Computed values by default (`db.hostAddress` may come from the chart's defaults); the user-supplied ones
+    (what det-k8s passed as --values) with all_values=False."""
+    return ["get", "values", release, *(["--all"] if all_values else []), "--output", "json", *kube.helm(),
+            *_revision(revision)]
+
+
+def _revision(revision: int | None) -> list[str]:
+    return ["--revision", str(revision)] if revision is not None else []
+
+
+def get_manifest_argv(release: str, kube: KubeFlags, revision: int | None = None) -> list[str]:
+    """The manifests of a revision (the latest by default), hooks excluded."""
+    return ["get", "manifest", release, *kube.helm(), *_revision(revision)]
+
+
+def get_hooks_argv(release: str, kube: KubeFlags, revision: int | None = None) -> list[str]:
+    return ["get", "hooks", release, *kube.helm(), *_revision(revision)]
+
+
+def history_argv(release: str, kube: KubeFlags, max_revisions: int | None = None) -> list[str]:
+    argv = ["history", release, "--output", "json", *kube.helm()]
+    return argv + (["--max", str(max_revisions)] if max_revisions is not None else [])
+
+
+def rollback_argv(major: int, release: str, revision: int, kube: KubeFlags, *, timeout: str | None = None) -> list[str]:
+    """Back to `revision`, waiting until the master is ready again (helm 4 spells the wait `--wait=watcher`)."""
+    argv = ["rollback", release, str(revision), *kube.helm(), *_wait(major)]
+    return argv + (["--timeout", timeout] if timeout else [])
 
 
 def render_argv(major: int, release: str, chart: str, values_file: str, namespace: str) -> list[str]:
@@ -150,13 +177,22 @@ def manifests_from_render(major: int, stdout: str) -> str:
     return "\n---\n".join(p.removeprefix("---").strip() for p in parts if p) + "\n"
 
 
+def failed(tool: str, args: Sequence[str], exc: ToolFailed, log: Callable[[str], None] | None, context: str | None,
+           secrets: Sequence[str] = ()) -> DetK8sError:
+    """The one-line error for a failed tool run; its raw stderr goes to `log` (printed with -v)."""
+    if log is not None and exc.stderr.strip():
+        log(f"{tool} said:\n" + "\n".join(f"  {line}" for line in scrub(exc.stderr, secrets).strip().splitlines()))
+    return explain(tool, [tool, *args], exc.returncode, exc.stderr, context=context, secrets=secrets)
+
+
 @dataclass(frozen=True)
 class Helm:
-    """A located helm binary of a known major version."""
+    """A located helm binary of a known major version; `context` names the cluster in failure messages."""
 
     path: str
     version: str
     log: Callable[[str], None] | None = None
+    context: str | None = None
 
     @property
     def major(self) -> int:
@@ -168,8 +204,12 @@ class Helm:
 
     def run(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT, check: bool = True,
             secrets: Sequence[str] = ()) -> Completed:
-        """`secrets` are scrubbed from an error message (helm may quote a rendered template line)."""
-        return run([self.path, *args], timeout=timeout, tool="helm", check=check, log=self.log, secrets=secrets)
+        """`secrets` are scrubbed from an error message (helm may quote a rendered template line). A failure is one
+        det-k8s line (`tools/failures.py`); helm's own stderr is logged, shown with -v."""
+        try:
+            return run([self.path, *args], timeout=timeout, tool="helm", check=check, log=self.log, secrets=secrets)
+        except ToolFailed as exc:
+            raise failed("helm", args, exc, self.log, self.context, secrets) from exc
 
     def json(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT) -> Any:
         text = self.run(args, timeout=timeout).stdout

@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import UsageError
-from .helm import KubeFlags
+from ..errors import ToolFailed, UsageError
+from .helm import KubeFlags, failed
 from .locate import locate, version_of
 from .process import Completed, run
 
@@ -101,12 +101,19 @@ def taint_argv(nodes: Sequence[str], taint: TaintSpec, kube: KubeFlags) -> list[
 
 @dataclass(frozen=True)
 class Kubectl:
+    """A located kubectl; `context` names the cluster in failure messages."""
+
     path: str
     version: str
     log: Callable[[str], None] | None = None
+    context: str | None = None
 
     def run(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT) -> Completed:
-        return run([self.path, *args], timeout=timeout, tool="kubectl", log=self.log)
+        """A failure is one det-k8s line (`tools/failures.py`); kubectl's own stderr is logged, shown with -v."""
+        try:
+            return run([self.path, *args], timeout=timeout, tool="kubectl", log=self.log)
+        except ToolFailed as exc:
+            raise failed("kubectl", args, exc, self.log, self.context) from exc
 
 
 def _client_version(text: str) -> str:

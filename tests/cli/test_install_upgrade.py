@@ -91,13 +91,22 @@ def test_a_missing_pull_secret_names_the_kubectl_command(run_cli, cluster, fake_
     assert not [c for c in fake_helm.calls if c[0] == "install"]
 
 
-def test_another_determined_release_is_a_warning_and_the_server_version_too(run_cli, cluster, fake_helm):
+def test_another_determined_release_is_a_warning_and_a_modern_cluster_is_not(run_cli, cluster, fake_helm):
     ready_cluster(cluster)
     fake_helm.respond("list", stdout=json.dumps([{**DETERMINED[0], "name": "old", "namespace": "ml"}]))
     result = run_cli("install", "demo", *SETTINGS)
     assert result.code == 0, result.err
     assert "warning: the cluster already runs Determined (old in namespace ml)" in result.err
-    assert "warning: Kubernetes v1.31.4 is outside the range the Determined documents test (1.19-1.21)" in result.err
+    assert "Kubernetes v1.31.4" not in result.err  # newer than the documents is not a problem in itself
+
+
+def test_the_coscheduler_on_kubernetes_125_or_later_is_named_as_what_breaks(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    result = run_cli("install", "demo", *SETTINGS, "--set", "defaultScheduler=coscheduler")
+    assert result.code == 0, result.err
+    (line,) = [ln for ln in result.err.splitlines() if "defaultScheduler" in ln]
+    assert line.startswith("warning: defaultScheduler: coscheduler runs a kube-scheduler 1.18.9, which cannot work on "
+                           "Kubernetes v1.31.4: it lists policy/v1beta1 PodDisruptionBudgets")
 
 
 def test_install_over_an_existing_release_is_refused(run_cli, cluster, fake_helm):
@@ -131,9 +140,17 @@ def test_invalid_settings_list_every_error_and_run_nothing(run_cli, fake_helm):
 
 
 def test_a_bad_timeout_is_a_usage_error(run_cli, fake_helm):
-    result = run_cli("install", "demo", *SETTINGS, "--timeout", "10")
-    assert result.code == 2 and "--timeout '10': not a duration" in result.err
+    result = run_cli("install", "demo", *SETTINGS, "--timeout", "10x")
+    assert result.code == 2 and "--timeout '10x': not a duration" in result.err
     assert fake_helm.all_calls == []
+
+
+def test_a_bare_number_timeout_is_seconds_and_reaches_helm_with_its_unit(run_cli, cluster, fake_helm):
+    ready_cluster(cluster)
+    result = run_cli("install", "demo", *SETTINGS, "--timeout", "600")
+    assert result.code == 0, result.err
+    call = lifecycle_call(fake_helm, "install")
+    assert call[call.index("--timeout") + 1] == "600s"  # helm wants a unit; 600 alone is refused by Go
 
 
 def test_an_unreachable_cluster_is_one_line(run_cli, fake_helm, tmp_path, monkeypatch):
@@ -162,7 +179,7 @@ def test_a_missing_helm_is_one_line_saying_how_to_get_it(run_cli, tmp_path, monk
     assert "scripts/fetch_tools.py" in line
 
 
-def test_helm_binary_flag_and_environment_variable(run_cli, tmp_path, monkeypatch, fake_helm):
+def test_helm_binary_flag_and_environment_variable(run_cli, kubeconfig, tmp_path, monkeypatch, fake_helm):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("DET_K8S_HELM", str(fake_helm.path))
     assert run_cli("list").code == 0
@@ -173,7 +190,7 @@ def test_helm_binary_flag_and_environment_variable(run_cli, tmp_path, monkeypatc
     assert len(fake_helm.calls) == 2
 
 
-def test_the_child_never_gets_det_k8s_or_unrelated_variables(run_cli, fake_helm, monkeypatch):
+def test_the_child_never_gets_det_k8s_or_unrelated_variables(run_cli, kubeconfig, fake_helm, monkeypatch):
     monkeypatch.setenv("DET_K8S_TEST_TOKEN", "x")
     monkeypatch.setenv("HELM_DRIVER", "configmap")
     run_cli("list")
@@ -239,7 +256,8 @@ def test_a_namespace_admin_without_cluster_wide_helm_list_still_installs(run_cli
                              '"secrets" at the cluster scope\n')
     result = run_cli("install", "demo", *SETTINGS)
     assert result.code == 0, result.err
-    assert "warning: other namespaces not checked for Determined releases: helm list failed (exit 1)" in result.err
+    assert ("warning: other namespaces not checked for Determined releases: helm list: Error: list: failed to list: "
+            'secrets is forbidden: User "bob" cannot list resource "secrets" at the cluster scope') in result.err
     assert [c[:4] for c in fake_helm.calls[:2]] == [["list", "--output", "json", "--all-namespaces"],
                                                      ["list", "--output", "json", "--namespace"]]
 

@@ -99,7 +99,7 @@ def test_nodes_list_shows_allocatable_and_requested(run_cli, cluster):
     assert data[1]["gpu"] == {"capacity": 4, "allocatable": 4, "requested": 4} and data[1]["agent"] is True
 
 
-def test_nodes_label_unlabel_and_taint_run_kubectl(run_cli, fake_kubectl):
+def test_nodes_label_unlabel_and_taint_run_kubectl(run_cli, kubeconfig, fake_kubectl):
     assert run_cli("nodes", "label", "gpu-0", "gpu-1", "--kube-context", "prod").code == 0
     assert run_cli("nodes", "unlabel", "gpu-1").code == 0
     assert run_cli("nodes", "taint", "gpu-0", "determined.ai/pedl-agent=present:NoSchedule").code == 0
@@ -121,7 +121,7 @@ def test_bad_taints_never_reach_kubectl(run_cli, fake_kubectl, args):
     assert fake_kubectl.all_calls == []
 
 
-def test_kubectl_failure_keeps_its_message(run_cli, fake_kubectl):
+def test_kubectl_failure_keeps_its_message(run_cli, kubeconfig, fake_kubectl):
     fake_kubectl.respond("label", stderr='Error from server (NotFound): nodes "gpu-9" not found\n', rc=1)
     result = run_cli("nodes", "label", "gpu-9")
     assert result.code == 1

@@ -30,6 +30,26 @@ def test_help_imports_no_heavy_sdk():
     assert loaded_modules("--help") == (0, [])
 
 
+def test_the_kubernetes_schemas_load_only_where_a_pod_spec_is_checked(tmp_path):
+    probe = ("import sys\nfrom det_k8s.cli import main\ncode = main({args!r})\n"
+             "print('SCHEMA=' + str(int('kubernetes_validate' in sys.modules or 'jsonschema' in sys.modules)), "
+             "file=sys.stderr)\nsys.exit(code)\n")
+
+    def schema_loaded(*args: str) -> bool:
+        result = subprocess.run([sys.executable, "-c", probe.format(args=list(args))], capture_output=True, text=True,
+                                timeout=60)
+        return [ln for ln in result.stderr.splitlines() if ln.startswith("SCHEMA=")][-1] == "SCHEMA=1"
+
+    from tests.conftest import example
+
+    assert not schema_loaded("--help")
+    assert not schema_loaded("install", "--help")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("maxSlotsPerPod: 4\n")
+    assert not schema_loaded("validate", "-f", str(plain))  # no pod spec in it
+    assert schema_loaded("validate", "-f", str(example("gpu-cluster.yaml")))  # a gpuPodSpec
+
+
 def test_render_and_validate_import_no_heavy_sdk(tmp_path):
     from tests.conftest import example
 

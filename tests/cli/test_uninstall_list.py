@@ -113,7 +113,7 @@ LISTED = [
 ]
 
 
-def test_list_filters_to_determined_and_warns_about_two(run_cli, fake_helm):
+def test_list_filters_to_determined_and_warns_about_two(run_cli, kubeconfig, fake_helm):
     fake_helm.respond("list", stdout=json.dumps(LISTED))
     result = run_cli("list", "-A")
     assert result.code == 0
@@ -126,7 +126,7 @@ def test_list_filters_to_determined_and_warns_about_two(run_cli, fake_helm):
 
 
 @pytest.mark.parametrize("fmt,load", [("json", json.loads), ("yaml", yaml.safe_load)])
-def test_list_as_data(run_cli, fake_helm, fmt, load):
+def test_list_as_data(run_cli, kubeconfig, fake_helm, fmt, load):
     fake_helm.respond("list", stdout=json.dumps(LISTED[:1]))
     result = run_cli("list", "-n", "det", "-o", fmt)
     assert load(result.out) == [{"name": "demo", "namespace": "det", "revision": "3", "status": "deployed",
@@ -135,6 +135,6 @@ def test_list_as_data(run_cli, fake_helm, fmt, load):
     assert result.err == ""
 
 
-def test_list_nothing(run_cli, fake_helm):
+def test_list_nothing(run_cli, kubeconfig, fake_helm):
     result = run_cli("list")
     assert result.code == 0 and result.out == "" and "no Determined release in this namespace (-A for all)" in result.err

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from det_k8s.tools.locate import forget_versions
-from tests.conftest import example
+from tests.conftest import ROOT, example
 
 pytestmark = pytest.mark.helm
 
@@ -56,3 +56,18 @@ def test_dry_run_reports_a_chart_error_with_helms_message(run_cli, helm, isolate
     assert result.code == 1
     assert "helm cannot template it with these settings" in result.err and "nil pointer" in result.err
     assert "would run" not in result.out + result.err
+
+
+def test_dry_run_of_a_chart_that_puts_the_password_outside_a_secret_never_prints_it(run_cli, helm, isolated_home,
+                                                                                    tmp_path):
+    """The official 0.17.15 chart writes db.password into the master's ConfigMap and a Job's env."""
+    official = ROOT.parent / "shared" / "determined" / "charts" / "0.17.15"
+    if not official.is_dir():
+        pytest.skip(f"{official} is absent (CI always has ../shared/determined)")
+    settings = tmp_path / "site-0.17.yaml"  # what that chart's release takes: no initial password, no s3 prefix
+    settings.write_text("appVersion: 0.17.15\nmaxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: det-checkpoints}\n")
+    result = run_cli("install", "demo", "-f", settings, "--set", "db.password=Leaky-Pass-42",
+                     "--chart", official, "--dry-run", "--helm-binary", helm)
+    assert result.code == 0, result.err
+    assert "Leaky-Pass-42" not in result.out + result.err
+    assert 'password: "<redacted>"' in result.out

@@ -1,4 +1,4 @@
-"""Preflight decisions over what the cluster said: version range, namespace, secrets, other releases."""
+"""Preflight decisions over what the cluster said: namespace, secrets, other releases."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from det_k8s.release.preflight import (
     check_namespace,
     check_other_releases,
     check_secrets,
-    check_server_version,
     determined_releases,
     merge_releases,
     releases_from_deployments,
@@ -18,14 +17,6 @@ from det_k8s.settings import Document, load_settings
 
 def settings(*sets: str):
     return load_settings([Document("s.yaml", "maxSlotsPerPod: 4\n")], sets).settings()
-
-
-def test_server_version_outside_the_documented_range_is_a_warning():
-    assert check_server_version({"major": "1", "minor": "20", "gitVersion": "v1.20.4"}) == []
-    (problem,) = check_server_version({"major": "1", "minor": "31+", "gitVersion": "v1.31.4-eks"})
-    assert problem.severity is Severity.WARNING
-    assert "Kubernetes v1.31.4-eks is outside the range the Determined documents test (1.19-1.21)" in problem.message
-    assert check_server_version({"major": "1", "minor": "18"})[0].severity is Severity.WARNING
 
 
 def test_missing_namespace_is_an_error_unless_created():

@@ -64,10 +64,21 @@ def test_go_durations(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["10", "ten minutes", "", "10x", "0s"])
+@pytest.mark.parametrize("text", ["ten minutes", "", "10x", "0s", "0", "-5", "10 m"])
 def test_bad_durations_name_the_flag(text):
     with pytest.raises(UsageError, match="--timeout"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("10", 10.0), ("1.5", 1.5), (" 600 ", 600.0)])
+def test_a_bare_number_is_seconds_everywhere(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+def test_helm_gets_a_unit_even_for_a_bare_number():
+    from det_k8s.tools.duration import go_duration
+
+    assert [go_duration(t) for t in ("600", "1.5", "10m", "1h30m")] == ["600s", "1.5s", "10m", "1h30m"]
 
 
 def test_format_duration():

@@ -1,0 +1,250 @@
+"""`det-k8s diff`, `history` and `rollback`: helm's release habits, with det-k8s's safety.
+
+`diff` renders the chart from the settings (as `upgrade` would) and compares it with the installed
+revision (`helm get manifest` and `helm get hooks`), object by object, secrets as hashes
+(`release/diff.py`); it exits 0 when nothing would change and 2 when something would, as
+`helm diff --detailed-exitcode` does. `rollback` names what it changes the same way, runs the
+preflight `upgrade` runs (against the settings the target revision was installed with), names the
+running experiments and asks. Reads go through helm; only `rollback` changes anything.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import DetK8sError, NotFound, UsageError
+from ..release.diff import Change, diff_manifests, parse_manifests, summary
+from ..release.names import validate_release_name
+from ..tools.helm import (
+    Helm,
+    KubeFlags,
+    get_hooks_argv,
+    get_manifest_argv,
+    history_argv,
+    manifests_from_render,
+    render_argv,
+)
+from . import output
+from .common import HelmBinaryOpt, YesOpt, cluster, helm, kube_flags, private_chart
+from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
+from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
+from .release import ChartOpt, ReleaseArg, SkipStorageOpt, TimeoutOpt
+
+CHANGES = 2  # `diff` exits 2 when the release would change (helm diff --detailed-exitcode)
+UnifiedOpt = Annotated[int, typer.Option("--unified", "-U", metavar="N", min=0,
+                                         help="Lines of context around each change, as diff -U.")]
+
+
+def installed_manifests(tool: Helm, release: str, kube: KubeFlags, revision: int | None = None) -> str:
+    """A revision's manifests and hooks as one stream (the latest revision by default)."""
+    manifest = tool.run(get_manifest_argv(release, kube, revision)).stdout
+    hooks = tool.run(get_hooks_argv(release, kube, revision)).stdout
+    return manifest.rstrip("\n") + "\n---\n" + hooks
+
+
+def rendered_manifests(tool: Helm, release: str, chart: str, values_file: str, namespace: str,
+                       secrets: tuple[str, ...]) -> str:
+    """What the chart renders to with these values, without contacting a cluster."""
+    rendered = tool.run(render_argv(tool.major, release, chart, values_file, namespace), secrets=secrets)
+    return manifests_from_render(tool.major, rendered.stdout)
+
+
+def show_changes(changes: list[Change], where: str) -> None:
+    """Each changed object's unified diff on stdout, then one summary line on stderr."""
+    for change in changes:
+        output.diff_lines(change.title, change.lines)
+    output.message(f"{where}: {summary(changes)}" if changes else f"{where}: no changes")
+
+
+def show_upgrade_diff(tool: Helm, release: str, kube: KubeFlags, namespace: str, chart: str, values_file: str,
+                      secrets: tuple[str, ...], context: int = 3) -> list[Change]:
+    """The changes an upgrade of `release` to this rendered chart makes, shown; returned for the exit code."""
+    new = rendered_manifests(tool, release, chart, values_file, namespace, secrets)
+    old = installed_manifests(tool, release, kube)
+    changes = diff_manifests(parse_manifests(old, namespace, secrets), parse_manifests(new, namespace, secrets), context)
+    show_changes(changes, f"upgrade of release {release} (namespace {namespace})")
+    return changes
+
+
+@with_global_options
+def diff(
+    release: ReleaseArg,
+    values: ValuesOpt = None,
+    set_: SetOpt = None,
+    set_string: SetStringOpt = None,
+    chart: ChartOpt = None,
+    unified: UnifiedOpt = 3,
+    kube_version: KubeVersionOpt = None,
+    helm_binary: HelmBinaryOpt = None,
+) -> int:
+    """Show what an upgrade with these settings would change; exit 0 when nothing, 2 when something would."""
+    from ..release.manifests import secret_values
+    from ..settings.podspec import checking_against
+    from .chart_cmds import report_warnings
+
+    validate_release_name(release)
+    with checking_against(pod_spec_version(kube_version)):
+        loaded = load_settings_from_cli(values, set_, set_string)
+    settings = loaded.settings()
+    report_warnings(loaded)
+    target = cluster()
+    tool = helm(helm_binary, target)
+    kube = kube_flags(target.namespace)
+    with private_chart(loaded, settings, chart) as built:
+        changes = show_upgrade_diff(tool, release, kube, target.namespace, str(built.directory),
+                                    str(built.values_file), secret_values(settings), unified)
+    return CHANGES if changes else 0
+
+
+def _history(tool: Helm, release: str, kube: KubeFlags, max_revisions: int | None = None) -> list[dict[str, Any]]:
+    entries = tool.json(history_argv(release, kube, max_revisions)) or []
+    if not isinstance(entries, list) or not entries:
+        raise NotFound(f"no release {release} in namespace {kube.namespace}", hint="det-k8s list -A shows the releases")
+    return sorted((e for e in entries if isinstance(e, dict)), key=lambda e: int(e.get("revision") or 0))
+
+
+def _when(entry: dict[str, Any]) -> str:
+    text = str(entry.get("updated") or "")
+    return text[:19].replace("T", " ") if len(text) >= 19 else text
+
+
+@with_global_options
+def history(
+    release: ReleaseArg,
+    max_revisions: Annotated[int, typer.Option("--max", metavar="N", min=1,
+                                               help="Show at most the N latest revisions.")] = 256,
+    output_format: OutputOpt = OutputFormat.table,
+    helm_binary: HelmBinaryOpt = None,
+) -> None:
+    """The revisions of a release: when, status, chart and Determined version, and what happened (helm history)."""
+    validate_release_name(release)
+    target = cluster()
+    tool = helm(helm_binary, target)
+    entries = _history(tool, release, kube_flags(target.namespace), max_revisions)
+    rows = [{"revision": int(e.get("revision") or 0), "updated": str(e.get("updated") or ""),
+             "status": str(e.get("status") or ""), "chart": str(e.get("chart") or ""),
+             "app_version": str(e.get("app_version") or ""), "description": str(e.get("description") or "")}
+            for e in entries]
+    if output_format is not OutputFormat.table:
+        output.data(rows, output_format)
+        return
+    output.table(["revision", "updated", "status", "chart", "app version", "description"],
+                 [[r["revision"], _when(r), r["status"], r["chart"], r["app_version"], r["description"]] for r in rows])
+
+
+def _describe(entry: dict[str, Any]) -> str:
+    parts = [str(entry.get("chart") or "?")]
+    if entry.get("app_version"):
+        parts.append(f"Determined {entry['app_version']}")
+    if entry.get("status"):
+        parts.append(str(entry["status"]))
+    return f"revision {entry.get('revision')} ({', '.join(parts)})"
+
+
+def _downgrade_warning(current: str, target: str) -> None:
+    from ..determined.versions import parse_version
+
+    now, then = parse_version(current), parse_version(target)
+    if now is not None and then is not None and then < now:
+        output.warning(f"this takes Determined back from {now} to {then}: the {now} master migrated the database "
+                       "forward when it started, and det-k8s knows no supported way back; back up the database "
+                       "before going on")
+
+
+@with_global_options
+def rollback(
+    release: ReleaseArg,
+    revision: Annotated[int | None, typer.Argument(
+        metavar="[REVISION]", min=1, show_default=False,
+        help="The revision to go back to (default: the one before the current). See det-k8s history.")] = None,
+    timeout: TimeoutOpt = "10m",
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Say what the rollback changes and run the preflight; roll nothing back.")] = False,
+    show_diff: Annotated[bool, typer.Option("--diff", help="Also show the changes as a unified diff.")] = False,
+    skip_storage_check: SkipStorageOpt = False,
+    yes: YesOpt = False,
+    helm_binary: HelmBinaryOpt = None,
+) -> None:
+    """Name what rolling back changes, check the cluster as upgrade does, ask, then helm rollback and wait."""
+    import yaml
+
+    from ..release import live
+    from ..release.preflight import CHART_PREFIX
+    from ..settings import Document, load_settings
+    from ..tools.duration import go_duration, parse_duration
+    from ..tools.helm import get_values_argv, rollback_argv
+    from .common import report_problems
+    from .release import announce_restarts
+
+    validate_release_name(release)
+    seconds = parse_duration(timeout)
+    api = current().connect()
+    tool = helm(helm_binary, api.target)
+    namespace = api.namespace
+    kube = kube_flags(namespace)
+    entries = _history(tool, release, kube)
+    now = entries[-1]
+    chart = str(now.get("chart") or "")
+    if not chart.startswith(CHART_PREFIX):
+        raise UsageError(f"release {release} in namespace {namespace} is chart {chart or '?'}, not Determined",
+                         hint="det-k8s rolls back Determined releases only; use helm rollback for others")
+    revisions = [int(e.get("revision") or 0) for e in entries]
+    current_revision = revisions[-1]
+    wanted = revision if revision is not None else next((r for r in reversed(revisions) if r < current_revision), None)
+    if wanted is None:
+        raise DetK8sError(f"release {release} has only revision {current_revision}: there is nothing to roll back to")
+    if wanted == current_revision:
+        raise UsageError(f"revision {wanted} is the current revision of {release}",
+                         hint=f"det-k8s history {release} lists the others")
+    if wanted not in revisions:
+        shown = ", ".join(map(str, revisions))
+        raise UsageError(f"REVISION {wanted}: not in the history of {release} (revisions {shown})",
+                         hint=f"det-k8s history {release}; helm keeps the last 10 by default")
+    target = entries[revisions.index(wanted)]
+    old = installed_manifests(tool, release, kube)
+    new = installed_manifests(tool, release, kube, wanted)
+    user_values = tool.json(get_values_argv(release, kube, all_values=False, revision=wanted)) or {}
+    app = str(target.get("app_version") or "")
+    loaded = load_settings([Document(f"the values of revision {wanted}", yaml.safe_dump(user_values))],
+                           set_strings=[f"appVersion={app}"] if app else [])
+    from ..release.manifests import secret_values
+
+    secrets = secret_values(loaded.settings()) if not loaded.errors else ()
+    changes = diff_manifests(parse_manifests(old, namespace, secrets), parse_manifests(new, namespace, secrets))
+    output.message(f"Rolling back release {release} in namespace {namespace} from {_describe(now)} to "
+                   f"{_describe(target)}, recorded as revision {current_revision + 1}.")
+    if changes:
+        output.message(f"It changes {summary(changes)}:")
+        for change in changes:
+            output.message(f"  {change.action:8} {change.kind} {change.name}")
+    else:
+        output.message(f"Revision {wanted} has the same manifests as revision {current_revision}.")
+    if show_diff:
+        show_changes(changes, f"rollback of release {release} (namespace {namespace})")
+    _downgrade_warning(str(now.get("app_version") or ""), app)
+    if loaded.errors:
+        output.message(f"the values of revision {wanted} are not valid settings for this det-k8s:")
+        for item in loaded.errors:
+            output.problem(item, stream=sys.stderr)
+        raise DetK8sError(f"cannot check the cluster for revision {wanted}: its settings are invalid; nothing was "
+                          "changed", hint=f"helm rollback {release} {wanted} does it without det-k8s's checks")
+    settings = loaded.settings()
+    with output.spinner(f"checking cluster {api.target.context}"):
+        problems = live.run_preflight(api, tool, loaded, settings, release, kube, create_namespace=False,
+                                      upgrading=True, skip_storage_check=skip_storage_check)
+    report_problems(problems)
+    argv = rollback_argv(tool.major, release, wanted, kube, timeout=go_duration(timeout))
+    if dry_run:
+        from ..tools.process import display
+
+        output.message(f"would run: {display([tool.path, *argv])}  (dry run: nothing was changed)")
+        return
+    announce_restarts(api, "rollback", f"Roll back release {release} in namespace {namespace} to revision {wanted}? "
+                      "The master restarts.", f"rollback {release}", yes)
+    with output.spinner(f"helm rollback {release} {wanted} (up to {go_duration(timeout)})"):
+        tool.run(argv, timeout=seconds + 60, secrets=secrets)
+    output.success(f"Rolled back release {release} in namespace {namespace} to revision {wanted}"
+                   + (f" (Determined {app})" if app else "") + f"; helm recorded it as revision {current_revision + 1}")

@@ -1,0 +1,89 @@
+"""Where `-f` reads from: a file, `-` (stdin), or an http(s) URL fetched the way helm fetches `-f URL`.
+
+helm accepts `--values https://...`; so does det-k8s: one GET, TLS verified, proxies from the
+environment as usual, at most `URL_TIMEOUT` seconds for the connection and each read, at most
+`limit` bytes (the same bound as a file), redirects only to http(s). The URL is kept whole
+(`pathlib` would turn `https://x` into `https:/x`); credentials in it are masked in messages.
+Any other scheme (`s3://`, `oci://`, `file://`) is refused in one line naming the URL.
+
+`read_source` is the one entry point: files and stdin go to `inputs.read_text`, so every input
+has the same bounds and the same error lines.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import InputError
+
+URL_TIMEOUT = 30.0  # seconds: to connect, and for each read
+MAX_REDIRECTS = 5
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+
+
+def is_url(given: str) -> bool:
+    return bool(_SCHEME.match(given))
+
+
+def read_source(given: str | Path, what: str, limit: int) -> tuple[str, str]:
+    """(the name messages use, the text) of a file, `-` for stdin, or an http(s) URL."""
+    from .inputs import read_text
+
+    text = str(given)
+    scheme = _SCHEME.match(text)
+    if scheme is None:
+        path = Path(text)
+        return ("stdin" if text == "-" else text), read_text(path, what, limit)
+    from ..settings.redact import mask_url
+
+    shown = mask_url(text)
+    if scheme.group(1).lower() not in ("http", "https"):
+        raise InputError(f"{shown}: det-k8s reads a {what} from a file, - (stdin) or an http(s) URL, not "
+                         f"{scheme.group(1)}://", hint="download it first, or pipe it in with -f -")
+    return shown, fetch(text, shown, what, limit)
+
+
+def fetch(url: str, shown: str, what: str, limit: int, timeout: float | None = None) -> str:
+    """The body of a GET of `url` as UTF-8 text, bounded in time and size; every failure one InputError."""
+    import socket
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from .inputs import decode_bounded
+
+    class _Redirects(urllib.request.HTTPRedirectHandler):
+        max_redirections = MAX_REDIRECTS
+
+        def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+            if not newurl.lower().startswith(("http://", "https://")):
+                raise InputError(f"{shown}: redirected to a URL that is not http(s); not followed")
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    timeout = URL_TIMEOUT if timeout is None else timeout
+    opener = urllib.request.build_opener(_Redirects())
+    request = urllib.request.Request(url, headers={"User-Agent": "det-k8s", "Accept": "*/*"})
+    try:
+        with opener.open(request, timeout=timeout) as answer:
+            declared = answer.headers.get("Content-Length")
+            if declared and declared.isdigit() and int(declared) > limit:
+                raise InputError(f"{shown}: {int(declared) // 2**20} MiB, more than a {what} can be "
+                                 f"({limit // 2**20} MiB)")
+            return decode_bounded(answer, shown, what, limit)
+    except urllib.error.HTTPError as exc:
+        if 300 <= exc.code < 400:  # urllib follows only http(s) and ftp; ftp is refused above
+            raise InputError(f"{shown}: redirected to a URL that is not http(s); not followed") from exc
+        raise InputError(f"{shown}: the server answered HTTP {exc.code} {exc.reason}") from exc
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        if isinstance(reason, TimeoutError | socket.timeout):
+            raise InputError(f"{shown}: no answer within {timeout:g}s") from exc
+        if isinstance(reason, ssl.SSLError):
+            raise InputError(f"{shown}: TLS failed ({getattr(reason, 'reason', None) or reason})",
+                             hint="is the certificate trusted here? SSL_CERT_FILE names a CA bundle") from exc
+        raise InputError(f"{shown}: cannot fetch it ({reason})") from exc
+    except TimeoutError as exc:
+        raise InputError(f"{shown}: no answer within {timeout:g}s") from exc
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{shown}: cannot fetch it ({exc})") from exc

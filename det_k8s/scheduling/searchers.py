@@ -1,0 +1,189 @@
+"""How many trials a Determined hyperparameter search runs at once, read from its `searcher` section.
+
+A search's trials are separate tasks: each gets its own pods, all of a trial's pods start
+together, and different trials start independently. So a search that runs N trials at once is
+planned as N gangs, not one. N is what the Determined master creates when the search starts,
+per searcher (master/pkg/searcher/*.go in determined-ai/determined):
+
+- `single`: 1.
+- `random`: `max_trials`, at most `max_concurrent_trials` when that is above 0 (`random.go`).
+- `grid`: the number of grid points, at most `max_concurrent_trials` when above 0 (`grid.go`).
+- `async_halving`: `max_concurrent_trials` (at most `max_trials`); at 0, `divisor ** (num_rungs - 1)`
+  clamped to 1..`max_trials` (`asha_stopping.go`).
+- `adaptive_asha`: one async-halving search per bracket, all started together; each bracket's
+  `max_trials` and `max_concurrent_trials` are shared out as `getBracketMaxTrials` and
+  `getBracketMaxConcurrentTrials` do (`adaptive_asha.go`; its tests pin the arithmetic).
+- `pbt`: `population_size`.
+- `custom`, and the end-of-life `adaptive`, `adaptive_simple`, `sync_halving`: not modelled;
+  planned as one trial, and the plan says so.
+
+`max_concurrent_trials` defaults to 16 from Determined 0.26.2 and to 0 (no limit) at 0.17.15
+(`determined/versions.py`); the plan names the default it assumed. Values of the wrong type are
+ignored here: checking the experiment config against Determined's schema is `experiments.py`'s job.
+Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..determined.versions import DEFAULT, has, parse_version
+
+DIVISOR = 4.0  # every searcher's `divisor` default
+MAX_RUNGS = 5  # adaptive_asha's `max_rungs` default
+MODES = ("standard", "conservative", "aggressive")
+NOT_MODELLED = ("custom", "adaptive", "adaptive_simple", "sync_halving")
+
+
+@dataclass(frozen=True)
+class Search:
+    """A search's name, how many trials it runs at once, and why that many (for the plan's output)."""
+
+    searcher: str
+    trials: int
+    why: str
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _default_concurrency(app_version: str) -> tuple[int, str]:
+    version = parse_version(app_version) or DEFAULT
+    if has("searcher.max_concurrent_trials.default_16", version):
+        return 16, f"max_concurrent_trials not set: Determined {version}'s default is 16"
+    return 0, f"max_concurrent_trials not set: Determined {version}'s default is no limit"
+
+
+def _concurrency(searcher: Mapping[str, Any], app_version: str) -> tuple[int, str]:
+    given = _int(searcher.get("max_concurrent_trials"))
+    if given is not None and given >= 0:
+        return given, f"max_concurrent_trials {given}"
+    return _default_concurrency(app_version)
+
+
+def _length_units(searcher: Mapping[str, Any]) -> int | None:
+    """The training length of `max_length` (`{batches: N}`, `{epochs: N}`, or a bare N) or `max_time`."""
+    length = searcher.get("max_length")
+    if isinstance(length, Mapping):
+        length = next((length[k] for k in ("batches", "records", "epochs") if _int(length.get(k))), None)
+    units = _int(length) if length is not None else _int(searcher.get("max_time"))
+    return units if units and units > 0 else None
+
+
+def _bracket_rungs(searcher: Mapping[str, Any], max_trials: int, divisor: float) -> list[int]:
+    given = searcher.get("bracket_rungs")
+    if isinstance(given, list) and given and all(_int(r) and r > 0 for r in given):
+        return sorted(given, reverse=True)
+    max_rungs = _int(searcher.get("max_rungs")) or MAX_RUNGS
+    units = _length_units(searcher)
+    if units:
+        max_rungs = min(max_rungs, int(math.log(units) / math.log(divisor)) + 1)
+    max_rungs = max(1, min(max_rungs, int(math.log(max_trials) / math.log(divisor)) + 1))
+    mode = searcher.get("mode") if searcher.get("mode") in MODES else "standard"
+    if mode == "aggressive":
+        return [max_rungs]
+    first = 1 if mode == "conservative" else (max_rungs - 1) // 2 + 1
+    return sorted(range(first, max_rungs + 1), reverse=True)
+
+
+def bracket_max_trials(max_trials: int, divisor: float, brackets: Sequence[int]) -> list[int]:
+    """`getBracketMaxTrials`: trials per bracket for roughly equal training budget per bracket."""
+    weights = [divisor ** (rungs - 1) / rungs for rungs in brackets]
+    total = sum(weights)
+    trials = [max(int(w / total * max_trials), 1) for w in weights]
+    trials[0] += max(max_trials - sum(trials), 0)
+    return trials
+
+
+def bracket_max_concurrent_trials(concurrency: int, divisor: float, max_trials: Sequence[int]) -> list[int]:
+    """`getBracketMaxConcurrentTrials`: an even split (remainder to the most aggressive brackets), or at 0 each
+    bracket as many as the least aggressive one's trials, at least `divisor`."""
+    count = len(max_trials)
+    if concurrency == 0:
+        return [max(max_trials[-1], int(divisor))] * count
+    concurrency = max(concurrency, count)
+    out = [concurrency // count] * count
+    for i in range(concurrency % count):
+        out[i] += 1
+    return out
+
+
+def _async_halving(max_trials: int, concurrency: int, num_rungs: int, divisor: float) -> int:
+    if concurrency > 0:
+        return min(concurrency, max_trials)
+    return max(1, min(int(divisor ** (num_rungs - 1)), max_trials))
+
+
+def grid_points(hyperparameters: Any) -> int | None:
+    """How many points a grid search has: the product of each hyperparameter's values (None: not a full grid)."""
+    if not isinstance(hyperparameters, Mapping):
+        return 1
+    points = 1
+    for value in hyperparameters.values():
+        count: int | None
+        if not isinstance(value, Mapping):
+            count = 1  # a constant written as its value
+        elif "type" not in value:
+            count = grid_points(value)  # nested hyperparameters
+        elif value.get("type") == "const":
+            count = 1
+        elif value.get("type") == "categorical":
+            count = len(value["vals"]) if isinstance(value.get("vals"), list) and value["vals"] else None
+        elif value.get("type") in ("int", "double", "log"):
+            count = _int(value.get("count"))
+            low, high = _number(value.get("minval")), _number(value.get("maxval"))
+            if count and value.get("type") == "int" and low is not None and high is not None:
+                count = min(count, int(high) - int(low) + 1)  # no more points than integers in the range
+        else:
+            count = None
+        if not count or count < 1:
+            return None
+        points *= count
+    return points
+
+
+def trials_at_once(config: Mapping[str, Any], app_version: str) -> Search:
+    """How many trials the experiment `config` starts at once under Determined `app_version`, and why."""
+    searcher = config.get("searcher")
+    if not isinstance(searcher, Mapping) or not isinstance(searcher.get("name"), str):
+        return Search("single", 1, "no searcher")
+    name = str(searcher["name"])
+    max_trials = _int(searcher.get("max_trials"))
+    divisor = _number(searcher.get("divisor")) or DIVISOR
+    if name == "single":
+        return Search(name, 1, "a single trial")
+    if name == "pbt":
+        population = _int(searcher.get("population_size"))
+        return Search(name, population, f"population_size {population}") if population and population > 0 else Search(
+            name, 1, "population_size not set: planned as one trial")
+    if name in NOT_MODELLED or name not in ("random", "grid", "async_halving", "adaptive_asha"):
+        return Search(name, 1, f"det-k8s does not model the {name} searcher: planned as one trial")
+    concurrency, why = _concurrency(searcher, app_version)
+    if name == "grid":
+        points = grid_points(config.get("hyperparameters"))
+        if points is None:
+            return Search(name, max(concurrency, 1), f"grid size unknown (a hyperparameter without count or vals); "
+                          f"{why}")
+        trials = min(points, concurrency) if concurrency > 0 else points
+        return Search(name, trials, f"{points} grid points, {why}")
+    if not max_trials or max_trials < 1:
+        return Search(name, 1, "max_trials not set: planned as one trial")
+    if name == "random":
+        trials = min(max_trials, concurrency) if concurrency > 0 else max_trials
+        return Search(name, trials, f"max_trials {max_trials}, {why}")
+    if name == "async_halving":
+        rungs = _int(searcher.get("num_rungs")) or 1
+        return Search(name, _async_halving(max_trials, concurrency, rungs, divisor), f"max_trials {max_trials}, {why}")
+    brackets = _bracket_rungs(searcher, max_trials, divisor)
+    per_bracket = bracket_max_trials(max_trials, divisor, brackets)
+    shares = bracket_max_concurrent_trials(concurrency, divisor, per_bracket)
+    trials = sum(_async_halving(t, c, r, divisor) for t, c, r in zip(per_bracket, shares, brackets, strict=True))
+    return Search(name, trials, f"max_trials {max_trials} in {len(brackets)} bracket(s), {why}")

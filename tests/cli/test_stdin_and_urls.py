@@ -1,0 +1,118 @@
+"""`-f -` and `--snapshot -` read stdin (once); `-f https://...` is fetched like helm fetches it, bounded in time and
+size, or refused in one line that keeps the URL whole (the newcomer's `-f https://...` was mangled to https:/)."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from tests.conftest import example
+
+GPU = example("gpu-cluster.yaml")
+SNAPSHOT = example("snapshots") / "three-4gpu-nodes.yaml"
+
+
+def stdin(monkeypatch, data: bytes) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+
+def test_settings_from_stdin(run_cli, monkeypatch):
+    stdin(monkeypatch, GPU.read_bytes() + b"slotTyp: gpu\n")
+    result = run_cli("validate", "-f", "-")
+    assert result.code == 1
+    line = GPU.read_text().count("\n") + 1
+    assert f"error: slotTyp: unknown key; did you mean slotType? (stdin:{line})" in result.out.splitlines()
+
+
+def test_a_snapshot_and_an_experiment_from_stdin_in_a_real_pipe():
+    snapshot = subprocess.run([sys.executable, "-m", "det_k8s", "plan", str(example("experiments") / "small-4gpu.yaml"),
+                               "--snapshot", "-", "-o", "json"], input=SNAPSHOT.read_bytes(), capture_output=True,
+                              timeout=60)
+    assert snapshot.returncode == 0, snapshot.stderr.decode()
+    assert b'"status": "placed"' in snapshot.stdout
+    experiment = subprocess.run([sys.executable, "-m", "det_k8s", "plan", "-", "--snapshot", str(SNAPSHOT), "-o",
+                                 "json"], input=(example("experiments") / "small-4gpu.yaml").read_bytes(),
+                                capture_output=True, timeout=60)
+    assert experiment.returncode == 0 and b'"name": "small-4gpu"' in experiment.stdout
+
+
+def test_stdin_named_twice_is_a_usage_error(run_cli, monkeypatch):
+    stdin(monkeypatch, SNAPSHOT.read_bytes())
+    result = run_cli("plan", "-", "--snapshot", "-", "-f", GPU)
+    assert result.code == 2 and "error: - (stdin) is named twice; it can be read only once" in result.err
+
+
+def test_binary_on_stdin_is_named_as_stdin(run_cli, monkeypatch):
+    stdin(monkeypatch, b"\x00\x01")
+    result = run_cli("validate", "-f", "-")
+    assert result.code == 1 and result.err.startswith("error: stdin: binary data (a NUL byte), not text")
+
+
+class _Files(http.server.BaseHTTPRequestHandler):
+    routes: dict[str, tuple[int, bytes, dict[str, str]]] = {}
+
+    def do_GET(self) -> None:  # noqa: N802
+        status, body, headers = self.routes.get(self.path, (404, b"not here", {}))
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", headers.get("Content-Length", str(len(body))))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def web():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Files.routes = {
+        "/site.yaml": (200, GPU.read_bytes(), {}),
+        "/typo.yaml": (200, b"maxSlotsPerPod: 4\nslotTyp: gpu\n", {}),
+        "/moved": (302, b"", {"Location": "file:///etc/passwd"}),
+        "/huge.yaml": (200, b"", {"Content-Length": str(64 * 2**20)}),
+    }
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_settings_from_a_url_like_helm(run_cli, web):
+    result = run_cli("validate", "-f", f"{web}/site.yaml")
+    assert result.code == 0, result.err
+    typo = run_cli("validate", "-f", f"{web}/typo.yaml")
+    assert typo.code == 1 and f"error: slotTyp: unknown key; did you mean slotType? ({web}/typo.yaml:2)" in typo.out
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("/missing.yaml", "the server answered HTTP 404 Not Found"),
+    ("/moved", "redirected to a URL that is not http(s); not followed"),
+    ("/huge.yaml", "64 MiB, more than a settings file can be (16 MiB)"),
+])
+def test_url_failures_are_one_line_with_the_url_whole(run_cli, web, path, message):
+    result = run_cli("validate", "-f", f"{web}{path}")
+    assert result.code == 1
+    assert result.err.strip().splitlines() == [f"error: {web}{path}: {message}"]
+
+
+def test_a_silent_url_times_out(run_cli, tarpit, monkeypatch):
+    from det_k8s.cli import sources
+
+    monkeypatch.setattr(sources, "URL_TIMEOUT", 0.5)
+    result = run_cli("validate", "-f", f"{tarpit.url}/site.yaml")
+    assert result.code == 1 and result.err.strip() == f"error: {tarpit.url}/site.yaml: no answer within 0.5s"
+
+
+def test_other_schemes_are_refused_naming_the_url_and_credentials_are_masked(run_cli):
+    result = run_cli("validate", "-f", "s3://bucket/site.yaml")
+    assert result.code == 1
+    assert result.err.startswith("error: s3://bucket/site.yaml: det-k8s reads a settings file from a file, - (stdin) or "
+                                 "an http(s) URL, not s3://")
+    secret = run_cli("validate", "-f", "https://user:Pa55word@127.0.0.1:9/site.yaml?sig=abc")
+    assert "Pa55word" not in secret.err and "sig=abc" not in secret.err and "https://***@127.0.0.1:9" in secret.err
