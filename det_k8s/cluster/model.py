@@ -169,6 +169,7 @@ class Pod:
     created: str = ""
     deleting: bool = False
     reason: str = ""  # status.reason, e.g. Evicted or OutOfnvidia.com/gpu
+    priority: int | None = None  # spec.priority, set from the pod's PriorityClass at admission
 
     @property
     def active(self) -> bool:

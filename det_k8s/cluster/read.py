@@ -207,6 +207,7 @@ def pod_from_object(obj: Mapping[str, Any]) -> Pod:
         created=str(meta.get("creationTimestamp") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
         reason=str(status.get("reason") or ""),
+        priority=priority if type(priority := spec.get("priority")) is int else None,
     )
 
 
