@@ -8,6 +8,7 @@ for why): the agent label `determined.ai/pedl-agent=present` and the taint
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -30,6 +31,7 @@ from ..tools.kubectl import (
 )
 from . import output
 from .common import KubectlBinaryOpt, kube_flags, kubectl
+from .inputs import SetOpt, SetStringOpt, ValuesOpt
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
 app = typer.Typer(help="Cluster nodes: capacity, the Determined agent label, taints, a GPU check.",
@@ -69,6 +71,43 @@ def list_nodes(output_format: OutputOpt = OutputFormat.table) -> None:
                    f"{r['gpu']['allocatable']}/{r['gpu']['requested']}",
                    f"{r['cpu']['allocatable']}/{r['cpu']['requested']}", ", ".join(r["taints"]) or "-",
                    "yes" if r["agent"] else "-"] for r in rows])
+
+
+SvgOpt = Annotated[Path | None, typer.Option(
+    "--svg", metavar="FILE", help="Also write the map as an SVG picture (Rich's export).", show_default=False)]
+HtmlOpt = Annotated[Path | None, typer.Option(
+    "--html", metavar="FILE", help="Also write the map as a standalone HTML page.", show_default=False)]
+SummaryOpt = Annotated[bool | None, typer.Option(
+    "--summary/--no-summary", show_default=False,
+    help="Per pool: nodes by free slots and the largest free blocks, instead of one row per node "
+         "(default: when the rows do not fit the width, or beyond 200 nodes).")]
+GroupByOpt = Annotated[str | None, typer.Option(
+    "--group-by", metavar="LABEL", show_default=False,
+    help="Group the rows by this node label (default: the first node-pool or zone label the nodes carry).")]
+
+
+@app.command("map")
+@with_global_options
+def map_(
+    snapshot_file: Annotated[Path | None, typer.Option(
+        "--snapshot", metavar="FILE", show_default=False,
+        help="Draw this snapshot (`kubectl get nodes,pods -A -o json`) instead of the live cluster.")] = None,
+    selector: Annotated[str | None, typer.Option(
+        "--selector", "-l", metavar="SELECTOR", show_default=False,
+        help="Only nodes matching this label selector (e.g. node-pool=a100,!gpu.example/broken).")] = None,
+    group_by: GroupByOpt = None,
+    summary: SummaryOpt = None,
+    svg: SvgOpt = None,
+    html: HtmlOpt = None,
+    values: ValuesOpt = None,
+    set_: SetOpt = None,
+    set_string: SetStringOpt = None,
+    output_format: OutputOpt = OutputFormat.table,
+) -> None:
+    """Who holds each GPU (or CPU slot) of each node: Determined, det-k8s, other pods, free, reserved."""
+    from .nodemap import MapRequest, run_map
+
+    run_map(snapshot_file, values, set_, set_string, MapRequest(selector, group_by, summary, svg, html), output_format)
 
 
 @app.command("label")
