@@ -289,7 +289,7 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
         from .mapview import show
 
         print()
-        show(rows, summary=False, after_plan=bool(rows.count(CellKind.PLANNED) or rows.count(CellKind.RESERVED)))
+        show(rows, summary=False, after_plan=bool(rows.count(CellKind.PLANNED) or rows.count(CellKind.VICTIM)))
     if entry.events:
         print("\nEvents:")
         for event in entry.events:

@@ -131,21 +131,23 @@ def plural(count: int, word: str) -> str:
 
 
 def title(omap: OccupancyMap, after_plan: bool) -> tuple[str, str]:
-    """What the map shows, and its counts."""
+    """What the map shows, and its cells counted by kind (the counts add up to the slots)."""
     unit = omap.unit
     what = "GPU slots (nvidia.com/gpu)" if unit.slot_type == "gpu" else f"CPU slots ({_amount(unit.size)} CPUs each)"
     slots = sum(row.slots for row in omap.rows)
     by = f", by {omap.group_by}" if omap.group_by else ""
-    head = f"{what} {'after the plan' if after_plan else 'now'}{by}: {slots} on {plural(len(omap.rows), 'node')}"
-    held = omap.count(CellKind.DET_K8S) + omap.count(CellKind.DETERMINED) + omap.count(CellKind.VICTIM)
+    head = f"{'After the plan' if after_plan else 'Now'}: {slots} {what} on {plural(len(omap.rows), 'node')}{by}"
+    replacing = sum(1 for row in omap.rows for cell in row.cells if cell.planned)
+    freed = omap.count(CellKind.VICTIM) - replacing
+    held = omap.count(CellKind.DET_K8S) + omap.count(CellKind.DETERMINED)
     parts = [f"{held} held by det-k8s and Determined", f"{omap.count(CellKind.FOREIGN)} by other pods"]
     if omap.count(CellKind.TERMINATING):
         parts.append(f"{omap.count(CellKind.TERMINATING)} terminating")
     if after_plan:
-        replacing = sum(1 for row in omap.rows for cell in row.cells if cell.planned)
-        parts.append(f"{omap.count(CellKind.PLANNED) + replacing} planned")
-        if omap.count(CellKind.VICTIM):
-            parts.append(f"{omap.count(CellKind.VICTIM)} freed by eviction")
+        planned = omap.count(CellKind.PLANNED) + replacing
+        parts.append(f"{planned} planned" + (f" ({replacing} in place of evicted groups)" if replacing else ""))
+        if freed:
+            parts.append(f"{freed} freed by eviction")
     if omap.count(CellKind.RESERVED):
         parts.append(f"{omap.count(CellKind.RESERVED)} reserved")
     free, usable = omap.count(CellKind.FREE), omap.usable_free
@@ -192,10 +194,22 @@ def _full(omap: OccupancyMap, view: View, out: _Lines) -> None:
     _legend(omap, view, out, list(omap.holders.values()), styles)
 
 
-def _holder_line(holder: Holder) -> list[str]:
+def _replaced(omap: OccupancyMap, key: str) -> str:
+    """`; 4 slots in place of E` for a planned group that starts where evicted groups run now."""
+    victims: dict[str, int] = {}
+    for row in omap.rows:
+        for cell in row.cells:
+            if cell.planned == key and cell.holder:
+                victims[cell.holder] = victims.get(cell.holder, 0) + 1
+    if not victims:
+        return ""
+    return f"; {plural(sum(victims.values()), 'slot')} in place of {', '.join(sorted(victims))}"
+
+
+def _holder_line(holder: Holder, omap: OccupancyMap) -> list[str]:
     kind = KINDS.get(holder.kind, holder.kind)
     what = {"running": kind, "terminating": f"{kind}, terminating", "evicted": f"{kind}, evicted",
-            "planned": f"planned, {plural(holder.pods, 'pod')}",
+            "planned": f"planned, {plural(holder.pods, 'pod')}{_replaced(omap, holder.key)}",
             "reserving": "waiting; nodes reserved for it"}.get(holder.status, holder.status)
     priority = f"priority {holder.priority}" if holder.priority is not None else "priority -"
     slots = f"{holder.slots} reserved" if holder.status == "reserving" else plural(holder.slots, "slot")
@@ -205,7 +219,7 @@ def _holder_line(holder: Holder) -> list[str]:
 def _legend(omap: OccupancyMap, view: View, out: _Lines, holders: Sequence[Holder], styles: dict[str, str],
             more: int = 0) -> None:
     plain = view.plain
-    rows = [(holder, _holder_line(holder)) for holder in holders]
+    rows = [(holder, _holder_line(holder, omap)) for holder in holders]
     widths = [max((len(cells[i]) for _, cells in rows), default=0) for i in range(5)]
     for holder, cells in rows:
         line = out.new()

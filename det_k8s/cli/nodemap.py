@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
 
 from ..errors import DetK8sError
 from . import output
@@ -24,6 +26,19 @@ if TYPE_CHECKING:
     from ..scheduling.occupancy import OccupancyMap
     from ..settings import Settings
     from .mapview import Note
+
+
+SvgOpt = Annotated[Path | None, typer.Option(
+    "--svg", metavar="FILE", help="Also write the map as an SVG picture (Rich's export).", show_default=False)]
+HtmlOpt = Annotated[Path | None, typer.Option(
+    "--html", metavar="FILE", help="Also write the map as a standalone HTML page.", show_default=False)]
+SummaryOpt = Annotated[bool | None, typer.Option(
+    "--summary/--no-summary", show_default=False,
+    help="Per pool: nodes by free slots and the largest free blocks, instead of one row per node "
+         "(default: when the rows do not fit the width, or beyond 200 nodes).")]
+GroupByOpt = Annotated[str | None, typer.Option(
+    "--group-by", metavar="LABEL", show_default=False,
+    help="Group the rows by this node label (default: the first node-pool or zone label the nodes carry).")]
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from ..tools.kubectl import (
 from . import output
 from .common import KubectlBinaryOpt, kube_flags, kubectl
 from .inputs import SetOpt, SetStringOpt, ValuesOpt
+from .nodemap import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
 app = typer.Typer(help="Cluster nodes: capacity, the Determined agent label, taints, a GPU check.",
@@ -71,19 +72,6 @@ def list_nodes(output_format: OutputOpt = OutputFormat.table) -> None:
                    f"{r['gpu']['allocatable']}/{r['gpu']['requested']}",
                    f"{r['cpu']['allocatable']}/{r['cpu']['requested']}", ", ".join(r["taints"]) or "-",
                    "yes" if r["agent"] else "-"] for r in rows])
-
-
-SvgOpt = Annotated[Path | None, typer.Option(
-    "--svg", metavar="FILE", help="Also write the map as an SVG picture (Rich's export).", show_default=False)]
-HtmlOpt = Annotated[Path | None, typer.Option(
-    "--html", metavar="FILE", help="Also write the map as a standalone HTML page.", show_default=False)]
-SummaryOpt = Annotated[bool | None, typer.Option(
-    "--summary/--no-summary", show_default=False,
-    help="Per pool: nodes by free slots and the largest free blocks, instead of one row per node "
-         "(default: when the rows do not fit the width, or beyond 200 nodes).")]
-GroupByOpt = Annotated[str | None, typer.Option(
-    "--group-by", metavar="LABEL", show_default=False,
-    help="Group the rows by this node label (default: the first node-pool or zone label the nodes carry).")]
 
 
 @app.command("map")

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from .inputs import SetOpt, SetStringOpt, ValuesOpt
-from .nodes import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
+from .nodemap import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
 from .options import OutputFormat, OutputOpt, with_global_options
 
 
