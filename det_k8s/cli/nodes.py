@@ -35,7 +35,7 @@ from .inputs import SetOpt, SetStringOpt, ValuesOpt
 from .nodemap import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
-app = typer.Typer(help="Cluster nodes: capacity, the Determined agent label, taints, a GPU check.",
+app = typer.Typer(help="Cluster nodes: capacity, a map of who holds each GPU, the agent label, taints, a GPU check.",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
                   rich_markup_mode=None)
 NodesArg = Annotated[list[str], typer.Argument(metavar="NODE...", help="Node names.", show_default=False)]
