@@ -342,7 +342,7 @@ def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constr
     drafts: dict[_Ident, _Draft] = {}
     groups = {group.id: group for group in queue}
     victims = set(plan.victims) if plan else set()
-    placed_on = _placements_by_node(plan, groups) if plan else {}
+    placed_on = _placements_by_node(plan, groups, unit) if plan else {}
     reserved = {node: gid for gid, held in (plan.reservations if plan else {}).items() for node in held}
     drafted_rows: list[tuple[Node, str, list[_Slot], tuple[str, ...]]] = []
     without_slots = []
@@ -409,15 +409,20 @@ def _node_cells(node: Node, pods: list[Pod], unit: SlotUnit, drafts: dict[_Ident
     return cells, states
 
 
-def _placements_by_node(plan: Plan, groups: Mapping[str, PodGroup]) -> dict[str, list[tuple[str, str, int]]]:
-    """node -> [(group id, pod name, slots)], preemptors first (they go onto their victims' slots)."""
+def _placements_by_node(plan: Plan, groups: Mapping[str, PodGroup],
+                        unit: SlotUnit) -> dict[str, list[tuple[str, str, int]]]:
+    """node -> [(group id, pod name, slots)], preemptors first (they go onto their victims' slots).
+
+    A planned pod takes the slots its request makes, counted as a running pod's are (for a group
+    det-k8s built: its slots per pod, what `plan -o json` says)."""
     out: dict[str, list[tuple[str, str, int]]] = {}
     ordered = sorted(plan.placements, key=lambda gid: gid not in plan.preempting)
     for gid in ordered:
         group = groups.get(gid)
-        per_pod = group.slots_per_pod if group is not None else 0
+        requests = {pod.name: pod.requests for pod in group.pods} if group is not None else {}
         for pod, node in plan.placements[gid]:
-            out.setdefault(node, []).append((gid, pod, per_pod))
+            amount = requests.get(pod, {}).get(unit.resource, 0)
+            out.setdefault(node, []).append((gid, pod, max(amount, 0) // unit.size))
     return out
 
 
