@@ -127,7 +127,7 @@ def _amount(unit_size: int) -> str:
 
 
 def plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
 def title(omap: OccupancyMap, after_plan: bool) -> tuple[str, str]:
@@ -136,22 +136,22 @@ def title(omap: OccupancyMap, after_plan: bool) -> tuple[str, str]:
     what = "GPU slots (nvidia.com/gpu)" if unit.slot_type == "gpu" else f"CPU slots ({_amount(unit.size)} CPUs each)"
     slots = sum(row.slots for row in omap.rows)
     by = f", by {omap.group_by}" if omap.group_by else ""
-    head = f"{'After the plan' if after_plan else 'Now'}: {slots} {what} on {plural(len(omap.rows), 'node')}{by}"
+    head = f"{'After the plan' if after_plan else 'Now'}: {slots:,} {what} on {plural(len(omap.rows), 'node')}{by}"
     replacing = sum(1 for row in omap.rows for cell in row.cells if cell.planned)
     freed = omap.count(CellKind.VICTIM) - replacing
     held = omap.count(CellKind.DET_K8S) + omap.count(CellKind.DETERMINED)
-    parts = [f"{held} held by det-k8s and Determined", f"{omap.count(CellKind.FOREIGN)} by other pods"]
+    parts = [f"{held:,} held by det-k8s and Determined", f"{omap.count(CellKind.FOREIGN):,} by other pods"]
     if omap.count(CellKind.TERMINATING):
-        parts.append(f"{omap.count(CellKind.TERMINATING)} terminating")
+        parts.append(f"{omap.count(CellKind.TERMINATING):,} terminating")
     if after_plan:
         planned = omap.count(CellKind.PLANNED) + replacing
-        parts.append(f"{planned} planned" + (f" ({replacing} in place of evicted groups)" if replacing else ""))
+        parts.append(f"{planned:,} planned" + (f" ({replacing:,} in place of evicted groups)" if replacing else ""))
         if freed:
-            parts.append(f"{freed} freed by eviction")
+            parts.append(f"{freed:,} freed by eviction")
     if omap.count(CellKind.RESERVED):
-        parts.append(f"{omap.count(CellKind.RESERVED)} reserved")
+        parts.append(f"{omap.count(CellKind.RESERVED):,} reserved")
     free, usable = omap.count(CellKind.FREE), omap.usable_free
-    parts.append(f"{free} free" + (f" ({usable} where Determined's pods may run)" if usable != free else ""))
+    parts.append(f"{free:,} free" + (f" ({usable:,} where Determined's pods may run)" if usable != free else ""))
     return head, ", ".join(parts)
 
 
@@ -160,8 +160,8 @@ def _pool_header(name: str, rows: Sequence[NodeRow], group_by: str | None) -> st
     free = sum(row.free for row in rows)
     usable = sum(row.free for row in rows if row.available)
     label = name or f"(no {group_by} label)"
-    return (f"{label}: {plural(len(rows), 'node')}, {slots} slots, {free} free"
-            + (f" ({usable} usable)" if usable != free else ""))
+    return (f"{label}: {plural(len(rows), 'node')}, {slots:,} slots, {free:,} free"
+            + (f" ({usable:,} usable)" if usable != free else ""))
 
 
 def _full(omap: OccupancyMap, view: View, out: _Lines) -> None:
@@ -194,22 +194,28 @@ def _full(omap: OccupancyMap, view: View, out: _Lines) -> None:
     _legend(omap, view, out, list(omap.holders.values()), styles)
 
 
-def _replaced(omap: OccupancyMap, key: str) -> str:
-    """`; 4 slots in place of E` for a planned group that starts where evicted groups run now."""
-    victims: dict[str, int] = {}
+def _replacing(omap: OccupancyMap) -> dict[str, dict[str, int]]:
+    """planned key -> {evicted key: slots}: where a planned group starts in place of evicted groups."""
+    out: dict[str, dict[str, int]] = {}
     for row in omap.rows:
         for cell in row.cells:
-            if cell.planned == key and cell.holder:
+            if cell.planned and cell.holder:
+                victims = out.setdefault(cell.planned, {})
                 victims[cell.holder] = victims.get(cell.holder, 0) + 1
+    return out
+
+
+def _replaced(victims: dict[str, int]) -> str:
+    """`; 4 slots in place of E`."""
     if not victims:
         return ""
     return f"; {plural(sum(victims.values()), 'slot')} in place of {', '.join(sorted(victims))}"
 
 
-def _holder_line(holder: Holder, omap: OccupancyMap) -> list[str]:
+def _holder_line(holder: Holder, replacing: dict[str, dict[str, int]]) -> list[str]:
     kind = KINDS.get(holder.kind, holder.kind)
     what = {"running": kind, "terminating": f"{kind}, terminating", "evicted": f"{kind}, evicted",
-            "planned": f"planned, {plural(holder.pods, 'pod')}{_replaced(omap, holder.key)}",
+            "planned": f"planned, {plural(holder.pods, 'pod')}{_replaced(replacing.get(holder.key, {}))}",
             "reserving": "waiting; nodes reserved for it"}.get(holder.status, holder.status)
     priority = f"priority {holder.priority}" if holder.priority is not None else "priority -"
     slots = f"{holder.slots} reserved" if holder.status == "reserving" else plural(holder.slots, "slot")
@@ -219,7 +225,8 @@ def _holder_line(holder: Holder, omap: OccupancyMap) -> list[str]:
 def _legend(omap: OccupancyMap, view: View, out: _Lines, holders: Sequence[Holder], styles: dict[str, str],
             more: int = 0) -> None:
     plain = view.plain
-    rows = [(holder, _holder_line(holder, omap)) for holder in holders]
+    replacing = _replacing(omap)
+    rows = [(holder, _holder_line(holder, replacing)) for holder in holders]
     widths = [max((len(cells[i]) for _, cells in rows), default=0) for i in range(5)]
     for holder, cells in rows:
         line = out.new()
@@ -236,10 +243,9 @@ def _legend(omap: OccupancyMap, view: View, out: _Lines, holders: Sequence[Holde
         room = (view.width - 4 - len(holder.key)) if view.width else 10**6
         out.add(line, "  " + _fit(text, room, plain))
     if more:
-        out.add(out.new(), f"  ... and {more} more holder(s) (-o json lists them all)")
+        out.add(out.new(), f"  ... and {more} more (-o json lists every holder)")
     symbols = []
     kinds = {cell.kind for row in omap.rows for cell in row.cells}
-    replacing = any(cell.planned for row in omap.rows for cell in row.cells)
     for kind, text in ((CellKind.FREE, "free"), (CellKind.FOREIGN, "other pods"),
                        (CellKind.TERMINATING, "terminating"), (CellKind.RESERVED, "reserved for a waiting group")):
         if kind in kinds:
@@ -273,18 +279,22 @@ def _summary(omap: OccupancyMap, view: View, out: _Lines) -> None:
         label = pool.name or (f"(no {omap.group_by} label)" if omap.group_by else "all nodes")
         counts = pool.counts
         held = counts.get("det-k8s", 0) + counts.get("determined", 0) + counts.get("victim", 0)
-        parts = [f"{held} held", f"{counts.get('foreign', 0)} other"]
-        for kind in ("terminating", "planned", "reserved"):
-            if counts.get(kind):
-                parts.append(f"{counts[kind]} {kind}")
-        parts.append(f"{pool.free} free")
-        header = f"{label}: {plural(pool.nodes, 'node')}, {pool.slots} slots: " + ", ".join(parts)
+        planned = counts.get("planned", 0) + sum(1 for r in omap.rows if r.pool == pool.name for c in r.cells
+                                                 if c.planned)
+        parts = [f"{held:,} held", f"{counts.get('foreign', 0):,} other"]
+        for kind, amount in (("terminating", counts.get("terminating", 0)), ("planned", planned),
+                             ("reserved", counts.get("reserved", 0))):
+            if amount:
+                parts.append(f"{amount:,} {kind}")
+        parts.append(f"{pool.free:,} free")
+        header = f"{label}: {plural(pool.nodes, 'node')}, {pool.slots:,} slots: " + ", ".join(parts)
         if pool.unavailable:
-            header += "; unavailable: " + ", ".join(f"{n} {cause}" for cause, n in pool.unavailable)
-        out.add(out.new(), _fit(header, width, plain), "bold")
+            header += "; unavailable: " + ", ".join(f"{n:,} {cause}" for cause, n in pool.unavailable)
+        for index, piece in enumerate(textwrap.wrap(header, width, subsequent_indent="  ", break_on_hyphens=False)):
+            out.add(out.new(), piece, "bold" if index == 0 else "")
         if pool.histogram:
             heads = ["free slots"] + [str(free) for free, _ in pool.histogram]
-            values = ["nodes"] + [str(nodes) for _, nodes in pool.histogram]
+            values = ["nodes"] + [f"{nodes:,}" for _, nodes in pool.histogram]
             columns = [max(len(h), len(v)) for h, v in zip(heads, values, strict=True)]
             start = 1
             while start < len(heads):  # as many columns per pair of lines as the width allows
@@ -304,10 +314,11 @@ def _summary(omap: OccupancyMap, view: View, out: _Lines) -> None:
             blocks = ", ".join(f"{node} {free}" for node, free in pool.largest)
             out.add(out.new(), "  " + _fit(f"largest free blocks: {blocks}", width - 2, plain))
         out.blank()
-    notable = [h for h in omap.holders.values() if h.status in ("planned", "evicted", "reserving")]
-    largest = sorted((h for h in omap.holders.values() if h not in notable), key=lambda h: (-h.slots, h.key))
-    shown = notable + largest[: max(LEGEND_IN_SUMMARY - len(notable), 0)]
-    shown.sort(key=lambda h: list(omap.holders).index(h.key))
+    # the group reserved for and the evicted first, then planned groups, then the largest holders
+    rank = {"reserving": 0, "evicted": 1, "planned": 2}
+    chosen = sorted(omap.holders.values(), key=lambda h: (rank.get(h.status, 3), -h.slots, h.key))
+    position = {key: i for i, key in enumerate(omap.holders)}
+    shown = sorted(chosen[:LEGEND_IN_SUMMARY], key=lambda h: position[h.key])
     _legend(omap, view, out, shown, _styles(omap), more=len(omap.holders) - len(shown))
 
 

@@ -127,23 +127,25 @@ def run_map(snapshot_file: Path | None, values: Sequence[Path] | None, sets: Seq
     """`det-k8s nodes map`: read the cluster (or the snapshot file), draw who holds each slot."""
     from .inputs import load_settings_from_cli, load_snapshot
     from .options import current
+    from .planning import no_gc
 
     given = bool(values or sets or set_strings)
     settings = load_settings_from_cli(values, sets, set_strings, required=False).settings() if given else None
     plan: Plan | None = None
     queue: list[PodGroup] = []
-    if snapshot_file is not None:
-        snapshot = load_snapshot(snapshot_file)
-    else:
-        from ..kube.snapshot import read_snapshot
+    with no_gc():  # a snapshot is millions of acyclic objects: see planning.no_gc
+        if snapshot_file is not None:
+            snapshot = load_snapshot(snapshot_file)
+        else:
+            from ..kube.snapshot import read_snapshot
 
-        api = current().connect()
-        with output.spinner("reading the cluster"):
-            snapshot = read_snapshot(api)
-            if settings is None:
-                settings = _live_settings(api)
-            plan, queue = _reservation(api, snapshot)
-    omap = occupancy(snapshot, settings, request, plan=plan, queue=queue)
+            api = current().connect()
+            with output.spinner("reading the cluster"):
+                snapshot = read_snapshot(api)
+                if settings is None:
+                    settings = _live_settings(api)
+                plan, queue = _reservation(api, snapshot)
+        omap = occupancy(snapshot, settings, request, plan=plan, queue=queue)
     if request.selector and not omap.rows and not omap.without_slots:
         output.warning(f"no node matches the selector {request.selector!r}")
     present(omap, request, output_format)
