@@ -260,7 +260,8 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     api = current().connect()
     store = QueueStore(api, api.namespace)
     entry = store.find(experiment_id)
-    snapshot = read_snapshot(api)
+    with output.spinner("reading the cluster"):
+        snapshot = read_snapshot(api)
     plan = _fresh_plan(api, store.entries(), snapshot)
     rows = group_map(snapshot, entry.id, entry.group, plan)
     reason = plan.reason(entry.id) if entry.state == QUEUED else None

@@ -161,10 +161,15 @@ def print_table(records: Sequence[dict[str, Any]], plan: Plan, victims: Sequence
         print()
         output.table(["group", "experiment", "user", "priority", "pods", "for"], victims,
                      title="Preempted (whole groups, returned to the queue)")
+    output.message(outcome(records, plan))
+
+
+def outcome(records: Sequence[dict[str, Any]], plan: Plan) -> str:
+    """`2 placed, 1 queued, 0 rejected; 1 running group(s) preempted`."""
     counts = {status: sum(r["status"] == status for r in records)
               for status in ("placed", "queued", "rejected")}
-    output.message(", ".join(f"{n} {status}" for status, n in counts.items())
-                   + (f"; {len(plan.victims)} running group(s) preempted" if plan.victims else ""))
+    return (", ".join(f"{n} {status}" for status, n in counts.items())
+            + (f"; {len(plan.victims)} running group(s) preempted" if plan.victims else ""))
 
 
 def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[Path] | None,
@@ -188,7 +193,8 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[Path]
             from .nodemap import occupancy
 
             omap = occupancy(snapshot, settings, map_request, plan=result, queue=queue)
-    show(entries, result, running, output_format, omap if show_map else None)
+    show(entries, result, running, output_format, omap if show_map else None,
+         summary=map_request.summary if map_request is not None else None)
     if omap is not None and map_request is not None:
         from .mapview import write_pictures
 
@@ -208,7 +214,7 @@ def notes(records: Sequence[dict[str, Any]]) -> list[Any]:
 
 
 def show(entries: Sequence[Entry], result: Plan, running: dict[str, RunningGroup],
-         output_format: OutputFormat, omap: OccupancyMap | None = None) -> None:
+         output_format: OutputFormat, omap: OccupancyMap | None = None, summary: bool | None = None) -> None:
     """JSON/YAML records, or the tables a person reads: who runs where, who waits and why, who is evicted.
 
     With `omap`, the map after the plan replaces the tables (and joins the records under `map`)."""
@@ -220,10 +226,8 @@ def show(entries: Sequence[Entry], result: Plan, running: dict[str, RunningGroup
     if omap is not None:
         from .mapview import show as show_map
 
-        show_map(omap, summary=None, after_plan=True, notes=notes(records))
-        counts = {status: sum(r["status"] == status for r in records) for status in ("placed", "queued", "rejected")}
-        output.message(", ".join(f"{n} {status}" for status, n in counts.items())
-                       + (f"; {len(result.victims)} running group(s) preempted" if result.victims else ""))
+        show_map(omap, summary=summary, after_plan=True, notes=notes(records))
+        output.message(outcome(records, result))
         return
     by_group = {e.group.id: e.experiment.name for e in entries if e.group is not None}
     preemptor = {victim: by_group.get(g, g) for g, victims in result.preempting.items() for victim in victims}

@@ -218,7 +218,8 @@ def _summary(name: str, rows: Sequence[NodeRow], largest: int) -> PoolSummary:
         if row.available:
             histogram[row.free] = histogram.get(row.free, 0) + 1
         else:
-            cause = next(s for s in row.states if not s.startswith(OVERCOMMITTED)).split(" ", 1)[0]
+            state = next(s for s in row.states if not s.startswith(OVERCOMMITTED))
+            cause = "taint" if state.startswith("taint ") else state.split(" (")[0]
             unavailable[cause] = unavailable.get(cause, 0) + 1
     ranked = sorted((row for row in rows if row.available and row.free), key=lambda r: (-r.free, natural(r.name)))
     return PoolSummary(name, len(rows), sum(r.slots for r in rows), sum(r.free for r in rows), counts,
@@ -269,6 +270,7 @@ def keys(count: int) -> list[str]:
 # -- building ---------------------------------------------------------------------------------------
 
 _Ident = tuple[str, str]  # (kind, id): a holder before it has a key
+PLANNED = "plan"  # the kind of a queued group's ident: planned or reserved for, never running
 
 
 @dataclass
@@ -436,7 +438,7 @@ def _queued_draft(gid: str, groups: Mapping[str, PodGroup], status: str) -> _Dra
 def _apply_plan(cells: list[_Slot], placed: Sequence[tuple[str, str, int]], reserved_for: str | None,
                 drafts: dict[_Ident, _Draft], groups: Mapping[str, PodGroup], plan: Plan) -> None:
     for gid, pod, slots in placed:
-        ident = (L.MANAGER, "plan:" + gid)
+        ident = (PLANNED, gid)
         draft = drafts.setdefault(ident, _queued_draft(gid, groups, "planned"))
         draft.pods += 1
         preempting = gid in plan.preempting
@@ -454,7 +456,7 @@ def _apply_plan(cells: list[_Slot], placed: Sequence[tuple[str, str, int]], rese
                 cells[spot] = _Slot(CellKind.PLANNED, ident, pod)
             draft.slots += 1
     if reserved_for is not None:
-        ident = (L.MANAGER, "plan:" + reserved_for)
+        ident = (PLANNED, reserved_for)
         draft = drafts.setdefault(ident, _queued_draft(reserved_for, groups, "reserving"))
         for index, cell in enumerate(cells):
             if cell.kind is CellKind.FREE:
@@ -474,10 +476,10 @@ def _finish(unit: SlotUnit, group_by: str | None, drafted: list[tuple[Node, str,
     order: dict[_Ident, None] = {}
     for _, _, cells, _ in drafted:  # running holders by first appearance, then planned and reserving groups
         for cell in cells:
-            if cell.ident is not None and not cell.ident[1].startswith("plan:"):
+            if cell.ident is not None and cell.ident[0] != PLANNED:
                 order.setdefault(cell.ident)
     for ident, draft in drafts.items():
-        if ident[1].startswith("plan:") and (draft.slots or draft.status == "reserving"):
+        if ident[0] == PLANNED and (draft.slots or draft.status == "reserving"):
             order.setdefault(ident)
     key_of = dict(zip(order, keys(len(order)), strict=True))
     holders = {}
@@ -491,7 +493,3 @@ def _finish(unit: SlotUnit, group_by: str | None, drafted: list[tuple[Node, str,
         for node, pool, cells, states in drafted)
     return OccupancyMap(unit, group_by, rows, holders, without_slots)
 
-
-def holder_keys(omap: OccupancyMap, group_id: str) -> tuple[str, ...]:
-    """The keys under which a group appears: running (its id) and planned or reserving."""
-    return tuple(key for key, holder in omap.holders.items() if holder.id == group_id)

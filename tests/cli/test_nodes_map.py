@@ -74,6 +74,8 @@ def test_golden_a_fragmented_cluster(run_cli, wide):
     result = run_cli("nodes", "map", "--snapshot", FRAGMENTED)
     assert result.code == 0, result.err
     check_golden("fragmented.txt", result.out)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "```text\n" + result.out + "```" in readme, "the README's map example is this golden file"
     planned = plan_map(run_cli, EXPERIMENTS / "distributed-16gpu.yaml", "--snapshot", FRAGMENTED)
     check_golden("fragmented-plan.txt", planned.out)
     assert "needs 2 pods x 8 nvidia.com/gpu; largest free blocks: gpu-0 4, gpu-3 3" in planned.out
@@ -202,6 +204,15 @@ def test_a_narrow_terminal_gets_the_pool_summary_not_wrapped_rows(run_cli, monke
     summary = run_cli("nodes", "map", "--snapshot", FRAGMENTED, "--summary").out
     assert "  free slots  0  1  2  3  4" in summary and "  nodes       1  1  4  1  1" in summary
     assert "largest free blocks: gpu-0 4, gpu-3 3, gpu-1 2" in summary
+
+
+def test_plan_map_takes_the_summary_flag_and_names_why_nodes_are_unavailable(run_cli, wide):
+    result = run_cli("plan", EXPERIMENTS / "high-priority-8gpu.yaml", "--snapshot", SNAPSHOTS / "mixed-cluster.yaml",
+                     "--user", "alice", "--map", "--summary")
+    assert result.code == 0, result.err
+    assert "gpu: 6 nodes, 48 slots: 28 held, 2 other, 18 free;" in result.out
+    assert "unavailable: 1 NotReady, 1 cordoned, 4 taint" in result.out  # no -f: no toleration of accelerator=gpu
+    assert "  gpu-0  " not in result.out
 
 
 def test_selector_and_group_by(run_cli, wide):

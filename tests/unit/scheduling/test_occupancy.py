@@ -186,6 +186,8 @@ def test_pool_summary_counts_nodes_by_free_slots_and_names_the_largest_blocks():
     assert pool.unavailable == (("cordoned", 1),)
     assert pool.largest == (("n3", 8), ("n4", 8), ("n2", 2))
     assert (pool.nodes, pool.slots, pool.free) == (6, 48, 26)
+    (pinned,) = build(snapshot(nodes, pods), constraints=Constraints(node_selector={"pool": "x"})).pools()
+    assert pinned.unavailable == (("cordoned", 1), ("not selected", 5)) and pinned.histogram == ()
 
 
 NOW = datetime(2024, 1, 1, 1, 0, tzinfo=UTC)
