@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 MAX_ROWS = 200  # more nodes than this are summarised, whatever the width
-LEGEND_IN_SUMMARY = 8  # holders listed under a summary (the largest, then every planned or evicted one)
+LEGEND_IN_SUMMARY = 8  # holders listed under a summary: reserved-for, evicted and planned first, then the largest
 PALETTE = ("dodger_blue2", "medium_orchid", "dark_cyan", "orange3", "deep_pink3", "chartreuse3", "steel_blue",
            "gold3", "medium_purple3", "turquoise4", "indian_red", "dark_olive_green3")
 GLYPH = {CellKind.FREE: ".", CellKind.FOREIGN: "#", CellKind.RESERVED: "~", CellKind.TERMINATING: "-"}
@@ -41,6 +41,7 @@ PLANNED_STYLE = "bold black on bright_green"
 REPLACING_STYLE = "bold black on dark_orange"  # planned where an evicted group runs now
 VICTIM_STYLE = "bold strike bright_white on red3"
 KINDS = {"det-k8s": "det-k8s group", "determined": "Determined task"}
+_CONTROL = {code: "?" for code in (*range(32), 127)}  # names from a hand-edited snapshot never drive the terminal
 
 
 @dataclass(frozen=True)
@@ -77,13 +78,13 @@ class _Lines:
         return line
 
     def add(self, line: Text, text: str, style: str = "") -> None:
-        line.append(text, style=None if self.view.plain or not style else style)
+        line.append(text.translate(_CONTROL), style=None if self.view.plain or not style else style)
 
     def blank(self) -> None:
         self.new()
 
 
-def holder_style(holder: Holder, index: int) -> str:
+def holder_style(index: int) -> str:
     return f"bold black on {PALETTE[index % len(PALETTE)]}"
 
 
@@ -102,7 +103,7 @@ def _cell(cell: Cell, width: int, plain: bool, styles: dict[str, str]) -> tuple[
 
 
 def _styles(omap: OccupancyMap) -> dict[str, str]:
-    return {key: holder_style(holder, i) for i, (key, holder) in enumerate(omap.holders.items())}
+    return {key: holder_style(i) for i, key in enumerate(omap.holders)}
 
 
 def _key_width(omap: OccupancyMap) -> int:

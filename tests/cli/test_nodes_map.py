@@ -325,3 +325,18 @@ def test_live_map_and_describe_show_the_nodes_reserved_for_a_starving_group(run_
     data = json.loads(running.out)
     (row,) = data["map"]["nodes"]
     assert row["name"] == data["pods"][0]["node"] and [c["kind"] for c in row["cells"]] == ["det-k8s"] * 4
+
+
+def test_names_from_a_hand_edited_snapshot_never_drive_the_terminal(run_cli, tmp_path, wide):
+    snapshot = tmp_path / "odd.json"
+    snapshot.write_text(json.dumps({"kind": "List", "items": [
+        {"kind": "Node", "metadata": {"name": "gpu-0", "labels": {"node-pool": "a\x1b[2Jb"}},
+         "status": {"allocatable": {"nvidia.com/gpu": "2"}}},
+        {"kind": "Pod", "metadata": {"name": "p", "labels": {"app.kubernetes.io/managed-by": "det-k8s",
+                                                             "det-k8s.io/group": "g", "det-k8s.io/experiment": "e\x07"}},
+         "spec": {"nodeName": "gpu-0", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+         "status": {"phase": "Running"}}]}))
+    result = run_cli("nodes", "map", "--snapshot", snapshot)
+    assert result.code == 0, result.err
+    assert "\x1b" not in result.out and "\x07" not in result.out
+    assert "a?[2Jb: 1 node, 2 slots, 1 free" in result.out and "  A  e?  " in result.out
