@@ -276,14 +276,19 @@ def _legend(omap: OccupancyMap, view: View, out: _Lines, holders: Sequence[Holde
 def _summary(omap: OccupancyMap, view: View, out: _Lines) -> None:
     plain = view.plain
     width = view.width or 10**6
+    replacing: dict[str, int] = {}  # per pool: evicted groups' slots a planned group takes
+    for node in omap.rows:
+        for cell in node.cells:
+            if cell.planned:
+                replacing[node.pool] = replacing.get(node.pool, 0) + 1
     for pool in omap.pools():
         label = pool.name or (f"(no {omap.group_by} label)" if omap.group_by else "all nodes")
         counts = pool.counts
-        held = counts.get("det-k8s", 0) + counts.get("determined", 0) + counts.get("victim", 0)
-        planned = counts.get("planned", 0) + sum(1 for r in omap.rows if r.pool == pool.name for c in r.cells
-                                                 if c.planned)
+        held = counts.get("det-k8s", 0) + counts.get("determined", 0)
+        taken = replacing.get(pool.name, 0)
         parts = [f"{held:,} held", f"{counts.get('foreign', 0):,} other"]
-        for kind, amount in (("terminating", counts.get("terminating", 0)), ("planned", planned),
+        for kind, amount in (("terminating", counts.get("terminating", 0)), ("planned", counts.get("planned", 0) + taken),
+                             ("freed by eviction", counts.get("victim", 0) - taken),
                              ("reserved", counts.get("reserved", 0))):
             if amount:
                 parts.append(f"{amount:,} {kind}")
@@ -303,11 +308,11 @@ def _summary(omap: OccupancyMap, view: View, out: _Lines) -> None:
                 while end < len(heads) and (used + 2 + columns[end] <= width or end == start):
                     used += 2 + columns[end]
                     end += 1
-                for row in (heads, values):
+                for cells in (heads, values):
                     line = out.new()
-                    out.add(line, "  " + row[0].ljust(columns[0]))
+                    out.add(line, "  " + cells[0].ljust(columns[0]))
                     for i in range(start, end):
-                        out.add(line, "  " + row[i].rjust(columns[i]), "bold" if row is heads else "")
+                        out.add(line, "  " + cells[i].rjust(columns[i]), "bold" if cells is heads else "")
                 start = end
         else:
             out.add(out.new(), "  no node of this pool can take Determined's pods now")

@@ -102,6 +102,19 @@ def test_golden_a_mixed_4_and_8_gpu_cluster_with_a_reservation_and_a_victim():
     assert "nightly-eval" in text and "evicted" in text and "waiting; nodes reserved for it" in text
 
 
+def test_the_counts_of_a_summary_and_a_title_add_up_to_the_slots():
+    omap, notes = mixed_map()
+    lines = [line.plain for line in render(omap, View(True, 200, summary=True), after_plan=True, notes=notes)]
+    headers = [line for line in lines if re.match(r"^(a100|v100): ", line)]
+    assert len(headers) == 2
+    for header in headers:
+        slots = int(re.search(r"(\d+) slots:", header)[1])
+        counted = header.split("slots: ")[1].split(";")[0]
+        assert sum(int(n) for n in re.findall(r"(\d+) [a-z]", counted)) == slots, header
+    title = lines[1]
+    assert sum(int(n) for n in re.findall(r"(?<!\()(\d+) (?!in place)", title)) == 48, title
+
+
 def cells_of(data: dict, key: str) -> int:
     return sum(1 for row in data["nodes"] for cell in row["cells"] if key in (cell["holder"], cell.get("planned")))
 
