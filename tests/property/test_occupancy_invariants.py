@@ -16,10 +16,9 @@ from det_k8s.cli.planning import Entry, report
 from det_k8s.cluster.model import Pod, Snapshot
 from det_k8s.scheduling import labels as L
 from det_k8s.scheduling.experiments import Experiment
-from det_k8s.scheduling.model import PodGroup
+from det_k8s.scheduling.model import PodGroup, Policy
 from det_k8s.scheduling.occupancy import SYSTEM_LABEL, CellKind, SlotUnit, build
 from det_k8s.scheduling.plan import schedule
-from det_k8s.scheduling.model import Policy
 from tests.builders import determined_pod, gang, node, other_pod, task_pods
 from tests.property.test_scheduling_invariants import NOW, clusters, policies, queues
 
@@ -76,13 +75,13 @@ def slots(amount: int, unit: SlotUnit) -> int:
 def node_facts(cluster: Snapshot, unit: SlotUnit) -> dict[str, tuple[int, int, bool]]:
     """node -> (its slots, free slots, over-committed), from the snapshot alone."""
     out = {}
-    for node in cluster.nodes:
-        active = [p for p in cluster.pods if p.active and p.node_name == node.name]
-        base = node.allocatable.get(unit.resource, 0) - sum(
+    for each in cluster.nodes:
+        active = [p for p in cluster.pods if p.active and p.node_name == each.name]
+        base = each.allocatable.get(unit.resource, 0) - sum(
             p.requests.get(unit.resource, 0) for p in active if SYSTEM_LABEL in p.labels)
         used = sum(p.requests.get(unit.resource, 0) for p in active if SYSTEM_LABEL not in p.labels)
         taken = sum(slots(p.requests.get(unit.resource, 0), unit) for p in active if SYSTEM_LABEL not in p.labels)
-        out[node.name] = (slots(base, unit), slots(base - used, unit), taken > slots(base, unit))
+        out[each.name] = (slots(base, unit), slots(base - used, unit), taken > slots(base, unit))
     return out
 
 
