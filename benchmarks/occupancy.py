@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import generate
-from .scheduling import _root, plan_command
+from .scheduling import _root, plan_command, timed_snapshot
 from .timing import child_env, time_commands
 
 
@@ -29,22 +29,15 @@ def map_command(console: Path, snapshot: Path, settings: Path, *extra: str) -> l
 
 def phases(snapshot: Path, settings_file: Path) -> dict[str, Any]:
     """Where `nodes map`'s time goes, and what the map holds (one run in this process)."""
-    from det_k8s.cli.inputs import load_documents, load_settings_from_cli
+    from det_k8s.cli.inputs import load_settings_from_cli
     from det_k8s.cli.mapview import View, render
-    from det_k8s.cluster.read import snapshot_from_objects
     from det_k8s.scheduling.occupancy import build, default_group_by, slot_unit, task_pod_constraints
 
     marks: dict[str, float] = {}
     enabled = gc.isenabled()
     gc.disable()
     try:
-        start = time.perf_counter()
-        documents = load_documents(snapshot)
-        marks["read_and_parse"] = time.perf_counter() - start
-        start = time.perf_counter()
-        cluster = snapshot_from_objects(documents, str(snapshot))
-        marks["build_snapshot"] = time.perf_counter() - start
-        del documents
+        cluster = timed_snapshot(snapshot, marks)
         settings = load_settings_from_cli([settings_file], None, None).settings()
         start = time.perf_counter()
         omap = build(cluster, slot_unit(settings), constraints=task_pod_constraints(settings),
