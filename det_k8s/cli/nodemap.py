@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from ..scheduling.model import Plan, PodGroup
     from ..scheduling.occupancy import OccupancyMap
     from ..settings import Settings
-    from .mapview import Note
 
 
 SvgOpt = Annotated[Path | None, typer.Option(
@@ -73,17 +72,15 @@ def occupancy(snapshot: Snapshot, settings: Settings | None, request: MapRequest
                  plan=plan, queue=queue, nodes=names)
 
 
-def present(omap: OccupancyMap, request: MapRequest, output_format: OutputFormat, *, after_plan: bool = False,
-            notes: Sequence[Note] = (), title: str = "det-k8s nodes map") -> None:
+def present(omap: OccupancyMap, request: MapRequest, output_format: OutputFormat) -> None:
     """Print the map (or its data), then write the SVG/HTML files asked for."""
     from . import mapview
 
     if output_format is OutputFormat.table:
-        mapview.show(omap, summary=request.summary, after_plan=after_plan, notes=notes)
+        mapview.show(omap, summary=request.summary)
     else:
         output.data(omap.to_dict(), output_format)
-    mapview.write_pictures(omap, svg=request.svg, html=request.html, summary=request.summary,
-                           after_plan=after_plan, notes=notes, title_text=title)
+    mapview.write_pictures(omap, svg=request.svg, html=request.html, summary=request.summary)
 
 
 def _live_settings(api: KubeApi) -> Settings | None:

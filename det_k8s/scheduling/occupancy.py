@@ -299,21 +299,25 @@ def _determined_name(pod: Pod) -> str:
     return labels[L.DETERMINED]
 
 
-def _holder_of(pod: Pod) -> tuple[_Ident, _Draft] | None:
-    labels = pod.labels
+def _ident(labels: Mapping[str, str]) -> _Ident | None:
+    """Which holder a pod belongs to: its det-k8s group, its Determined allocation, or none."""
     if L.is_managed(labels):
-        group = labels[L.GROUP]
+        return L.MANAGER, labels[L.GROUP]
+    allocation = labels.get(L.DETERMINED)
+    return ("determined", allocation) if allocation is not None else None
+
+
+def _draft(pod: Pod, ident: _Ident) -> _Draft:
+    labels = pod.labels
+    if ident[0] == L.MANAGER:
         try:
             priority: int | None = int(labels.get(L.PRIORITY, ""))
         except ValueError:
             priority = None
-        return (L.MANAGER, group), _Draft(L.MANAGER, group, labels.get(L.EXPERIMENT, group), labels.get(L.USER, ""),
-                                          priority, pod.namespace)
-    if L.DETERMINED in labels:
-        allocation = labels[L.DETERMINED]
-        return ("determined", allocation), _Draft("determined", allocation, _determined_name(pod),
-                                                  labels.get("determined.ai/user", ""), pod.priority, pod.namespace)
-    return None
+        return _Draft(L.MANAGER, ident[1], labels.get(L.EXPERIMENT, ident[1]), labels.get(L.USER, ""), priority,
+                      pod.namespace)
+    return _Draft("determined", ident[1], _determined_name(pod), labels.get("determined.ai/user", ""),
+                  pod.priority, pod.namespace)
 
 
 @dataclass
@@ -370,21 +374,23 @@ def _node_cells(node: Node, pods: list[Pod], unit: SlotUnit, drafts: dict[_Ident
     held: list[_Slot] = []
     foreign: list[_Slot] = []
     used = 0
-    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
-        amount = pod.requests.get(resource, 0)
+    holding = [pod for pod in pods if pod.requests.get(resource, 0) > 0]  # the others are not on the map
+    for pod in sorted(holding, key=lambda p: (p.namespace, p.name)):
+        amount = pod.requests[resource]
         if SYSTEM_LABEL in pod.labels:  # the master counts slots net of its own pods' CPU
             base -= amount
             continue
         used += amount
-        whole = amount // size if amount > 0 else 0
-        found = _holder_of(pod)
+        whole = amount // size
+        ident = _ident(pod.labels)
         where = f"{pod.namespace}/{pod.name}"
-        if found is None:
+        if ident is None:
             kind = CellKind.TERMINATING if pod.deleting else CellKind.FOREIGN
             foreign += [_Slot(kind, None, where) for _ in range(whole)]
             continue
-        ident, draft = found
-        record = drafts.setdefault(ident, draft)
+        record = drafts.get(ident)
+        if record is None:
+            record = drafts[ident] = _draft(pod, ident)
         record.pods += 1
         if pod.deleting and record.status == "running":
             record.status = "terminating"
