@@ -14,8 +14,10 @@ GPU, or per `slotResourceRequests.cpu` CPUs on a CPU-slot cluster. Each slot is 
   evicts, with the preemptor's key when its pods go there) and `reserved` (free cells of nodes the
   starvation guard holds for a waiting group).
 
-A node whose pods request more than its slots (it lost a GPU) is marked over-committed; its cells
-never exceed its slots. Holders get short keys (A, B, ..., AA, ...) in the order they first appear.
+Unlike the master's own count (other pods' CPU truncated per container), fractions of a slot are
+never shown free: a cell is free only when a whole slot of the resource is. A node whose pods
+request more than its slots (it lost a GPU) is marked over-committed; its cells never exceed its
+slots. Holders get short keys (A, B, ..., AA, ...) in the order they first appear.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ GPU_SLOTS = SlotUnit()
 def slot_unit(settings: Settings | None) -> SlotUnit:
     """GPUs, or `slotResourceRequests.cpu` CPUs on a `slotType: cpu` cluster."""
     if settings is not None and settings.slot_type == "cpu" and settings.cpu_per_slot:
-        return SlotUnit("cpu", int(settings.cpu_per_slot * 1000))
+        return SlotUnit("cpu", max(1, int(settings.cpu_per_slot * 1000)))  # kube-scheduler's milli rounding
     return GPU_SLOTS
 
 

@@ -141,6 +141,8 @@ def cpu_settings(per_slot: str):
 def test_cpu_slots_are_allocatable_cpu_net_of_the_masters_pods_over_the_slot_request():
     unit = slot_unit(cpu_settings("2"))
     assert unit == SlotUnit("cpu", 2000) and unit.slot_type == "cpu"
+    assert slot_unit(cpu_settings("0.0001")) == SlotUnit("cpu", 1)  # below a millicore: one, never zero
+    assert slot_unit(None) == GPU_SLOTS
     master = Pod("determined-master-x", "det", "n", "Running", {"cpu": 2000}, {"determined-system": "master"})
     daemons = [other_pod(f"ds-{i}", "n", cpu=0.1) for i in range(3)]  # 300m: no whole slot, but one fewer fits
     trial = Pod("exp-1-trial-1-0-a.1-x", "det", "n", "Running", {"cpu": 4000}, {"determined": "a.1"})
