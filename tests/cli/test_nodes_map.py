@@ -202,7 +202,7 @@ def test_the_plan_svg_marks_planned_and_evicted_cells(run_cli, tmp_path):
     assert strikes, "evicted slots are struck through"
     classes = {s[0] for s in strikes}
     struck = [e for e in root.iter("{http://www.w3.org/2000/svg}text") if e.get("class") in classes]
-    assert len([e for e in struck if e.text == "A"]) >= 8  # gpu-1: the evicted group's key, struck
+    assert len([e for e in struck if e.text == "A"]) == 9  # gpu-1 (8 slots nobody takes) and the legend, struck
 
 
 def test_a_narrow_terminal_gets_the_pool_summary_not_wrapped_rows(run_cli, monkeypatch):
