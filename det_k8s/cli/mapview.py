@@ -423,8 +423,8 @@ def _console(record: bool = False, width: int | None = None) -> Console:
 def picture(omap: OccupancyMap, *, summary: bool | None = None, after_plan: bool = False,
             notes: Sequence[Note] = ()) -> Console:
     """A recording console holding the map as wide as it needs (Rich exports it as SVG or HTML)."""
-    lines = render(omap, View(False, None, summary), after_plan=after_plan, notes=notes)
-    width = max(80, max((line.cell_len for line in lines), default=0))
+    lines = render(omap, View(False, None, summary), after_plan=after_plan)  # the notes wrap to the map's width
+    width = max(100, max((line.cell_len for line in lines), default=0))
     view = View(False, width, summary)
     console = _console(record=True, width=width)
     for line in render(omap, view, after_plan=after_plan, notes=notes):
