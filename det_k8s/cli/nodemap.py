@@ -66,7 +66,8 @@ def occupancy(snapshot: Snapshot, settings: Settings | None, request: MapRequest
     from ..scheduling.occupancy import build, default_group_by, slot_unit, task_pod_constraints
 
     names = selected_nodes(snapshot, request.selector)
-    chosen = snapshot.nodes if names is None else [n for n in snapshot.nodes if n.name in set(names)]
+    picked = set(names) if names is not None else None
+    chosen = snapshot.nodes if picked is None else [n for n in snapshot.nodes if n.name in picked]
     group_by = request.group_by or default_group_by(chosen)
     return build(snapshot, slot_unit(settings), constraints=task_pod_constraints(settings), group_by=group_by,
                  plan=plan, queue=queue, nodes=names)
