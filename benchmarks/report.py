@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 PLAN_GOAL = 3.0
+MAP_GOAL = 1.5
 HELP_GOAL = 5.0
 QUALITY_GOAL = 0.97
 
@@ -72,6 +73,8 @@ def render(results: dict[str, Any]) -> str:
         lines += _submission(results["submission"], machine)
     if "startup" in results:
         lines += _startup(results["startup"], baseline)
+    if "occupancy" in results:
+        lines += _occupancy(results["occupancy"])
     if "scheduling" in results and "submission" in results:
         lines += _anchors(results)
     return "\n".join(lines).rstrip() + "\n"
@@ -138,7 +141,19 @@ def _goals(results: dict[str, Any]) -> list[str]:
         rows.append([f"5. `det-k8s --help` within {HELP_GOAL:g}x `python -c pass`; no heavy SDK imported",
                      f"{_x(ratio)}; heavy SDKs imported by --help and render: {', '.join(heavy) or 'none'}",
                      f"{_met(ratio <= HELP_GOAL)}; {_met(not heavy)}"])
+    if "occupancy" in results:
+        by_style = {r["style"]: r for r in results["occupancy"]["rows"]}
+        ratios = {style: map_ratio(row) for style, row in by_style.items()}
+        lean = by_style["lean"]
+        rows.append([f"6. the summarised `det-k8s nodes map` of {lean['nodes']:,} nodes / {lean['pods']:,} pods within "
+                     f"{MAP_GOAL:g}x `det-k8s plan` on the same snapshot",
+                     "; ".join(f"{_x(ratio)} ({style} objects)" for style, ratio in ratios.items()),
+                     _met(max(ratios.values()) <= MAP_GOAL)])
     return ["## Goals", ""] + _table(["goal", "measured", "verdict"], rows)
+
+
+def map_ratio(row: dict[str, Any]) -> float:
+    return _median(row["map"]) / _median(row["plan"])
 
 
 def _changes(results: dict[str, Any], ref: str) -> list[str]:
@@ -411,6 +426,34 @@ def _startup(data: dict[str, Any], baseline: dict[str, Any] | None) -> list[str]
               "one that rendered it; a test compares the cache with Typer's live output byte for byte. Any other",
               "command builds an app holding only itself. `render` still pays for Typer, its pydantic-based",
               "argument coercion and Jinja2 compiling the templates.", ""]
+    return lines
+
+
+# -- 6 ----------------------------------------------------------------------------------------------
+
+
+def _occupancy(data: dict[str, Any]) -> list[str]:
+    lines = ["## 6. The occupancy map", "",
+             "The console script in a fresh process, output piped, on the snapshots of section 1: `det-k8s nodes map",
+             "--snapshot S -f site.yaml` (beyond 200 nodes each pool is summarised: nodes by free slots, the largest",
+             "free blocks, the largest holders), `nodes map -o json` (every cell of every node) and `plan --map` (the",
+             "plan of 200 experiments, then the map after it), each against `det-k8s plan -o json` with the same",
+             "experiments, settings and snapshot; all four interleaved, round by round.", ""]
+    rows = []
+    for r in data["rows"]:
+        plan = _median(r["plan"])
+        rows.append([r["style"], r["snapshot_mb"], _s(plan), _s(_median(r["map"])), _x(map_ratio(r)),
+                     _s(_median(r["map_json"])), _x(_median(r["map_json"]) / plan), _s(_median(r["plan_map"])),
+                     _x(_median(r["plan_map"]) / plan)])
+    lines += _table(["objects", "MB", "det-k8s plan", "nodes map (summary)", "/ plan", "nodes map -o json", "/ plan",
+                     "plan --map", "/ plan"], rows)
+    lean = next(r for r in data["rows"] if r["style"] == "lean")
+    shape, seconds = lean["phases"]["map"], lean["phases"]["seconds"]
+    lines += [f"The lean map: {shape['rows']:,} nodes with slots in {shape['pools']} pools ({shape['cells']:,} cells, "
+              f"{shape['holders']:,} holders), {shape['without_slots']:,} nodes without GPUs; "
+              f"{'summarised' if shape['summarised'] else 'one row per node'}, {shape['lines']} lines. Where its time "
+              "goes (one in-process run, cycle collector paused as the command pauses it):", ""]
+    lines += _table(["step", "time"], [[name.replace("_", " "), _s(value)] for name, value in seconds.items()])
     return lines
 
 

@@ -154,9 +154,8 @@ def plan_phases(snapshot: Path, files: list[Path], settings_file: Path) -> dict[
     """Where `det-k8s plan`'s time goes, one run in this process, cycle collector paused as plan does."""
     import time
 
-    from det_k8s.cli.inputs import load_documents, load_settings_from_cli
+    from det_k8s.cli.inputs import load_settings_from_cli
     from det_k8s.cli.planning import build_entries, read_experiments
-    from det_k8s.cluster.read import snapshot_from_objects
     from det_k8s.scheduling.labels import running_groups
     from det_k8s.scheduling.model import Policy
     from det_k8s.scheduling.plan import schedule
@@ -165,15 +164,7 @@ def plan_phases(snapshot: Path, files: list[Path], settings_file: Path) -> dict[
     enabled = gc.isenabled()
     gc.disable()
     try:
-        start = time.perf_counter()
-        documents = load_documents(snapshot)
-        marks["read_and_parse"] = time.perf_counter() - start
-        start = time.perf_counter()
-        cluster = snapshot_from_objects(documents, str(snapshot))
-        marks["build_snapshot"] = time.perf_counter() - start
-        start = time.perf_counter()
-        del documents
-        marks["free_parsed_objects"] = time.perf_counter() - start
+        cluster = timed_snapshot(snapshot, marks)
         start = time.perf_counter()
         settings = load_settings_from_cli([settings_file], None, None).settings()
         entries = build_entries(read_experiments(files), settings, "bench", NOW)
@@ -188,6 +179,26 @@ def plan_phases(snapshot: Path, files: list[Path], settings_file: Path) -> dict[
     del cluster
     gc.collect()
     return {name: round(seconds, 4) for name, seconds in marks.items()}
+
+
+def timed_snapshot(snapshot: Path, marks: dict[str, float]) -> Any:
+    """The Snapshot of a file as the commands build it, timing reading and parsing, building it from the
+    parsed objects and freeing those into `marks` (the caller pauses the cycle collector, as they do)."""
+    import time
+
+    from det_k8s.cli.inputs import load_documents
+    from det_k8s.cluster.read import snapshot_from_objects
+
+    start = time.perf_counter()
+    documents = load_documents(snapshot)
+    marks["read_and_parse"] = time.perf_counter() - start
+    start = time.perf_counter()
+    cluster = snapshot_from_objects(documents, str(snapshot))
+    marks["build_snapshot"] = time.perf_counter() - start
+    start = time.perf_counter()
+    del documents
+    marks["free_parsed_objects"] = time.perf_counter() - start
+    return cluster
 
 
 def measure_yaml(data: Path, nodes: int) -> dict[str, Any]:

@@ -117,3 +117,27 @@ def queue(*groups: PodGroup) -> list[PodGroup]:
     from dataclasses import replace
 
     return [replace(group, sequence=i) for i, group in enumerate(groups)]
+
+
+def determined_pod(name: str, node_name: str, gpus: float, allocation: str, *, priority: int | None = None,
+                   **labels: str) -> Pod:
+    """A task pod the Determined master created: label `determined` = its allocation."""
+    return Pod(name, "determined", node_name, "Running", requests(gpus), {"determined": allocation, **labels},
+               priority=priority)
+
+
+def mixed_4_8_gpu_scenario() -> tuple[Snapshot, list[PodGroup]]:
+    """Four 8-GPU and four 4-GPU nodes, busy; a queue whose plan (preemption on, reserve at once) evicts one
+    group, reserves nodes for another and backfills a third (see tests/golden/maps/mixed-4-8-gpu.txt)."""
+    nodes = [node(f"big-{i}", 8, labels={"node-pool": "a100"}) for i in range(4)] + [
+        node(f"small-{i}", 4, labels={"node-pool": "v100"}) for i in range(4)]
+    pods = (task_pods("low", ["small-0"], gpus=4, priority=10, experiment="nightly-eval", user="bob")
+            + task_pods("mid", ["big-0"], gpus=4, priority=60, experiment="bert-finetune", user="carol")
+            + task_pods("top", ["big-1"], gpus=8, priority=80, experiment="llm-pretrain", user="dave")
+            + task_pods("etl", ["big-2"], gpus=4, priority=60, experiment="vision-etl", user="erin")
+            + task_pods("eval", ["big-3"], gpus=2, priority=70, experiment="rl-eval", user="frank")
+            + [determined_pod("exp-3-trial-9-0-ab12.1-calm-owl", "small-1", 4, "ab12.1", priority=50),
+               other_pod("triton", "small-2", gpus=2)])
+    groups = queue(gang("urgent", 5, 4, priority=90), gang("wide", 2, 8, priority=50),
+                   gang("tiny", 1, 2, priority=40))
+    return snapshot(nodes, pods), groups

@@ -46,7 +46,7 @@ TEXT = (
     '  doctor      Find pod groups with some pods running and others stuck,...\n'
     '  get         Read what an installed release holds, as helm get does...\n'
     '  pods        Task pods the Determined master started (label `determined`).\n'
-    '  nodes       Cluster nodes: capacity, the Determined agent label,...\n'
+    '  nodes       Cluster nodes: capacity, a map of who holds each GPU, the...\n'
     "  experiment  Submit experiments to det-k8s's gang scheduler and follow...\n"
     "  scheduler   Run det-k8s's gang scheduler, and set the policy every...\n"
     '  checkpoint  Checkpoint storage: prove the bucket works before...\n'

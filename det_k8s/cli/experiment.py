@@ -22,6 +22,7 @@ from .inputs import SetOpt, SetStringOpt, ValuesOpt, read_text
 from .options import OutputFormat, OutputOpt, cluster_pod_spec_version, current, with_global_options
 
 if TYPE_CHECKING:
+    from ..cluster.model import Snapshot
     from ..kube.api import KubeApi
     from ..kube.queue import QueueEntry
     from ..kube.scheduler import PassReport
@@ -220,7 +221,7 @@ def _entry_data(entry: QueueEntry, position: int | None = None, reason: str | No
             "events": list(entry.events)}
 
 
-def _fresh_plan(api: KubeApi, entries: list[QueueEntry]) -> Plan:
+def _fresh_plan(api: KubeApi, entries: list[QueueEntry], snapshot: Snapshot | None = None) -> Plan:
     from ..kube.lease import utcnow
     from ..kube.queue import QUEUED, RUNNING
     from ..kube.scheduler import dry_plan
@@ -228,7 +229,8 @@ def _fresh_plan(api: KubeApi, entries: list[QueueEntry]) -> Plan:
     from .live import effective_policy
 
     with output.spinner("reading the cluster"):
-        return dry_plan(read_snapshot(api), [e for e in entries if e.state in (QUEUED, RUNNING)],
+        return dry_plan(snapshot if snapshot is not None else read_snapshot(api),
+                        [e for e in entries if e.state in (QUEUED, RUNNING)],
                         effective_policy(api), now=utcnow(), namespace=api.namespace)
 
 
@@ -275,13 +277,19 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     """One experiment: where its pods run, or exactly why it waits and who is ahead of it."""
     from ..kube.kinds import PODS
     from ..kube.queue import QUEUED, QueueStore
+    from ..kube.snapshot import read_snapshot
     from ..scheduling import labels as L
     from ..scheduling.explain import describe
+    from ..scheduling.occupancy import CellKind
+    from .nodemap import group_map
 
     api = current().connect()
     store = QueueStore(api, api.namespace)
     entry = store.find(experiment_id)
-    plan = _fresh_plan(api, store.entries())
+    with output.spinner("reading the cluster"):
+        snapshot = read_snapshot(api)
+    plan = _fresh_plan(api, store.entries(), snapshot)
+    rows = group_map(snapshot, entry.id, entry.group, plan)
     reason = plan.reason(entry.id) if entry.state == QUEUED else None
     data = _entry_data(entry, _queue_positions(plan).get(entry.id), describe(reason) if reason else None)
     pods = api.list(PODS, api.namespace, label_selector=f"{L.GROUP}={entry.id}")
@@ -289,6 +297,8 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
                      "phase": (p.get("status") or {}).get("phase")} for p in pods]
     if reason is not None:
         data["ahead"] = list(reason.ahead)
+    if rows is not None:
+        data["map"] = rows.to_dict()
     if output_format is not OutputFormat.table:
         output.data(data, output_format)
         return
@@ -302,6 +312,11 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     if data["pods"]:
         print()
         output.table(["pod", "node", "phase"], [[p["name"], p["node"] or "-", p["phase"]] for p in data["pods"]])
+    if rows is not None:
+        from .mapview import show
+
+        print()
+        show(rows, summary=False, after_plan=bool(rows.count(CellKind.PLANNED) or rows.count(CellKind.VICTIM)))
     if entry.events:
         print("\nEvents:")
         for event in entry.events:

@@ -8,6 +8,7 @@ for why): the agent label `determined.ai/pedl-agent=present` and the taint
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -31,9 +32,11 @@ from ..tools.kubectl import (
 )
 from . import output
 from .common import KubectlBinaryOpt, cluster, kube_flags, kubectl
+from .inputs import SetOpt, SetStringOpt, ValuesOpt
+from .nodemap import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
-app = typer.Typer(help="Cluster nodes: capacity, the Determined agent label, taints, a GPU check.",
+app = typer.Typer(help="Cluster nodes: capacity, a map of who holds each GPU, the agent label, taints, a GPU check.",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
                   rich_markup_mode=None)
 NodesArg = Annotated[list[str], typer.Argument(metavar="NODE...", help="Node names.", show_default=False)]
@@ -70,6 +73,30 @@ def list_nodes(output_format: OutputOpt = OutputFormat.table) -> None:
                    f"{r['gpu']['allocatable']}/{r['gpu']['requested']}",
                    f"{r['cpu']['allocatable']}/{r['cpu']['requested']}", ", ".join(r["taints"]) or "-",
                    "yes" if r["agent"] else "-"] for r in rows])
+
+
+@app.command("map")
+@with_global_options
+def map_(
+    snapshot_file: Annotated[Path | None, typer.Option(
+        "--snapshot", metavar="FILE", show_default=False,
+        help="Draw this snapshot (`kubectl get nodes,pods -A -o json`) instead of the live cluster.")] = None,
+    selector: Annotated[str | None, typer.Option(
+        "--selector", "-l", metavar="SELECTOR", show_default=False,
+        help="Only nodes matching this label selector (e.g. node-pool=a100,!gpu.example/broken).")] = None,
+    group_by: GroupByOpt = None,
+    summary: SummaryOpt = None,
+    svg: SvgOpt = None,
+    html: HtmlOpt = None,
+    values: ValuesOpt = None,
+    set_: SetOpt = None,
+    set_string: SetStringOpt = None,
+    output_format: OutputOpt = OutputFormat.table,
+) -> None:
+    """Who holds each GPU (or CPU slot) of each node: Determined, det-k8s, other pods, free, reserved."""
+    from .nodemap import MapRequest, run_map
+
+    run_map(snapshot_file, values, set_, set_string, MapRequest(selector, group_by, summary, svg, html), output_format)
 
 
 @app.command("label")

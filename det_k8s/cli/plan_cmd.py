@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from .inputs import SetOpt, SetStringOpt, ValuesOpt
+from .nodemap import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
 from .options import OFFLINE, KubeVersionOpt, OutputFormat, OutputOpt, pod_spec_version, with_options
 
 
@@ -39,11 +40,21 @@ def plan(
         "--user", metavar="NAME", help="Submit as this user, for fair share (default: $USER).")] = None,
     kube_version: KubeVersionOpt = None,
     output_format: OutputOpt = OutputFormat.table,
+    show_map: Annotated[bool, typer.Option(
+        "--map", help="Draw the cluster after the plan: one cell per slot, placements highlighted, evictions "
+        "struck through, and why each group waits (with -o json: the map's data too).")] = False,
+    group_by: GroupByOpt = None,
+    summary: SummaryOpt = None,
+    svg: SvgOpt = None,
+    html: HtmlOpt = None,
 ) -> None:
     """Show where experiments would run on a cluster snapshot, or why they would wait. Offline."""
     from ..settings.podspec import checking_against
+    from .nodemap import MapRequest
     from .planning import run
 
+    wanted = show_map or svg is not None or html is not None
     with checking_against(pod_spec_version(kube_version)):
         run(experiments, snapshot_file, values, set_, set_string, preemption=preemption, autoscaling=autoscaling,
-            user=user, output_format=output_format)
+            user=user, output_format=output_format,
+            map_request=MapRequest(None, group_by, summary, svg, html) if wanted else None, show_map=show_map)

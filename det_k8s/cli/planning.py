@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cluster.model import Snapshot
 from ..errors import ExperimentError, Unschedulable
@@ -32,6 +32,10 @@ from ..settings.model import Settings
 from . import output
 from .inputs import load_settings_from_cli, load_snapshot, read_text
 from .options import OutputFormat
+
+if TYPE_CHECKING:
+    from ..scheduling.occupancy import OccupancyMap
+    from .nodemap import MapRequest
 
 SCHEDULING_KEYS = ("maxSlotsPerPod", "slotType", "slotResourceRequests", "taskContainerDefaults",
                    "defaultScheduler")
@@ -188,16 +192,22 @@ def print_table(records: Sequence[dict[str, Any]], plan: Plan, victims: Sequence
         print()
         output.table(["group", "experiment", "user", "priority", "pods", "for"], victims,
                      title="Preempted (whole groups, returned to the queue)")
+    output.message(outcome(records, plan))
+
+
+def outcome(records: Sequence[dict[str, Any]], plan: Plan) -> str:
+    """`2 placed, 1 queued, 0 rejected; 1 running group(s) preempted`."""
     counts = {status: sum(r["status"] == status for r in records)
               for status in ("placed", "queued", "rejected")}
-    output.message(", ".join(f"{n} {status}" for status, n in counts.items())
-                   + (f"; {len(plan.victims)} running group(s) preempted" if plan.victims else ""))
+    return (", ".join(f"{n} {status}" for status, n in counts.items())
+            + (f"; {len(plan.victims)} running group(s) preempted" if plan.victims else ""))
 
 
 def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str | Path] | None,
         sets: Sequence[str] | None, set_strings: Sequence[str] | None, *, preemption: bool, autoscaling: bool,
-        user: str | None, output_format: OutputFormat) -> None:
-    """Load everything, plan one pass, print the answer."""
+        user: str | None, output_format: OutputFormat, map_request: MapRequest | None = None,
+        show_map: bool = False) -> None:
+    """Load everything, plan one pass, print the answer (with `map_request`: the map after the plan)."""
     with no_gc():
         snapshot = load_snapshot(snapshot_file)
         settings = plan_settings(values, sets, set_strings, snapshot)
@@ -210,16 +220,46 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
         running = {g.id: g for g in running_groups(snapshot.pods)}
         queue = [e.group for e in entries if e.group is not None]
         result = schedule(snapshot, queue, policy, tuple(running.values()), now=now)  # just submitted: no reservation
-    show(entries, result, running, output_format)
+        omap = None
+        if map_request is not None:
+            from .nodemap import occupancy
+
+            omap = occupancy(snapshot, settings, map_request, plan=result, queue=queue)
+    show(entries, result, running, output_format, omap if show_map else None,
+         summary=map_request.summary if map_request is not None else None)
+    if omap is not None and map_request is not None:
+        from .mapview import write_pictures
+
+        write_pictures(omap, svg=map_request.svg, html=map_request.html, summary=map_request.summary,
+                       after_plan=True, notes=notes(report(entries, result, _names(running))), title_text="det-k8s plan")
+
+
+def _names(running: dict[str, RunningGroup]) -> dict[str, str]:
+    return {gid: f"{g.experiment} (priority {g.priority})" for gid, g in running.items()}
+
+
+def notes(records: Sequence[dict[str, Any]]) -> list[Any]:
+    """The lines under a plan's map: every group not placed, and every placement that preempts."""
+    from .mapview import Note
+
+    return [Note(r["name"], r["status"], r["reason"]) for r in records if r["status"] != "placed" or r["reason"]]
 
 
 def show(entries: Sequence[Entry], result: Plan, running: dict[str, RunningGroup],
-         output_format: OutputFormat) -> None:
-    """JSON/YAML records, or the tables a person reads: who runs where, who waits and why, who is evicted."""
-    names = {gid: f"{g.experiment} (priority {g.priority})" for gid, g in running.items()}
-    records = report(entries, result, names)
+         output_format: OutputFormat, omap: OccupancyMap | None = None, summary: bool | None = None) -> None:
+    """JSON/YAML records, or the tables a person reads: who runs where, who waits and why, who is evicted.
+
+    With `omap`, the map after the plan replaces the tables (and joins the records under `map`)."""
+    records = report(entries, result, _names(running))
     if output_format is not OutputFormat.table:
-        output.data({"experiments": records}, output_format)
+        output.data({"experiments": records, **({"map": omap.to_dict()} if omap is not None else {})},
+                    output_format)
+        return
+    if omap is not None:
+        from .mapview import show as show_map
+
+        show_map(omap, summary=summary, after_plan=True, notes=notes(records))
+        output.message(outcome(records, result))
         return
     by_group = {e.group.id: e.label for e in entries if e.group is not None}
     preemptor = {victim: by_group.get(g, g) for g, victims in result.preempting.items() for victim in victims}

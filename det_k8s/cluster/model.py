@@ -170,6 +170,7 @@ class Pod:
     deleting: bool = False
     reason: str = ""  # status.reason, e.g. Evicted or OutOfnvidia.com/gpu
     owner: str = ""  # the controlling ownerReference as Kind/name, e.g. DaemonSet/kube-proxy ("" when none)
+    priority: int | None = None  # spec.priority, set from the pod's PriorityClass at admission
 
     @property
     def active(self) -> bool:

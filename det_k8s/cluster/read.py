@@ -208,6 +208,7 @@ def pod_from_object(obj: Mapping[str, Any]) -> Pod:
         deleting=bool(meta.get("deletionTimestamp")),
         reason=str(status.get("reason") or ""),
         owner=_controller(meta.get("ownerReferences")),
+        priority=priority if type(priority := spec.get("priority")) is int else None,
     )
 
 

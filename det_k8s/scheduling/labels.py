@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping
 from ..cluster.model import Pod
 from .model import DEFAULT_PRIORITY, PodGroup, RunningGroup, RunningPod
 
-MASTER_LABELS = ("determined", "determined-system", "determined-preemption")  # never on det-k8s pods
+DETERMINED = "determined"  # the Determined master's task label (value: the allocation id); never on det-k8s pods
+MASTER_LABELS = (DETERMINED, "determined-system", "determined-preemption")  # never on det-k8s pods
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "det-k8s"
 GROUP = "det-k8s.io/group"

@@ -160,3 +160,12 @@ def test_unhashable_values_are_input_errors_or_accepted_as_before():
         pod_from_object({"metadata": {"name": "p"}, "spec": {"containers": [container({"cpu": [1]})]}})
     pod = pod_from_object({"metadata": {"name": "q"}, "spec": {"nodeSelector": {"zone": {"a": "b"}}, "containers": []}})
     assert pod.constraints.node_selector == {"zone": "{'a': 'b'}"}
+
+
+def test_a_pods_priority_is_what_admission_set_from_its_priority_class():
+    def pod(spec):
+        return pod_from_object({"metadata": {"name": "p"}, "spec": {"containers": [], **spec}})
+
+    assert pod({"priorityClassName": "x-priorityclass", "priority": 42}).priority == 42
+    assert pod({}).priority is None
+    assert pod({"priority": "42"}).priority is None and pod({"priority": True}).priority is None

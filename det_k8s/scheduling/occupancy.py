@@ -1,0 +1,503 @@
+"""Who holds each slot of each node: the data behind `det-k8s nodes map` and `plan --map`. Pure.
+
+A node has `floor((allocatable - requests of determined-system pods) / slot size)` slots of the
+slot resource, as the Determined master counts them (`jobs.go`, summarizeClusterByNodes): one per
+GPU, or per `slotResourceRequests.cpu` CPUs on a CPU-slot cluster. Each slot is one `Cell`:
+
+- held by a det-k8s group (`det-k8s.io/group` + managed-by det-k8s) or a Determined task (label
+  `determined`: its allocation): `floor(request / slot size)` cells per active pod;
+- `free`: `floor(free capacity / slot size)`, the slots a new pod could still get;
+- `foreign`: the rest, other pods' requests (whole slots per pod, then what their fractions of a
+  slot add up to), so held + foreign + free is exactly the node's slots;
+- `terminating`: a pod being deleted still holds its slots;
+- with a `Plan`: `planned` (free cells a placement takes), `victim` (a running group the plan
+  evicts, with the preemptor's key when its pods go there) and `reserved` (free cells of nodes the
+  starvation guard holds for a waiting group).
+
+Unlike the master's own count (other pods' CPU truncated per container), fractions of a slot are
+never shown free: a cell is free only when a whole slot of the resource is. A node whose pods
+request more than its slots (it lost a GPU) is marked over-committed; its cells never exceed its
+slots. Holders get short keys (A, B, ..., AA, ...) in the order they first appear.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+from typing import Any
+
+from ..cluster.model import GPU, NO_CONSTRAINTS, Constraints, Node, Pod, Snapshot
+from ..quantity import format_decimal
+from ..settings.model import Settings
+from ..settings.node_rules import task_constraints
+from . import labels as L
+from .model import Plan, PodGroup
+
+SYSTEM_LABEL = "determined-system"  # the chart's master and database pods
+POOL_LABELS = (  # --group-by's default: the first of these any node carries
+    "cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup", "kubernetes.azure.com/agentpool",
+    "karpenter.sh/nodepool", "node-pool", "nodepool", "topology.kubernetes.io/zone",
+)
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWYZ"  # no X: a lowercase x marks an evicted slot
+_TRIAL = re.compile(r"exp-(\d+)-trial-(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class SlotUnit:
+    """What one slot is: `size` milli-units of `resource` (1000 per GPU; CPUs x 1000 per CPU slot)."""
+
+    resource: str = GPU
+    size: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.size <= 0:
+            raise ValueError("a slot must be a positive amount")
+
+    @property
+    def slot_type(self) -> str:
+        return "cpu" if self.resource == "cpu" else "gpu"
+
+
+GPU_SLOTS = SlotUnit()
+
+
+def slot_unit(settings: Settings | None) -> SlotUnit:
+    """GPUs, or `slotResourceRequests.cpu` CPUs on a `slotType: cpu` cluster."""
+    if settings is not None and settings.slot_type == "cpu" and settings.cpu_per_slot:
+        return SlotUnit("cpu", max(1, int(settings.cpu_per_slot * 1000)))  # kube-scheduler's milli rounding
+    return GPU_SLOTS
+
+
+def group_unit(group: PodGroup) -> SlotUnit:
+    """The slot a queued group was sized in: GPUs, else its pods' CPUs per slot."""
+    request = group.pods[0].requests if group.pods else {}
+    if request.get(GPU, 0) > 0 or group.slots_per_pod <= 0 or request.get("cpu", 0) <= 0:
+        return GPU_SLOTS
+    return SlotUnit("cpu", max(1, request["cpu"] // group.slots_per_pod))
+
+
+def task_pod_constraints(settings: Settings | None) -> Constraints:
+    return task_constraints(settings) if settings is not None else NO_CONSTRAINTS
+
+
+class CellKind(StrEnum):
+    FREE = "free"
+    DET_K8S = "det-k8s"          # a det-k8s group's pod
+    DETERMINED = "determined"    # a pod the Determined master created
+    FOREIGN = "foreign"          # any other pod
+    TERMINATING = "terminating"  # a pod being deleted
+    RESERVED = "reserved"        # free, held by the starvation guard for a waiting group
+    PLANNED = "planned"          # free now, the plan starts a pod here
+    VICTIM = "victim"            # a running group the plan evicts
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    kind: CellKind
+    holder: str | None = None   # key in OccupancyMap.holders
+    pod: str | None = None      # namespace/name of the pod (a planned pod's name)
+    planned: str | None = None  # on a victim's cell: the key of the group the plan starts there
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind.value, "holder": self.holder, "pod": self.pod}
+        if self.kind is CellKind.VICTIM:
+            out["planned"] = self.planned
+        return out
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A det-k8s group or Determined task holding slots, or a group the plan places or reserves for."""
+
+    key: str
+    kind: str  # det-k8s | determined
+    id: str
+    name: str
+    user: str
+    priority: int | None
+    namespace: str
+    status: str  # running | terminating | evicted | planned | reserving
+    pods: int
+    slots: int  # cells it holds (running), takes (planned) or has reserved (reserving) on the map
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "kind": self.kind, "id": self.id, "name": self.name, "user": self.user,
+                "priority": self.priority, "namespace": self.namespace, "status": self.status,
+                "pods": self.pods, "slots": self.slots}
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    name: str
+    pool: str
+    cells: tuple[Cell, ...]
+    states: tuple[str, ...] = ()  # NotReady, cordoned, the taint Determined's pods do not tolerate, ...
+
+    @property
+    def slots(self) -> int:
+        return len(self.cells)
+
+    @property
+    def free(self) -> int:
+        return sum(cell.kind is CellKind.FREE for cell in self.cells)
+
+    @property
+    def available(self) -> bool:
+        """Determined's task pods may be placed here (nothing on the node's state keeps them off)."""
+        return all(state.startswith(OVERCOMMITTED) for state in self.states)
+
+    def count(self, kind: CellKind) -> int:
+        return sum(cell.kind is kind for cell in self.cells)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "pool": self.pool, "slots": self.slots, "free": self.free,
+                "state": list(self.states), "cells": [cell.to_dict() for cell in self.cells]}
+
+
+OVERCOMMITTED = "over-committed"
+
+
+@dataclass(frozen=True)
+class PoolSummary:
+    """A pool at a glance: how many nodes have 0, 1, ... N slots free, and the largest free blocks."""
+
+    name: str
+    nodes: int
+    slots: int
+    free: int
+    counts: Mapping[str, int]  # cells per kind
+    histogram: tuple[tuple[int, int], ...]  # (free slots, available nodes with that many), ascending
+    unavailable: tuple[tuple[str, int], ...]  # (cause, nodes)
+    largest: tuple[tuple[str, int], ...]  # available nodes with the most free slots
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "nodes": self.nodes, "slots": self.slots, "free": self.free,
+                "cells": dict(self.counts), "freeSlotsPerNode": {str(k): v for k, v in self.histogram},
+                "unavailable": dict(self.unavailable), "largestFree": [list(item) for item in self.largest]}
+
+
+@dataclass(frozen=True)
+class OccupancyMap:
+    unit: SlotUnit
+    group_by: str | None
+    rows: tuple[NodeRow, ...]  # by pool, then node name (numbers in names sort as numbers)
+    holders: Mapping[str, Holder] = field(default_factory=dict)  # by key
+    without_slots: tuple[str, ...] = ()  # selected nodes offering no slot (not in rows)
+
+    def pools(self, largest: int = 3) -> tuple[PoolSummary, ...]:
+        order: dict[str, list[NodeRow]] = {}
+        for row in self.rows:
+            order.setdefault(row.pool, []).append(row)
+        return tuple(_summary(name, rows, largest) for name, rows in order.items())
+
+    def count(self, kind: CellKind) -> int:
+        return sum(row.count(kind) for row in self.rows)
+
+    @property
+    def usable_free(self) -> int:
+        """Free slots on nodes Determined's task pods may use."""
+        return sum(row.free for row in self.rows if row.available)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"slotType": self.unit.slot_type, "resource": self.unit.resource,
+                "slotSize": format_decimal(Fraction(self.unit.size, 1000)),
+                "groupBy": self.group_by, "pools": [pool.to_dict() for pool in self.pools()],
+                "nodes": [row.to_dict() for row in self.rows],
+                "holders": {key: holder.to_dict() for key, holder in self.holders.items()},
+                "nodesWithoutSlots": list(self.without_slots)}
+
+
+def _summary(name: str, rows: Sequence[NodeRow], largest: int) -> PoolSummary:
+    histogram: dict[int, int] = {}
+    unavailable: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for row in rows:
+        for cell in row.cells:
+            counts[cell.kind.value] = counts.get(cell.kind.value, 0) + 1
+        if row.available:
+            histogram[row.free] = histogram.get(row.free, 0) + 1
+        else:
+            state = next(s for s in row.states if not s.startswith(OVERCOMMITTED))
+            cause = "taint" if state.startswith("taint ") else state.split(" (")[0]
+            unavailable[cause] = unavailable.get(cause, 0) + 1
+    ranked = sorted((row for row in rows if row.available and row.free), key=lambda r: (-r.free, natural(r.name)))
+    return PoolSummary(name, len(rows), sum(r.slots for r in rows), sum(r.free for r in rows), counts,
+                       tuple(sorted(histogram.items())), tuple(sorted(unavailable.items())),
+                       tuple((row.name, row.free) for row in ranked[:largest]))
+
+
+def natural(name: str) -> tuple[tuple[int, int | str], ...]:
+    """gpu-2 before gpu-10."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
+
+
+def default_group_by(nodes: Iterable[Node]) -> str | None:
+    present = {key for node in nodes for key in node.labels}
+    return next((label for label in POOL_LABELS if label in present), None)
+
+
+def node_states(node: Node, constraints: Constraints) -> tuple[str, ...]:
+    """What keeps Determined's task pods (of these constraints) off the node, all of it."""
+    states = []
+    if not node.ready:
+        states.append("NotReady")
+    if node.unschedulable:
+        states.append("cordoned")
+    taint = constraints.untolerated(node.taints)
+    if taint is not None:
+        states.append(f"taint {taint}")
+    if not constraints.selector_matches(node.labels):
+        states.append("not selected (task pod nodeSelector/affinity)")
+    return tuple(states)
+
+
+def keys(count: int) -> list[str]:
+    """`count` keys of equal width: A..Z (no X), then AA, AB, ..."""
+    width, capacity = 1, len(ALPHABET)
+    while capacity < count:
+        width, capacity = width + 1, capacity * len(ALPHABET)
+    out = []
+    for index in range(count):
+        letters = []
+        for _ in range(width):
+            index, digit = divmod(index, len(ALPHABET))
+            letters.append(ALPHABET[digit])
+        out.append("".join(reversed(letters)))
+    return out
+
+
+# -- building ---------------------------------------------------------------------------------------
+
+_Ident = tuple[str, str]  # (kind, id): a holder before it has a key
+PLANNED = "plan"  # the kind of a queued group's ident: planned or reserved for, never running
+
+
+@dataclass
+class _Draft:
+    kind: str
+    id: str
+    name: str
+    user: str
+    priority: int | None
+    namespace: str
+    status: str = "running"
+    pods: int = 0
+    slots: int = 0
+
+
+def _determined_name(pod: Pod) -> str:
+    labels = pod.labels
+    experiment, trial = labels.get("determined.ai/experiment_id"), labels.get("determined.ai/trial_id")
+    if experiment and trial:
+        return f"exp {experiment} trial {trial}"
+    if match := _TRIAL.search(pod.name):
+        return f"exp {match[1]} trial {match[2]}"
+    task_type = labels.get("determined.ai/task_type")
+    if task_type:
+        return f"{task_type.lower()} {labels.get('determined.ai/task_id', '')}".strip()
+    return labels[L.DETERMINED]
+
+
+def _ident(labels: Mapping[str, str]) -> _Ident | None:
+    """Which holder a pod belongs to: its det-k8s group, its Determined allocation, or none."""
+    if L.is_managed(labels):
+        return L.MANAGER, labels[L.GROUP]
+    allocation = labels.get(L.DETERMINED)
+    return ("determined", allocation) if allocation is not None else None
+
+
+def _draft(pod: Pod, ident: _Ident) -> _Draft:
+    labels = pod.labels
+    if ident[0] == L.MANAGER:
+        try:
+            priority: int | None = int(labels.get(L.PRIORITY, ""))
+        except ValueError:
+            priority = None
+        return _Draft(L.MANAGER, ident[1], labels.get(L.EXPERIMENT, ident[1]), labels.get(L.USER, ""), priority,
+                      pod.namespace)
+    return _Draft("determined", ident[1], _determined_name(pod), labels.get("determined.ai/user", ""),
+                  pod.priority, pod.namespace)
+
+
+@dataclass
+class _Slot:
+    """A cell while the map is built: who (by ident) and what."""
+
+    kind: CellKind
+    ident: _Ident | None = None
+    pod: str | None = None
+    planned: _Ident | None = None
+
+
+def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constraints = NO_CONSTRAINTS,
+          group_by: str | None = None, plan: Plan | None = None, queue: Sequence[PodGroup] = (),
+          nodes: Iterable[str] | None = None) -> OccupancyMap:
+    """The map of `snapshot` (of `nodes` only, when given), after `plan` when given.
+
+    `constraints` are those of Determined's task pods (node states name what keeps them off);
+    `queue` holds the groups `plan` decided (names and slots of placements and reservations).
+    `group_by` is the node label rows are grouped by (None: one pool).
+    """
+    shown = set(nodes) if nodes is not None else None
+    selected = [node for node in snapshot.nodes if shown is None or node.name in shown]
+    on_node: dict[str, list[Pod]] = {node.name: [] for node in selected}
+    for pod in snapshot.pods:
+        if pod.active and pod.node_name in on_node:
+            on_node[pod.node_name].append(pod)
+    drafts: dict[_Ident, _Draft] = {}
+    groups = {group.id: group for group in queue}
+    victims = set(plan.victims) if plan else set()
+    placed_on = _placements_by_node(plan, groups, unit) if plan else {}
+    reserved = {node: gid for gid, held in (plan.reservations if plan else {}).items() for node in held}
+    drafted_rows: list[tuple[Node, str, list[_Slot], tuple[str, ...]]] = []
+    without_slots = []
+    for node in sorted(selected, key=lambda n: (_pool(n, group_by) == "", _pool(n, group_by), natural(n.name))):
+        slots, states = _node_cells(node, on_node[node.name], unit, drafts, victims)
+        if plan is not None:
+            _apply_plan(slots, placed_on.get(node.name, ()), reserved.get(node.name), drafts, groups, plan)
+        if not slots:
+            without_slots.append(node.name)
+            continue
+        drafted_rows.append((node, _pool(node, group_by), slots, states + node_states(node, constraints)))
+    return _finish(unit, group_by, drafted_rows, drafts, tuple(without_slots))
+
+
+def _pool(node: Node, group_by: str | None) -> str:
+    return node.labels.get(group_by, "") if group_by else ""
+
+
+def _node_cells(node: Node, pods: list[Pod], unit: SlotUnit, drafts: dict[_Ident, _Draft],
+                victims: set[str]) -> tuple[list[_Slot], tuple[str, ...]]:
+    resource, size = unit.resource, unit.size
+    base = node.allocatable.get(resource, 0)
+    held: list[_Slot] = []
+    foreign: list[_Slot] = []
+    used = 0
+    holding = [pod for pod in pods if pod.requests.get(resource, 0) > 0]  # the others are not on the map
+    for pod in sorted(holding, key=lambda p: (p.namespace, p.name)):
+        amount = pod.requests[resource]
+        if SYSTEM_LABEL in pod.labels:  # the master counts slots net of its own pods' CPU
+            base -= amount
+            continue
+        used += amount
+        whole = amount // size
+        ident = _ident(pod.labels)
+        where = f"{pod.namespace}/{pod.name}"
+        if ident is None:
+            kind = CellKind.TERMINATING if pod.deleting else CellKind.FOREIGN
+            foreign += [_Slot(kind, None, where) for _ in range(whole)]
+            continue
+        record = drafts.get(ident)
+        if record is None:
+            record = drafts[ident] = _draft(pod, ident)
+        record.pods += 1
+        if pod.deleting and record.status == "running":
+            record.status = "terminating"
+        if ident[0] == L.MANAGER and ident[1] in victims:
+            record.status, kind = "evicted", CellKind.VICTIM
+        elif pod.deleting:
+            kind = CellKind.TERMINATING
+        else:
+            kind = CellKind(ident[0])
+        held += [_Slot(kind, ident, where) for _ in range(whole)]
+    total = max(base, 0) // size
+    free = max(base - used, 0) // size
+    held.sort(key=lambda s: s.ident or ("", ""))
+    taken = held + foreign
+    states: tuple[str, ...] = ()
+    if len(taken) > total:  # requests beyond allocatable: the node lost a device, or pods raced for it
+        states = (f"{OVERCOMMITTED}: pods hold {len(taken)} of {total} slots",)
+        taken, free = taken[:total], 0
+    rest = total - len(taken) - free  # other pods' fractions of a slot, added up
+    cells = taken + [_Slot(CellKind.FOREIGN) for _ in range(rest)] + [_Slot(CellKind.FREE) for _ in range(free)]
+    for cell in cells:
+        if cell.ident is not None:
+            drafts[cell.ident].slots += 1
+    return cells, states
+
+
+def _placements_by_node(plan: Plan, groups: Mapping[str, PodGroup],
+                        unit: SlotUnit) -> dict[str, list[tuple[str, str, int]]]:
+    """node -> [(group id, pod name, slots)], preemptors first (they go onto their victims' slots).
+
+    A planned pod takes the slots its request makes, counted as a running pod's are (for a group
+    det-k8s built: its slots per pod, what `plan -o json` says)."""
+    out: dict[str, list[tuple[str, str, int]]] = {}
+    ordered = sorted(plan.placements, key=lambda gid: gid not in plan.preempting)
+    for gid in ordered:
+        group = groups.get(gid)
+        requests = {pod.name: pod.requests for pod in group.pods} if group is not None else {}
+        for pod, node in plan.placements[gid]:
+            amount = requests.get(pod, {}).get(unit.resource, 0)
+            out.setdefault(node, []).append((gid, pod, max(amount, 0) // unit.size))
+    return out
+
+
+def _queued_draft(gid: str, groups: Mapping[str, PodGroup], status: str) -> _Draft:
+    group = groups.get(gid)
+    if group is None:
+        return _Draft(L.MANAGER, gid, gid, "", None, "", status)
+    return _Draft(L.MANAGER, gid, group.experiment, group.user, group.priority, "", status)
+
+
+def _apply_plan(cells: list[_Slot], placed: Sequence[tuple[str, str, int]], reserved_for: str | None,
+                drafts: dict[_Ident, _Draft], groups: Mapping[str, PodGroup], plan: Plan) -> None:
+    for gid, pod, slots in placed:
+        ident = (PLANNED, gid)
+        draft = drafts.setdefault(ident, _queued_draft(gid, groups, "planned"))
+        draft.pods += 1
+        preempting = gid in plan.preempting
+        for _ in range(slots):
+            spot = _first(cells, CellKind.VICTIM, unplanned=True) if preempting else None
+            if spot is None:
+                spot = _first(cells, CellKind.FREE)
+            if spot is None:
+                spot = _first(cells, CellKind.FOREIGN, anonymous=True)  # fractions: a CPU slot rounded away
+            if spot is None:
+                break
+            if cells[spot].kind is CellKind.VICTIM:
+                cells[spot].planned = ident
+            else:
+                cells[spot] = _Slot(CellKind.PLANNED, ident, pod)
+            draft.slots += 1
+    if reserved_for is not None:
+        ident = (PLANNED, reserved_for)
+        draft = drafts.setdefault(ident, _queued_draft(reserved_for, groups, "reserving"))
+        for index, cell in enumerate(cells):
+            if cell.kind is CellKind.FREE:
+                cells[index] = _Slot(CellKind.RESERVED, ident)
+                draft.slots += 1
+
+
+def _first(cells: list[_Slot], kind: CellKind, *, unplanned: bool = False, anonymous: bool = False) -> int | None:
+    for index, cell in enumerate(cells):
+        if cell.kind is kind and not (unplanned and cell.planned) and not (anonymous and cell.pod):
+            return index
+    return None
+
+
+def _finish(unit: SlotUnit, group_by: str | None, drafted: list[tuple[Node, str, list[_Slot], tuple[str, ...]]],
+            drafts: dict[_Ident, _Draft], without_slots: tuple[str, ...]) -> OccupancyMap:
+    order: dict[_Ident, None] = {}
+    for _, _, cells, _ in drafted:  # running holders by first appearance, then planned and reserving groups
+        for cell in cells:
+            if cell.ident is not None and cell.ident[0] != PLANNED:
+                order.setdefault(cell.ident)
+    for ident, draft in drafts.items():
+        if ident[0] == PLANNED and (draft.slots or draft.status == "reserving"):
+            order.setdefault(ident)
+    key_of = dict(zip(order, keys(len(order)), strict=True))
+    holders = {}
+    for ident, key in key_of.items():
+        d = drafts[ident]
+        holders[key] = Holder(key, d.kind, d.id, d.name, d.user, d.priority, d.namespace, d.status, d.pods, d.slots)
+    rows = tuple(
+        NodeRow(node.name, pool, tuple(
+            Cell(cell.kind, key_of.get(cell.ident) if cell.ident else None, cell.pod,
+                 key_of.get(cell.planned) if cell.planned else None) for cell in cells), states)
+        for node, pool, cells, states in drafted)
+    return OccupancyMap(unit, group_by, rows, holders, without_slots)
+
