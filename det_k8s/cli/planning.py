@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cluster.model import Snapshot
+from ..determined.versions import Version
 from ..errors import ExperimentError, Unschedulable
 from ..scheduling.experiments import Experiment, parse_experiment
 from ..scheduling.explain import describe
@@ -86,10 +87,10 @@ def plan_settings(values: Sequence[Path] | None, sets: Sequence[str] | None,
     return settings
 
 
-def read_experiments(paths: Sequence[Path]) -> list[Experiment]:
-    """Every experiment file, all problems reported at once."""
-    parsed = [parse_experiment(read_text(path, "experiment file"), str(path), default_name=path.stem)
-              for path in paths]
+def read_experiments(paths: Sequence[Path], version: Version | None = None) -> list[Experiment]:
+    """Every experiment file, its keys checked against Determined `version`; all problems reported at once."""
+    parsed = [parse_experiment(read_text(path, "experiment file"), str(path), default_name=path.stem,
+                               version=version) for path in paths]
     errors = [p for item in parsed for p in item.errors]
     for item in parsed:
         for warning in item.warnings:
@@ -172,7 +173,7 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[Path]
         settings = plan_settings(values, sets, set_strings, snapshot)
         submitter = user or os.environ.get("USER") or "unknown"
         now = datetime.now(UTC).replace(microsecond=0)
-        entries = build_entries(read_experiments(experiments), settings, submitter, now)
+        entries = build_entries(read_experiments(experiments, settings.version), settings, submitter, now)
         policy = Policy(preemption=preemption or settings.default_scheduler == "preemption",
                         autoscaling=autoscaling)
         running = {g.id: g for g in running_groups(snapshot.pods)}
