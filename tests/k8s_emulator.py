@@ -5,7 +5,8 @@ emulator is deliberately thin (no selectors, no resourceVersion). This subclass 
 itself and adds what det-k8s depends on, the way a real API server behaves:
 
 - create: 409 AlreadyExists; uid, creationTimestamp, resourceVersion, namespace and
-  generateName filled in; pods start in phase Pending;
+  generateName filled in; pods start in phase Pending; a Secret's stringData is stored base64-encoded in
+  data (and never returned);
 - PUT and merge PATCH: 404 when missing; 409 Conflict when the body carries a stale
   metadata.resourceVersion (optimistic concurrency, e.g. two clients racing for a Lease);
 - list: labelSelector (=, ==, !=, in, notin, exists, !exists), fieldSelector (metadata.name,
@@ -24,6 +25,7 @@ patched.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import datetime
 import itertools
@@ -55,6 +57,15 @@ KINDS = {
 def _status(code: int, reason: str, message: str) -> aiohttp.web.Response:
     return aiohttp.web.json_response({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
                                       "code": code, "reason": reason, "message": message}, status=code)
+
+
+def _store_string_data(secret: dict[str, Any]) -> None:
+    """As the API server stores a Secret: stringData merged into data, base64-encoded; stringData never kept."""
+    data = secret.get("data") or {}
+    for key, value in (secret.pop("stringData", None) or {}).items():
+        data[key] = base64.b64encode(str(value).encode()).decode()
+    if data:
+        secret["data"] = data
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -229,6 +240,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
         meta["resourceVersion"] = str(next(self._rv))
         if plural == "pods":
             obj.setdefault("status", {}).setdefault("phase", "Pending")
+        if plural == "secrets":
+            _store_string_data(obj)
         return obj
 
     @staticmethod
@@ -313,6 +326,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
             else:
                 updated = merge_patch(current, body)
             updated["metadata"]["resourceVersion"] = str(next(self._rv))
+            if plural == "secrets":
+                _store_string_data(updated)
             self.objects[key] = updated
             return aiohttp.web.json_response(updated)
         if method == "DELETE" and name is None:
