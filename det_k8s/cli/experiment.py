@@ -107,7 +107,9 @@ def create(
 
     seconds = parse_duration(timeout)
     text = read_text(file, "experiment file")
-    parsed = parse_experiment(text, str(file), default_name=file.stem)
+    api = current().connect()
+    settings = scheduling_settings(api, values, set_, set_string)  # -f, or the installed master's: its release
+    parsed = parse_experiment(text, str(file), default_name=file.stem, version=settings.version)
     for warning in parsed.warnings:
         output.problem(warning, stream=sys.stderr)
     if parsed.errors:
@@ -115,8 +117,6 @@ def create(
     experiment = parsed.get()
     if priority is not None:
         experiment = replace(experiment, priority=priority)
-    api = current().connect()
-    settings = scheduling_settings(api, values, set_, set_string)
     who = current_user(user)
     submitted, sequence = now()
     group = build_group(experiment, settings, group_id=new_group_id(), user=who,
