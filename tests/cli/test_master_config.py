@@ -59,6 +59,22 @@ def test_experiment_create_reads_the_object_that_releases_chart_writes(run_cli, 
     never_printed(result)
 
 
+@pytest.mark.parametrize("version", ["0.38.1", "0.25.1"])
+def test_with_both_kinds_present_the_releases_own_is_read(run_cli, cluster, gpus, version):
+    """A leftover of the other kind (maxSlotsPerPod 12 there: one pod) never wins over what the release's chart
+    writes (maxSlotsPerPod 4: three pods)."""
+    installed(cluster, version)
+    stale = MASTER_YAML.replace("max_slots_per_pod: 4", "max_slots_per_pod: 12")
+    other = "ConfigMap" if version == "0.38.1" else "Secret"
+    body = {"data": {"master.yaml": stale}} if other == "ConfigMap" else {"stringData": {"master.yaml": stale}}
+    cluster.api.put({"kind": other, "metadata": {"name": "determined-master-config-demo", "namespace": "default"},
+                     **body})
+    cluster.api.put(node("gpu-big", gpus=12, cpu="95", memory="700Gi"))
+    result = run_cli("experiment", "create", example("experiments/distributed-12gpu-a.yaml"))
+    assert result.code == 0, result.err
+    assert len(cluster.api.items("pods")) == 3
+
+
 def test_the_secret_is_stored_base64_as_a_real_api_server_stores_it(cluster):
     installed(cluster, "0.38.1")
     stored = cluster.api.get("secrets", "determined-master-config-demo")
