@@ -14,7 +14,7 @@ import typer
 import yaml
 
 from ..determined.versions import Version
-from ..errors import ClusterError, DetK8sError, Forbidden, NotFound
+from ..errors import ClusterError, DetK8sError, Forbidden, InputError, NotFound
 from ..kube.api import KubeApi
 from ..kube.kinds import DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, SECRETS, SERVICES, STORAGECLASSES
 from ..release.address import master_address
@@ -53,6 +53,8 @@ def _external_host(api: KubeApi, release: str, namespace: str, version: Version 
     """db.host from the master's configuration (a ConfigMap, or from 0.26.2 a Secret: only that key is read)."""
     try:
         config = read_release_config(api, release, namespace, version)
+    except InputError:  # not base64 text: no host to show (the message would add nothing to the status)
+        return None
     except Forbidden as exc:
         refused = secrets_forbidden(namespace, exc, "reading", "to see the external database host here")
         notes.append(f"{refused.message}; {refused.hint}")

@@ -128,20 +128,22 @@ def find_master_config(api: KubeApi, namespace: str) -> MasterConfig:
     RBAC forbids reading Secrets.
     """
     found: dict[str, dict[str, Mapping[str, Any]]] = {}
-    forbidden: Forbidden | None = None
+    forbidden: dict[str, Forbidden] = {}
     for kind, plural in (("ConfigMap", CONFIGMAPS), ("Secret", SECRETS)):
         try:
             listed = api.list(plural, namespace)
         except Forbidden as exc:
-            forbidden = exc
+            forbidden[kind] = exc
             continue
         for obj in listed:
             name = str((obj.get("metadata") or {}).get("name") or "")
             if name.startswith(CONFIG_PREFIX):
                 found.setdefault(name.removeprefix(CONFIG_PREFIX), {})[kind] = obj
     if not found:
-        if forbidden is not None:
-            raise secrets_forbidden(namespace, forbidden, "listing")
+        if "Secret" in forbidden:
+            raise secrets_forbidden(namespace, forbidden["Secret"], "listing")
+        if "ConfigMap" in forbidden:
+            raise forbidden["ConfigMap"]
         raise UsageError(f"no settings: no Determined master configuration in namespace {namespace}",
                          hint="pass -f with the settings Determined was installed with, or use -n")
     if len(found) > 1:
@@ -151,7 +153,7 @@ def find_master_config(api: KubeApi, namespace: str) -> MasterConfig:
     release, objects = next(iter(found.items()))  # kind -> object
     version = installed_version(api, release, namespace)
     wanted = config_kind(version)
-    if wanted not in objects and wanted == "Secret" and forbidden is not None and version is not None:
+    if wanted not in objects and wanted == "Secret" and "Secret" in forbidden and version is not None:
         try:  # listing is forbidden; reading the one Secret may not be
             objects[wanted] = api.get(SECRETS, master_config(release), namespace)
         except NotFound:

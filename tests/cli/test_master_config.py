@@ -168,3 +168,23 @@ def test_status_says_in_one_line_when_rbac_hides_the_secret_and_goes_on(run_cli,
 def test_the_masters_release_is_its_image_tag(image, expected):
     deployment = {"spec": {"template": {"spec": {"containers": [{"name": "m", "image": image}]}}}}
     assert master_version(deployment) == (v(expected) if expected else None)
+
+
+def test_rbac_refusing_config_maps_is_not_blamed_on_secrets(run_cli, cluster, gpus):
+    cluster.api.fail("GET", "configmaps", 403, 'configmaps is forbidden: User "alice" cannot list resource '
+                     '"configmaps"', times=5)
+    result = run_cli("experiment", "create", example("experiments/small-4gpu.yaml"))
+    assert result.code == 1 and len(result.err.strip().splitlines()) == 1
+    assert result.err.startswith('error: configmaps is forbidden: User "alice" cannot list resource "configmaps"')
+
+
+def test_a_secret_that_is_not_base64_text_is_one_line_naming_it_never_its_value(run_cli, cluster, gpus):
+    installed(cluster, "0.38.1")
+    cluster.api.update("secrets", "determined-master-config-demo", {"data": {"master.yaml": f"not base64 {PASSWORD}"}})
+    result = run_cli("experiment", "create", example("experiments/small-4gpu.yaml"))
+    assert (result.code, result.err.strip().splitlines()) == (1, [
+        "error: secret default/determined-master-config-demo: master.yaml is not base64 UTF-8 text"])
+    status = run_cli("status", "demo")
+    assert "Database: external (?)" in status.out and "Traceback" not in status.err
+    never_printed(result)
+    never_printed(status)
