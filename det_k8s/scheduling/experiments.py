@@ -293,15 +293,8 @@ def _variant(out: ProblemCollector, release: expconf.Release, level: str, path: 
     noun, name = _CHOICE_NAMES.get(level, (f"{level}.{key}", f"{level} {key} {{}}"))
     where = (*path, key)
     if chosen not in values:
-        refined = release.refinement(level, key, chosen)
-        tags = release.elsewhere(level, key, chosen)
-        close = difflib.get_close_matches(chosen, sorted(values.known), n=1, cutoff=0.6)
-        if refined is not None:
-            out.error(where, *refined)
-        elif tags:
-            out.error(where, f"Determined {release.version} has no {noun} {chosen!r} ({_have(tags)} it): its "
-                      "master refuses the experiment", "set appVersion to a release that has it, or choose another")
-        else:
+        if not _in_another_release(out, release, where, level, key, chosen, f"{noun} {chosen!r}", "choose another"):
+            close = difflib.get_close_matches(chosen, sorted(values.known), n=1, cutoff=0.6)
             out.error(where, f"Determined {release.version} has no {noun} {chosen!r}: its master refuses the "
                       "experiment", f"did you mean {close[0]}?" if close else
                       f"use one of {', '.join(sorted(values.known))}")
@@ -317,19 +310,26 @@ def _unknown(out: ProblemCollector, release: expconf.Release, level: str, where:
     """`where[-1]` is not a key of `level`: the version table's reason, the releases that have it, or the
     closest key this one has."""
     key = str(where[-1])
-    refined = release.refinement(level, key)
-    tags = release.elsewhere(level, key)
-    if refined is not None:
-        out.error(where, *refined)
-    elif tags:
-        out.error(where, f"Determined {release.version} has no such key ({_have(tags)} it): its master refuses the "
-                  "experiment", "set appVersion to a release that has it, or remove it")
-    else:
+    if not _in_another_release(out, release, where, level, key, "", "such key", "remove it"):
         allowed = sorted(verdict.known | verdict.maybe)
         close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.75)
         hint = f"did you mean {format_path((*where[:-1], close[0]))}?" if close else (
             f"it takes {', '.join(allowed)}" if list_allowed else None)
         out.error(where, f"not a key of {what}: its master refuses the experiment", hint)
+
+
+def _in_another_release(out: ProblemCollector, release: expconf.Release, where: Path, level: str, key: str,
+                        choice: str, thing: str, fix: str) -> bool:
+    """Report `key` (or the union key's value `choice`) as another release's, when the version table or a schema
+    read says which release has it; False when none does."""
+    refined = release.refinement(level, key, choice)
+    tags = release.elsewhere(level, key, choice)
+    if refined is not None:
+        out.error(where, *refined)
+    elif tags:
+        out.error(where, f"Determined {release.version} has no {thing} ({_have(tags)} it): its master refuses the "
+                  "experiment", f"set appVersion to a release that has it, or {fix}")
+    return refined is not None or bool(tags)
 
 
 def _maybe(out: ProblemCollector, release: expconf.Release, where: Path, level: str, key: str,
