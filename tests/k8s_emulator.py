@@ -5,14 +5,18 @@ emulator is deliberately thin (no selectors, no resourceVersion). This subclass 
 itself and adds what det-k8s depends on, the way a real API server behaves:
 
 - create: 409 AlreadyExists; uid, creationTimestamp, resourceVersion, namespace and
-  generateName filled in; pods start in phase Pending;
+  generateName filled in; pods start in phase Pending; a Secret's stringData is stored base64-encoded in
+  data (and never returned);
 - PUT and merge PATCH: 404 when missing; 409 Conflict when the body carries a stale
   metadata.resourceVersion (optimistic concurrency, e.g. two clients racing for a Lease);
 - list: labelSelector (=, ==, !=, in, notin, exists, !exists), fieldSelector (metadata.name,
   metadata.namespace, spec.nodeName, status.phase, involvedObject.name), limit/continue paging;
 - delete: 404 when missing; optionally graceful for pods (deletionTimestamp set, the object stays
   until `finish_deletions()`), as kubelet-managed pods take time to go away, unless
-  gracePeriodSeconds is 0 (a force deletion);
+  gracePeriodSeconds is 0 (a force deletion); dependents (metadata.ownerReferences naming the
+  deleted object's uid) are deleted too with propagationPolicy Background or Foreground (the
+  garbage collector, done at once here) and orphaned (the reference removed) with Orphan, the
+  default for batch/v1 Jobs as for the real API server; every DELETE's options are in `deletions`;
 - pods/<name>/log from `pod_logs`;
 - fault injection: `fail("POST", "pods", 403, "...")` answers the next matching request with a
   Status error (403, 409, 500...), without touching the stored state.
@@ -24,6 +28,7 @@ patched.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import datetime
 import itertools
@@ -48,13 +53,25 @@ KINDS = {
     "configmaps": ("v1", "ConfigMap"), "secrets": ("v1", "Secret"), "events": ("v1", "Event"),
     "namespaces": ("v1", "Namespace"), "persistentvolumeclaims": ("v1", "PersistentVolumeClaim"),
     "deployments": ("apps/v1", "Deployment"), "leases": ("coordination.k8s.io/v1", "Lease"),
-    "storageclasses": ("storage.k8s.io/v1", "StorageClass"),
+    "storageclasses": ("storage.k8s.io/v1", "StorageClass"), "jobs": ("batch/v1", "Job"),
 }
+# The registry's default garbage-collection policy is orphan for batch/v1 Jobs (kept for compatibility: the API
+# server warns "child pods are preserved by default when jobs are deleted"), background for everything else.
+ORPHAN_BY_DEFAULT = {"jobs"}
 
 
 def _status(code: int, reason: str, message: str) -> aiohttp.web.Response:
     return aiohttp.web.json_response({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
                                       "code": code, "reason": reason, "message": message}, status=code)
+
+
+def _store_string_data(secret: dict[str, Any]) -> None:
+    """As the API server stores a Secret: stringData merged into data, base64-encoded; stringData never kept."""
+    data = secret.get("data") or {}
+    for key, value in (secret.pop("stringData", None) or {}).items():
+        data[key] = base64.b64encode(str(value).encode()).decode()
+    if data:
+        secret["data"] = data
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -156,6 +173,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
     pod_logs: dict[tuple[str, str], str] = attrs.field(factory=dict)
     graceful_pods: bool = False
     calls: list[tuple[str, str, dict[str, str]]] = attrs.field(factory=list)
+    deletions: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)  # (path, DeleteOptions body)
     faults: list[Fault] = attrs.field(factory=list)
     version: dict[str, str] = attrs.field(factory=lambda: {"major": "1", "minor": "31", "gitVersion": "v1.31.4"})
     version_forbidden: bool = False  # /version answers 403, as where RBAC removes system:public-info-viewer
@@ -230,6 +248,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
         meta["resourceVersion"] = str(next(self._rv))
         if plural == "pods":
             obj.setdefault("status", {}).setdefault("phase", "Pending")
+        if plural == "secrets":
+            _store_string_data(obj)
         return obj
 
     @staticmethod
@@ -316,6 +336,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
             else:
                 updated = merge_patch(current, body)
             updated["metadata"]["resourceVersion"] = str(next(self._rv))
+            if plural == "secrets":
+                _store_string_data(updated)
             self.objects[key] = updated
             return aiohttp.web.json_response(updated)
         if method == "DELETE" and name is None:
@@ -329,17 +351,42 @@ class ApiEmulator(kmock.KubernetesScaffold):
             if obj is None:
                 return _status(404, "NotFound", f'{plural} "{name}" not found')
             options = request.data if isinstance(request.data, dict) else {}
+            self.deletions.append((request.url.path, dict(options)))
             grace = options.get("gracePeriodSeconds", request.params.get("gracePeriodSeconds"))
-            # As the API server does: grace 0 removes a pod at once (what `kubectl delete --force` sends).
-            if plural == "pods" and self.graceful_pods and str(grace) != "0":
-                if not obj["metadata"].get("deletionTimestamp"):
-                    obj["metadata"]["deletionTimestamp"] = datetime.datetime.now(datetime.UTC).strftime(
-                        "%Y-%m-%dT%H:%M:%SZ")
-                    obj["metadata"]["resourceVersion"] = str(next(self._rv))
-                return aiohttp.web.json_response(obj)
-            del self.objects[key]
-            return aiohttp.web.json_response(obj)
+            policy = options.get("propagationPolicy") or request.params.get("propagationPolicy") or (
+                "Orphan" if plural in ORPHAN_BY_DEFAULT else "Background")
+            result = self._remove(key, grace)
+            self._collect_dependents(obj["metadata"].get("uid"), policy)
+            return aiohttp.web.json_response(result)
         return _status(405, "MethodNotAllowed", f"{method} is not supported on {kind_name}")
+
+    def _remove(self, key: Key, grace: Any) -> dict[str, Any]:
+        obj = self.objects[key]
+        # As the API server does: grace 0 removes a pod at once (what `kubectl delete --force` sends).
+        if key[0] == "pods" and self.graceful_pods and str(grace) != "0":
+            if not obj["metadata"].get("deletionTimestamp"):
+                obj["metadata"]["deletionTimestamp"] = datetime.datetime.now(datetime.UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ")
+                obj["metadata"]["resourceVersion"] = str(next(self._rv))
+            return obj
+        del self.objects[key]
+        return obj
+
+    def _collect_dependents(self, uid: str | None, policy: str) -> None:
+        """The garbage collector: dependents of a deleted owner go (Background, Foreground) or lose the reference
+        (Orphan)."""
+        if not uid:
+            return
+        for key, obj in list(self.objects.items()):
+            refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+            if key not in self.objects or not any(ref.get("uid") == uid for ref in refs):
+                continue
+            if policy == "Orphan":
+                obj["metadata"]["ownerReferences"] = [ref for ref in refs if ref.get("uid") != uid]
+                obj["metadata"]["resourceVersion"] = str(next(self._rv))
+            else:
+                self._remove(key, None)
+                self._collect_dependents(obj["metadata"].get("uid"), "Background")
 
     def _selected(self, obj: Mapping[str, Any], params: Mapping[str, str]) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}

@@ -112,7 +112,11 @@ def create(
     seconds = parse_duration(timeout)
     text = read_text(file, "experiment file")
     source, default_name = ("stdin", "experiment") if str(file) == "-" else (str(file), file.stem)
-    parsed = parse_experiment(text, source, default_name=default_name)
+    api = current().connect()
+    cluster = cluster_pod_spec_version(api) or DEFAULT
+    with checking_against(cluster):  # pod specs against the cluster's own Kubernetes version
+        settings = scheduling_settings(api, values, set_, set_string)  # -f, or the installed master's: its release
+        parsed = parse_experiment(text, source, default_name=default_name, version=settings.version)
     for warning in parsed.warnings:
         output.problem(warning, stream=sys.stderr)
     if parsed.errors:
@@ -120,15 +124,6 @@ def create(
     experiment = parsed.get()
     if priority is not None:
         experiment = replace(experiment, priority=priority)
-    api = current().connect()
-    cluster = cluster_pod_spec_version(api) or DEFAULT
-    if parsed.experiment is not None and parsed.experiment.pod_spec and cluster.schema != DEFAULT.schema:
-        with checking_against(cluster):  # the pod spec against the cluster's own Kubernetes version
-            again = parse_experiment(text, source, default_name=default_name)
-        if again.errors:
-            raise ExperimentError(again.errors)
-    with checking_against(cluster):
-        settings = scheduling_settings(api, values, set_, set_string)
     refuse_searches(experiment.config, str(settings.app_version), file)
     who = current_user(user)
     submitted, sequence = now()

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from ..determined import versions
 from . import output
 from .inputs import load_settings_from_cli
 
@@ -21,36 +21,32 @@ if TYPE_CHECKING:
     from ..scheduling.model import PodGroup, Policy
     from ..settings import Settings
 
-MASTER_CONFIG_PREFIX = "determined-master-config-"
 SCHEDULING_KEYS = ("maxSlotsPerPod", "slotType", "slotResourceRequests", "taskContainerDefaults",
                    "defaultScheduler")
 
 
 def scheduling_settings(api: KubeApi, values: Sequence[str | Path] | None, sets: Sequence[str] | None,
                         set_strings: Sequence[str] | None) -> Settings:
-    """Settings from -f/--set, or else from the installed master's configuration in the namespace."""
+    """Settings from -f/--set, or else from the installed master's configuration in the namespace (the
+    ConfigMap or, from Determined 0.26.2, the Secret its chart writes), with appVersion the release it runs."""
     import yaml
 
-    from ..kube.kinds import CONFIGMAPS
+    from ..release.master_config import find_master_config
     from ..settings import Document, load_settings
     from ..settings.from_master import values_from_master_config
 
     if values or sets or set_strings:
         loaded = load_settings_from_cli(values, sets, set_strings, required=False)
     else:
-        found = [c for c in api.list(CONFIGMAPS, api.namespace)
-                 if str(c["metadata"]["name"]).startswith(MASTER_CONFIG_PREFIX)]
-        if not found:
-            raise UsageError(f"no settings: no Determined master configuration in namespace {api.namespace}",
-                             hint="pass -f with the settings Determined was installed with, or use -n")
-        if len(found) > 1:
-            names = ", ".join(c["metadata"]["name"] for c in found)
-            raise UsageError(f"several Determined installations in namespace {api.namespace} ({names})",
-                             hint="pass -f with the settings of the one to use")
-        name = found[0]["metadata"]["name"]
-        where = f"configmap {api.namespace}/{name}"
-        text = (found[0].get("data") or {}).get("master.yaml", "")
-        loaded = load_settings([Document(where, yaml.safe_dump(values_from_master_config(text, where)))])
+        config = find_master_config(api, api.namespace)
+        found = values_from_master_config(config.text, config.where)
+        if config.version is not None and versions.supported(config.version):
+            found["appVersion"] = str(config.version)
+        else:
+            output.warning(f"cannot tell which Determined release {config.where} belongs to (the master "
+                           "Deployment is unreadable, or its image tag is not a release det-k8s supports); taking "
+                           f"{versions.DEFAULT}; pass -f with your settings to name yours")
+        loaded = load_settings([Document(config.where, yaml.safe_dump(found))])
     settings = loaded.settings()
     for item in loaded.warnings:
         if item.path.split(".")[0].split("[")[0] in SCHEDULING_KEYS:

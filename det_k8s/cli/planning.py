@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..cluster.model import Snapshot
+from ..determined.versions import Version
 from ..errors import ExperimentError, Unschedulable
 from ..scheduling.experiments import Experiment, parse_experiment
 from ..scheduling.explain import describe
@@ -100,10 +101,11 @@ def plan_settings(values: Sequence[str | Path] | None, sets: Sequence[str] | Non
     return settings
 
 
-def read_experiments(paths: Sequence[Path]) -> list[Experiment]:
-    """Every experiment file, all problems reported at once."""
+def read_experiments(paths: Sequence[Path], version: Version | None = None) -> list[Experiment]:
+    """Every experiment file, its keys checked against Determined `version`; all problems reported at once."""
     parsed = [parse_experiment(read_text(path, "experiment file"), "stdin" if str(path) == "-" else str(path),
-                               default_name="experiment" if str(path) == "-" else path.stem) for path in paths]
+                               default_name="experiment" if str(path) == "-" else path.stem, version=version)
+              for path in paths]
     errors = [p for item in parsed for p in item.errors]
     for item in parsed:
         for warning in item.warnings:
@@ -213,7 +215,7 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
         settings = plan_settings(values, sets, set_strings, snapshot)
         submitter = user or os.environ.get("USER") or "unknown"
         now = datetime.now(UTC).replace(microsecond=0)
-        entries = build_entries(read_experiments(experiments), settings, submitter, now)
+        entries = build_entries(read_experiments(experiments, settings.version), settings, submitter, now)
         announce_searches(entries)
         policy = Policy(preemption=preemption or settings.default_scheduler == "preemption",
                         autoscaling=autoscaling)

@@ -2,7 +2,9 @@
 
 The documents delete leftovers with `kubectl get pods -l=determined | awk | xargs kubectl delete`.
 Here the selector always includes `determined` (a `-l` narrows it, never widens it), the exact
-pods and ConfigMaps are listed before anything is deleted, and deleting asks first.
+objects are listed before anything is deleted, and deleting asks first. From Determined 0.34 the
+master's unit is a batch/v1 Job: cleanup deletes the Job (with propagation, so its pods go too),
+never one of its pods alone, and `list` names each pod's Job.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import typer
 
 from ..cluster.model import GPU
 from ..cluster.read import effective_requests
-from ..kube.kinds import CONFIGMAPS, PODS
-from ..release.tasks import MASTER_TASKS, TASK_LABEL, age, only_task_pods
+from ..kube.kinds import PODS
+from ..release.tasks import TASK_LABEL, age, only_task_pods, owning_job
 from . import output
 from .common import AllNamespacesOpt, YesOpt, confirm
 from .options import OutputFormat, OutputOpt, current, with_global_options
@@ -31,7 +33,7 @@ def _row(pod: dict[str, Any]) -> dict[str, Any]:
     gpus = effective_requests(spec, f"pod {meta.get('name')}").get(GPU, 0) // 1000
     return {"name": meta.get("name", ""), "namespace": meta.get("namespace", ""), "phase": status.get("phase", ""),
             "node": spec.get("nodeName") or "", "gpus": gpus, "age": age(str(meta.get("creationTimestamp") or "")),
-            "allocation": (meta.get("labels") or {}).get(TASK_LABEL, "")}
+            "allocation": (meta.get("labels") or {}).get(TASK_LABEL, ""), "job": owning_job(pod) or ""}
 
 
 def _task_pods(selector: str | None, all_namespaces: bool) -> tuple[Any, list[dict[str, Any]]]:
@@ -47,14 +49,15 @@ def list_pods(
     selector: SelectorOpt = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
-    """Task pods: NAME, NAMESPACE, PHASE, NODE, GPUS, AGE."""
+    """Task pods: NAME, NAMESPACE, PHASE, NODE, GPUS, AGE, JOB (the Job that owns it, from Determined 0.34)."""
     _, pods = _task_pods(selector, all_namespaces)
     rows = [_row(p) for p in pods]
     if output_format is not OutputFormat.table:
         output.data(rows, output_format)
     elif rows:
-        output.table(["NAME", "NAMESPACE", "PHASE", "NODE", "GPUS", "AGE"],
-                     [[r["name"], r["namespace"], r["phase"], r["node"], r["gpus"], r["age"]] for r in rows])
+        output.table(["NAME", "NAMESPACE", "PHASE", "NODE", "GPUS", "AGE", "JOB"],
+                     [[r["name"], r["namespace"], r["phase"], r["node"], r["gpus"], r["age"], r["job"]]
+                      for r in rows])
     else:
         output.message("no task pods")
 
@@ -67,26 +70,24 @@ def cleanup(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")] = False,
     yes: YesOpt = False,
 ) -> None:
-    """Delete task pods (label `determined`) and their same-named ConfigMaps, after listing them and asking."""
-    api, pods = _task_pods(selector, all_namespaces)
-    names = {((p.get("metadata") or {}).get("namespace"), (p.get("metadata") or {}).get("name")) for p in pods}
-    maps = [c for c in api.list(CONFIGMAPS, all_namespaces=all_namespaces, label_selector=MASTER_TASKS)
-            if ((c.get("metadata") or {}).get("namespace"), (c.get("metadata") or {}).get("name")) in names]
-    if not pods:
+    """Delete the master's task Jobs (with their pods), bare task pods and their ConfigMaps, after listing and asking."""
+    from ..release.live import delete_task_units, held_lines, task_units
+
+    api = current().connect()
+    found, notes = task_units(api, api.namespace, all_namespaces=all_namespaces, selector=selector)
+    for note in [*notes, *held_lines(found)]:
+        output.warning(note)
+    if found.empty:
         output.message("no task pods to delete")
         return
     verb = "would delete" if dry_run else "deletes"
-    output.message(f"This {verb} {len(pods)} pod(s) and {len(maps)} ConfigMap(s):")
-    for obj in [*pods, *maps]:
-        meta = obj.get("metadata") or {}
-        output.message(f"  {obj.get('kind', '?')} {meta.get('namespace')}/{meta.get('name')}")
+    output.message(f"This {verb} {found.summary()}:")
+    for line in found.lines():
+        output.message(f"  {line}")
     if dry_run:
         return
     output.warning("running experiments lose their pods; the master may restart them from their last checkpoint")
-    confirm(f"Delete {len(pods)} task pod(s) and {len(maps)} ConfigMap(s)?", yes=yes, action="pods cleanup")
-    deleted = {"pods": 0, "configmaps": 0}
-    for kind, key, objs in ((PODS, "pods", pods), (CONFIGMAPS, "configmaps", maps)):
-        for obj in objs:
-            meta = obj.get("metadata") or {}
-            deleted[key] += api.delete(kind, meta.get("name", ""), meta.get("namespace"), missing_ok=True)
-    output.success(f"Deleted {deleted['pods']} pod(s) and {deleted['configmaps']} ConfigMap(s)")
+    confirm(f"Delete {found.summary()}?", yes=yes, action="pods cleanup")
+    deleted = delete_task_units(api, found)
+    jobs = f"{deleted['jobs']} Job(s) with their pods, " if found.jobs else ""
+    output.success(f"Deleted {jobs}{deleted['pods']} pod(s) and {deleted['configmaps']} ConfigMap(s)")

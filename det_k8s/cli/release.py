@@ -16,13 +16,13 @@ import typer
 
 from ..errors import NotFound, SettingsError, Severity, UsageError
 from ..kube.api import KubeApi
-from ..kube.kinds import CONFIGMAPS, NODES, PODS, PVCS, SERVICES
+from ..kube.kinds import NODES, PVCS, SERVICES
 from ..release import live
 from ..release.address import master_address
 from ..release.manifests import redact_secrets, secret_values
 from ..release.names import db_pvc, master_service, validate_release_name
 from ..release.preflight import determined_releases
-from ..release.tasks import MASTER_TASKS, group_tasks
+from ..release.tasks import group_tasks
 from ..settings.rules import missing_initial_password
 from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import go_duration, parse_duration
@@ -215,7 +215,7 @@ def upgrade(
 def uninstall(
     release: ReleaseArg,
     yes: YesOpt = False,
-    keep_pods: Annotated[bool, typer.Option("--keep-pods", help="Leave the task pods and their ConfigMaps.")] = False,
+    keep_pods: Annotated[bool, typer.Option("--keep-pods", help="Leave the task pods, Jobs and ConfigMaps.")] = False,
     delete_data: Annotated[bool, typer.Option(
         "--delete-data", help="Also delete the kept database volume: every experiment record, permanently.")] = False,
     timeout: TimeoutOpt = "5m",
@@ -228,7 +228,10 @@ def uninstall(
     namespace = api.namespace
     if not live.release_exists(api, release, namespace):
         raise NotFound(f"no release {release} in namespace {namespace}", hint="det-k8s list -A shows the releases")
-    summary, pvc = live.uninstall_summary(api, release, namespace, delete_data=delete_data, keep_pods=keep_pods)
+    summary, pvc, notes = live.uninstall_summary(api, release, namespace, delete_data=delete_data,
+                                                 keep_pods=keep_pods)
+    for note in notes:
+        output.warning(note)
     output.message(f"Uninstalling release {release} from namespace {namespace} deletes:")
     for line in summary.deleted:
         output.message(f"  - {line}")
@@ -246,11 +249,13 @@ def uninstall(
                  timeout=seconds + 60)
     output.success(f"Uninstalled release {release} from namespace {namespace}")
     if not keep_pods:
-        pods = sum(api.delete(PODS, (p.get("metadata") or {}).get("name", ""), namespace, missing_ok=True)
-                   for p in api.list(PODS, namespace, label_selector=MASTER_TASKS))
-        maps = sum(api.delete(CONFIGMAPS, (c.get("metadata") or {}).get("name", ""), namespace, missing_ok=True)
-                   for c in api.list(CONFIGMAPS, namespace, label_selector=MASTER_TASKS))
-        output.message(f"Deleted {pods} leftover task pod(s) and {maps} task ConfigMap(s)")
+        tasks, _ = live.task_units(api, namespace)  # read again: helm's uninstall took its time
+        deleted = live.delete_task_units(api, tasks)
+        jobs = (f"{deleted['jobs']} task Job(s) with their pods, " if deleted["jobs"] else "")
+        output.message(f"Deleted {jobs}{deleted['pods']} leftover task pod(s) and {deleted['configmaps']} task "
+                       "ConfigMap(s)")
+        for line in live.held_lines(tasks):
+            output.warning(line)
     if delete_data and pvc is not None:
         api.delete(PVCS, db_pvc(release), namespace, missing_ok=True)
         output.message(f"Deleted the database volume {db_pvc(release)}")

@@ -13,18 +13,19 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from ..errors import ClusterError, DetK8sError, Forbidden, NotFound
+from ..determined.versions import Version
+from ..errors import ClusterError, DetK8sError, Forbidden, InputError, NotFound
 from ..kube.api import KubeApi
-from ..kube.kinds import CONFIGMAPS, DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, SECRETS, SERVICES, STORAGECLASSES
+from ..kube.kinds import DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, SECRETS, SERVICES, STORAGECLASSES
 from ..release.address import master_address
 from ..release.diagnose import Observed, PodState, diagnose, pod_state
 from ..release.gpu_check import scheduling_problem
+from ..release.master_config import master_version, read_release_config, secrets_forbidden
 from ..release.names import (
     db_app,
     db_deployment,
     db_pvc,
     master_app,
-    master_config,
     master_deployment,
     master_service,
     validate_release_name,
@@ -47,10 +48,21 @@ def _list_or_empty(api: KubeApi, kind: Any, **kwargs: Any) -> list[dict[str, Any
         return []
 
 
-def _external_host(api: KubeApi, release: str, namespace: str) -> str | None:
-    config = _get(api, CONFIGMAPS, master_config(release), namespace) or {}
+def _external_host(api: KubeApi, release: str, namespace: str, version: Version | None,
+                   notes: list[str]) -> str | None:
+    """db.host from the master's configuration (a ConfigMap, or from 0.26.2 a Secret: only that key is read)."""
     try:
-        master = yaml.safe_load(((config.get("data") or {}).get("master.yaml")) or "") or {}
+        config = read_release_config(api, release, namespace, version)
+    except InputError:  # not base64 text: no host to show (the message would add nothing to the status)
+        return None
+    except Forbidden as exc:
+        refused = secrets_forbidden(namespace, exc, "reading", "to see the external database host here")
+        notes.append(f"{refused.message}; {refused.hint}")
+        return None
+    if config is None:
+        return None
+    try:
+        master = yaml.safe_load(config.text) or {}
     except yaml.YAMLError:
         return None
     host = (master.get("db") or {}).get("host") if isinstance(master, dict) else None
@@ -64,7 +76,9 @@ def _newest(pods: list[PodState], objects: list[dict[str, Any]]) -> str | None:
     return ordered[0].name if ordered else None
 
 
-def observe(api: KubeApi, release: str, namespace: str, tail: int) -> tuple[Observed, dict[str, Any], Any]:
+def observe(api: KubeApi, release: str, namespace: str, tail: int,
+            notes: list[str] | None = None) -> tuple[Observed, dict[str, Any], Any]:
+    """What status reports; `notes` collects what could not be read (said after the spinner)."""
     deployment = _get(api, DEPLOYMENTS, master_deployment(release), namespace)
     if deployment is None:
         raise NotFound(f"release {release}: no master Deployment {master_deployment(release)} in namespace "
@@ -95,8 +109,10 @@ def observe(api: KubeApi, release: str, namespace: str, tail: int) -> tuple[Obse
             logs = api.logs(newest, namespace, container="determined-master", tail_lines=tail)
         except ClusterError as exc:
             logs = f"(no logs: {exc.message})"
-    observed = Observed(release, namespace, masters, dbs, bundled, None if bundled else _external_host(
-        api, release, namespace), pvc, classes, secrets, pull, logs, scheduling)
+    external = None if bundled else _external_host(api, release, namespace, master_version(deployment),
+                                                   notes if notes is not None else [])
+    observed = Observed(release, namespace, masters, dbs, bundled, external, pvc, classes, secrets, pull, logs,
+                        scheduling)
     service = _get(api, SERVICES, master_service(release), namespace)
     nodes = _list_or_empty(api, NODES) if service and (service.get("spec") or {}).get("type") == "NodePort" else []
     address = master_address(service, nodes, tls=bool(tls), release=release, namespace=namespace)
@@ -112,8 +128,11 @@ def status(
     """Master readiness, its pods, its address, its last log lines, and what is wrong if it is not running."""
     validate_release_name(release)
     api = current().connect()
+    notes: list[str] = []
     with output.spinner(f"reading release {release}"):
-        observed, deployment, address = observe(api, release, api.namespace, tail)
+        observed, deployment, address = observe(api, release, api.namespace, tail, notes)
+    for note in notes:
+        output.warning(note)
     dep_status = deployment.get("status") or {}
     wanted = int((deployment.get("spec") or {}).get("replicas") or 1)
     ready = int(dep_status.get("readyReplicas") or 0)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import Forbidden, Problem, Severity, ToolFailed
+from ..errors import Forbidden, NotFound, Problem, Severity, ToolFailed
 from ..kube.api import KubeApi
-from ..kube.kinds import CONFIGMAPS, DEPLOYMENTS, PODS, PRIORITYCLASSES, PVCS, SECRETS, SERVICES
+from ..kube.kinds import CONFIGMAPS, DEPLOYMENTS, JOBS, PODS, PRIORITYCLASSES, PVCS, SECRETS, SERVICES
 from ..kube.snapshot import read_nodes, read_snapshot
 from ..settings import LoadedSettings, Settings
 from ..settings.node_rules import check_nodes
@@ -23,7 +23,7 @@ from .kube_compat import check_kubernetes
 from .loss import LossSummary, summarize
 from .names import db_deployment, db_pvc, master_deployment
 from .storage_hook import check_checkpoint_storage
-from .tasks import MASTER_TASKS
+from .tasks import MASTER_TASKS, TaskUnits, is_master_task, only_task_pods, owning_job, units
 
 
 def _skipped(what: str, exc: Forbidden) -> Problem:
@@ -117,17 +117,73 @@ def release_exists(api: KubeApi, release: str, namespace: str) -> bool:
     return api.exists(DEPLOYMENTS, master_deployment(release), namespace)
 
 
+def task_units(api: KubeApi, namespace: str | None, *, all_namespaces: bool = False,
+               selector: str | None = None) -> tuple[TaskUnits, list[str]]:
+    """The master's task objects (labelled `determined`, never det-k8s's), `selector` narrowing them: its Jobs
+    (0.34+) with their pods, its bare pods, their ConfigMaps; and notes on what could not be read.
+
+    A selected pod of a Job the selector left out brings its Job in (read by name), so the unit goes whole.
+    Listing Jobs forbidden (RBAC without batch) leaves those pods held, never deleted alone.
+    """
+    where: dict[str, Any] = {"all_namespaces": all_namespaces}
+    chosen = only_task_pods(selector)
+    notes: list[str] = []
+    pods = api.list(PODS, namespace, label_selector=chosen, **where)
+    every_pod = pods if selector is None else api.list(PODS, namespace, label_selector=MASTER_TASKS, **where)
+    try:
+        jobs = api.list(JOBS, namespace, label_selector=chosen, **where)
+    except Forbidden as exc:
+        jobs = []
+        notes.append(f"Determined's task Jobs (0.34 and later) not read: {exc.message}; grant list and delete on "
+                     "jobs.batch, or delete them with kubectl delete job")
+    listed = {((j.get("metadata") or {}).get("namespace"), (j.get("metadata") or {}).get("name")) for j in jobs}
+    for pod_ns, job in sorted({(str((p.get("metadata") or {}).get("namespace") or ""), owning_job(p)) for p in pods
+                               if owning_job(p)}):
+        if (pod_ns, job) in listed or job is None:
+            continue
+        try:
+            found = api.get(JOBS, job, pod_ns)
+        except NotFound:  # the Job is gone: the garbage collector deletes its pods
+            continue
+        except Forbidden as exc:
+            notes.append(f"Job {pod_ns}/{job} not read: {exc.message}")
+            continue
+        if is_master_task(found):
+            jobs.append(found)
+    configmaps = api.list(CONFIGMAPS, namespace, label_selector=MASTER_TASKS, **where)
+    return units(jobs, pods, configmaps, every_pod), notes
+
+
+def delete_task_units(api: KubeApi, found: TaskUnits) -> dict[str, int]:
+    """Delete Jobs (propagationPolicy Background: the garbage collector deletes their pods; a Job's pod is never
+    deleted alone), then bare pods, then ConfigMaps. Counts what was deleted (gone already: not counted)."""
+    deleted = {"jobs": 0, "pods": 0, "configmaps": 0}
+    for key, kind, objects in (("jobs", JOBS, found.jobs), ("pods", PODS, found.pods),
+                               ("configmaps", CONFIGMAPS, found.configmaps)):
+        for obj in objects:
+            meta = obj.get("metadata") or {}
+            deleted[key] += api.delete(kind, str(meta.get("name") or ""), meta.get("namespace"), missing_ok=True)
+    return deleted
+
+
+def held_lines(found: TaskUnits) -> list[str]:
+    """What is left alone and why: pods of a Job det-k8s does not delete."""
+    return [f"not deleted: pod(s) {', '.join(pods)} of Job {ns}/{job}, which det-k8s could not read as the "
+            f"master's; deleting a Job's pod alone does not stop it: kubectl delete job {job} -n {ns}"
+            for (ns, job), pods in sorted(found.held.items())]
+
+
 def uninstall_summary(api: KubeApi, release: str, namespace: str, *, delete_data: bool,
-                      keep_pods: bool) -> tuple[LossSummary, Mapping[str, Any] | None]:
-    """What goes and what stays; also returns the database PVC (for --delete-data)."""
+                      keep_pods: bool) -> tuple[LossSummary, Mapping[str, Any] | None, list[str]]:
+    """What goes and what stays; also the database PVC (for --delete-data) and notes on what was not read."""
     objects: list[dict[str, Any]] = []
     for kind in (DEPLOYMENTS, SERVICES, CONFIGMAPS, SECRETS):
         objects += api.list(kind, namespace, label_selector=f"release={release}")
     pvc = api.get(PVCS, db_pvc(release), namespace) if api.exists(PVCS, db_pvc(release), namespace) else None
-    pods = api.list(PODS, namespace, label_selector=MASTER_TASKS)
-    configmaps = api.list(CONFIGMAPS, namespace, label_selector=MASTER_TASKS)
+    tasks, notes = task_units(api, namespace)
     summary = summarize(release, namespace, objects, bundled_db=api.exists(DEPLOYMENTS, db_deployment(release),
                                                                              namespace),
-                        pvc=pvc, task_pods=len(pods), task_configmaps=len(configmaps), delete_data=delete_data,
-                        keep_pods=keep_pods)
-    return summary, pvc
+                        pvc=pvc, task_pods=len(tasks.pods), task_configmaps=len(tasks.configmaps),
+                        delete_data=delete_data, keep_pods=keep_pods, task_jobs=len(tasks.jobs),
+                        job_pods=tasks.pod_count - len(tasks.pods))
+    return summary, pvc, notes

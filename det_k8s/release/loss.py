@@ -32,8 +32,9 @@ def _keeps(pvc: Mapping[str, Any]) -> bool:
 
 def summarize(release: str, namespace: str, objects: Sequence[Mapping[str, Any]], *, bundled_db: bool,
               pvc: Mapping[str, Any] | None, task_pods: int, task_configmaps: int, delete_data: bool,
-              keep_pods: bool) -> LossSummary:
-    """`objects` are the release's namespaced objects (labelled release=<release>), the PVC excluded."""
+              keep_pods: bool, task_jobs: int = 0, job_pods: int = 0) -> LossSummary:
+    """`objects` are the release's namespaced objects (labelled release=<release>), the PVC excluded; the task
+    objects are the master's bare pods, its Jobs (0.34+) with the pods they take, and their ConfigMaps."""
     deleted = [f"{obj.get('kind', '?')} {(obj.get('metadata') or {}).get('name', '?')}" for obj in objects
                if obj.get("kind") != "PersistentVolumeClaim"]
     deleted.append(f"the ServiceAccount and cluster RBAC objects determined-master-{release}")
@@ -59,8 +60,9 @@ def summarize(release: str, namespace: str, objects: Sequence[Mapping[str, Any]]
             permanent = True
     else:
         kept.append("experiment records: they live in your external database (db.hostAddress)")
-    if task_pods or task_configmaps:
-        what = f"{task_pods} task pod(s) labelled determined and {task_configmaps} task ConfigMap(s)"
+    if task_pods or task_configmaps or task_jobs:
+        jobs = f"{task_jobs} task Job(s) labelled determined with their {job_pods} pod(s), " if task_jobs else ""
+        what = f"{jobs}{task_pods} task pod(s) labelled determined and {task_configmaps} task ConfigMap(s)"
         if keep_pods:
             kept.append(f"{what} (--keep-pods)")
         else:

@@ -3,9 +3,12 @@
 det-k8s reads `name`, `resources.slots_per_trial`, `resources.priority`, `environment.image`,
 `environment.environment_variables`, `environment.pod_spec`, `environment.force_pull_image` and
 `entrypoint`. Every other key of Determined's config (hyperparameters, searcher, data, ...) is
-allowed and ignored, so one file serves both `det experiment create` and det-k8s. Wrong types
-in the keys det-k8s reads are errors naming the key path and file:line; keys Determined does
-not know are warnings with a suggestion (a typo in `slots_per_trial` must not go unnoticed).
+checked only for its name and otherwise ignored, so one file serves both `det experiment create` and
+det-k8s. Wrong types in the keys det-k8s reads are errors naming the key path and file:line. Every key
+is checked against the experiment-config keys of the Determined release in use (`check_keys`, with
+`det_k8s/determined/expconf.py`): a key that release does not know is an error, as its master refuses
+such an experiment, with the closest key it does know (`resources.slot_per_trial` must never become a
+1-GPU plan).
 """
 
 from __future__ import annotations
@@ -17,26 +20,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..determined import expconf
+from ..determined.versions import DEFAULT, Version
 from ..errors import ExperimentError, Problem, Severity
 from ..settings.podspec import check_pod_spec
 from ..settings.problems import HasProblems, ProblemCollector
-from ..settings.source import Path, format_path, load_yaml_text, type_name
+from ..settings.source import Path, SourceMap, format_path, load_yaml_text, type_name
 from .model import DEFAULT_PRIORITY
 
-TOP_LEVEL_KEYS = frozenset({
-    "bind_mounts", "checkpoint_policy", "checkpoint_storage", "data", "data_layer", "debug", "description",
-    "entrypoint", "environment", "hyperparameters", "integrations", "internal", "labels", "log_policies",
-    "max_restarts", "min_checkpoint_period", "min_validation_period", "name", "optimizations", "pbs",
-    "perform_initial_validation", "preemption_timeout", "profiling", "project", "records_per_epoch",
-    "reproducibility", "resources", "retention_policy", "scheduling_unit", "searcher", "security", "slurm",
-    "tensorboard_storage", "workspace",
-})
-RESOURCES_KEYS = frozenset({"agent_label", "devices", "is_single_node", "max_slots", "native_parallel",
-                            "priority", "resource_pool", "shm_size", "slots", "slots_per_trial", "weight"})
-ENVIRONMENT_KEYS = frozenset({"add_capabilities", "drop_capabilities", "environment_variables",
-                              "force_pull_image", "image", "pod_spec", "ports", "proxy_ports",
-                              "registry_auth"})
-DEVICE_TYPES = ("cpu", "gpu", "cuda", "rocm")  # keys of Determined's per-device image and variable maps
+DEVICE_TYPES = ("cpu", "gpu", "cuda", "rocm")  # the keys of per-device image and variable maps (expconf.DEVICE_KEYS)
 PRIORITY_RANGE = (1, 99)  # Determined's expconf bounds for resources.priority
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _TRIAL_CLASS = re.compile(r"^[\w.]+:\w+$")  # model_def:MyTrial, the legacy Trial API
@@ -110,13 +102,6 @@ class _Reader(ProblemCollector):
             return None
         return value
 
-    def unknown(self, data: Mapping[str, Any], known: frozenset[str], path: Path, what: str) -> None:
-        for key in data:
-            if key not in known:
-                close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
-                hint = f"did you mean {format_path((*path, close[0]))}?" if close else None
-                self.add(Severity.WARNING, (*path, key), f"not a key of Determined's {what}; ignored", hint)
-
 
 def _variables(reader: _Reader, value: Any, path: Path) -> dict[str, tuple[tuple[str, str], ...]]:
     """Either a list of KEY=VALUE, a mapping per device type of such lists, or a plain mapping."""
@@ -128,6 +113,9 @@ def _variables(reader: _Reader, value: Any, path: Path) -> dict[str, tuple[tuple
         return {"cpu": out.get("cpu", ()), "gpu": out.get("gpu", ()) + out.get("cuda", ())}
     pairs: list[tuple[str, str]] = []
     if isinstance(value, dict):
+        reader.add(Severity.WARNING, path, "a mapping of names to values is det-k8s's own form: Determined's master "
+                   "refuses it (environment-variables.json takes a list, or a mapping of cpu, cuda and rocm to lists)",
+                   "write a list of KEY=VALUE, e.g. [NCCL_DEBUG=INFO], so the file also runs with det experiment create")
         for key, item in value.items():
             if isinstance(item, dict | list) or item is None:
                 reader.error((*path, key), f"expected a string or number, found {type_name(item)}")
@@ -193,8 +181,10 @@ def _entrypoint(reader: _Reader, value: Any, path: Path) -> tuple[str, ...]:
     return command
 
 
-def parse_experiment(text: str, source: str, *, default_name: str | None = None) -> ParsedExperiment:
-    """Read one experiment file. Problems are collected, never raised (`ParsedExperiment.get` raises)."""
+def parse_experiment(text: str, source: str, *, default_name: str | None = None,
+                     version: Version | None = None) -> ParsedExperiment:
+    """Read one experiment file, its keys checked against Determined `version` (default: the newest release).
+    Problems are collected, never raised (`ParsedExperiment.get` raises)."""
     loaded = load_yaml_text(text, source)
     reader = _Reader(loaded.sources)
     reader.problems.extend(loaded.problems)
@@ -203,11 +193,9 @@ def parse_experiment(text: str, source: str, *, default_name: str | None = None)
         reader.error((), f"{source}: expected a mapping of experiment config keys, found {type_name(data)}",
                      "an experiment file is YAML with keys such as name, resources and entrypoint")
         return ParsedExperiment(None, reader.problems)
-    reader.unknown(data, TOP_LEVEL_KEYS, (), "experiment config")
+    reader.problems.extend(check_keys(data, loaded.sources, version or DEFAULT))
     resources = reader.mapping(data.get("resources"), ("resources",))
-    reader.unknown(resources, RESOURCES_KEYS, ("resources",), "resources")
     environment = reader.mapping(data.get("environment"), ("environment",))
-    reader.unknown(environment, ENVIRONMENT_KEYS, ("environment",), "environment")
     name = reader.string(data.get("name"), ("name",)) or default_name or source
     force = environment.get("force_pull_image")
     if force is not None and not isinstance(force, bool):
@@ -232,3 +220,118 @@ def parse_experiment(text: str, source: str, *, default_name: str | None = None)
         config=data,
     )
     return ParsedExperiment(experiment, reader.problems)
+
+
+# -- keys against the release's experiment schema ------------------------------------------------------------
+
+
+def check_keys(data: Mapping[str, Any], sources: SourceMap, version: Version) -> list[Problem]:
+    """Every key of an experiment config against the schema of Determined `version` (`expconf.release`).
+
+    A key the release does not know is an error (its master refuses the experiment), naming the key, its
+    file:line and the closest key the release has, or the release that has it. A key only one of the two
+    releases read around `version` has is a warning. Also the union keys (`searcher.name`,
+    `checkpoint_storage.type`): a value the release does not know is an error, and the keys of the variant
+    it names are checked (`searcher.max_trials` with `name: single`).
+    """
+    collector = ProblemCollector(sources)
+    _check_level(collector, expconf.release(version), "", (), data)
+    return collector.problems
+
+
+_CHOICE_NAMES = {"searcher": ("searcher", "the {} searcher"),
+                 "checkpoint_storage": ("checkpoint storage type", "{} checkpoint storage")}
+
+
+def _check_level(out: ProblemCollector, release: expconf.Release, level: str, path: Path, value: Any) -> None:
+    verdict = release.keys(level)
+    if verdict is None or not isinstance(value, dict):
+        return
+    variant_level, variant, variant_name = _variant(out, release, level, path, value)
+    for key, item in value.items():
+        where = (*path, key)
+        if key not in verdict:
+            _unknown(out, release, level, where, f"Determined {release.version}'s experiment config", verdict)
+            continue
+        if variant is not None and key not in variant:
+            _unknown(out, release, variant_level, where, f"{variant_name} in Determined {release.version}", variant,
+                     list_allowed=True)
+            continue
+        if key in verdict.maybe:
+            _maybe(out, release, where, level, str(key))
+        elif variant is not None and key in variant.maybe:
+            _maybe(out, release, where, variant_level, str(key))
+        child = f"{level}.{key}" if level else str(key)
+        if isinstance(item, list):
+            for index, element in enumerate(item):
+                _check_level(out, release, f"{child}[]", (*where, index), element)
+        else:
+            _check_level(out, release, child, where, item)
+
+
+def _variant(out: ProblemCollector, release: expconf.Release, level: str, path: Path,
+             value: Mapping[str, Any]) -> tuple[str, expconf.Verdict | None, str]:
+    """(level, keys, name) of the union variant `value` chooses; keys None when `level` is not a union, `value`
+    names no variant or an unknown one (reported here), or the variant takes any key its union's level allows."""
+    union = release.choices(level)
+    chosen = value.get(union[0]) if union is not None else None
+    if union is None or not isinstance(chosen, str):
+        return "", None, ""
+    key, values = union
+    noun, name = _CHOICE_NAMES.get(level, (f"{level}.{key}", f"{level} {key} {{}}"))
+    where = (*path, key)
+    if chosen not in values:
+        if not _in_another_release(out, release, where, level, key, chosen, f"{noun} {chosen!r}", "choose another"):
+            close = difflib.get_close_matches(chosen, sorted(values.known), n=1, cutoff=0.6)
+            out.error(where, f"Determined {release.version} has no {noun} {chosen!r}: its master refuses the "
+                      "experiment", f"did you mean {close[0]}?" if close else
+                      f"use one of {', '.join(sorted(values.known))}")
+        return "", None, ""
+    if chosen in values.maybe:
+        _maybe(out, release, where, level, key, chosen)
+    variant_level = f"{level}[{key}={chosen}]"
+    return variant_level, release.keys(variant_level), name.format(chosen)
+
+
+def _unknown(out: ProblemCollector, release: expconf.Release, level: str, where: Path, what: str,
+             verdict: expconf.Verdict, *, list_allowed: bool = False) -> None:
+    """`where[-1]` is not a key of `level`: the version table's reason, the releases that have it, or the
+    closest key this one has."""
+    key = str(where[-1])
+    if not _in_another_release(out, release, where, level, key, "", "such key", "remove it"):
+        allowed = sorted(verdict.known | verdict.maybe)
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.75)
+        hint = f"did you mean {format_path((*where[:-1], close[0]))}?" if close else (
+            f"it takes {', '.join(allowed)}" if list_allowed else None)
+        out.error(where, f"not a key of {what}: its master refuses the experiment", hint)
+
+
+def _in_another_release(out: ProblemCollector, release: expconf.Release, where: Path, level: str, key: str,
+                        choice: str, thing: str, fix: str) -> bool:
+    """Report `key` (or the union key's value `choice`) as another release's, when the version table or a schema
+    read says which release has it; False when none does."""
+    refined = release.refinement(level, key, choice)
+    tags = release.elsewhere(level, key, choice)
+    if refined is not None:
+        out.error(where, *refined)
+    elif tags:
+        out.error(where, f"Determined {release.version} has no {thing} ({_have(tags)} it): its master refuses the "
+                  "experiment", f"set appVersion to a release that has it, or {fix}")
+    return refined is not None or bool(tags)
+
+
+def _maybe(out: ProblemCollector, release: expconf.Release, where: Path, level: str, key: str,
+           choice: str = "") -> None:
+    has = release.elsewhere(level, key, choice)
+    lacks = tuple(tag for tag in release.basis if tag not in has)
+    what = f"{key} {choice!r}" if choice else "this key"
+    out.warning(where, f"Determined {release.version} may not know {what}: {_have(has)} it, {_have(lacks, 'not')}, "
+                "and the master refuses what it does not know",
+                "set appVersion to the release you run, or check its documentation")
+
+
+def _have(tags: tuple[str, ...], verb: str = "") -> str:
+    """`the schema of 0.17.15 has`, `the schemas of 0.26.2 and v0.38.1 have` (+ `not`)."""
+    names = " and ".join(tags) if len(tags) <= 2 else f"{', '.join(tags[:-1])} and {tags[-1]}"
+    text = f"the schema of {names} has" if len(tags) == 1 else f"the schemas of {names} have"
+    return f"{text} {verb}".rstrip() if verb else text

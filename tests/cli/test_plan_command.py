@@ -187,6 +187,29 @@ def test_an_invalid_experiment_reports_every_error_with_file_and_line(run_cli, t
     assert "Traceback" not in result.err
 
 
+def test_a_misspelt_key_det_k8s_acts_on_is_an_error_not_a_one_gpu_plan(run_cli, tmp_path):
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("name: typo\nresources:\n  slot_per_trial: 16\n")
+    result = run_cli("plan", typo, "--snapshot", SNAPSHOTS / "twelve-gpus.yaml")
+    assert (result.code, result.out) == (1, "")
+    assert result.err.splitlines()[-1] == (
+        f"error: resources.slot_per_trial: not a key of Determined 0.38.1's experiment config: its master refuses "
+        f"the experiment; did you mean resources.slots_per_trial? ({typo}:3)")
+
+
+def test_keys_are_checked_against_the_appversion_of_the_settings(run_cli, tmp_path):
+    experiment = tmp_path / "ws.yaml"
+    experiment.write_text("name: ws\nworkspace: research\nresources: {slots_per_trial: 4}\n")
+    settings = tmp_path / "site.yaml"
+    settings.write_text("maxSlotsPerPod: 4\nappVersion: 0.17.15\n")
+    old = run_cli("plan", experiment, "--snapshot", SNAPSHOTS / "twelve-gpus.yaml", "-f", settings)
+    assert old.code == 1 and f"error: workspace: Determined 0.17.15 has no such key (the schemas of 0.26.2 and " \
+        f"v0.38.1 have it): its master refuses the experiment; set appVersion to a release that has it, or remove " \
+        f"it ({experiment}:2)" in old.err
+    new = plan_json(run_cli, experiment, "--snapshot", SNAPSHOTS / "twelve-gpus.yaml", "--set", "maxSlotsPerPod=4")
+    assert new["experiments"][0]["status"] == "placed"  # the default release, 0.38.1, has workspace
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -31,7 +31,7 @@ def test_pods_list_shows_only_task_pods(run_cli, cluster):
     result = run_cli("pods", "list")
     assert result.code == 0
     rows = [line.split() for line in result.out.splitlines()]
-    assert rows[0] == ["NAME", "NAMESPACE", "PHASE", "NODE", "GPUS", "AGE"]
+    assert rows[0] == ["NAME", "NAMESPACE", "PHASE", "NODE", "GPUS", "AGE", "JOB"]
     assert rows[1][:5] == ["exp-1-trial-2-0-a-cat", "default", "Running", "gpu-0", "4"]
     assert rows[2][:4] == ["exp-3-trial-4-0-c-owl", "default", "Failed", "0"]  # no node: that column is blank
     everywhere = json.loads(run_cli("pods", "list", "-A", "-o", "json").out)

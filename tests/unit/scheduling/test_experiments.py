@@ -133,17 +133,18 @@ def test_wrong_types_in_keys_det_k8s_reads_are_errors_naming_key_and_line(text, 
         parsed.get()
 
 
-def test_typos_are_warnings_with_a_suggestion():
-    parsed = parse("resources:\n  slots_per_trail: 8\nenviroment: {}\nentrypoint: model_def:MyTrial")
+def test_typos_are_errors_with_a_suggestion_naming_file_and_line():
+    parsed = parse("resources:\n  slot_per_trial: 16\nenviroment: {}\nentrypoint: model_def:MyTrial")
     assert rendered(parsed) == [
-        "warning: enviroment: not a key of Determined's experiment config; ignored; "
+        "error: resources.slot_per_trial: not a key of Determined 0.38.1's experiment config: its master refuses "
+        "the experiment; did you mean resources.slots_per_trial? (exp.yaml:2)",
+        "error: enviroment: not a key of Determined 0.38.1's experiment config: its master refuses the experiment; "
         "did you mean environment? (exp.yaml:3)",
-        "warning: resources.slots_per_trail: not a key of Determined's resources; ignored; did you mean "
-        "resources.slots_per_trial? (exp.yaml:2)",
         "warning: entrypoint: 'model_def:MyTrial' looks like a Trial class; det-k8s runs entrypoint as the "
         "container command; use a launcher command, e.g. python3 train.py (exp.yaml:4)",
     ]
-    assert parsed.get().slots_per_trial == 1
+    with pytest.raises(ExperimentError, match="2 errors"):
+        parsed.get()  # never a 1-slot experiment
 
 
 def test_every_error_is_reported_at_once():
@@ -162,3 +163,60 @@ def test_yaml_syntax_errors_name_the_line():
 def test_the_example_experiments_are_clean(path):
     parsed = parse_experiment(path.read_text(), str(path), default_name=path.stem)
     assert parsed.problems == [] and parsed.get().name == path.stem
+
+
+def at(text: str, version: str):
+    from det_k8s.determined.versions import v
+
+    return parse_experiment(text, "exp.yaml", default_name="exp", version=v(version))
+
+
+@pytest.mark.parametrize(("text", "version", "expected"), [
+    ("workspace: research", "0.17.15",
+     "error: workspace: Determined 0.17.15 has no such key (the schemas of 0.26.2 and v0.38.1 have it): its master "
+     "refuses the experiment; set appVersion to a release that has it, or remove it (exp.yaml:1)"),
+    ("resources: {is_single_node: true}", "0.26.2",
+     "error: resources.is_single_node: Determined 0.26.2 has no such key (the schema of v0.38.1 has it): its master "
+     "refuses the experiment; set appVersion to a release that has it, or remove it (exp.yaml:1)"),
+    ("checkpoint_storage: {type: gcs, bucket: b, prefix: p}", "0.17.15",
+     "error: checkpoint_storage.prefix: Determined 0.17.15 has no prefix for gcs (added in 0.18.2); set appVersion "
+     "to 0.18.2 or later, or remove it (exp.yaml:1)"),
+    ("checkpoint_storage: {type: directory, container_path: /c}", "0.26.2",
+     "error: checkpoint_storage.type: Determined 0.26.2 has no directory checkpoint storage (added in 0.26.3); set "
+     "appVersion to 0.26.3 or later, or remove it (exp.yaml:1)"),
+    ("searcher: {name: pbt, metric: loss}", "0.38.1",
+     "error: searcher.name: Determined 0.38.1 has no searcher 'pbt' (the schema of 0.17.15 has it): its master "
+     "refuses the experiment; set appVersion to a release that has it, or choose another (exp.yaml:1)"),
+    ("searcher: {name: single, metric: loss,\n  max_trials: 4}", "0.38.1",
+     "error: searcher.max_trials: not a key of the single searcher in Determined 0.38.1: its master refuses the "
+     "experiment; it takes max_length, metric, name, smaller_is_better, source_checkpoint_uuid, source_trial_id "
+     "(exp.yaml:2)"),
+    ("searcher: {name: adaptive_ashaa}", "0.38.1",
+     "error: searcher.name: Determined 0.38.1 has no searcher 'adaptive_ashaa': its master refuses the experiment; "
+     "did you mean adaptive_asha? (exp.yaml:1)"),
+    ("bind_mounts:\n- {host_path: /a, container_path: /b}\n- {host_path: /a, container_pth: /b}", "0.38.1",
+     "error: bind_mounts[1].container_pth: not a key of Determined 0.38.1's experiment config: its master refuses "
+     "the experiment; did you mean bind_mounts[1].container_path? (exp.yaml:3)"),
+    ("resources: {is_single_node: true}", "0.31.0",
+     "warning: resources.is_single_node: Determined 0.31.0 may not know this key: the schema of v0.38.1 has it, the "
+     "schema of 0.26.2 has not, and the master refuses what it does not know; set appVersion to the release you "
+     "run, or check its documentation (exp.yaml:1)"),
+])
+def test_keys_are_checked_against_the_releases_schema(text, version, expected):
+    assert rendered(at(text, version)) == [expected]
+
+
+def test_keys_of_free_form_sections_and_of_levels_not_listed_are_never_flagged():
+    text = ("hyperparameters: {anything: {type: const, val: 1}, nested: {deep: 1}}\ndata: {my_key: 1}\n"
+            "tensorboard_storage: {whatever: 1}\nenvironment: {pod_spec: {metadata: {labels: {a: b}}}}")
+    assert at(text, "0.38.1").problems == []
+
+
+def test_a_plain_mapping_of_variables_is_read_but_warned_as_det_k8s_only():
+    parsed = parse("environment: {environment_variables: {NCCL_DEBUG: INFO}}")
+    assert parsed.get().environment_variables(gpu=True) == (("NCCL_DEBUG", "INFO"),)
+    assert rendered(parsed) == [
+        "warning: environment.environment_variables: a mapping of names to values is det-k8s's own form: "
+        "Determined's master refuses it (environment-variables.json takes a list, or a mapping of cpu, cuda and rocm "
+        "to lists); write a list of KEY=VALUE, e.g. [NCCL_DEBUG=INFO], so the file also runs with det experiment "
+        "create (exp.yaml:1)"]
