@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from ..bounded import load_yaml, read_file
 from ..errors import InputError, UsageError
 from ..settings.jsonschema_export import values_json_schema
 from .render import render_chart_yaml, render_values, templates_dir
@@ -52,10 +53,7 @@ def _copy_user_chart(source: Path, target: Path) -> Mapping[str, Any]:
         raise InputError(f"{source}: no such chart directory or archive")
     else:
         raise InputError(f"{source}: expected a chart directory or a .tgz made by `helm package`")
-    try:
-        data = yaml.safe_load((target / "Chart.yaml").read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}/Chart.yaml: not valid YAML: {exc}") from exc
+    data = load_yaml(read_file(target / "Chart.yaml", "Chart.yaml"), f"{source}/Chart.yaml") or {}
     if not isinstance(data, dict):
         raise InputError(f"{source}/Chart.yaml: expected a mapping")
     return data

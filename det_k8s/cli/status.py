@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-import yaml
 
-from ..errors import ClusterError, DetK8sError, Forbidden, NotFound
+from ..bounded import load_yaml
+from ..errors import ClusterError, DetK8sError, Forbidden, InputError, NotFound
 from ..kube.api import KubeApi
 from ..kube.kinds import CONFIGMAPS, DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, SECRETS, SERVICES, STORAGECLASSES
 from ..release.address import master_address
@@ -50,8 +50,8 @@ def _list_or_empty(api: KubeApi, kind: Any, **kwargs: Any) -> list[dict[str, Any
 def _external_host(api: KubeApi, release: str, namespace: str) -> str | None:
     config = _get(api, CONFIGMAPS, master_config(release), namespace) or {}
     try:
-        master = yaml.safe_load(((config.get("data") or {}).get("master.yaml")) or "") or {}
-    except yaml.YAMLError:
+        master = load_yaml(str((config.get("data") or {}).get("master.yaml") or ""), "master.yaml") or {}
+    except InputError:
         return None
     host = (master.get("db") or {}).get("host") if isinstance(master, dict) else None
     return str(host) if host else None

@@ -99,7 +99,15 @@ class KubeApi:
             raise self._error(response.status, payload, what or path)
         if raw:
             return payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else str(payload)
-        return json.loads(payload) if payload else {}
+        if not payload:
+            return {}
+        try:  # the C scanner guards its own recursion; readers check the shapes of the fields they read
+            return json.loads(payload)
+        except (ValueError, RecursionError) as exc:
+            raise ClusterError(f"{what or path}: the Kubernetes API at {self.target.server} (context "
+                               f"{self.target.context}) answered with something det-k8s cannot read as JSON "
+                               f"({type(exc).__name__})", hint="is the kubeconfig's server a Kubernetes API server?"
+                               ) from exc
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
         ns = self._ns(kind, namespace)

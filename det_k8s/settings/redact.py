@@ -59,7 +59,12 @@ def set_location(flag: str, path: Sequence[str | int], value: Any) -> str:
         shown = "{" + ",".join("null" if v is None else str(v) for v in value) + "}"
     else:
         shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-    return f"{flag} {format_path(tuple(path))}={shown}"
+    return f"{flag} {clip(format_path(tuple(path)))}={clip(shown)}"
+
+
+def clip(text: str, width: int = 80) -> str:
+    """A long value shortened for a message (a 5,000-digit number is not worth repeating)."""
+    return text if len(text) <= width else f"{text[: width - 20]}...({len(text)} characters)"
 
 
 def mask_set_expression(expression: str) -> str:

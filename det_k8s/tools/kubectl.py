@@ -8,12 +8,12 @@ those are the exact commands the documents give (`kubectl label nodes N determin
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from ..bounded import load_json
+from ..errors import InputError, UsageError
 from .helm import KubeFlags
 from .locate import locate, version_of
 from .process import Completed, run
@@ -111,8 +111,8 @@ class Kubectl:
 
 def _client_version(text: str) -> str:
     try:
-        return str(json.loads(text)["clientVersion"]["gitVersion"])
-    except (ValueError, KeyError, TypeError):
+        return str(load_json(text, "kubectl version")["clientVersion"]["gitVersion"])
+    except (InputError, KeyError, TypeError):
         return text.strip().splitlines()[0] if text.strip() else "unknown"
 
 
