@@ -37,7 +37,7 @@ POD: dict[str, type] = {
     "status": MAPPING, "status.phase": STRING,
 }
 SHAPES = {"Node": NODE, "Pod": POD}
-_NAMES = {dict: "a mapping", list: "a list", str: "a string"}
+_NAMES: dict[type, str] = {dict: "a mapping", list: "a list", str: "a string"}
 
 
 def type_name(value: Any) -> str:
