@@ -28,6 +28,9 @@ TimeoutOpt = Annotated[str | None, typer.Option(
          "default 10s): to connect, and again for the answer. Calls are never retried.")]
 
 
+MAX_STORAGE_TIMEOUT = 3600.0  # one storage call; beyond an hour it is not a time limit
+
+
 def storage_timeout(text: str | None) -> float | None:
     """--timeout as seconds: a Go duration like every other --timeout, or a bare number of seconds."""
     from ..tools.duration import parse_duration
@@ -37,9 +40,12 @@ def storage_timeout(text: str | None) -> float | None:
     try:
         seconds = float(text)
     except ValueError:
-        return parse_duration(text)
+        return parse_duration(text, maximum=MAX_STORAGE_TIMEOUT)
     if not seconds > 0 or seconds == float("inf"):
         raise UsageError(f"--timeout {text!r}: must be more than zero", hint="for example 10s")
+    if seconds > MAX_STORAGE_TIMEOUT:
+        raise UsageError(f"--timeout {text!r}: at most 1h0m0s ({MAX_STORAGE_TIMEOUT:g}s) per storage call",
+                         hint="for example 10s")
     return seconds
 
 

@@ -277,9 +277,7 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
         print()
         output.table(["pod", "node", "phase"], [[p["name"], p["node"] or "-", p["phase"]] for p in data["pods"]])
     if entry.events:
-        print("\nEvents:")
-        for event in entry.events:
-            print(f"  {event}")
+        output.text("\nEvents:\n" + "".join(f"  {event}\n" for event in entry.events))
 
 
 def _change(experiment_id: str, action: str) -> None:

@@ -135,7 +135,7 @@ def check_gpu(
                 time.sleep(POLL_SECONDS)
         if phase in ("Succeeded", "Failed"):
             text = api.logs(name, namespace, tail_lines=200)
-            print(text.rstrip("\n"))
+            output.text(text.rstrip("\n") + "\n")
     finally:
         api.delete(PODS, name, namespace, grace_seconds=0, missing_ok=True)
         output.message(f"Deleted pod {namespace}/{name}")

@@ -4,6 +4,10 @@ Data (tables, JSON, YAML) goes to stdout; messages, warnings and spinners go to 
 `det-k8s pods list -o json | jq` always gets clean JSON. On a terminal, tables are Rich tables
 and long waits show a spinner; when piped, tables are plain aligned columns (like kubectl) and
 there is no animation. Rich honours NO_COLOR itself.
+
+Every text passes through the one scrubber (`det_k8s.scrub`) on its way out, so no secret that
+det-k8s read, in any form, and nothing secret-looking (a URL's user:password@, a bearer token)
+can be printed, whichever command or message carries it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..scrub import scrub as _scrub
 from .options import OutputFormat
 
 if TYPE_CHECKING:
@@ -35,6 +40,7 @@ def _is_tty(stream: Any) -> bool:
 
 def message(text: str) -> None:
     """A line for the person running the command (stderr)."""
+    text = _scrub(text)
     if _is_tty(sys.stderr):
         _console(True).print(text, markup=False)
     else:
@@ -42,6 +48,7 @@ def message(text: str) -> None:
 
 
 def warning(text: str) -> None:
+    text = _scrub(text)
     if _is_tty(sys.stderr):
         _console(True).print(f"[yellow]warning:[/yellow] {_escape(text)}")
     else:
@@ -49,6 +56,7 @@ def warning(text: str) -> None:
 
 
 def error(text: str, hint: str | None = None) -> None:
+    text, hint = _scrub(text), _scrub(hint) if hint else hint
     if _is_tty(sys.stderr):
         line = f"[red]error:[/red] {_escape(text)}" + (f"; {_escape(hint)}" if hint else "")
         _console(True).print(line)
@@ -57,6 +65,7 @@ def error(text: str, hint: str | None = None) -> None:
 
 
 def success(text: str) -> None:
+    text = _scrub(text)
     if _is_tty(sys.stderr):
         _console(True).print(f"[green]{_escape(text)}[/green]")
     else:
@@ -72,7 +81,7 @@ def _escape(text: str) -> str:
 def problem(item: Problem, stream: Any = None) -> None:
     """One validation finding on its own line."""
     stream = stream or sys.stdout
-    text = item.render()
+    text = _scrub(item.render())
     if _is_tty(stream):
         colour = "red" if item.is_error else "yellow"
         label = item.severity.value
@@ -84,17 +93,24 @@ def problem(item: Problem, stream: Any = None) -> None:
 def data(obj: Any, fmt: OutputFormat) -> None:
     """Machine-readable output on stdout."""
     if fmt is OutputFormat.json:
-        sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+        text = json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
     else:
         import yaml
 
-        sys.stdout.write(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True))
+        text = yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    sys.stdout.write(_scrub(text))
+    sys.stdout.flush()
+
+
+def text(content: str) -> None:
+    """Text for stdout as it is (manifests, describe's events), scrubbed like everything else."""
+    sys.stdout.write(_scrub(content))
     sys.stdout.flush()
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
     """A table on stdout: Rich on a terminal, aligned plain columns otherwise."""
-    cells = [["" if c is None else str(c) for c in row] for row in rows]
+    cells = [["" if c is None else _scrub(str(c)) for c in row] for row in rows]
     if _is_tty(sys.stdout):
         from rich import box
         from rich.table import Table
@@ -120,7 +136,7 @@ def key_values(pairs: Mapping[str, Any]) -> None:
     """`Key: value` lines on stdout (describe-style output)."""
     width = max((len(k) for k in pairs), default=0)
     for key, value in pairs.items():
-        print(f"{(key + ':').ljust(width + 1)} {value}")
+        print(_scrub(f"{(key + ':').ljust(width + 1)} {value}"))
     sys.stdout.flush()
 
 

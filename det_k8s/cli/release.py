@@ -7,7 +7,6 @@ prints and runs.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -69,7 +68,7 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
     output.message(f"would run: {display([tool.path, *spec_argv])}")
     output.message(f"  ({values_file} is a private copy, removed when det-k8s exits; nothing was sent to a cluster)")
     rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=secrets)
-    sys.stdout.write(redact_secrets(manifests_from_render(tool.major, rendered.stdout)))
+    output.text(redact_secrets(manifests_from_render(tool.major, rendered.stdout)))
 
 
 def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> None:
@@ -128,7 +127,8 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, wait, timeout,
                            create_namespace, rollback)
         with output.spinner(f"helm {command} {release} (up to {timeout})" if wait else f"helm {command} {release}"):
-            tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings))
+            tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings),
+                     timeout_hint=f"raise --timeout (now {timeout}); `det-k8s status {release}` says what is slow")
     output.success(f"{'Installed' if command == 'install' else 'Upgraded'} release {release} in namespace "
                    f"{api.namespace} (Determined {settings.app_version})")
     _show_address(api, release, api.namespace, bool(settings.tls_secret))
@@ -204,7 +204,8 @@ def uninstall(
             yes=yes, action=f"uninstall {release}")
     tool = helm(helm_binary)
     with output.spinner(f"helm uninstall {release}"):
-        tool.run(uninstall_argv(tool.major, release, kube_flags(namespace), timeout), timeout=seconds + 60)
+        tool.run(uninstall_argv(tool.major, release, kube_flags(namespace), timeout), timeout=seconds + 60,
+                 timeout_hint=f"raise --timeout (now {timeout})")
     output.success(f"Uninstalled release {release} from namespace {namespace}")
     if not keep_pods:
         pods = sum(api.delete(PODS, (p.get("metadata") or {}).get("name", ""), namespace, missing_ok=True)

@@ -140,14 +140,13 @@ def status(
                 for p in [*observed.master_pods, *observed.db_pods]]
         if rows:
             output.table(["NAME", "PHASE", "READY", "REASON", "RESTARTS", "NODE"], rows)
-        if observed.logs.strip():
-            print("Last master log lines:")
-            for line in observed.logs.rstrip("\n").splitlines():
-                print(f"  {line}")
+        lines = []
+        if observed.logs.strip():  # a master's log may quote its configuration: scrubbed like all output
+            lines += ["Last master log lines:", *(f"  {line}" for line in observed.logs.rstrip("\n").splitlines())]
         for finding in findings:
-            print(f"Problem: {finding.problem}")
-            for check in finding.checks:
-                print(f"  - {check}")
+            lines += [f"Problem: {finding.problem}", *(f"  - {check}" for check in finding.checks)]
+        if lines:
+            output.text("\n".join(lines) + "\n")
     if findings:
         raise DetK8sError(f"release {release} is not healthy: {len(findings)} problem(s) found")
     if not healthy:

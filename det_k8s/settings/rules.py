@@ -151,7 +151,7 @@ def _is_url(text: str) -> bool:
 
 
 def parse_version(text: str) -> tuple[int, int, int] | None:
-    match = VERSION.match(text)
+    match = VERSION.fullmatch(text)
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
@@ -238,7 +238,7 @@ def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCol
                   "TLS terminates in the master behind a NodePort Service; set useNodePortForMaster: true")
     for path in (("imagePullSecretName",), ("tlsSecret",), ("db", "storageClassName")):
         name = get_path(v, path)
-        if isinstance(name, str) and name and not DNS1123_SUBDOMAIN.match(name):
+        if isinstance(name, str) and name and not DNS1123_SUBDOMAIN.fullmatch(name):
             out.error(path, f"{name!r} is not a valid Kubernetes object name",
                       "use lowercase letters, digits, '-' and '.'")
     if v.get("enterpriseEdition") and not v.get("imagePullSecretName"):
@@ -267,7 +267,7 @@ def _rule_tasks(v: Mapping[str, Any], out: ProblemCollector) -> None:
     for name in ("ncclPortRange", "glooPortRange"):
         text = tcd.get(name)
         if isinstance(text, str):
-            match = PORT_RANGE.match(text)
+            match = PORT_RANGE.fullmatch(text)
             if not match or not (1 <= int(match[1]) <= int(match[2]) <= 65535):
                 out.error((*base, name), f"expected MIN:MAX ports, found {text!r}", "for example 29400:29500")
     for name in ("cpuPodSpec", "gpuPodSpec"):
@@ -304,7 +304,7 @@ def _rule_version(v: Mapping[str, Any], app_version: Any, out: ProblemCollector)
                     "with ImagePullBackOff", "use a release such as 0.17.15")
         return
     version = parse_version(app_version)
-    if version is None and not COMMIT.match(app_version):
+    if version is None and not COMMIT.fullmatch(app_version):
         out.warning(("appVersion",), f"{app_version!r} looks neither like a release (0.17.15) nor a commit hash")
     if version and version >= (0, 36, 0) and v.get("defaultScheduler") == "preemption":
         out.error(("defaultScheduler",), "preemption was removed in Determined 0.36",

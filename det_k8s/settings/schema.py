@@ -106,7 +106,7 @@ SCHEMA: Mapping[str, Key] = {
         saveTrialLatest=Key(Kind.INTEGER, "Latest checkpoints kept per trial", 1, minimum=0),
     ),
     "maxSlotsPerPod": Key(Kind.INTEGER, "Most slots (GPUs) one task pod gets; the GCD of the GPU node sizes",
-                          minimum=1),
+                          minimum=1, maximum=4096),  # no node has more; bounds the arithmetic it feeds
     "slotType": Key(Kind.ENUM, "What a slot is: a GPU, or slotResourceRequests.cpu CPUs", "gpu",
                     choices=SLOT_TYPES),
     "slotResourceRequests": _section(

@@ -175,9 +175,10 @@ class Helm:
                              hint="point --helm-binary or DET_K8S_HELM at a helm 3 or 4 binary") from exc
 
     def run(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT, check: bool = True,
-            secrets: Sequence[str] = ()) -> Completed:
+            secrets: Sequence[str] = (), timeout_hint: str | None = None) -> Completed:
         """`secrets` are scrubbed from an error message (helm may quote a rendered template line)."""
-        return run([self.path, *args], timeout=timeout, tool="helm", check=check, log=self.log, secrets=secrets)
+        return run([self.path, *args], timeout=timeout, tool="helm", check=check, log=self.log, secrets=secrets,
+                   timeout_hint=timeout_hint)
 
     def json(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT) -> Any:
         """helm's `-o json` output, bounded like every input (size, depth); its shape is the caller's to check."""
