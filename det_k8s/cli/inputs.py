@@ -47,8 +47,13 @@ def load_settings_from_cli(files: Sequence[Path] | None, sets: Sequence[str] | N
 
     if required and not files and not sets and not set_strings:
         raise UsageError("no settings given", hint="pass a settings file with -f, e.g. -f examples/gpu-cluster.yaml")
+    from ..scrub import register
+    from ..settings.redact import secrets_in
+
     documents = [Document(str(path), read_text(path, "settings file")) for path in files or ()]
-    return load_settings(documents, sets or (), set_strings or ())
+    loaded = load_settings(documents, sets or (), set_strings or ())
+    register(*secrets_in(loaded.user_values))  # from here on, no output can show them (cli/output.py)
+    return loaded
 
 
 def load_documents(path: Path) -> list[Any]:

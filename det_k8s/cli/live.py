@@ -51,6 +51,10 @@ def scheduling_settings(api: KubeApi, values: Sequence[Path] | None, sets: Seque
         where = f"configmap {api.namespace}/{name}"
         text = (found[0].get("data") or {}).get("master.yaml", "")
         loaded = load_settings([Document(where, yaml.safe_dump(values_from_master_config(text, where)))])
+        from ..scrub import register
+        from ..settings.redact import secrets_in
+
+        register(*secrets_in(loaded.user_values))
     settings = loaded.settings()
     for item in loaded.warnings:
         if item.path.split(".")[0].split("[")[0] in SCHEDULING_KEYS:

@@ -10,12 +10,13 @@ ClusterUnreachable (no connection, naming the context), OperationTimeout, or Clu
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ClusterError, ClusterUnreachable, Conflict, Forbidden, NotFound, OperationTimeout, Rejected
-from .config import Target, resolve
+from .config import Target, resolve, user_of
+from .credentials import Credential, plugin_of, run_plugin, with_credential
 from .kinds import NAMESPACES, Kind
 
 DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds
@@ -30,12 +31,32 @@ class KubeApi:
     target: Target
     _client: Any  # kubernetes.client.ApiClient
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
+    _credential: Credential | None = None  # from the context's exec plugin, which det-k8s runs itself
+    _renew: Callable[[], Credential] | None = None
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None,
                 timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> KubeApi:
-        """Load the kubeconfig the way kubectl does and return a ready adapter (no request made yet)."""
+        """Load the kubeconfig the way kubectl does and return a ready adapter (no request made yet).
+
+        A context whose user has an exec credential plugin gets it run here, by det-k8s, with a time
+        limit (`kube/credentials.py`): a plugin that fails or hangs stops the command with an error
+        naming the context and the plugin, instead of the client carrying on without credentials.
+        """
         target, data = resolve(kubeconfig, context, namespace)
+        credential, renew = None, None
+        ctx = next((c.get("context") for c in data.get("contexts") or []
+                    if isinstance(c, dict) and c.get("name") == target.context), None) or {}
+        plugin = plugin_of(user_of(data, ctx))
+        if plugin is not None:
+            cluster = next((c.get("cluster") for c in data.get("clusters") or []
+                            if isinstance(c, dict) and c.get("name") == ctx.get("cluster")), None)
+
+            def renew() -> Credential:
+                return run_plugin(plugin, target.context, cluster if isinstance(cluster, dict) else None)
+
+            credential = renew()
+            data = with_credential(data, str(ctx.get("user")), credential)
         from kubernetes import config as k8s_config
         from kubernetes.client import ApiClient, Configuration
         from kubernetes.config.config_exception import ConfigException
@@ -50,7 +71,9 @@ class KubeApi:
         # Set before the client builds its connection pool, or urllib3's default (3 retries) applies.
         # One retry of a connection that never opened is safe for any verb; nothing sent is ever resent.
         configuration.retries = Retry(total=1, connect=1, read=0, status=0, redirect=0, other=0)
-        return cls(target, ApiClient(configuration=configuration), timeout)
+        if credential is not None:  # the loader's hook would put the first token back: renewal is ours
+            configuration.refresh_api_key_hook = None
+        return cls(target, ApiClient(configuration=configuration), timeout, credential, renew)
 
     @property
     def namespace(self) -> str:
@@ -75,6 +98,7 @@ class KubeApi:
         )
 
         headers = {"Accept": "application/json", "Content-Type": content_type}
+        self._fresh_credential()
         try:
             method_, url, headers_, body_, _ = self._client.param_serialize(
                 method=method, resource_path=path, query_params=list(query) or None, header_params=headers,
@@ -203,6 +227,14 @@ class KubeApi:
         return self.exists(NAMESPACES, name)
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _fresh_credential(self) -> None:
+        """Run the exec plugin again when its token has expired (a `scheduler run` loop outlives EKS's 15 minutes)."""
+        if self._credential is None or self._renew is None or not self._credential.expired():
+            return
+        self._credential = self._renew()
+        if self._credential.token:
+            self._client.configuration.api_key["BearerToken"] = f"Bearer {self._credential.token}"
 
     def _ns(self, kind: Kind, namespace: str | None) -> str | None:
         if not kind.namespaced:

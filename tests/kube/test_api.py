@@ -159,3 +159,20 @@ def test_a_silent_server_times_out_once_without_retrying(tmp_path):
         for conn in accepted:
             conn.close()
         listener.close()
+
+
+def test_every_path_segment_is_escaped():
+    from det_k8s.errors import UsageError
+    from det_k8s.kube.kinds import CONFIGMAPS, PODS
+
+    assert CONFIGMAPS.path("team a", "x/../y") == "/api/v1/namespaces/team%20a/configmaps/x%2F..%2Fy"
+    assert PODS.path("ml", "p", "log") == "/api/v1/namespaces/ml/pods/p/log"
+    for bad in ("..", ".", ""):
+        with pytest.raises(UsageError, match="cannot be used in a Kubernetes API path"):
+            CONFIGMAPS.path(bad)
+
+
+def test_a_namespace_never_reaches_another_path(cluster, run_cli):
+    result = run_cli("experiment", "list", "-n", "../x")
+    assert result.code == 2 and "--namespace '../x': not a valid namespace name" in result.err
+    assert cluster.api.calls == []
