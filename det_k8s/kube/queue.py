@@ -50,6 +50,7 @@ class QueueEntry:
     placement: Mapping[str, str] = field(default_factory=dict)
     events: tuple[str, ...] = ()
     resource_version: str = ""
+    doomed: tuple[Mapping[str, Any], ...] = ()  # failed creations that may have left pods (kube/doomed.py)
 
     @property
     def configmap_name(self) -> str:
@@ -78,6 +79,8 @@ def to_configmap(entry: QueueEntry, namespace: str) -> dict[str, Any]:
         meta["resourceVersion"] = entry.resource_version
     status = {"state": entry.state, "attempts": entry.attempts, "rejections": entry.rejections, "reason": entry.reason,
               "placement": dict(entry.placement), "events": list(entry.events)}
+    if entry.doomed:
+        status["doomed"] = [dict(mark) for mark in entry.doomed]
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -157,7 +160,19 @@ def from_configmap(obj: Mapping[str, Any]) -> QueueEntry:
         placement={str(k): str(v) for k, v in (status.get("placement") or {}).items()},
         events=tuple(str(e) for e in status.get("events") or ()),
         resource_version=str(meta.get("resourceVersion", "")),
+        doomed=_doomed(status.get("doomed")),
     )
+
+
+def _doomed(raw: Any) -> tuple[Mapping[str, Any], ...]:
+    """The recorded failed creations: each {attempt, pods, at}; anything else is unreadable."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("attempt"), str) and isinstance(m.get("pods"), list)
+            and all(isinstance(p, str) for p in m["pods"]) for m in raw):
+        raise ValueError("status.json's doomed is not a list of failed creations")
+    return tuple({"attempt": m["attempt"], "pods": list(m["pods"]), "at": str(m.get("at", ""))} for m in raw)
 
 
 def _reason(exc: BaseException) -> str:
