@@ -66,8 +66,9 @@ class KubeApi:
         try:
             k8s_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
                 data, context=target.context, client_configuration=configuration, persist_config=False)
-        except ConfigException as exc:
-            raise ClusterError(f"{target.kubeconfig}: context {target.context}: {exc}") from exc
+        except (ConfigException, ValueError, TypeError, AttributeError, KeyError, OSError) as exc:
+            raise ClusterError(f"{target.kubeconfig}: context {target.context}: the kubernetes client cannot use it: "
+                               f"{str(exc)[:300] or type(exc).__name__}") from exc
         # Set before the client builds its connection pool, or urllib3's default (3 retries) applies.
         # One retry of a connection that never opened is safe for any verb; nothing sent is ever resent.
         configuration.retries = Retry(total=1, connect=1, read=0, status=0, redirect=0, other=0)

@@ -83,6 +83,50 @@ def merge_kubeconfigs(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[
     return merged
 
 
+_SECTIONS: dict[str, tuple[str, dict[str, type]]] = {
+    "clusters": ("cluster", {"server": str, "certificate-authority": str, "certificate-authority-data": str,
+                             "insecure-skip-tls-verify": bool, "tls-server-name": str, "proxy-url": str}),
+    "contexts": ("context", {"cluster": str, "user": str, "namespace": str}),
+    "users": ("user", {"token": str, "tokenFile": str, "client-certificate": str, "client-key": str,
+                       "client-certificate-data": str, "client-key-data": str, "username": str, "password": str,
+                       "exec": dict, "auth-provider": dict}),
+}
+
+
+def checked(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The kubeconfig, its fields of the shapes kubectl expects; one InputError naming the first that is not."""
+    def fail(where: str, expected: type, value: Any) -> InputError:
+        from ..settings.source import type_name
+
+        kind = {str: "a string", bool: "true or false", dict: "a mapping", list: "a list"}[expected]
+        return InputError(f"{path}: {where}: expected {kind}, found {type_name(value)}",
+                          hint="fix the kubeconfig (kubectl config view shows how kubectl reads it)")
+
+    current = data.get("current-context")
+    if current is not None and not isinstance(current, str):
+        raise fail("current-context", str, current)
+    for plural, (section, fields) in _SECTIONS.items():
+        items = data.get(plural)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise fail(plural, list, items)
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise fail(f"{plural}[{i}]", dict, item)
+            if not isinstance(item.get("name"), str):
+                raise fail(f"{plural}[{i}].name", str, item.get("name"))
+            inner = item.get(section)
+            if inner is None:
+                continue
+            if not isinstance(inner, dict):
+                raise fail(f"{plural}[{i}] ({item['name']}).{section}", dict, inner)
+            for key, expected in fields.items():
+                if inner.get(key) is not None and not isinstance(inner[key], expected):
+                    raise fail(f"{plural}[{i}] ({item['name']}).{section}.{key}", expected, inner[key])
+    return data
+
+
 def read_kubeconfig(paths: Sequence[Path]) -> tuple[Path, dict[str, Any]]:
     """Every kubeconfig file that exists, merged; none at all is one clear error."""
     documents: list[tuple[Path, dict[str, Any]]] = []
@@ -91,7 +135,7 @@ def read_kubeconfig(paths: Sequence[Path]) -> tuple[Path, dict[str, Any]]:
             data = load_yaml(read_file(path, "kubeconfig", KUBECONFIG_LIMIT), str(path)) or {}
             if not isinstance(data, dict):
                 raise InputError(f"{path}: not a kubeconfig file (expected a mapping)")
-            documents.append((path, data))
+            documents.append((path, checked(data, path)))
     if not documents:
         shown = ", ".join(str(p) for p in paths)
         raise InputError(f"no kubeconfig found ({shown})",
