@@ -71,7 +71,13 @@ def read_file(path: Path | str, what: str = "file", limit: int = SETTINGS_LIMIT)
     """
     shown = str(path)
     if shown == STDIN:
-        return _decode(_read_stream(sys.stdin.buffer, "stdin", what, limit), "stdin")
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            raise InputError(f"{STDIN}: there is no stdin to read the {what} from")
+        try:
+            return _decode(_read_stream(stream, "stdin", what, limit), "stdin")
+        except (OSError, ValueError) as exc:
+            raise InputError(f"stdin: cannot read the {what}: {exc}") from exc
     try:
         info = os.stat(path)
         if stat.S_ISDIR(info.st_mode):

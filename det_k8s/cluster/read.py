@@ -203,7 +203,8 @@ def pod_from_object(obj: Mapping[str, Any]) -> Pod:
 
 def _malformed(kind: str, obj: Any, exc: BaseException | None) -> MalformedObject:
     """The shape table names the field (walked only once reading failed: the common case pays nothing)."""
-    problem = find_problem(obj, kind) or f"cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
+    problem = find_problem(obj, kind) or (f"cannot be read ({type(exc).__name__}: {str(exc)[:200]})" if exc else
+                                          "cannot be read")
     return MalformedObject(kind, object_name(obj), problem)
 
 
