@@ -104,3 +104,35 @@ def test_stdin_is_read_bounded(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"x" * 100)))
     with pytest.raises(InputError, match="stdin: larger than"):
         bounded.read_file("-", "settings file", limit=10)
+
+
+def _event_depth(text: str) -> int:
+    import yaml
+
+    depth = deepest = 0
+    for event in yaml.parse(text, Loader=bounded.Loader):
+        if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+            depth -= 1
+    return deepest
+
+
+def test_the_shortcut_bound_holds_for_every_yaml_style():
+    """check_yaml skips the events for a text whose line breaks and indicators cannot reach the limit."""
+    import yaml
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    data = st.recursive(st.none() | st.integers() | st.text(max_size=5), lambda inner: st.lists(inner, max_size=3)
+                        | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=30)
+
+    @settings(max_examples=300, deadline=None)
+    @given(data, st.sampled_from([None, True, False]), st.integers(1, 8))
+    def check(value, flow, indent):
+        text = yaml.safe_dump(value, default_flow_style=flow, indent=max(indent, 2), width=10**6)
+        assert _event_depth(text) <= 1 + sum(text.count(c) for c in "\n[{-?")
+
+    check()
+    assert _event_depth("- - - - - x") == 5 <= 1 + "- - - - - x".count("-")
