@@ -61,9 +61,10 @@ def _parse(text: str | None) -> datetime.datetime | None:
     if not text:
         return None
     try:
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.UTC)  # a zone-less time: UTC
 
 
 @dataclass(frozen=True)
@@ -231,12 +232,17 @@ class SchedulingLease:
         """A description of another det-k8s Lease location in use now (held, or a pass within ACTIVE_WINDOW)."""
         now = self.clock()
         for lease in self._other_leases():
-            meta = lease.get("metadata") or {}
+            meta = lease.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
             where = f"{meta.get('namespace')}/{meta.get('name')}"
-            state = LeaseState.of(lease)
+            try:
+                state = LeaseState.of(lease)
+            except (ValueError, TypeError, AttributeError, OverflowError):
+                state = LeaseState("", None, DEFAULT_DURATION)  # not written by det-k8s: judged by its annotation
             if state.holder and not state.stale(now):
-                return f"{where} (held by {state.holder})"
-            last = _parse(str((meta.get("annotations") or {}).get(LAST_PASS) or ""))
+                return f"{where} (held by {state.holder[:100]})"
+            annotations = meta.get("annotations")
+            last = _parse(str(annotations.get(LAST_PASS) or "")) if isinstance(annotations, dict) else None
             if last is not None and now - last < ACTIVE_WINDOW:
                 return f"{where} (last pass {_format(last)})"
         return None

@@ -107,3 +107,16 @@ def test_a_location_idle_for_long_does_not_block(cluster):
                      "spec": {"holderIdentity": ""}})
     with SchedulingLease(cluster.connect(), "default", "bob@b").held():
         pass
+
+
+@pytest.mark.parametrize("spec", [{"holderIdentity": "x", "renewTime": "2026-01-01T00:00:00",
+                                   "leaseDurationSeconds": "soon"}, {"holderIdentity": ["x"]}, "nonsense"])
+def test_a_foreign_lease_of_that_name_never_crashes_the_check(cluster, spec):
+    cluster.api.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": "det-k8s-scheduler", "namespace": "elsewhere",
+                                  "annotations": {LAST_PASS: "2001-01-01T00:00:00"}}, "spec": spec})
+    try:
+        with SchedulingLease(cluster.connect(), "default", "bob@b").held():
+            pass
+    except LeaseLocationConflict as exc:
+        assert "elsewhere/det-k8s-scheduler" in str(exc)
