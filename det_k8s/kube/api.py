@@ -266,17 +266,17 @@ def _status_message(payload: Any) -> str:
     text = payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else str(payload or "")
     try:
         status = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return _short(text) or "no details"
     if isinstance(status, dict) and status.get("message"):
-        return str(status["message"])
+        return str(status["message"])[:2000]
     return _short(text)
 
 
-def _short(value: Any) -> str:
+def _short(value: Any, width: int = 300) -> str:
     text = str(value).strip().splitlines()[0] if str(value).strip() else ""
     # urllib3 reasons look like "<urllib3.connection.HTTPConnection object at 0x..>: Failed to establish a new
     # connection: [Errno 111] Connection refused"; keep the part a person can act on.
     if "Failed to establish a new connection:" in text:
         text = text.split("Failed to establish a new connection:", 1)[1].strip()
-    return text[:300]
+    return text[:width]

@@ -176,3 +176,15 @@ def test_a_namespace_never_reaches_another_path(cluster, run_cli):
     result = run_cli("experiment", "list", "-n", "../x")
     assert result.code == 2 and "--namespace '../x': not a valid namespace name" in result.err
     assert cluster.api.calls == []
+
+
+def test_a_huge_error_message_is_bounded(cluster):
+    from det_k8s.errors import ClusterError
+    from det_k8s.kube.api import _status_message
+    from det_k8s.kube.kinds import CONFIGMAPS
+
+    cluster.api.fail("GET", "configmaps", 500, "[" * 100_000 + "]" * 100_000, name="x")
+    with pytest.raises(ClusterError, match="API server answered 500") as info:
+        cluster.connect().get(CONFIGMAPS, "x")
+    assert len(info.value.message) < 2500
+    assert _status_message(b"[" * 100_000 + b"]" * 100_000).startswith("[[[")  # nested too deep: shown as text
