@@ -100,6 +100,20 @@ class InputError(DetK8sError):
     """A file the user gave cannot be read or parsed (names the file and line, exit 1)."""
 
 
+class MalformedObject(InputError):
+    """A Kubernetes object of another shape than Kubernetes gives it (names kind, name and field; exit 1)."""
+
+    def __init__(self, kind: str, name: str, problem: str, *, source: str = "") -> None:
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}{kind} {name}: {problem}",
+                         hint="is this what `kubectl get -o json` prints? fix or remove that object")
+        self.kind, self.name, self.problem = kind, name, problem
+
+    def at(self, source: str) -> MalformedObject:
+        """The same error, naming the file or listing the object came from."""
+        return MalformedObject(self.kind, self.name, self.problem, source=source)
+
+
 class ToolNotFound(DetK8sError):
     """helm or kubectl is not installed where we looked."""
 

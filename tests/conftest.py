@@ -29,6 +29,15 @@ TOOLS = ROOT / ".tools"
 EXAMPLES = ROOT / "examples"
 
 
+@pytest.fixture(autouse=True)
+def _forget_secrets():
+    """Each test starts with no registered secrets (commands run in one process share the scrubber's registry)."""
+    from det_k8s.scrub import forget
+
+    forget()
+    yield
+
+
 @dataclass
 class CliResult:
     code: int

@@ -19,7 +19,9 @@ itself and adds what det-k8s depends on, the way a real API server behaves:
   default for batch/v1 Jobs as for the real API server; every DELETE's options are in `deletions`;
 - pods/<name>/log from `pod_logs`;
 - fault injection: `fail("POST", "pods", 403, "...")` answers the next matching request with a
-  Status error (403, 409, 500...), without touching the stored state.
+  Status error (403, 409, 500...), without touching the stored state; `after_write=True` does the
+  write first (the answer is lost), `late_write=True` does it only after `delay` seconds, when a
+  client with a shorter read timeout has given up and rolled back (a write landing after a timeout).
 
 The real `kubernetes` client and det-k8s's adapter talk to it over HTTP; nothing in det-k8s is
 patched.
@@ -163,6 +165,8 @@ class Fault:
     reason: str = ""
     after_write: bool = False  # do the write, then answer with the error (the client never learns it worked)
     delay: float = 0.0  # seconds to wait before answering (beyond a client's read timeout: a lost answer)
+    late_write: bool = False  # do the write after `delay`, not before: it lands after the client gave up
+    after: int = 0  # let this many matching requests through first ("the 3rd pod creation fails")
 
 
 @attrs.define(kw_only=True)
@@ -224,9 +228,11 @@ class ApiEmulator(kmock.KubernetesScaffold):
             return len(gone)
 
     def fail(self, method: str, plural: str, status: int, message: str, *, name: str | None = None,
-             times: int = 1, reason: str = "", after_write: bool = False, delay: float = 0.0) -> None:
+             times: int = 1, reason: str = "", after_write: bool = False, delay: float = 0.0,
+             late_write: bool = False, after: int = 0) -> None:
         with self._lock:
-            self.faults.append(Fault(method.upper(), plural, status, message, name, times, reason, after_write, delay))
+            self.faults.append(Fault(method.upper(), plural, status, message, name, times, reason, after_write, delay,
+                                     late_write, after))
 
     def count(self, method: str, plural: str | None = None) -> int:
         with self._lock:
@@ -278,14 +284,23 @@ class ApiEmulator(kmock.KubernetesScaffold):
                 return self._serve(method, plural, request, name)
             if fault.after_write:
                 self._serve(method, plural, request, name)
+        if fault.late_write:  # scheduled apart from this request: the client hanging up must not cancel it
+            asyncio.get_running_loop().call_later(fault.delay, self._write_late, method, plural, request, name)
         if fault.delay:
             await asyncio.sleep(fault.delay)
         reasons = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 422: "Invalid", 500: "InternalError"}
         return _status(fault.status, fault.reason or reasons.get(fault.status, "Failure"), fault.message)
 
+    def _write_late(self, method: str, plural: str, request: kmock.Request, name: str | None) -> None:
+        with self._lock:
+            self._serve(method, plural, request, name)
+
     def _take_fault(self, method: str, plural: str, name: str | None) -> Fault | None:
         for fault in self.faults:
             if fault.method == method and fault.plural == plural and (fault.name is None or fault.name == name):
+                if fault.after > 0:
+                    fault.after -= 1
+                    continue
                 fault.times -= 1
                 if fault.times <= 0:
                     self.faults.remove(fault)

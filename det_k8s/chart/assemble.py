@@ -13,6 +13,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ..bounded import load_yaml, read_file
 from ..errors import InputError, UsageError
 from ..settings.jsonschema_export import values_json_schema
 from ..settings.merge import deep_merge
@@ -55,36 +57,95 @@ def _copy_user_chart(source: Path, target: Path) -> Mapping[str, Any]:
         raise InputError(f"{source}: no such chart directory or archive")
     else:
         raise InputError(f"{source}: expected a chart directory or a .tgz made by `helm package`")
-    try:
-        data = yaml.safe_load((target / "Chart.yaml").read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}/Chart.yaml: not valid YAML: {exc}") from exc
+    data = load_yaml(read_file(target / "Chart.yaml", "Chart.yaml"), f"{source}/Chart.yaml") or {}
     if not isinstance(data, dict):
         raise InputError(f"{source}/Chart.yaml: expected a mapping")
     return data
 
 
+MAX_CHART_BYTES = 100 * 2**20  # helm's own limit for a decompressed chart (loader.MaxDecompressedChartSize)
+MAX_FILE_BYTES = 5 * 2**20  # helm's own limit for one file of a chart (loader.MaxDecompressedFileSize)
+MAX_CHART_FILES = 5_000
+
+
+class _Bounded:
+    """A read-only stream that refuses to give more than `limit` bytes: the gzip bomb stops here, whatever
+    the tar headers claim (tarfile reads PAX headers and skipped members from it too)."""
+
+    def __init__(self, raw: Any, limit: int, source: Path) -> None:
+        self.raw, self.left, self.source = raw, limit, source
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(self.left + 1 if size is None or size < 0 else min(size, self.left + 1))
+        self.left -= len(data)
+        if self.left < 0:
+            raise InputError(f"{self.source}: unpacks to more than {MAX_CHART_BYTES // 2**20} MiB; "
+                             "helm refuses charts that large too")
+        return bytes(data)
+
+
 def _extract_chart_archive(source: Path, target: Path) -> None:
-    with tarfile.open(source, "r:gz") as archive:
-        members = archive.getmembers()
-        tops = {m.name.split("/", 1)[0] for m in members}
-        if len(tops) != 1:
-            raise InputError(f"{source}: expected one chart directory inside the archive")
-        top = tops.pop()
-        target.mkdir(parents=True)
-        for member in members:
-            rel = member.name.split("/", 1)[1] if "/" in member.name else ""
-            if not rel or member.issym() or member.islnk() or ".." in Path(rel).parts:
-                continue
-            dest = target / rel
-            if member.isdir():
-                dest.mkdir(parents=True, exist_ok=True)
-            elif member.isfile():
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                extracted = archive.extractfile(member)
-                dest.write_bytes(extracted.read() if extracted else b"")
-        if not (target / "Chart.yaml").is_file():
-            raise InputError(f"{source}: {top}/Chart.yaml missing; not a packaged chart")
+    """Unpack a `helm package` archive, bounded: at most MAX_CHART_BYTES in all, MAX_FILE_BYTES a file,
+    MAX_CHART_FILES entries; only regular files and directories, every path inside the chart directory.
+
+    The archive is read as a stream, member by member, so a member that breaks a limit stops the
+    unpacking before its data is decompressed; links, devices, absolute paths and `..` are refused,
+    never skipped silently.
+    """
+    import gzip
+
+    try:
+        with gzip.open(source, "rb") as raw:
+            bounded: Any = _Bounded(raw, MAX_CHART_BYTES + 2**20, source)
+            with tarfile.open(fileobj=bounded, mode="r|") as archive:
+                _unpack(archive, source, target)
+    except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(f"{source}: not a readable .tgz chart archive ({exc})",
+                         hint="make it with `helm package`") from exc
+    if not (target / "Chart.yaml").is_file():
+        raise InputError(f"{source}: no Chart.yaml in its chart directory; not a packaged chart")
+
+
+def _unpack(archive: tarfile.TarFile, source: Path, target: Path) -> None:
+    top: str | None = None
+    total = files = 0
+    target.mkdir(parents=True)
+    for member in archive:
+        files += 1
+        if files > MAX_CHART_FILES:
+            raise InputError(f"{source}: more than {MAX_CHART_FILES} entries; not a chart")
+        name = member.name
+        parts = Path(name).parts
+        if name.startswith("/") or ".." in parts or "\\" in name or not parts:
+            raise InputError(f"{source}: entry {name[:200]!r} points outside the chart directory; refused")
+        if top is None:
+            top = parts[0]
+        elif parts[0] != top:
+            raise InputError(f"{source}: expected one chart directory inside the archive, found {top} and {parts[0]}")
+        if member.issym() or member.islnk():
+            raise InputError(f"{source}: entry {name[:200]!r} is a link; charts made by `helm package` hold none")
+        if not (member.isfile() or member.isdir()):
+            raise InputError(f"{source}: entry {name[:200]!r} is not a file or directory; refused")
+        rel = Path(*parts[1:]) if len(parts) > 1 else None
+        if rel is None:
+            continue
+        dest = target / rel
+        if member.isdir():
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        if member.size > MAX_FILE_BYTES:
+            raise InputError(f"{source}: {name[:200]} is {member.size // 2**20} MiB; helm refuses chart files over "
+                             f"{MAX_FILE_BYTES // 2**20} MiB")
+        total += member.size
+        if total > MAX_CHART_BYTES:
+            raise InputError(f"{source}: unpacks to more than {MAX_CHART_BYTES // 2**20} MiB; helm refuses charts "
+                             "that large too")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        extracted = archive.extractfile(member)
+        data = extracted.read(MAX_FILE_BYTES + 1) if extracted is not None else b""
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)  # never through a link, never twice
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
 
 
 def _chart_defaults(path: Path) -> dict[str, Any]:

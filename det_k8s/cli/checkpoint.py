@@ -28,11 +28,14 @@ TimeoutOpt = Annotated[str | None, typer.Option(
          "default 10s): to connect, and again for the answer. Calls are never retried.")]
 
 
+MAX_STORAGE_TIMEOUT = 3600.0  # one storage call; beyond an hour it is not a time limit
+
+
 def storage_timeout(text: str | None) -> float | None:
     """--timeout as seconds, parsed like every other duration (a bare number is seconds)."""
     from ..tools.duration import parse_duration
 
-    return None if text is None else parse_duration(text)
+    return None if text is None else parse_duration(text, maximum=MAX_STORAGE_TIMEOUT)
 
 
 def print_report(report: StorageReport, output_format: OutputFormat = OutputFormat.table) -> None:

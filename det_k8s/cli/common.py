@@ -17,6 +17,7 @@ import typer
 from ..chart.assemble import ChartResult, write_chart
 from ..errors import ConsentRequired, DetK8sError, InputError, Problem, Severity, ToolFailed
 from ..kube.config import Target
+from ..names import check_namespace
 from ..settings import LoadedSettings, Settings
 from ..tools.helm import Helm, KubeFlags, find_helm
 from ..tools.kubectl import Kubectl, find_kubectl
@@ -63,7 +64,12 @@ def kubectl(binary: str | None, target: Target | None = None) -> Kubectl:
 
 
 def kube_flags(namespace: str | None) -> KubeFlags:
+    """helm's and kubectl's cluster flags. Without a namespace, helm reads HELM_NAMESPACE itself: checked here."""
     options = current()
+    if namespace is not None:
+        check_namespace(namespace)
+    elif os.environ.get("HELM_NAMESPACE"):
+        check_namespace(os.environ["HELM_NAMESPACE"], "HELM_NAMESPACE")
     return KubeFlags(namespace, options.kube_context, options.kubeconfig)
 
 
@@ -71,14 +77,18 @@ def offline_namespace() -> str:
     """The namespace without contacting a cluster: -n, HELM_NAMESPACE, the kubeconfig's context, default."""
     options = current()
     if options.namespace:
-        return options.namespace
-    from ..errors import DetK8sError
+        return check_namespace(options.namespace)
+    from ..errors import DetK8sError, UsageError
     from ..kube.config import resolve
 
     try:
         return resolve(options.kubeconfig, options.kube_context, None)[0].namespace
+    except UsageError as exc:
+        if "namespace" in exc.message:
+            raise  # an invalid namespace is not a missing kubeconfig
+        return check_namespace(os.environ.get("HELM_NAMESPACE") or "default", "HELM_NAMESPACE")
     except DetK8sError:
-        return os.environ.get("HELM_NAMESPACE") or "default"
+        return check_namespace(os.environ.get("HELM_NAMESPACE") or "default", "HELM_NAMESPACE")
 
 
 def interactive() -> bool:

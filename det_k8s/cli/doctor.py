@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import DetK8sError
 from . import output
 from .options import OutputFormat, OutputOpt, current, with_global_options
+
+if TYPE_CHECKING:
+    from ..kube.api import KubeApi
+    from ..kube.queue import QueueEntry
+
+
+def _failed_creations(api: KubeApi, entries: list[QueueEntry]) -> list[dict[str, Any]]:
+    """Pods of failed creations recorded in the namespace's queue (kube/doomed.py): deleted, and reported."""
+    from ..kube.doomed import sweep_namespace
+
+    return [{"pod": s.pod.name, "group": s.pod.group, "attempt": s.pod.attempt, "deleted": s.deleted,
+             "message": s.message} for s in sweep_namespace(api, api.namespace, entries)]
 
 
 @with_global_options
@@ -33,14 +45,18 @@ def doctor(
     groups = [g for g in diagnosis.partial if all_namespaces or g.namespace == api.namespace]
     stale = []
     present = {p.labels.get(L.GROUP) for p in snapshot.pods if p.namespace == api.namespace}
-    for entry in QueueStore(api, api.namespace).entries([RUNNING]):
-        if entry.id not in present:
+    store = QueueStore(api, api.namespace)
+    everything = store.entries()
+    for entry in everything:
+        if entry.state == RUNNING and entry.id not in present:
             stale.append(entry.id)
+    leftovers = _failed_creations(api, everything)
     records = [{"group": g.key, "owner": g.owner, "namespace": g.namespace, "running": list(g.running),
                 "waiting": list(g.waiting), "missing": g.missing, "gpusHeld": g.held_gpus, "advice": g.advice,
                 "deadlocked": g.key in diagnosis.deadlocked} for g in groups]
     if output_format is not OutputFormat.table:
-        output.data({"partialGroups": records, "staleRunningEntries": stale}, output_format)
+        output.data({"partialGroups": records, "staleRunningEntries": stale, "failedCreationPods": leftovers,
+                     "unreadableEntries": list(store.skipped)}, output_format)
     else:
         if groups:
             output.table(["group", "owner", "namespace", "running", "waiting", "gpus held", "advice"],
@@ -53,9 +69,14 @@ def doctor(
         for entry_id in stale:
             output.warning(f"{entry_id} is recorded as running but has no pods; the next pass "
                            "(`det-k8s scheduler run --once`) requeues it")
-    if groups or stale:
+        for item in leftovers:
+            output.warning(item["message"])
+        for message in store.skipped:
+            output.warning(message)
+    if groups or stale or leftovers:
         idle = sum(g.held_gpus for g in groups)
         raise DetK8sError(f"{len(groups)} partly-started group(s) holding {idle} GPU(s)"
-                          + (f", {len(stale)} stale queue entr{'y' if len(stale) == 1 else 'ies'}" if stale else ""))
+                          + (f", {len(stale)} stale queue entr{'y' if len(stale) == 1 else 'ies'}" if stale else "")
+                          + (f", {len(leftovers)} pod(s) of failed creations" if leftovers else ""))
     if output_format is OutputFormat.table:
         output.success("no partly-started groups" + ("" if all_namespaces else f" in namespace {api.namespace}"))

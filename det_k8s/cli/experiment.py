@@ -143,14 +143,21 @@ def create(
     if dry_run:
         _show_dry_run(group.id, experiment.name, plan, output_format)
         return
-    entry = store.add(entry_for(experiment, text, settings, group, api.namespace))
-    output.message(f"submitted {experiment.name} as {entry.id} ({group.size} pod(s) x {group.slots_per_pod} "
-                   f"slot(s), priority {group.priority}, user {who})")
     scheduler = _scheduler(api, policy, who)
+    # Nothing is written to the queue before the Lease is held: a client that may not schedule (no RBAC on
+    # leases, another Lease location in use) leaves no entry behind, and the first pass runs under the same hold.
+    with scheduler.lease().held(wait=scheduler.lease_wait):
+        entry = store.add(entry_for(experiment, text, settings, group, api.namespace))
+        output.message(f"submitted {experiment.name} as {entry.id} ({group.size} pod(s) x {group.slots_per_pod} "
+                       f"slot(s), priority {group.priority}, user {who})")
+        first: PassReport | None = scheduler.run_pass()
     deadline = time.monotonic() + seconds
     while True:
         try:
-            _print_pass(scheduler.run_pass(), focus=entry.id)
+            report = first or scheduler.run_pass()
+            first = None
+            _print_pass(report, focus=entry.id)
+            _require_cleared(report, entry.id)
         except LeaseHeld:
             output.message("another det-k8s client is scheduling right now; the queue keeps the experiment")
         entry = store.get(entry.id)
@@ -176,6 +183,21 @@ def refuse_searches(config: Any, app_version: str, file: Path) -> None:
                           "det-k8s runs one trial per experiment and has no searcher to give each its hyperparameters",
                           hint="submit the search to Determined (det experiment create); `det-k8s plan` shows where "
                           "its trials would run, each as its own gang")
+def _require_cleared(report: PassReport, group_id: str | None = None) -> None:
+    """A creation whose rollback is not complete ends the command with exit 1, naming what remains."""
+    from ..errors import DetK8sError
+
+    found = {gid: text for gid, text in report.uncleared.items() if group_id in (None, gid)}
+    if found:
+        raise DetK8sError("; ".join(found.values()))
+
+
+def _sweep(api: KubeApi, entries: list[QueueEntry]) -> None:
+    """Delete pods of recorded failed creations in the namespace (kube/doomed.py), saying so."""
+    from ..kube.doomed import sweep_namespace
+
+    for swept in sweep_namespace(api, api.namespace, entries):
+        output.warning(swept.message)
 
 
 def _show_dry_run(group_id: str, name: str, plan: Plan, output_format: OutputFormat) -> None:
@@ -243,9 +265,11 @@ def list_(
 
     api = current().connect()
     store = QueueStore(api, api.namespace)
-    entries = store.entries(None if all_ else list(ACTIVE_STATES))
+    everything = store.entries()  # failed entries too: their creations' pods are swept whatever is shown
+    entries = [e for e in everything if all_ or e.state in ACTIVE_STATES]
     for message in store.skipped:
         output.warning(message)
+    _sweep(api, everything)
     plan = _fresh_plan(api, entries)
     positions = _queue_positions(plan)
     records = []
@@ -281,9 +305,11 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     api = current().connect()
     store = QueueStore(api, api.namespace)
     entry = store.find(experiment_id)
+    everything = store.entries()
+    _sweep(api, everything)
     with output.spinner("reading the cluster"):
         snapshot = read_snapshot(api)
-    plan = _fresh_plan(api, store.entries(), snapshot)
+    plan = _fresh_plan(api, everything, snapshot)
     rows = group_map(snapshot, entry.id, entry.group, plan)
     reason = plan.reason(entry.id) if entry.state == QUEUED else None
     data = _entry_data(entry, _queue_positions(plan).get(entry.id), describe(reason) if reason else None)
@@ -313,9 +339,7 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
         print()
         show(rows, summary=False, after_plan=bool(rows.count(CellKind.PLANNED) or rows.count(CellKind.VICTIM)))
     if entry.events:
-        print("\nEvents:")
-        for event in entry.events:
-            print(f"  {event}")
+        output.text("\nEvents:\n" + "".join(f"  {event}\n" for event in entry.events))
 
 
 def _change(experiment_id: str, action: str) -> None:
@@ -378,6 +402,9 @@ def resume(experiment_id: IdArg) -> None:
     _change(experiment_id, "resume")
     api = current().connect()
     try:
-        _print_pass(_scheduler(api, effective_policy(api), current_user(None)).run_pass())
+        report = _scheduler(api, effective_policy(api), current_user(None)).run_pass()
     except LeaseHeld:
         output.message("another det-k8s client is scheduling; the next pass will consider it")
+        return
+    _print_pass(report)
+    _require_cleared(report)

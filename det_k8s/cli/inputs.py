@@ -31,7 +31,6 @@ SetStringOpt = Annotated[list[str] | None, typer.Option(
 
 SETTINGS_LIMIT = 16 * 2**20  # settings and experiment files are small; a larger one is a mistake (or /dev/zero)
 SNAPSHOT_LIMIT = 2 * 2**30  # `kubectl get nodes,pods -A -o json` of a very large cluster
-CHUNK = 2**20
 
 
 STDIN = "-"
@@ -39,10 +38,12 @@ _stdin_read: list[Any] = []  # the stdin objects already read (one per process; 
 
 
 def read_text(path: Path, what: str = "file", limit: int = SETTINGS_LIMIT) -> str:
-    """A whole UTF-8 file, or stdin for `-`, read at most `limit` bytes deep (see `decode_bounded`).
+    """A whole UTF-8 file or stdin (`-`), bounded: see `det_k8s.bounded.read_file`.
 
     Stdin can be read once per command: `-f - --snapshot -` is a usage error, not an empty second file.
     """
+    from ..bounded import read_file
+
     if str(path) == STDIN:
         import sys
 
@@ -53,45 +54,14 @@ def read_text(path: Path, what: str = "file", limit: int = SETTINGS_LIMIT) -> st
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError(f"- reads the {what} from stdin, and stdin is a terminal",
                              hint="pipe it in: cat site.yaml | det-k8s ... -f -")
-        return decode_bounded(sys.stdin.buffer, "stdin", what, limit)
-    try:
-        with path.open("rb") as handle:
-            return decode_bounded(handle, str(path), what, limit)
-    except FileNotFoundError as exc:
-        raise InputError(f"{path}: no such {what}") from exc
-    except IsADirectoryError as exc:
-        raise InputError(f"{path}: is a directory, expected a {what}") from exc
-    except PermissionError as exc:
-        raise InputError(f"{path}: permission denied") from exc
+    return read_file(path, what, limit)
 
 
 def decode_bounded(handle: Any, shown: str, what: str, limit: int) -> str:
-    """A binary stream's UTF-8 text, read in chunks at most `limit` bytes deep, so a device or a huge input fails
-    cleanly.
+    """A binary stream's UTF-8 text (a fetched URL's body), with a file's bounds: see `det_k8s.bounded.read_stream`."""
+    from ..bounded import read_stream
 
-    It is refused at the first NUL byte (never in YAML or JSON text), so `/dev/zero` or a binary file fails at once
-    rather than after filling memory up to the limit. UTF-16 (what Windows PowerShell's `>` writes) is named as such
-    rather than called binary, and a UTF-8 byte-order mark is dropped.
-    """
-    data = bytearray()
-    while len(data) <= limit:
-        chunk = handle.read(min(CHUNK, limit + 1 - len(data)))
-        if not chunk:
-            break
-        if not data and chunk.startswith((b"\xff\xfe", b"\xfe\xff")):
-            raise InputError(f"{shown}: UTF-16 text; det-k8s reads UTF-8",
-                             hint="save it as UTF-8 (in PowerShell: ... | Out-File -Encoding utf8)")
-        if b"\0" in chunk:
-            raise InputError(f"{shown}: binary data (a NUL byte), not text; is this the right {what}?")
-        data += chunk
-    if len(data) > limit:
-        raise InputError(f"{shown}: larger than {limit // 2**20} MiB; is this the right {what}?")
-    bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
-    try:
-        return bytes(memoryview(data)[bom:]).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{shown}: not UTF-8 text (byte {bom + exc.start + 1} is not valid UTF-8)",
-                         hint="save it as UTF-8") from exc
+    return read_stream(handle, shown, what, limit)
 
 
 def load_settings_from_cli(files: Sequence[str | Path] | None, sets: Sequence[str] | None,
@@ -102,36 +72,43 @@ def load_settings_from_cli(files: Sequence[str | Path] | None, sets: Sequence[st
 
     if required and not files and not sets and not set_strings:
         raise UsageError("no settings given", hint="pass a settings file with -f, e.g. -f examples/gpu-cluster.yaml")
+    from ..scrub import register
+    from ..settings.redact import secrets_in
+
     documents = [Document(*read_source(given, "settings file", SETTINGS_LIMIT)) for given in files or ()]
-    return load_settings(documents, sets or (), set_strings or ())
+    loaded = load_settings(documents, sets or (), set_strings or ())
+    register(*secrets_in(loaded.user_values))  # from here on, no output can show them (cli/output.py)
+    return loaded
 
 
 def load_documents(path: Path) -> list[Any]:
-    """All documents of a JSON or YAML file (JSON parsed natively: big snapshots load 10x faster)."""
+    """All documents of a JSON or YAML file (JSON parsed natively: big snapshots load 10x faster).
+
+    Bounded like every input (`det_k8s.bounded`): YAML's depth is checked before it is composed;
+    JSON's C scanner stops at its own recursion guard (the text is then read as YAML, whose checks
+    name the line), and the snapshot's readers read only known fields whose shapes they check, so a
+    big JSON snapshot is not walked a second time.
+    """
     import json
 
-    import yaml
+    from ..bounded import load_yaml_all
 
-    from ..settings.source import _Loader
-
-    text = read_text(path, limit=SNAPSHOT_LIMIT)
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
+    text = read_text(path, "snapshot file", limit=SNAPSHOT_LIMIT)
+    if text.lstrip().startswith(("{", "[")):
         try:
             return [json.loads(text)]
-        except json.JSONDecodeError:
-            pass  # YAML flow style looks like JSON at first sight
-    try:
-        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        shown = "stdin" if str(path) == STDIN else str(path)
-        where = f"{shown}:{mark.line + 1}" if mark is not None else shown
-        raise InputError(f"{where}: YAML syntax error: {exc.problem}") from exc
+        except (ValueError, RecursionError):
+            pass  # YAML flow style looks like JSON at first sight; too deep or a huge number: YAML's reader says where
+    return load_yaml_all(text, "stdin" if str(path) == STDIN else str(path), limit=None)
 
 
 def load_snapshot(path: Path) -> Snapshot:
     """A Kubernetes List of Nodes and Pods (`kubectl get nodes,pods -A -o yaml`)."""
     from ..cluster.read import snapshot_from_objects
 
-    return snapshot_from_objects(load_documents(path), "stdin" if str(path) == STDIN else str(path))
+    shown = "stdin" if str(path) == STDIN else str(path)
+    snapshot = snapshot_from_objects(load_documents(path), shown)
+    if not snapshot.nodes:
+        raise InputError(f"{shown}: no Node objects in it; nothing can be checked or planned against it",
+                         hint="write it with `kubectl get nodes,pods -A -o json > snapshot.json`")
+    return snapshot

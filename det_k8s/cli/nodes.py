@@ -103,7 +103,8 @@ def map_(
 @with_global_options
 def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
     """Add the agent label determined.ai/pedl-agent=present (kubectl label --overwrite)."""
-    kubectl(kubectl_binary, cluster()).run(label_argv(nodes, kube_flags(None)))
+    argv = label_argv(nodes, kube_flags(None))  # node names checked before anything else is read
+    kubectl(kubectl_binary, cluster()).run(argv)
     output.success(f"Labelled {', '.join(nodes)} {AGENT_LABEL}={AGENT_VALUE}")
 
 
@@ -111,7 +112,8 @@ def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
 @with_global_options
 def unlabel(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
     """Remove the agent label (kubectl label NODE determined.ai/pedl-agent-)."""
-    kubectl(kubectl_binary, cluster()).run(unlabel_argv(nodes, kube_flags(None)))
+    argv = unlabel_argv(nodes, kube_flags(None))  # node names checked before anything else is read
+    kubectl(kubectl_binary, cluster()).run(argv)
     output.success(f"Removed {AGENT_LABEL} from {', '.join(nodes)}")
 
 
@@ -128,7 +130,8 @@ def taint(
         raise UsageError("nodes taint: give the nodes, then the taint",
                          hint=f"e.g. det-k8s nodes taint gpu-0 gpu-1 {DEFAULT_TAINT}")
     spec = parse_taint(args[-1], remove=remove)
-    kubectl(kubectl_binary, cluster()).run(taint_argv(args[:-1], spec, kube_flags(None)))
+    argv = taint_argv(args[:-1], spec, kube_flags(None))  # node names checked before anything else is read
+    kubectl(kubectl_binary, cluster()).run(argv)
     output.success(f"{'Removed' if spec.remove else 'Set'} taint {spec.argument().rstrip('-')} on "
                    f"{', '.join(args[:-1])}")
 
@@ -164,7 +167,7 @@ def check_gpu(
                 time.sleep(POLL_SECONDS)
         if phase in ("Succeeded", "Failed"):
             text = api.logs(name, namespace, tail_lines=200)
-            print(text.rstrip("\n"))
+            output.text(text.rstrip("\n") + "\n")
     finally:
         api.delete(PODS, name, namespace, grace_seconds=0, missing_ok=True)
         output.message(f"Deleted pod {namespace}/{name}")

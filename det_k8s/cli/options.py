@@ -74,8 +74,17 @@ class OutputFormat(str, Enum):
     yaml = "yaml"
 
 
+def _namespace(value: str | None) -> str | None:
+    """-n is a namespace name (a whole-string DNS-1123 label) before anything uses it."""
+    if value is None:
+        return None
+    from ..names import check_namespace
+
+    return check_namespace(value)
+
+
 NamespaceOpt = Annotated[str | None, typer.Option(
-    "--namespace", "-n", rich_help_panel=GLOBAL_PANEL, metavar="NAME",
+    "--namespace", "-n", rich_help_panel=GLOBAL_PANEL, metavar="NAME", callback=_namespace,
     help="Kubernetes namespace (default: HELM_NAMESPACE, then the context's namespace, then default).")]
 ContextOpt = Annotated[str | None, typer.Option(
     "--kube-context", "--context", rich_help_panel=GLOBAL_PANEL, metavar="NAME",

@@ -7,7 +7,6 @@ prints and runs.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -77,7 +76,7 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
     text = redact_secrets(manifests_from_render(tool.major, rendered.stdout))
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):
         text = text.replace(secret, "<redacted>")  # charts that put a password outside a Secret (official 0.17.15)
-    sys.stdout.write(text)
+    output.text(text)
 
 
 def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> None:
@@ -159,7 +158,9 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
                            create_namespace, rollback)
         waiting = f" (up to {go_duration(timeout)})" if wait else ""
         with output.spinner(f"helm {command} {release}{waiting}"):
-            tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings))
+            tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings),
+                     timeout_hint=f"raise --timeout (now {go_duration(timeout)}); `det-k8s status {release}` says "
+                     "what is slow")
     output.success(f"{'Installed' if command == 'install' else 'Upgraded'} release {release} in namespace "
                    f"{api.namespace} (Determined {settings.app_version})")
     _show_address(api, release, api.namespace, bool(settings.tls_secret))
@@ -246,7 +247,7 @@ def uninstall(
     tool = helm(helm_binary, api.target)
     with output.spinner(f"helm uninstall {release}"):
         tool.run(uninstall_argv(tool.major, release, kube_flags(namespace), go_duration(timeout)),
-                 timeout=seconds + 60)
+                 timeout=seconds + 60, timeout_hint=f"raise --timeout (now {go_duration(timeout)})")
     output.success(f"Uninstalled release {release} from namespace {namespace}")
     if not keep_pods:
         tasks, _ = live.task_units(api, namespace)  # read again: helm's uninstall took its time

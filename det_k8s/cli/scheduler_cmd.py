@@ -55,7 +55,7 @@ def run(
     from ..kube.lease import LeaseHeld
     from ..kube.scheduler import LiveScheduler
     from ..scheduling.model import Policy
-    from .experiment import _print_pass
+    from .experiment import _print_pass, _require_cleared
     from .live import current_user, effective_policy, holder_id
 
     interval = interval_seconds(interval_text)
@@ -72,6 +72,8 @@ def run(
             scheduler.policy = effective_policy(api, preemption=preemption)  # an admin may change it meanwhile
             report = scheduler.run_pass()
             _print_pass(report)
+            if once:
+                _require_cleared(report)
             announced, failures = False, 0
         except LeaseHeld as exc:
             if once:

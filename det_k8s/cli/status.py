@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-import yaml
 
+from ..bounded import load_yaml
 from ..determined.versions import Version
 from ..errors import ClusterError, DetK8sError, Forbidden, InputError, NotFound
 from ..kube.api import KubeApi
@@ -62,8 +62,8 @@ def _external_host(api: KubeApi, release: str, namespace: str, version: Version 
     if config is None:
         return None
     try:
-        master = yaml.safe_load(config.text) or {}
-    except yaml.YAMLError:
+        master = load_yaml(config.text, config.where) or {}
+    except InputError:
         return None
     host = (master.get("db") or {}).get("host") if isinstance(master, dict) else None
     return str(host) if host else None
@@ -159,14 +159,13 @@ def status(
                 for p in [*observed.master_pods, *observed.db_pods]]
         if rows:
             output.table(["NAME", "PHASE", "READY", "REASON", "RESTARTS", "NODE"], rows)
-        if observed.logs.strip():
-            print("Last master log lines:")
-            for line in observed.logs.rstrip("\n").splitlines():
-                print(f"  {line}")
+        lines = []
+        if observed.logs.strip():  # a master's log may quote its configuration: scrubbed like all output
+            lines += ["Last master log lines:", *(f"  {line}" for line in observed.logs.rstrip("\n").splitlines())]
         for finding in findings:
-            print(f"Problem: {finding.problem}")
-            for check in finding.checks:
-                print(f"  - {check}")
+            lines += [f"Problem: {finding.problem}", *(f"  - {check}" for check in finding.checks)]
+        if lines:
+            output.text("\n".join(lines) + "\n")
     if findings:
         raise DetK8sError(f"release {release} is not healthy: {len(findings)} problem(s) found")
     if not healthy:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, MalformedObject
 from ..quantity import QuantityError, format_milli, parse_milli
 from .model import (
     NO_CONSTRAINTS,
@@ -31,6 +31,7 @@ from .model import (
     Taint,
     Toleration,
 )
+from .shapes import find_problem, object_name
 
 DEFAULT_MAX_PODS = 110  # kubelet's default when a node object does not say
 MEMO_LIMIT = 4096  # distinct entries kept per memo; beyond that, new shapes are read without memo
@@ -165,7 +166,49 @@ def _constraints(spec: Mapping[str, Any]) -> Constraints:
     return Constraints({str(k): str(v) for k, v in selector.items()}, tuple(t for t in terms if t), tolerations)
 
 
+# What a reader raises on an object of another shape than the API gives (a hand-written snapshot).
+_SHAPE_ERRORS = (AttributeError, TypeError, ValueError, KeyError, RecursionError)
+
+
 def node_from_object(obj: Mapping[str, Any]) -> Node:
+    """A Node object read into the model; MalformedObject (naming the field) when it has another shape."""
+    try:
+        node = _read_node(obj)
+    except MalformedObject:
+        raise
+    except _SHAPE_ERRORS as exc:
+        raise _malformed("Node", obj, exc) from exc
+    status = obj.get("status")
+    if type(status) is dict and not all(status.get(key) is None or type(status[key]) is dict
+                                        for key in ("allocatable", "capacity")):
+        raise _malformed("Node", obj, None)  # read leniently as "no resources"; refused rather than misread
+    return node
+
+
+def pod_from_object(obj: Mapping[str, Any]) -> Pod:
+    """A Pod object read into the model; MalformedObject (naming the field) when it has another shape."""
+    try:
+        pod = _read_pod(obj)
+    except MalformedObject:
+        raise
+    except InputError:
+        raise  # a quantity that is not one: already names the pod and the resource
+    except _SHAPE_ERRORS as exc:
+        raise _malformed("Pod", obj, exc) from exc
+    tolerations = (obj.get("spec") or {}).get("tolerations")
+    if not (tolerations is None or type(tolerations) is list):
+        raise _malformed("Pod", obj, None)  # read leniently as "tolerates nothing"; refused rather than misread
+    return pod
+
+
+def _malformed(kind: str, obj: Any, exc: BaseException | None) -> MalformedObject:
+    """The shape table names the field (walked only once reading failed: the common case pays nothing)."""
+    problem = find_problem(obj, kind) or (f"cannot be read ({type(exc).__name__}: {str(exc)[:200]})" if exc else
+                                          "cannot be read")
+    return MalformedObject(kind, object_name(obj), problem)
+
+
+def _read_node(obj: Mapping[str, Any]) -> Node:
     meta = obj.get("metadata") or {}
     name = str(meta.get("name") or "")
     status = obj.get("status") or {}
@@ -191,7 +234,7 @@ def node_from_object(obj: Mapping[str, Any]) -> Node:
     )
 
 
-def pod_from_object(obj: Mapping[str, Any]) -> Pod:
+def _read_pod(obj: Mapping[str, Any]) -> Pod:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -243,13 +286,16 @@ def snapshot_from_objects(documents: Sequence[Any], name: str = "snapshot") -> S
     """Build a Snapshot from Lists (or single objects) of Nodes and Pods; other kinds are skipped."""
     nodes: list[Node] = []
     pods: list[Pod] = []
-    for document in documents:
-        for item in _items(document, name):
-            kind = item.get("kind")
-            if kind == "Node":
-                nodes.append(node_from_object(item))
-            elif kind == "Pod":
-                pods.append(pod_from_object(item))
+    try:
+        for document in documents:
+            for item in _items(document, name):
+                kind = item.get("kind")
+                if kind == "Node":
+                    nodes.append(node_from_object(item))
+                elif kind == "Pod":
+                    pods.append(pod_from_object(item))
+    except MalformedObject as exc:
+        raise exc.at(name) from exc
     return Snapshot(tuple(nodes), tuple(pods))
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ClusterError, ClusterUnreachable, Conflict, Forbidden, NotFound, OperationTimeout, Rejected
-from .config import Target, resolve
+from .config import Target, resolve, user_of
+from .credentials import Credential, plugin_of, run_plugin, with_credential
 from .kinds import NAMESPACES, Kind
 
 DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds
@@ -31,13 +32,33 @@ class KubeApi:
     target: Target
     _client: Any  # kubernetes.client.ApiClient
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
+    _credential: Credential | None = None  # from the context's exec plugin, which det-k8s runs itself
+    _renew: Callable[[], Credential] | None = None
     _version: dict[str, Any] | None = field(default=None, repr=False)  # /version, asked once
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None,
                 timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> KubeApi:
-        """Load the kubeconfig the way kubectl does and return a ready adapter (no request made yet)."""
+        """Load the kubeconfig the way kubectl does and return a ready adapter (no request made yet).
+
+        A context whose user has an exec credential plugin gets it run here, by det-k8s, with a time
+        limit (`kube/credentials.py`): a plugin that fails or hangs stops the command with an error
+        naming the context and the plugin, instead of the client carrying on without credentials.
+        """
         target, data = resolve(kubeconfig, context, namespace)
+        credential, renew = None, None
+        ctx = next((c.get("context") for c in data.get("contexts") or []
+                    if isinstance(c, dict) and c.get("name") == target.context), None) or {}
+        plugin = plugin_of(user_of(data, ctx))
+        if plugin is not None:
+            cluster = next((c.get("cluster") for c in data.get("clusters") or []
+                            if isinstance(c, dict) and c.get("name") == ctx.get("cluster")), None)
+
+            def renew() -> Credential:
+                return run_plugin(plugin, target.context, cluster if isinstance(cluster, dict) else None)
+
+            credential = renew()
+            data = with_credential(data, str(ctx.get("user")), credential)
         from kubernetes import config as k8s_config
         from kubernetes.client import ApiClient, Configuration
         from kubernetes.config.config_exception import ConfigException
@@ -47,8 +68,9 @@ class KubeApi:
         try:
             k8s_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
                 data, context=target.context, client_configuration=configuration, persist_config=False)
-        except ConfigException as exc:
-            raise ClusterError(f"{target.kubeconfig}: context {target.context}: {exc}") from exc
+        except (ConfigException, ValueError, TypeError, AttributeError, KeyError, OSError) as exc:
+            raise ClusterError(f"{target.kubeconfig}: context {target.context}: the kubernetes client cannot use it: "
+                               f"{str(exc)[:300] or type(exc).__name__}") from exc
         # Set before the client builds its connection pool, or urllib3's default (3 retries) applies.
         # One retry of a connection that never opened is safe for any verb; nothing sent is ever resent.
         configuration.retries = Retry(total=1, connect=1, read=0, status=0, redirect=0, other=0)
@@ -59,7 +81,9 @@ class KubeApi:
             from urllib3.exceptions import InsecureRequestWarning
 
             warnings.filterwarnings("ignore", category=InsecureRequestWarning)
-        return cls(target, ApiClient(configuration=configuration), timeout)
+        if credential is not None:  # the loader's hook would put the first token back: renewal is ours
+            configuration.refresh_api_key_hook = None
+        return cls(target, ApiClient(configuration=configuration), timeout, credential, renew)
 
     @property
     def namespace(self) -> str:
@@ -84,6 +108,7 @@ class KubeApi:
         )
 
         headers = {"Accept": "application/json", "Content-Type": content_type}
+        self._fresh_credential()
         started = time.monotonic()
         try:
             method_, url, headers_, body_, _ = self._client.param_serialize(
@@ -110,9 +135,11 @@ class KubeApi:
             raise self._error(response.status, payload, what or path)
         if raw:
             return payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else str(payload)
-        try:
-            return json.loads(payload) if payload else {}
-        except ValueError as exc:
+        if not payload:
+            return {}
+        try:  # the C scanner guards its own recursion; readers check the shapes of the fields they read
+            return json.loads(payload)
+        except (ValueError, RecursionError) as exc:
             text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else str(payload)
             raise ClusterError(
                 f"{what or path}: the server at {self.target.server} (context {self.target.context}) answered "
@@ -234,6 +261,14 @@ class KubeApi:
 
     # -- helpers -----------------------------------------------------------------------------
 
+    def _fresh_credential(self) -> None:
+        """Run the exec plugin again when its token has expired (a `scheduler run` loop outlives EKS's 15 minutes)."""
+        if self._credential is None or self._renew is None or not self._credential.expired():
+            return
+        self._credential = self._renew()
+        if self._credential.token:
+            self._client.configuration.api_key["BearerToken"] = f"Bearer {self._credential.token}"
+
     def _ns(self, kind: Kind, namespace: str | None) -> str | None:
         if not kind.namespaced:
             return None
@@ -263,17 +298,17 @@ def _status_message(payload: Any) -> str:
     text = payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else str(payload or "")
     try:
         status = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return _short(text) or "no details"
     if isinstance(status, dict) and status.get("message"):
-        return str(status["message"])
+        return str(status["message"])[:2000]
     return _short(text)
 
 
-def _short(value: Any) -> str:
+def _short(value: Any, width: int = 300) -> str:
     text = str(value).strip().splitlines()[0] if str(value).strip() else ""
     # urllib3 reasons look like "<urllib3.connection.HTTPConnection object at 0x..>: Failed to establish a new
     # connection: [Errno 111] Connection refused"; keep the part a person can act on.
     if "Failed to establish a new connection:" in text:
         text = text.split("Failed to establish a new connection:", 1)[1].strip()
-    return text[:300]
+    return text[:width]

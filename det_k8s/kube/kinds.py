@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
+
+from ..errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -13,16 +16,29 @@ class Kind:
     namespaced: bool = True
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
-        """The URL path; a namespaced kind without a namespace lists across all namespaces."""
+        """The URL path; a namespaced kind without a namespace lists across all namespaces.
+
+        Every segment that comes from outside (namespace, name, subresource) is percent-encoded, and
+        one that would change the path's meaning ("", ".", "..") is refused: a name can never reach
+        another resource than the one it names.
+        """
         parts = [self.prefix]
         if self.namespaced and namespace is not None:
-            parts.append(f"namespaces/{namespace}")
+            parts.append(f"namespaces/{segment(namespace, 'namespace')}")
         parts.append(self.plural)
         if name is not None:
-            parts.append(name)
+            parts.append(segment(name, f"{self.name} name"))
         if subresource is not None:
-            parts.append(subresource)
+            parts.append(segment(subresource, "subresource"))
         return "/".join(parts)
+
+
+def segment(value: str, what: str) -> str:
+    """One URL path segment, percent-encoded; UsageError for one that is empty or a dot segment."""
+    text = str(value)
+    if text in ("", ".", ".."):
+        raise UsageError(f"{what} {text!r} cannot be used in a Kubernetes API path")
+    return quote(text, safe="")
 
 
 PODS = Kind("pod", "/api/v1", "pods")

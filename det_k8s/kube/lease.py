@@ -14,7 +14,13 @@ watched nothing yet, so a renewTime older than the duration plus a generous skew
 counts as gone: a crashed holder never blocks short-lived commands for more than about 90 s.
 
 There is one Lease for the whole cluster (GPUs are cluster-wide, whatever namespace a queue is
-in): `default/det-k8s-scheduler`, or the namespace in DET_K8S_LEASE_NAMESPACE.
+in): `default/det-k8s-scheduler`, or the namespace in DET_K8S_LEASE_NAMESPACE. Two clients that
+disagree on that namespace would each hold their own Lease and hand out the same GPUs, so a
+client checks the cluster's other det-k8s Leases (same name, any namespace) before and after it
+takes its own: if one at another location is held, or finished a pass within `ACTIVE_WINDOW`
+(its `det-k8s.io/last-pass` annotation), this client refuses to schedule and names both
+locations (`LeaseLocationConflict`). Checking after taking its own Lease too makes the race safe:
+of two clients starting together, at least one sees the other.
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ LEASE_NAME = "det-k8s-scheduler"
 NAMESPACE_ENV = "DET_K8S_LEASE_NAMESPACE"
 DEFAULT_DURATION = 30  # seconds a pass may hold the Lease without renewing it
 SKEW_ALLOWANCE = 60  # seconds of clock difference tolerated when judging a renewTime we never watched
+DEFAULT_NAMESPACE = "default"
+LAST_PASS = "det-k8s.io/last-pass"  # annotation: when the last pass under this Lease ended
+ACTIVE_WINDOW = datetime.timedelta(minutes=10)  # a scheduler loop backs off to at most 5 minutes between passes
 
 Clock = Callable[[], datetime.datetime]
 
@@ -52,9 +61,10 @@ def _parse(text: str | None) -> datetime.datetime | None:
     if not text:
         return None
     try:
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.UTC)  # a zone-less time: UTC
 
 
 @dataclass(frozen=True)
@@ -84,8 +94,15 @@ class LeaseLost(DetK8sError):
     """The Lease was taken over while a pass held it: the pass must stop writing."""
 
 
+class LeaseLocationConflict(DetK8sError):
+    """Another det-k8s scheduler uses a Lease at another location: scheduling here could double-book GPUs."""
+
+
 def lease_namespace() -> str:
-    return os.environ.get(NAMESPACE_ENV) or "default"
+    from ..names import check_namespace
+
+    value = os.environ.get(NAMESPACE_ENV)
+    return check_namespace(value, NAMESPACE_ENV) if value else DEFAULT_NAMESPACE
 
 
 @dataclass
@@ -187,8 +204,12 @@ class SchedulingLease:
         except NotFound:
             return None
 
-    def release(self) -> None:
-        """Give the Lease back at once (only if we still hold it), so the next pass need not wait."""
+    def release(self, passed: bool = True) -> None:
+        """Give the Lease back at once (only if we still hold it), so the next pass need not wait.
+
+        With `passed`, the Lease records when this pass ended (LAST_PASS), which is how clients at
+        another location see that this one is in use between passes.
+        """
         try:
             current = self.api.get(LEASES, self.name, self.namespace)
         except NotFound:
@@ -196,14 +217,70 @@ class SchedulingLease:
         if LeaseState.of(current).holder != self.holder:
             return
         body = {**current, "spec": {**(current.get("spec") or {}), "holderIdentity": "", "renewTime": None}}
+        if passed:
+            meta = dict(current.get("metadata") or {})
+            meta["annotations"] = {**(meta.get("annotations") or {}), LAST_PASS: _format(self.clock())}
+            body["metadata"] = meta
         # Taken over or deleted meanwhile: either way it is no longer ours to release.
         self._written = None
         with contextlib.suppress(Conflict, NotFound):
             self.api.replace(LEASES, self.name, body, self.namespace)
 
+    # -- one location for everyone -----------------------------------------------------------
+
+    def other_location(self) -> str | None:
+        """A description of another det-k8s Lease location in use now (held, or a pass within ACTIVE_WINDOW)."""
+        now = self.clock()
+        for lease in self._other_leases():
+            meta = lease.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            where = f"{meta.get('namespace')}/{meta.get('name')}"
+            try:
+                state = LeaseState.of(lease)
+            except (ValueError, TypeError, AttributeError, OverflowError):
+                state = LeaseState("", None, DEFAULT_DURATION)  # not written by det-k8s: judged by its annotation
+            if state.holder and not state.stale(now):
+                return f"{where} (held by {state.holder[:100]})"
+            annotations = meta.get("annotations")
+            last = _parse(str(annotations.get(LAST_PASS) or "")) if isinstance(annotations, dict) else None
+            if last is not None and now - last < ACTIVE_WINDOW:
+                return f"{where} (last pass {_format(last)})"
+        return None
+
+    def _other_leases(self) -> list[dict[str, Any]]:
+        try:
+            found = self.api.list(LEASES, all_namespaces=True, field_selector=f"metadata.name={self.name}")
+        except Forbidden:  # no cluster-wide view: at least the default location, which others use unless told
+            if self.namespace == DEFAULT_NAMESPACE:
+                return []
+            try:
+                found = [self.api.get(LEASES, self.name, DEFAULT_NAMESPACE)]
+            except (NotFound, Forbidden):
+                return []
+        return [lease for lease in found if isinstance(lease, dict)
+                and (lease.get("metadata") or {}).get("namespace") != self.namespace]
+
+    def _refuse_if_split(self) -> None:
+        other = self.other_location()
+        if other is not None:
+            theirs = other.split("/", 1)[0]
+            source = f"{NAMESPACE_ENV}={os.environ[NAMESPACE_ENV]}" if os.environ.get(NAMESPACE_ENV) else \
+                f"the default; {NAMESPACE_ENV} is not set"
+            raise LeaseLocationConflict(
+                f"another det-k8s scheduler uses the scheduling lease {other}, and this client uses "
+                f"{self.namespace}/{self.name} ({source}); with two lease locations two passes could hand out the "
+                "same GPUs, so this client does not schedule",
+                hint=f"every det-k8s client of the cluster must use one location: set {NAMESPACE_ENV}={theirs} "
+                     f"here{' (or unset it where it is set)' if theirs == DEFAULT_NAMESPACE else ''}")
+
     @contextmanager
     def held(self, wait: float = 0.0, poll: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> Iterator[None]:
-        """Hold the Lease for a block; wait up to `wait` seconds for it, else raise LeaseHeld."""
+        """Hold the Lease for a block; wait up to `wait` seconds for it, else raise LeaseHeld.
+
+        Refuses (LeaseLocationConflict) when another det-k8s Lease location is in use: checked before
+        taking the Lease and again once it is held, so two clients racing never both go on.
+        """
+        self._refuse_if_split()
         deadline = time.monotonic() + wait
         while not self.try_acquire():
             if time.monotonic() >= deadline:
@@ -215,6 +292,11 @@ class SchedulingLease:
                 raise LeaseHeld(f"the scheduling lease {self.namespace}/{self.name} is held by {who}{until}",
                                 hint="another det-k8s client is scheduling; try again in a few seconds")
             sleep(poll)
+        try:
+            self._refuse_if_split()
+        except BaseException:
+            self.release(passed=False)
+            raise
         try:
             yield
         finally:

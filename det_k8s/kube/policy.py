@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Mapping
 
+from ..bounded import load_json
 from ..errors import InputError, NotFound
 from ..scheduling.model import DEFAULT_RESERVE_AFTER, Policy
 from .api import KubeApi
@@ -27,10 +28,12 @@ def read_policy(api: KubeApi, namespace: str) -> Policy:
         return Policy()
     where = f"configmap {namespace}/{POLICY_NAME}"
     try:
-        raw = json.loads(data)
+        raw = load_json(str(data), where)
+        if not isinstance(raw, dict):
+            raise TypeError("policy.json is not a JSON object")
         weights = {str(k): float(v) for k, v in (raw.get("weights") or {}).items()}
         reserve_after = float(raw.get("reserve_after", DEFAULT_RESERVE_AFTER))
-    except (ValueError, TypeError, AttributeError) as exc:
+    except (InputError, ValueError, TypeError, AttributeError) as exc:
         raise InputError(f"{where}: not a readable scheduling policy ({exc})",
                          hint="set it again with `det-k8s scheduler policy ...`, or delete the ConfigMap") from exc
     bad = [user for user, weight in weights.items() if not math.isfinite(weight) or weight <= 0]

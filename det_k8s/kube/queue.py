@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..bounded import load_json
 from ..errors import InputError, NotFound, UsageError
 from .api import KubeApi
 from .kinds import CONFIGMAPS
@@ -49,6 +50,7 @@ class QueueEntry:
     placement: Mapping[str, str] = field(default_factory=dict)
     events: tuple[str, ...] = ()
     resource_version: str = ""
+    doomed: tuple[Mapping[str, Any], ...] = ()  # failed creations that may have left pods (kube/doomed.py)
 
     @property
     def configmap_name(self) -> str:
@@ -77,6 +79,8 @@ def to_configmap(entry: QueueEntry, namespace: str) -> dict[str, Any]:
         meta["resourceVersion"] = entry.resource_version
     status = {"state": entry.state, "attempts": entry.attempts, "rejections": entry.rejections, "reason": entry.reason,
               "placement": dict(entry.placement), "events": list(entry.events)}
+    if entry.doomed:
+        status["doomed"] = [dict(mark) for mark in entry.doomed]
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -114,15 +118,29 @@ def _checked_payload(group: Any, pods: Any, service: Any) -> None:
         raise ValueError("group.json and pods.json name different pods")
 
 
+UNREADABLE = (InputError, ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError)
+"""What reading a hand-edited, truncated or hostile entry may raise: the entry is then quarantined."""
+
+
+def _field(data: Mapping[str, Any], key: str, default: str, expected: type) -> Any:
+    """One JSON value of the ConfigMap, bounded (size, depth) and of the expected type."""
+    value = load_json(str(data.get(key) or default), key)
+    if not isinstance(value, expected):
+        raise ValueError(f"{key} is not a JSON {'object' if expected is dict else 'list'}")
+    return value
+
+
 def from_configmap(obj: Mapping[str, Any]) -> QueueEntry:
-    """An entry from its ConfigMap; ValueError/KeyError/TypeError when it is not a readable one."""
+    """An entry from its ConfigMap; one of UNREADABLE when it is not a readable one."""
     data = obj.get("data") or {}
     meta = obj.get("metadata") or {}
-    head = json.loads(data.get("entry.json") or "{}")
-    status = json.loads(data.get("status.json") or "{}")
-    group = json.loads(data.get("group.json") or "{}")
-    pods = json.loads(data.get("pods.json") or "[]")
-    service = json.loads(data.get("service.json") or "null")
+    if not isinstance(data, dict) or not isinstance(meta, dict):
+        raise ValueError("its data or metadata is not a mapping")
+    head = _field(data, "entry.json", "{}", dict)
+    status = _field(data, "status.json", "{}", dict)
+    group = load_json(str(data.get("group.json") or "{}"), "group.json")
+    pods = load_json(str(data.get("pods.json") or "[]"), "pods.json")
+    service = load_json(str(data.get("service.json") or "null"), "service.json")
     _checked_payload(group, pods, service)
     return QueueEntry(
         id=str(head.get("id") or str(meta.get("name", "")).removeprefix(PREFIX)),
@@ -142,7 +160,24 @@ def from_configmap(obj: Mapping[str, Any]) -> QueueEntry:
         placement={str(k): str(v) for k, v in (status.get("placement") or {}).items()},
         events=tuple(str(e) for e in status.get("events") or ()),
         resource_version=str(meta.get("resourceVersion", "")),
+        doomed=_doomed(status.get("doomed")),
     )
+
+
+def _doomed(raw: Any) -> tuple[Mapping[str, Any], ...]:
+    """The recorded failed creations: each {attempt, pods, at}; anything else is unreadable."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("attempt"), str) and isinstance(m.get("pods"), list)
+            and all(isinstance(p, str) for p in m["pods"]) for m in raw):
+        raise ValueError("status.json's doomed is not a list of failed creations")
+    return tuple({"attempt": m["attempt"], "pods": list(m["pods"]), "at": str(m.get("at", ""))} for m in raw)
+
+
+def _reason(exc: BaseException) -> str:
+    text = exc.message if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _label_value(text: str) -> str:
@@ -168,10 +203,11 @@ class QueueStore:
         for obj in self.api.list(CONFIGMAPS, self.namespace, label_selector=selector):
             try:
                 found.append(from_configmap(obj))
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:  # hand-edited or truncated
-                name = (obj.get("metadata") or {}).get("name", "?")
-                self.skipped.append(f"configmap {self.namespace}/{name} is not a readable queue entry ({exc}); "
-                                    "it is ignored: fix or delete it")
+            except UNREADABLE as exc:  # hand-edited, truncated or hostile: quarantined, never blocking the queue
+                meta = obj.get("metadata") if isinstance(obj, dict) else None
+                name = str(meta.get("name", "?")) if isinstance(meta, dict) else "?"
+                self.skipped.append(f"configmap {self.namespace}/{name} is not a readable queue entry "
+                                    f"({_reason(exc)}); it is ignored: fix or delete it")
         return sorted(found, key=lambda e: (e.sequence, e.id))
 
     def get(self, entry_id: str) -> QueueEntry:
@@ -182,9 +218,9 @@ class QueueStore:
                              hint="`det-k8s experiment list` shows the ids") from exc
         try:
             return from_configmap(obj)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise InputError(f"configmap {self.namespace}/{PREFIX}{entry_id} is not a readable queue entry: {exc}",
-                             hint="fix or delete that ConfigMap") from exc
+        except UNREADABLE as exc:
+            raise InputError(f"configmap {self.namespace}/{PREFIX}{entry_id} is not a readable queue entry: "
+                             f"{_reason(exc)}", hint="fix or delete that ConfigMap") from exc
 
     def find(self, prefix: str) -> QueueEntry:
         """An entry by id or unique id prefix (like a git hash) of at least 4 characters."""

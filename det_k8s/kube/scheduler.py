@@ -27,6 +27,7 @@ from ..scheduling.model import Plan, PodGroup, Policy
 from ..scheduling.plan import schedule
 from ..scheduling.serialize import group_from_dict
 from .api import KubeApi
+from .doomed import mark_failed, new_attempt, sweep_namespace, uncleared
 from .kinds import PODS, SERVICES
 from .lease import SchedulingLease, lease_namespace, utcnow
 from .queue import COMPLETED, FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueEntry, QueueStore
@@ -48,6 +49,7 @@ class PassReport:
     failed: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     plan: Plan | None = None
+    uncleared: dict[str, str] = field(default_factory=dict)  # id -> a creation whose pods may remain (kube/doomed.py)
 
 
 @dataclass
@@ -100,6 +102,7 @@ class LiveScheduler:
         store = self.store
         everything = store.entries()
         report.problems.extend(store.skipped)
+        report.problems.extend(s.message for s in sweep_namespace(self.api, self.namespace, everything))
         entries = {e.id: e for e in everything if e.state in (QUEUED, RUNNING)}
         snapshot = read_snapshot(self.api)  # holds only pods that hold resources (not finished ones)
         ours = [pod_from_object(obj) for obj in self.api.iter_list(
@@ -275,16 +278,20 @@ class LiveScheduler:
         manifests = [_pinned(m, nodes) for m in entry.pods]
         self._still_ours()
         try:
-            create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers)
+            create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers,
+                         attempt=new_attempt())
         except GroupCreationFailed as exc:
+            entry = mark_failed(entry, exc, self.clock())  # its pods, if any remain or appear, go on sight
+            if exc.remaining:
+                report.uncleared[entry.id] = uncleared(entry.id, exc, self.namespace)
             if exc.leftovers:
                 report.problems.append(f"{entry.id}: could not delete {', '.join(exc.leftovers)}")
-            left = "nothing was left running" if not exc.leftovers else "some pods could not be removed"
+            left = "nothing was left running" if not exc.remaining else "some of its pods may remain"
             if not exc.lasting:  # a timeout, a 5xx, a full quota: may well pass next time, so not the group's fault
                 why = f"creating its pods failed, {left}: {exc.message}; trying again (not counted as an attempt)"
                 report.requeued[entry.id] = why
-                if entry.reason == why:
-                    return entry  # the same failure as last pass: no new event, no write every pass
+                if entry.reason == why:  # the same failure as last pass: no new event, and no write unless marked
+                    return self._write(entry, report) if exc.remaining else entry
                 return self._write(entry.with_event(f"{self._now()} {why}", reason=why), report)
             attempts, again = next_attempt(entry.attempts, self.max_attempts)
             if again:

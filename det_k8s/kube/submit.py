@@ -19,13 +19,31 @@ from .kinds import PODS, SERVICES
 
 
 class GroupCreationFailed(DetK8sError):
-    """Some pod of a group could not be created; the others were removed again."""
+    """Some pod of a group could not be created; the others were removed again, as far as that was possible.
+
+    `leftovers`: what could not be deleted (still there, as far as det-k8s knows). `unconfirmed`: pods
+    whose creation got no answer (a timeout, a lost connection, a 5xx) and which were not there to
+    delete: the creation may still take effect later. `remaining` is both: what may hold resources
+    for a group that is not running, which the caller marks in the queue entry (`kube/doomed.py`).
+    """
 
     def __init__(self, message: str, *, leftovers: Sequence[str] = (), hint: str | None = None,
-                 lasting: bool = False) -> None:
+                 lasting: bool = False, unconfirmed: Sequence[str] = (), attempt: str = "") -> None:
         super().__init__(message, hint=hint)
         self.leftovers = tuple(leftovers)
         self.lasting = lasting  # trying again unchanged will fail again (see `lasting_refusal`)
+        self.unconfirmed = tuple(unconfirmed)
+        self.attempt = attempt  # the det-k8s.io/attempt label of this creation's pods ("" when unlabelled)
+
+    @property
+    def remaining(self) -> tuple[str, ...]:
+        """Pods of this failed creation that exist or may appear (not the Service)."""
+        return tuple(n for n in (*self.leftovers, *self.unconfirmed) if not n.startswith("service/"))
+
+
+def definite_refusal(error: BaseException) -> bool:
+    """Did the API server refuse the creation outright (so it can never take effect later)?"""
+    return isinstance(error, Rejected | Forbidden | Conflict)
 
 
 def lasting_refusal(error: BaseException) -> bool:
@@ -47,14 +65,18 @@ def _name(obj: Mapping[str, Any]) -> str:
 
 
 def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]],
-                 service: Mapping[str, Any] | None = None, *, workers: int = 1) -> Created:
+                 service: Mapping[str, Any] | None = None, *, workers: int = 1, attempt: str = "") -> Created:
     """Create the headless Service and every pod; on any failure, delete what may exist and raise.
 
     "What may exist" is every pod whose creation was attempted and not refused as a duplicate:
     a creation whose answer was lost (a timeout, a dropped connection) may still have happened,
     and Ctrl-C may land between a creation and its answer. Deleting a pod that was never created
-    is harmless; leaving one would hold its GPUs for a group that never starts.
+    is harmless; leaving one would hold its GPUs for a group that never starts. With `attempt`,
+    every pod carries it as the `det-k8s.io/attempt` label, so a pod of this creation that appears
+    later (a write that lands after the timeout) can be recognised and deleted on sight.
     """
+    from .doomed import ATTEMPT_LABEL
+
     created: list[str] = []
     attempted: list[str] = []
     duplicates: set[str] = set()
@@ -67,7 +89,9 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
             pass  # left by an earlier attempt of the same group: it selects the same pods, reuse it
         except DetK8sError as exc:
             raise GroupCreationFailed(f"creating service {service_name} failed: {exc}",
-                                      lasting=lasting_refusal(exc)) from exc
+                                      lasting=lasting_refusal(exc), attempt=attempt) from exc
+    if attempt:
+        pods = [_labelled(pod, ATTEMPT_LABEL, attempt) for pod in pods]
 
     def create(pod: Mapping[str, Any]) -> None:
         if failures:
@@ -101,15 +125,73 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
         raise
     if not failures:
         return Created(tuple(created), service_name)
-    leftovers = delete_group(api, namespace, maybe_ours(), service_name, grace_seconds=0)
+    refused = {name for name, error in failures if definite_refusal(error)}  # never created: nothing to delete
+    outcome = _roll_back(api, namespace, [name for name in maybe_ours() if name not in refused], service_name)
+    unconfirmed = [name for name in outcome.absent if name not in created and name not in refused]
     first_pod, first_error = failures[0]
-    removed = [name for name in maybe_ours() if name not in leftovers]
-    message = f"creating pod {first_pod} failed: {first_error}; " + (
-        f"removed the {len(removed)} pod(s) that were or may have been created" if removed else "no pod was left")
-    if leftovers:
-        message += f"; could not remove {', '.join(leftovers)}"
-    raise GroupCreationFailed(message, leftovers=leftovers, lasting=lasting_refusal(first_error),
-                              hint="delete the leftovers with `det-k8s pods cleanup`" if leftovers else None)
+    message = f"creating pod {first_pod} failed: {first_error}; " + _outcome_text(outcome, unconfirmed)
+    hint = None
+    if outcome.leftovers or unconfirmed:
+        hint = ("they are marked in the experiment's queue entry and deleted by the next det-k8s command that sees "
+                f"them (experiment list, scheduler run, doctor); now: kubectl delete pod -n {namespace} "
+                + " ".join(n for n in (*outcome.leftovers, *unconfirmed) if not n.startswith("service/")))
+    raise GroupCreationFailed(message, leftovers=outcome.leftovers, lasting=lasting_refusal(first_error),
+                              hint=hint, unconfirmed=unconfirmed, attempt=attempt)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    removed: tuple[str, ...]  # deleted now
+    absent: tuple[str, ...]  # not there to delete
+    leftovers: tuple[str, ...]  # the deletion failed: still there
+    reasons: tuple[str, ...]  # why, for the leftovers
+
+
+def _roll_back(api: KubeApi, namespace: str, pods: Sequence[str], service: str | None) -> _Outcome:
+    removed: list[str] = []
+    absent: list[str] = []
+    leftovers: list[str] = []
+    reasons: list[str] = []
+    for name in pods:
+        try:
+            (removed if api.delete(PODS, name, namespace, grace_seconds=0, missing_ok=True) else absent).append(name)
+        except DetK8sError as exc:
+            leftovers.append(name)
+            reasons.append(exc.message)
+    if service:
+        try:
+            api.delete(SERVICES, service, namespace, missing_ok=True)
+        except DetK8sError as exc:
+            leftovers.append(f"service/{service}")
+            reasons.append(exc.message)
+    return _Outcome(tuple(removed), tuple(absent), tuple(leftovers), tuple(reasons))
+
+
+def _outcome_text(outcome: _Outcome, unconfirmed: Sequence[str]) -> str:
+    """Exactly what is left: never "no pod was left" while some are."""
+    parts = []
+    if outcome.removed:
+        parts.append(f"removed {_pods(outcome.removed)} that had been created")
+    elif not outcome.leftovers and not unconfirmed:
+        parts.append("none of its pods was created")
+    if outcome.leftovers:
+        why = f" ({outcome.reasons[0]})" if outcome.reasons else ""
+        parts.append(f"could not remove {', '.join(outcome.leftovers)}{why}: they remain")
+    if unconfirmed:
+        verb = "was" if len(unconfirmed) == 1 else "were"
+        parts.append(f"the creation of {', '.join(unconfirmed)} got no answer and {verb} not there to delete: "
+                     f"{'it' if len(unconfirmed) == 1 else 'they'} may still appear")
+    return "; ".join(parts)
+
+
+def _pods(names: Sequence[str]) -> str:
+    return f"pod {names[0]}" if len(names) == 1 else f"the {len(names)} pods {', '.join(names)}"
+
+
+def _labelled(pod: Mapping[str, Any], key: str, value: str) -> dict[str, Any]:
+    meta = dict(pod.get("metadata") or {})
+    meta["labels"] = {**(meta.get("labels") or {}), key: value}
+    return {**pod, "metadata": meta}
 
 
 def delete_group(api: KubeApi, namespace: str, pods: Sequence[str], service: str | None,

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from ..bounded import load_yaml
+from ..errors import InputError
 from ..settings import Settings
 
 MASK = "<redacted>"
@@ -25,8 +27,8 @@ def redact_secrets(stream: str) -> str:
     out = []
     for text in docs:
         try:
-            obj = yaml.safe_load(text)
-        except yaml.YAMLError:
+            obj = load_yaml(text, "helm's rendered manifests")
+        except InputError:
             obj = None
         if obj is None and re.search(r"^kind:\s*Secret\s*$", text, re.MULTILINE):
             text = "# a Secret that could not be parsed: omitted\n"

@@ -8,22 +8,20 @@ Service. Both limits are checked before anything runs.
 
 from __future__ import annotations
 
-import re
-
 from ..errors import UsageError
+from ..names import DNS1123_LABEL, shown
 
 HELM_MAX = 53
 SERVICE_PREFIX = "determined-master-service-"
 MAX_RELEASE = 63 - len(SERVICE_PREFIX)  # 37
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def validate_release_name(name: str, argument: str = "RELEASE") -> str:
     """Return the name, or raise a usage error (exit 2) naming the argument and the rule."""
     if not name:
         raise UsageError(f"{argument}: a release name is required", hint="e.g. det-k8s install determined -f ...")
-    if not _LABEL.match(name):
-        raise UsageError(f"{argument} {name!r}: not a valid release name",
+    if not DNS1123_LABEL.fullmatch(name):  # whole string: "demo\n" must not pass
+        raise UsageError(f"{argument} {shown(name)}: not a valid release name",
                          hint="use lower-case letters, digits and '-', starting and ending with a letter or digit "
                               "(a DNS-1123 label), e.g. determined")
     if len(name) > HELM_MAX:

@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Problem, Severity
+from ..errors import Problem, Severity, ToolFailed
 from ..settings import Settings
 from ..settings.source import SourceMap
 
@@ -34,10 +34,21 @@ class ReleaseRef:
         return f"{self.name} in namespace {self.namespace}"
 
 
-def determined_releases(helm_list: Sequence[Mapping[str, Any]] | None) -> list[ReleaseRef]:
-    """The entries of `helm list -o json` whose chart is Determined (`determined-<version>`)."""
+def determined_releases(helm_list: Any) -> list[ReleaseRef]:
+    """The entries of `helm list -o json` whose chart is Determined (`determined-<version>`).
+
+    helm prints a list of objects; anything else (another helm's format, a plugin's output) is
+    refused with one line rather than read as if it were one.
+    """
+    if helm_list is None:
+        return []
+    if not isinstance(helm_list, list):
+        raise ToolFailed("helm list -o json printed JSON of another shape (expected a list of releases)",
+                         returncode=0, hint="is --helm-binary / DET_K8S_HELM really helm 3 or 4?")
     out = []
-    for entry in helm_list or ():
+    for entry in helm_list:
+        if not isinstance(entry, dict):
+            continue
         chart = str(entry.get("chart") or "")
         if chart.startswith(CHART_PREFIX):
             out.append(ReleaseRef(str(entry.get("name") or ""), str(entry.get("namespace") or ""), chart,

@@ -131,7 +131,7 @@ def _variables(reader: _Reader, value: Any, path: Path) -> dict[str, tuple[tuple
     else:
         reader.error(path, f"expected a list of KEY=VALUE or a mapping, found {type_name(value)}")
     for key, _ in pairs:
-        if not _ENV_NAME.match(key):
+        if not _ENV_NAME.fullmatch(key):
             reader.error(path, f"{key!r} is not a valid environment variable name",
                          "use letters, digits, '_', '-' and '.', not starting with a digit")
     return {"all": tuple(pairs)}
@@ -175,7 +175,7 @@ def _entrypoint(reader: _Reader, value: Any, path: Path) -> tuple[str, ...]:
     else:
         reader.error(path, f"expected a command string or a list of strings, found {type_name(value)}")
         return ()
-    if len(command) == 1 and _TRIAL_CLASS.match(command[0]):
+    if len(command) == 1 and _TRIAL_CLASS.fullmatch(command[0]):
         reader.add(Severity.WARNING, path, f"{command[0]!r} looks like a Trial class; det-k8s runs "
                    "entrypoint as the container command", "use a launcher command, e.g. python3 train.py")
     return command

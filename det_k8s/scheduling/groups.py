@@ -31,8 +31,15 @@ SHORT_ID = 8
 MAX_NAME = 63  # a pod's hostname is a DNS-1123 label
 
 
+MAX_GROUP_PODS = 10_000  # twice Kubernetes' largest supported cluster (5,000 nodes): no gang is larger
+
+
 def pods_for(slots: int, max_slots_per_pod: int | None) -> tuple[int, int]:
-    """(pods, slots per pod) for a task of `slots` slots; raises Unschedulable when N does not divide."""
+    """(pods, slots per pod) for a task of `slots` slots; raises Unschedulable when N does not divide.
+
+    Answers at once however large `slots` is (no work proportional to it): a group of more than
+    MAX_GROUP_PODS pods is refused before any pod is built.
+    """
     if slots <= 1 or (max_slots_per_pod and slots <= max_slots_per_pod):
         return 1, slots
     if not max_slots_per_pod:
@@ -44,7 +51,12 @@ def pods_for(slots: int, max_slots_per_pod: int | None) -> tuple[int, int]:
         raise Unschedulable(
             f"slots_per_trial {slots} is not a multiple of maxSlotsPerPod {max_slots_per_pod}",
             hint="use " + " or ".join(map(str, options)) + " slots")
-    return slots // max_slots_per_pod, max_slots_per_pod
+    pods = slots // max_slots_per_pod
+    if pods > MAX_GROUP_PODS:
+        raise Unschedulable(f"slots_per_trial {slots} needs {pods} pods of {max_slots_per_pod} slots; det-k8s "
+                            f"starts at most {MAX_GROUP_PODS} pods as one group",
+                            hint="no Kubernetes cluster can run it; use fewer slots")
+    return pods, max_slots_per_pod
 
 
 def dns_label(text: str, limit: int) -> str:

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
+from ..bounded import load_yaml
 from ..errors import InputError
 
 
 def values_from_master_config(text: str, where: str) -> dict[str, Any]:
     """Chart values (maxSlotsPerPod, slotType, ...) from a master.yaml; missing parts are left out."""
-    try:
-        config = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"{where}: master.yaml is not valid YAML: {exc}") from exc
+    config = load_yaml(text, f"{where}: master.yaml") or {}
     if not isinstance(config, dict):
         raise InputError(f"{where}: master.yaml is not a mapping")
     rm = config.get("resource_manager") or {}

@@ -49,6 +49,33 @@ def is_secret(path: Sequence[str | int]) -> bool:
     return any(looks_secret(name) for name in names)
 
 
+def secrets_in(values: Any, path: tuple[str | int, ...] = ()) -> list[str]:
+    """Every string under a secret key (known, misspelt or secret-looking) of nested values, for the scrubber.
+
+    Iterative, so hostile nesting cannot overflow it; inputs are depth-bounded before they get here.
+    """
+    found: list[str] = []
+    pending: list[tuple[Any, tuple[str | int, ...]]] = [(values, path)]
+    while pending:
+        node, where = pending.pop()
+        if isinstance(node, dict):
+            pending.extend((value, (*where, str(key))) for key, value in node.items())
+        elif isinstance(node, list):
+            pending.extend((value, (*where, i)) for i, value in enumerate(node))
+        elif isinstance(node, str) and where and _holds_secret(where):
+            found.append(node)
+    return found
+
+
+def _holds_secret(path: Sequence[str | int]) -> bool:
+    """A secret key, or one det-k8s does not know whose name looks secret; a known key that only names a
+    secret (imagePullSecretName, tlsSecret) holds none."""
+    key = schema.lookup(tuple(path))
+    if key is not None and key.kind is not schema.Kind.OBJECT:
+        return key.secret
+    return is_secret(path)
+
+
 def set_location(flag: str, path: Sequence[str | int], value: Any) -> str:
     """How a --set assignment is named in messages: its key and value, the value masked when secret."""
     if is_secret(path):
@@ -59,7 +86,12 @@ def set_location(flag: str, path: Sequence[str | int], value: Any) -> str:
         shown = "{" + ",".join("null" if v is None else str(v) for v in value) + "}"
     else:
         shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-    return f"{flag} {format_path(tuple(path))}={shown}"
+    return f"{flag} {clip(format_path(tuple(path)))}={clip(shown)}"
+
+
+def clip(text: str, width: int = 80) -> str:
+    """A long value shortened for a message (a 5,000-digit number is not worth repeating)."""
+    return text if len(text) <= width else f"{text[: width - 20]}...({len(text)} characters)"
 
 
 def mask_set_expression(expression: str) -> str:

@@ -250,7 +250,7 @@ def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCol
                   "TLS terminates in the master behind a NodePort Service; set useNodePortForMaster: true")
     for path in (("imagePullSecretName",), ("tlsSecret",), ("db", "storageClassName")):
         name = get_path(v, path)
-        if isinstance(name, str) and name and not DNS1123_SUBDOMAIN.match(name):
+        if isinstance(name, str) and name and not DNS1123_SUBDOMAIN.fullmatch(name):
             out.error(path, f"{name!r} is not a valid Kubernetes object name",
                       "use lowercase letters, digits, '-' and '.'")
     if v.get("enterpriseEdition") and not v.get("imagePullSecretName"):
@@ -280,7 +280,7 @@ def _rule_tasks(v: Mapping[str, Any], version: versions.Version | None, out: Pro
     for name in ("ncclPortRange", "glooPortRange"):
         text = tcd.get(name)
         if isinstance(text, str):
-            match = PORT_RANGE.match(text)
+            match = PORT_RANGE.fullmatch(text)
             if not match or not (1 <= int(match[1]) <= int(match[2]) <= 65535):
                 out.error((*base, name), f"expected MIN:MAX ports, found {text!r}", "for example 29400:29500")
     out.problems.extend(check_settings_pod_specs(v, out.sources))  # the Kubernetes Pod schema (podspec.py)
@@ -313,7 +313,7 @@ def _rule_version(v: Mapping[str, Any], app_version: Any, out: ProblemCollector)
     supported = f"det-k8s supports Determined {versions.SUPPORTED_RANGE}"
     if found is None:
         what = ("a development build, whose image cannot be pulled" if "dev" in app_version else
-                "a commit, whose configuration det-k8s cannot know" if COMMIT.match(app_version) else
+                "a commit, whose configuration det-k8s cannot know" if COMMIT.fullmatch(app_version) else
                 "not a Determined release number")
         out.error(("appVersion",), f"{app_version!r} is {what}; {supported}",
                   f"use a release such as {versions.DEFAULT} (the default)")

@@ -194,7 +194,8 @@ SCHEMA: Mapping[str, Key] = {
         saveTrialBest=_i("Best checkpoints kept per trial", 1, minimum=0),
         saveTrialLatest=_i("Latest checkpoints kept per trial", 1, minimum=0),
     ),
-    "maxSlotsPerPod": _i("Most slots (GPUs) one task pod gets; the GCD of the GPU node sizes", minimum=1),
+    "maxSlotsPerPod": _i("Most slots (GPUs) one task pod gets; the GCD of the GPU node sizes", minimum=1,
+                         maximum=4096),  # no node has more; bounds the arithmetic it feeds
     "slotType": Key(Kind.ENUM, "What a slot is: a GPU (gpu or cuda), slotResourceRequests.cpu CPUs (cpu), or an AMD "
                     "GPU (rocm)", "gpu", choices=SLOT_TYPES),
     "slotResourceRequests": _section(

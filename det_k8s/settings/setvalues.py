@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..bounded import MAX_DEPTH
 from ..errors import UsageError
 from .source import Path
 
@@ -75,7 +76,7 @@ def typed_value(text: str, as_string: bool) -> Any:
     if len(text) > 1 and text[0] == "0":
         return text
     body = text[1:] if text[:1] in "+-" else text
-    if body.isdigit() and body.isascii():
+    if body.isdigit() and body.isascii() and len(body) <= 19:  # more digits cannot be an int64: helm keeps text
         number = int(text)
         if -(2**63) <= number < 2**63:
             return number
@@ -86,12 +87,12 @@ def parse_set(expression: str, *, as_string: bool = False, flag: str = "--set") 
     """Parse one `--set` argument into assignments; a malformed one is a UsageError naming it."""
 
     def fail(reason: str) -> UsageError:
-        from .redact import mask_set_expression  # late: redact needs the key table, which needs nothing of this
+        from .redact import clip, mask_set_expression  # late: redact needs the key table, which needs nothing of this
 
         shown = mask_set_expression(expression)
         if shown != expression:  # a secret is involved: even the parser's reason could quote part of it
             reason = "cannot parse it (the value of a secret key is not shown)"
-        return UsageError(f"{flag} {shown!r}: {reason}", hint="use key.sub=value, list={a,b}, key[0]=value")
+        return UsageError(f"{flag} {clip(shown)!r}: {reason}", hint="use key.sub=value, list={a,b}, key[0]=value")
 
     reader = _Reader(expression)
     result: list[Assignment] = []
@@ -103,6 +104,8 @@ def parse_set(expression: str, *, as_string: bool = False, flag: str = "--set") 
             key, stop = reader.read_until("=[.,")
             if key:
                 path.append(key)
+                if len(path) > MAX_DEPTH:
+                    raise fail(f"a key more than {MAX_DEPTH} levels deep")
             elif stop != "[" or not path:
                 if stop == "[" and not path:
                     raise fail("a list index needs a key before it")
@@ -117,6 +120,8 @@ def parse_set(expression: str, *, as_string: bool = False, flag: str = "--set") 
                 if index > MAX_INDEX:
                     raise fail(f"list index {index} is larger than {MAX_INDEX}")
                 path.append(index)
+                if len(path) > MAX_DEPTH:
+                    raise fail(f"a key more than {MAX_DEPTH} levels deep")
                 nxt = reader.peek()
                 if nxt == "=":
                     reader.take()

@@ -13,14 +13,12 @@ from typing import Any
 
 import yaml
 
+from ..bounded import MAX_VALUES, Loader, check_yaml, number_problem, yaml_error
 from ..errors import InputError, Location, Problem, Severity
 
 Path = tuple[str | int, ...]
 
-try:  # the C loader is several times faster on big snapshot files
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - libyaml missing
-    _Loader = yaml.SafeLoader
+_Loader = Loader  # the C loader when libyaml is there (several times faster on big files)
 
 
 def format_path(path: Path) -> str:
@@ -64,9 +62,6 @@ class LoadedYaml:
     built: int = 0  # values constructed so far, aliases counted each time they expand
 
 
-MAX_VALUES = 1_000_000  # far above any real settings file; stops "billion laughs" alias bombs early
-
-
 def _construct(node: yaml.Node, loader: yaml.SafeLoader, name: str, path: Path, out: LoadedYaml) -> Any:
     line = node.start_mark.line + 1
     out.built += 1
@@ -98,25 +93,27 @@ def _construct(node: yaml.Node, loader: yaml.SafeLoader, name: str, path: Path, 
         return result
     if isinstance(node, yaml.SequenceNode):
         return [_construct(item, loader, name, (*path, i), out) for i, item in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
+    try:
+        return loader.construct_object(node, deep=True)
+    except ValueError as exc:  # an integer of more than 4,300 digits: Python will not convert it
+        raise InputError(f"{name}:{line}: {format_path(path) or 'value'}: {number_problem(exc)}") from exc
 
 
 def load_yaml_text(text: str, name: str) -> LoadedYaml:
-    """Parse one YAML document; syntax errors become InputError naming `name:line`."""
+    """Parse one YAML document; syntax errors become InputError naming `name:line`.
+
+    The text is checked first (`bounded.check_yaml`: depth and alias expansion on the event
+    stream), so the composer below never recurses deeper than `bounded.MAX_DEPTH`.
+    """
+    check_yaml(text, name)
     loader = _Loader(text)
     out = LoadedYaml(data=None, sources=SourceMap(), problems=[])
     try:
         node = loader.get_single_node()
         if node is not None:
             out.data = _construct(node, loader, name, (), out)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{name}:{mark.line + 1}" if mark is not None else name
-        reason = exc.problem or exc.context or "invalid YAML"
-        raise InputError(f"{where}: YAML syntax error: {reason}",
-                         hint="check indentation and quoting on that line") from exc
     except yaml.YAMLError as exc:
-        raise InputError(f"{name}: YAML error: {exc}") from exc
+        raise yaml_error(exc, name, text) from exc
     finally:
         loader.dispose()
     return out

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import StorageError
+from ..scrub import Scrubber
 from .probe import Backend, probe_key, run_probe
 from .report import StepResult, StorageReport
-from .scrub import Scrubber
 
 if TYPE_CHECKING:
     from ..settings import Settings

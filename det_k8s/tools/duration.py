@@ -8,17 +8,22 @@ import re
 
 from ..errors import UsageError
 
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+MAX_SECONDS = 7 * 86400.0  # a week: no wait det-k8s does is longer, and larger values overflow socket timeouts
+MAX_TEXT = 100
 
 
 HELP = "a Go duration such as 90s, 10m or 1h30m; a bare number is seconds"
-_NUMBER = re.compile(r"^\d+(?:\.\d+)?$")
+_NUMBER = re.compile(r"^[0-9]+(?:\.[0-9]+)?$")
 
 
-def parse_duration(text: str, flag: str = "--timeout") -> float:
-    """Seconds in a Go duration or a bare number of seconds; a wrong unit is a usage error naming the flag."""
+def parse_duration(text: str, flag: str = "--timeout", maximum: float = MAX_SECONDS) -> float:
+    """Seconds in a Go duration or a bare number of seconds; a wrong unit or more than `maximum` is a usage error
+    naming the flag."""
     value = text.strip()
+    if len(value) > MAX_TEXT:
+        raise UsageError(f"{flag}: {len(value)} characters is not a duration", hint=f"use {HELP}")
     if _NUMBER.match(value):
         value += "s"
     pos, total = 0, 0.0
@@ -32,6 +37,9 @@ def parse_duration(text: str, flag: str = "--timeout") -> float:
         raise UsageError(f"{flag} {text!r}: not a duration", hint=f"use {HELP}")
     if total <= 0:
         raise UsageError(f"{flag} {text!r}: must be more than zero")
+    if total > maximum:
+        raise UsageError(f"{flag} {text!r}: at most {format_duration(maximum)} ({maximum:g}s)",
+                         hint=f"use {format_duration(maximum)} or less")
     return total
 
 

@@ -17,13 +17,13 @@ password ever appears in an argv (visible in `ps`) or in a printed command.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DetK8sError, ToolFailed, ToolNotFound
+from ..bounded import load_json
+from ..errors import DetK8sError, InputError, ToolFailed, ToolNotFound
 from .failures import explain, scrub
 from .locate import locate, version_of
 from .process import Completed, run
@@ -171,8 +171,16 @@ def manifests_from_render(major: int, stdout: str) -> str:
     """The YAML stream a render printed (helm 4's JSON release holds it in `hooks` and `manifest`)."""
     if major == 3:
         return stdout
-    release = json.loads(stdout)
-    parts = [str(h.get("manifest") or "").strip() for h in release.get("hooks") or []]
+    try:
+        release = load_json(stdout, "helm install --dry-run=client -o json")
+    except InputError as exc:
+        raise ToolFailed(f"helm printed something det-k8s cannot read: {exc.message}", returncode=0) from exc
+    if not isinstance(release, dict):
+        raise ToolFailed("helm install --dry-run=client -o json printed JSON of another shape (not a release)",
+                         returncode=0)
+    hooks = release.get("hooks")
+    parts = [str(h.get("manifest") or "").strip() for h in (hooks if isinstance(hooks, list) else [])
+             if isinstance(h, dict)]
     parts.append(str(release.get("manifest") or "").strip())
     return "\n---\n".join(p.removeprefix("---").strip() for p in parts if p) + "\n"
 
@@ -203,20 +211,25 @@ class Helm:
                              hint="point --helm-binary or DET_K8S_HELM at a helm 3 or 4 binary") from exc
 
     def run(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT, check: bool = True,
-            secrets: Sequence[str] = ()) -> Completed:
+            secrets: Sequence[str] = (), timeout_hint: str | None = None) -> Completed:
         """`secrets` are scrubbed from an error message (helm may quote a rendered template line). A failure is one
         det-k8s line (`tools/failures.py`); helm's own stderr is logged, shown with -v."""
         try:
-            return run([self.path, *args], timeout=timeout, tool="helm", check=check, log=self.log, secrets=secrets)
+            return run([self.path, *args], timeout=timeout, tool="helm", check=check, log=self.log, secrets=secrets,
+                       timeout_hint=timeout_hint)
         except ToolFailed as exc:
             raise failed("helm", args, exc, self.log, self.context, secrets) from exc
 
     def json(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT) -> Any:
+        """helm's `-o json` output, bounded like every input (size, depth); its shape is the caller's to check."""
         text = self.run(args, timeout=timeout).stdout
+        if not text.strip():
+            return None
         try:
-            return json.loads(text) if text.strip() else None
-        except json.JSONDecodeError as exc:
-            raise ToolFailed(f"helm {args[0]} printed something that is not JSON", returncode=0) from exc
+            return load_json(text, f"helm {args[0]} -o json")
+        except InputError as exc:
+            raise ToolFailed(f"helm {args[0]} printed something det-k8s cannot read: {exc.message}",
+                             returncode=0) from exc
 
 
 def find_helm(explicit: str | None = None, log: Callable[[str], None] | None = None) -> Helm:

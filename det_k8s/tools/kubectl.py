@@ -8,12 +8,12 @@ those are the exact commands the documents give (`kubectl label nodes N determin
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import ToolFailed, UsageError
+from ..bounded import load_json
+from ..errors import InputError, ToolFailed, UsageError
+from ..names import check_node_name, is_label_key, is_label_value
 from .helm import KubeFlags, failed
 from .locate import locate, version_of
 from .process import Completed, run
@@ -27,9 +27,6 @@ AGENT_VALUE = "present"
 DEFAULT_TAINT = f"{AGENT_LABEL}={AGENT_VALUE}:NoSchedule"
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
-_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME}$")
-_VALUE = re.compile(rf"^({_NAME})?$")
 
 
 def kubectl_flags(kube: KubeFlags) -> list[str]:
@@ -67,23 +64,16 @@ def parse_taint(text: str, remove: bool = False) -> TaintSpec:
     key, _, value = head.partition("=")
     if effect not in EFFECTS:
         raise UsageError(f"taint {text!r}: effect {effect!r} is not one of {', '.join(EFFECTS)}", hint=hint)
-    if not _KEY.match(key) or len(key) > 253:
+    if not is_label_key(key):
         raise UsageError(f"taint {text!r}: key {key!r} is not a valid label key", hint=hint)
-    if not _VALUE.match(value):
+    if not is_label_value(value):
         raise UsageError(f"taint {text!r}: value {value!r} is not a valid label value", hint=hint)
     return TaintSpec(key, value, effect, remove)
 
 
-_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
 def node_names(nodes: Sequence[str]) -> list[str]:
-    """Node names checked before they reach kubectl's argv: `--all` must never arrive as a flag."""
-    for name in nodes:
-        if len(name) > 253 or not _NODE_NAME.match(name):
-            raise UsageError(f"NODE {name!r}: not a Kubernetes node name",
-                             hint="node names are lowercase letters, digits, '-' and '.'; see `det-k8s nodes list`")
-    return list(nodes)
+    """Node names checked (whole strings) before they reach kubectl's argv: `--all` must never arrive as a flag."""
+    return [check_node_name(name) for name in nodes]
 
 
 def label_argv(nodes: Sequence[str], kube: KubeFlags, key: str = AGENT_LABEL, value: str = AGENT_VALUE) -> list[str]:
@@ -118,8 +108,8 @@ class Kubectl:
 
 def _client_version(text: str) -> str:
     try:
-        return str(json.loads(text)["clientVersion"]["gitVersion"])
-    except (ValueError, KeyError, TypeError):
+        return str(load_json(text, "kubectl version")["clientVersion"]["gitVersion"])
+    except (InputError, KeyError, TypeError):
         return text.strip().splitlines()[0] if text.strip() else "unknown"
 
 

@@ -5,16 +5,23 @@ output. A non-zero exit becomes `ToolFailed` carrying the tool's own stderr (tri
 scrubbed), because that is what tells an admin what went wrong ("Error: INSTALLATION FAILED:
 ..."). A missing binary is `ToolNotFound`, a hang is `OperationTimeout`; no caller ever sees a
 `subprocess` exception.
+
+Each child leads its own session and process group: on a timeout or Ctrl-C the whole group is
+ended (TERM, then KILL), so nothing a tool started (helm's plugins and post-renderers, a credential
+plugin's helpers) outlives det-k8s.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import OperationTimeout, ToolFailed, ToolNotFound
+from ..scrub import scrub
 
 # What a child may inherit. helm and kubectl need their own settings (HELM_*, KUBECONFIG), a home
 # for their caches, proxies and CA bundles to reach the API server, and the variables of the
@@ -26,6 +33,7 @@ KEEP_NAMES = frozenset({
 })
 KEEP_PREFIXES = ("HELM_", "LC_", "XDG_", "AWS_", "GOOGLE_", "CLOUDSDK_", "AZURE_", "KUBECTL_")
 STDERR_LIMIT = 600
+GRACE_SECONDS = 2.0  # after SIGTERM, before SIGKILL
 
 
 @dataclass(frozen=True)
@@ -45,10 +53,12 @@ def child_env(environ: Mapping[str, str] | None = None, extra: Mapping[str, str]
 
 
 def trim_stderr(text: str, secrets: Sequence[str] = (), limit: int = STDERR_LIMIT) -> str:
-    """The useful part of a tool's stderr on one line: from the first `Error` line on, else the last lines."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "<redacted>")
+    """The useful part of a tool's stderr on one line: from the first `Error` line on, else the last lines.
+
+    Scrubbed first (every registered secret and `secrets`, in every derived form: base64 as helm
+    prints a Secret's data, URL-encoded, the parts of a connection string, a URL's user:password@).
+    """
+    text = scrub(text, secrets)
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.startswith("Use --debug")]
     first = next((i for i, ln in enumerate(lines) if ln.lower().startswith("error")), None)
     chosen = lines[first:] if first is not None else lines[-3:]  # helm 4 continues an error on indented lines
@@ -63,28 +73,74 @@ def display(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    """End the child and everything it started: its own process group (it leads a new session).
+
+    TERM first, so helm can release what it holds; KILL for whatever is still there a moment later.
+    """
+    for sig, wait in ((signal.SIGTERM, GRACE_SECONDS), (signal.SIGKILL, GRACE_SECONDS)):
+        try:
+            os.killpg(process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return  # the group is gone
+        try:
+            process.wait(wait)
+        except subprocess.TimeoutExpired:
+            continue
+        if sig is signal.SIGTERM:  # the leader is gone; its children may not be
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+        return
+
+
+def _communicate(process: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """The child's output; on timeout (or Ctrl-C) its whole process group is ended before this returns."""
+    try:
+        return process.communicate(timeout=timeout)
+    except BaseException:  # TimeoutExpired, KeyboardInterrupt: the tool and its children must not outlive us
+        _kill_group(process)
+        with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
+            process.communicate(timeout=GRACE_SECONDS)  # reap it; a grandchild that left the group may hold a pipe
+        for stream in (process.stdout, process.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                if stream is not None:
+                    stream.close()
+        raise
+
+
 def run(argv: Sequence[str], *, timeout: float, tool: str, env: Mapping[str, str] | None = None,
-        check: bool = True, secrets: Sequence[str] = (), log: Callable[[str], None] | None = None) -> Completed:
-    """Run argv and return its output; raise ToolFailed/ToolNotFound/OperationTimeout as described above."""
+        check: bool = True, secrets: Sequence[str] = (), log: Callable[[str], None] | None = None,
+        timeout_hint: str | None = None) -> Completed:
+    """Run argv and return its output; raise ToolFailed/ToolNotFound/OperationTimeout as described above.
+
+    The child leads a new session (its own process group), so a timeout or Ctrl-C ends it and every
+    process it started, never leaving helm's or a credential plugin's children behind. `timeout_hint`
+    is what the timeout message suggests (only commands that have a --timeout should mention it).
+    """
     argv = tuple(str(a) for a in argv)
     if log is not None:
         log(f"+ {display(argv)}")
     try:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                env=child_env() if env is None else dict(env), stdin=subprocess.DEVNULL,
-                                check=False, errors="replace")
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                   env=child_env() if env is None else dict(env), text=True, errors="replace",
+                                   start_new_session=True)
     except FileNotFoundError as exc:
         raise ToolNotFound(f"{tool} not found at {argv[0]}") from exc
     except PermissionError as exc:
         raise ToolNotFound(f"{tool} at {argv[0]} is not executable") from exc
+    except OSError as exc:  # not an executable at all (ENOEXEC), a name too long...
+        raise ToolNotFound(f"{tool} at {argv[0]} cannot be run: {exc.strerror or exc}") from exc
+    try:
+        stdout, stderr = _communicate(process, timeout)
     except subprocess.TimeoutExpired as exc:
         subcommand = " ".join(a for a in argv[1:3] if not a.startswith("-"))
-        raise OperationTimeout(f"{tool} {subcommand} did not finish within {timeout:g}s",
-                               hint="raise --timeout, or check the cluster with det-k8s status") from exc
-    completed = Completed(argv, result.returncode, result.stdout, result.stderr)
-    if check and result.returncode != 0:
+        raise OperationTimeout(f"{tool} {subcommand} did not finish within {timeout:g}s; it was stopped",
+                               hint=timeout_hint or "check that the cluster answers: det-k8s status, kubectl "
+                                                    "get nodes") from exc
+    completed = Completed(argv, process.returncode, stdout, stderr)
+    if check and process.returncode != 0:
         subcommand = " ".join(a for a in argv[1:3] if not a.startswith("-"))
-        detail = trim_stderr(result.stderr, secrets) or trim_stderr(result.stdout, secrets) or "no output"
-        raise ToolFailed(f"{tool} {subcommand} failed (exit {result.returncode}): {detail}",
-                         returncode=result.returncode, stderr=result.stderr)
+        detail = trim_stderr(stderr, secrets) or trim_stderr(stdout, secrets) or "no output"
+        raise ToolFailed(f"{tool} {subcommand} failed (exit {process.returncode}): {detail}",
+                         returncode=process.returncode, stderr=scrub(stderr, secrets))
     return completed

@@ -186,9 +186,14 @@ def test_validate_against_an_unreachable_cluster_is_one_line(run_cli, tmp_path):
 
 
 def test_a_device_or_binary_file_is_refused_at_its_first_nul_byte(run_cli, tmp_path):
-    result = run_cli("validate", "-f", "/dev/zero")
+    result = run_cli("validate", "-f", "/dev/zero")  # never opened: a device is not a regular file
     assert (result.code, result.err.strip()) == (
-        1, "error: /dev/zero: binary data (a NUL byte), not text; is this the right settings file?")
+        1, "error: /dev/zero: a device, not a regular file; det-k8s reads only regular files and stdin; save it "
+           "to a file, or pipe it in and pass -")
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"maxSlotsPerPod: 4\n\0\0")
+    assert run_cli("validate", "-f", binary).err.strip() == (
+        "error: " + str(binary) + ": binary data (a NUL byte), not text; is this the right settings file?")
     late = tmp_path / "late.yaml"
     late.write_bytes(b"maxSlotsPerPod: 4\n" + b" " * (3 * 2**20) + b"\0")  # the NUL sits past the first chunks
     assert "binary data (a NUL byte)" in run_cli("validate", "-f", late).err

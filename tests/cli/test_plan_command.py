@@ -217,7 +217,7 @@ def test_keys_are_checked_against_the_appversion_of_the_settings(run_cli, tmp_pa
             ("missing.yaml", "--snapshot", SNAPSHOTS / "twelve-gpus.yaml"),
             "error: missing.yaml: no such experiment file",
         ),
-        ((TWELVE_A, "--snapshot", "nowhere.yaml"), "error: nowhere.yaml: no such file"),
+        ((TWELVE_A, "--snapshot", "nowhere.yaml"), "error: nowhere.yaml: no such snapshot file"),
     ],
 )
 def test_missing_files_are_one_error_line(run_cli, args, message):
@@ -256,4 +256,5 @@ def test_usage_errors_exit_2(run_cli, args):
 def test_a_snapshot_from_a_device_is_refused_at_once(run_cli):
     result = run_cli("plan", EXPERIMENTS / "distributed-16gpu.yaml", "--snapshot", "/dev/zero")
     assert (result.code, result.err.strip()) == (
-        1, "error: /dev/zero: binary data (a NUL byte), not text; is this the right file?")
+        1, "error: /dev/zero: a device, not a regular file; det-k8s reads only regular files and stdin; save it to "
+           "a file, or pipe it in and pass -")

@@ -172,3 +172,30 @@ def test_a_tls_server_that_never_answers_is_reported_with_the_time_really_waited
         api.server_version()
     waited = float(re.search(r"did not answer in (\d+\.\d)s", str(info.value)).group(1))
     assert waited < 30.0 and "context pit" in str(info.value)
+def test_every_path_segment_is_escaped():
+    from det_k8s.errors import UsageError
+    from det_k8s.kube.kinds import CONFIGMAPS, PODS
+
+    assert CONFIGMAPS.path("team a", "x/../y") == "/api/v1/namespaces/team%20a/configmaps/x%2F..%2Fy"
+    assert PODS.path("ml", "p", "log") == "/api/v1/namespaces/ml/pods/p/log"
+    for bad in ("..", ".", ""):
+        with pytest.raises(UsageError, match="cannot be used in a Kubernetes API path"):
+            CONFIGMAPS.path(bad)
+
+
+def test_a_namespace_never_reaches_another_path(cluster, run_cli):
+    result = run_cli("experiment", "list", "-n", "../x")
+    assert result.code == 2 and "--namespace '../x': not a valid namespace name" in result.err
+    assert cluster.api.calls == []
+
+
+def test_a_huge_error_message_is_bounded(cluster):
+    from det_k8s.errors import ClusterError
+    from det_k8s.kube.api import _status_message
+    from det_k8s.kube.kinds import CONFIGMAPS
+
+    cluster.api.fail("GET", "configmaps", 500, "[" * 100_000 + "]" * 100_000, name="x")
+    with pytest.raises(ClusterError, match="API server answered 500") as info:
+        cluster.connect().get(CONFIGMAPS, "x")
+    assert len(info.value.message) < 2500
+    assert _status_message(b"[" * 100_000 + b"]" * 100_000).startswith("[[[")  # nested too deep: shown as text

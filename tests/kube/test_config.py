@@ -93,3 +93,51 @@ def test_an_unknown_context_across_several_files_names_them_all(tmp_path):
     with pytest.raises(UsageError) as info:
         resolve(None, "prod", None, {"KUBECONFIG": f"{tmp_path / 'none'}:{kc}"})
     assert "no such context in your kubeconfig files (contexts: a, b)" in str(info.value)
+
+
+@pytest.mark.parametrize(("namespace", "env", "source"), [
+    ("../x", {}, "--namespace"), ("ok\n", {}, "--namespace"), (None, {"HELM_NAMESPACE": "../../x"}, "HELM_NAMESPACE"),
+    (None, {"HELM_NAMESPACE": "UPPER"}, "HELM_NAMESPACE"),
+])
+def test_a_namespace_is_a_whole_dns_label_wherever_it_comes_from(tmp_path, namespace, env, source):
+    kc = write(tmp_path / "kc")
+    with pytest.raises(UsageError) as info:
+        resolve(str(kc), None, namespace, env)
+    assert info.value.message.startswith(f"{source} ") and "not a valid namespace name" in info.value.message
+
+
+def test_a_kubeconfig_namespace_is_checked_and_named(tmp_path):
+    kc = tmp_path / "kc"
+    kc.write_text(yaml.safe_dump({"current-context": "a", "contexts": [{"name": "a", "context": {"namespace": "a/b"}}]}))
+    with pytest.raises(UsageError, match=rf"^the namespace of context a in {kc} 'a/b': not a valid namespace"):
+        resolve(str(kc), None, None, {})
+
+
+def test_server_credentials_are_masked_and_registered(tmp_path):
+    from det_k8s.scrub import scrub
+
+    kc = tmp_path / "kc"
+    kc.write_text(yaml.safe_dump({
+        "current-context": "a", "contexts": [{"name": "a", "context": {"cluster": "c", "user": "u"}}],
+        "clusters": [{"name": "c", "cluster": {"server": "https://admin:PLANTED-SRV-91%21@api:6443"}}],
+        "users": [{"name": "u", "user": {"token": "PLANTED-TOKEN-2231"}}]}))
+    target, _ = resolve(str(kc), None, None, {})
+    assert target.server == "https://***@api:6443"
+    assert scrub("token PLANTED-TOKEN-2231, password PLANTED-SRV-91!") == "token ***, password ***"
+
+
+@pytest.mark.parametrize("text", ["a: [", "[" * 500 + "]" * 500, "- just\n- a list\n"])
+def test_a_broken_kubeconfig_is_one_error(tmp_path, text):
+    kc = tmp_path / "kc"
+    kc.write_text(text)
+    with pytest.raises(InputError):
+        resolve(str(kc), None, None, {})
+
+
+def test_a_kubeconfig_that_is_a_fifo_is_refused_at_once(tmp_path):
+    import os
+
+    fifo = tmp_path / "kc"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="a named pipe, not a regular file"):
+        resolve(str(fifo), None, None, {})

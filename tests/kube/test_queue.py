@@ -97,3 +97,42 @@ def test_a_malformed_entry_is_skipped_by_listing_and_named_by_get(cluster, key, 
     assert store.skipped and "det-k8s-queue-bad00002 is not a readable queue entry" in store.skipped[0]
     with pytest.raises(InputError, match="det-k8s-queue-bad00002 is not a readable queue entry"):
         store.get("bad00002")
+
+
+HOSTILE = {
+    "deeply nested": {"entry.json": "[" * 10000 + "]" * 10000},
+    "not an object": {"entry.json": '"text"'},
+    "a huge number": {"entry.json": '{"priority": ' + "9" * 5000 + "}"},
+    "an infinite priority": {"entry.json": '{"priority": 1e999}'},
+    "placement of another shape": {"status.json": '{"placement": ["gpu-0"]}'},
+    "doomed of another shape": {"status.json": '{"doomed": "all"}'},
+    "data that is a list": None,
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_bad_entry_is_quarantined_and_never_blocks_the_namespace(cluster, run_cli, tmp_path, case):
+    from tests.k8s_emulator import node
+
+    good = to_configmap(entry("good0001", 2), "default")
+    bad = to_configmap(entry("bad00001", 1), "default")
+    bad["data"] = ["x"] if HOSTILE[case] is None else {**bad["data"], **HOSTILE[case]}
+    cluster.api.put(good)
+    cluster.api.put(bad)
+    for i in range(2):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+    store = QueueStore(cluster.connect(), "default")
+    assert [e.id for e in store.entries()] == ["good0001"]
+    assert len(store.skipped) == 1 and store.skipped[0].startswith(
+        "configmap default/det-k8s-queue-bad00001 is not a readable queue entry (")
+    listed = run_cli("experiment", "list")
+    assert listed.code == 0 and "good0001" in listed.out and listed.err.count("det-k8s-queue-bad00001") == 1
+    ran = run_cli("scheduler", "run", "--once")
+    assert ran.code == 0, ran.err
+    assert len(cluster.api.items("pods")) == 2  # the good entry was scheduled all the same
+    settings = tmp_path / "s.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+    experiment = tmp_path / "e.yaml"
+    experiment.write_text("name: small\nresources: {slots_per_trial: 1}\n")
+    created = run_cli("experiment", "create", experiment, "-f", settings)
+    assert created.code == 0 and "internal error" not in created.err

@@ -42,9 +42,10 @@ def test_a_pod_that_cannot_be_removed_is_named(cluster):
     pod0, pod1 = group_pods(2)
     with pytest.raises(GroupCreationFailed) as info:
         create_group(cluster.connect(), "default", [pod1, pod0])  # pod 1 is created, pod 0 fails
-    assert info.value.leftovers == ("exp-abc-1",)
-    assert "could not remove exp-abc-1" in str(info.value)
-    assert "pods cleanup" in (info.value.hint or "")
+    assert info.value.leftovers == ("exp-abc-1",) and info.value.remaining == ("exp-abc-1",)
+    assert "could not remove exp-abc-1 (pod default/exp-abc-1: API server answered 500: etcd unavailable " \
+           "(context emulator)): they remain" in str(info.value)
+    assert "deleted by the next det-k8s command that sees them" in (info.value.hint or "")
     assert cluster.api.get("pods", "exp-abc-0") is not None  # not ours: never deleted
 
 
@@ -77,7 +78,8 @@ def test_a_creation_whose_answer_was_lost_is_removed_too(cluster):
     with pytest.raises(GroupCreationFailed) as info:
         create_group(cluster.connect(), "default", group_pods(3), SERVICE)
     assert cluster.api.items("pods") == []  # pod 1 existed on the server: it was deleted as well
-    assert str(info.value).endswith("removed the 2 pod(s) that were or may have been created")
+    assert str(info.value).endswith("removed the 2 pods exp-abc-0, exp-abc-1 that had been created")
+    assert info.value.remaining == ()  # pod 1 was there and is gone: nothing can appear later
     assert cluster.api.get("services", "exp-abc") is None
 
 

@@ -109,3 +109,82 @@ def test_a_place_nobody_may_write_is_one_line_naming_output(settings):
     with pytest.raises(InputError) as info:
         write_chart(Path("/proc/self/det-k8s-chart"), settings.values, "0.17.15")
     assert str(info.value).startswith("--output /proc/self/det-k8s-chart: cannot write the chart there:")
+
+
+def _archive_with(tmp_path, *members: tuple[tarfile.TarInfo, bytes | None]):
+    import io
+
+    archive = tmp_path / "evil.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        chart = tarfile.TarInfo("determined/Chart.yaml")
+        body = b"apiVersion: v1\nname: determined\nversion: 0.17.15\n"
+        chart.size = len(body)
+        tar.addfile(chart, io.BytesIO(body))
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return archive
+
+
+def _member(name: str, *, size: int = 0, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size, info.type, info.linkname = size, kind, link
+    return info
+
+
+@pytest.mark.parametrize(("member", "data", "message"), [
+    (_member("determined/../../escape.yaml", size=1), b"x", "points outside the chart directory"),
+    (_member("/etc/cron.d/x", size=1), b"x", "points outside the chart directory"),
+    (_member("determined/templates/link", kind=tarfile.SYMTYPE, link="/etc/shadow"), None, "is a link"),
+    (_member("determined/templates/hard", kind=tarfile.LNKTYPE, link="determined/Chart.yaml"), None, "is a link"),
+    (_member("determined/templates/fifo", kind=tarfile.FIFOTYPE), None, "is not a file or directory"),
+    (_member("other/x.yaml", size=1), b"x", "expected one chart directory"),
+])
+def test_archive_entries_that_leave_the_chart_are_refused(tmp_path, settings, member, data, message):
+    archive = _archive_with(tmp_path, (member, data))
+    with pytest.raises(InputError, match=message):
+        write_chart(tmp_path / "out", settings.values, "0.17.15", chart=archive)
+    assert not (tmp_path / "escape.yaml").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_gzip_bomb_is_refused_before_it_is_unpacked(tmp_path, settings):
+    # like a 3 GiB file of zeros in a 3 MB archive: its header alone refuses it, nothing is decompressed
+    import io
+
+    class Zeros(io.RawIOBase):
+        def __init__(self, size: int) -> None:
+            self.left = size
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer) -> int:  # type: ignore[override]
+            n = min(len(buffer), self.left)
+            buffer[:n] = bytes(n)
+            self.left -= n
+            return n
+
+    archive = tmp_path / "bomb.tgz"
+    big = _member("determined/templates/zeros.yaml", size=64 * 2**20)
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+        tar.addfile(big, io.BufferedReader(Zeros(big.size)))
+    with pytest.raises(InputError, match="is 64 MiB; helm refuses chart files over 5 MiB"):
+        write_chart(tmp_path / "out", settings.values, "0.17.15", chart=archive)
+
+
+def test_many_files_and_a_large_total_are_refused(tmp_path, settings):
+    from det_k8s.chart import assemble
+
+    many = [(_member(f"determined/t/{i}.yaml", size=1), b"x") for i in range(assemble.MAX_CHART_FILES + 1)]
+    with pytest.raises(InputError, match="more than 5000 entries"):
+        write_chart(tmp_path / "out", settings.values, "0.17.15", chart=_archive_with(tmp_path, *many))
+    size = 4 * 2**20
+    large = [(_member(f"determined/t/{i}.bin", size=size), bytes(size)) for i in range(26)]
+    with pytest.raises(InputError, match="unpacks to more than 100 MiB"):
+        write_chart(tmp_path / "out2", settings.values, "0.17.15", chart=_archive_with(tmp_path, *large))
+
+
+def test_a_corrupt_archive_is_one_error(tmp_path, settings):
+    bad = tmp_path / "bad.tgz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    with pytest.raises(InputError, match="not a readable .tgz chart archive"):
+        write_chart(tmp_path / "out", settings.values, "0.17.15", chart=bad)

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 
 import pytest
 
+from det_k8s.scrub import Scrubber
 from det_k8s.storage.probe import PROBE_PREFIX, probe_key, run_probe
 from det_k8s.storage.report import Failure, Reason, Status, Step
-from det_k8s.storage.scrub import Scrubber
 
 DATA = b"\x00probe\xff" * 8
 

@@ -43,7 +43,7 @@ def test_a_missing_binary_is_tool_not_found(tmp_path):
 
 
 def test_secrets_are_scrubbed_from_stderr():
-    assert trim_stderr("Error: bad password hunter2", ["hunter2"]) == "Error: bad password <redacted>"
+    assert trim_stderr("Error: bad password hunter2", ["hunter2"]) == "Error: bad password ***"
 
 
 def test_child_env_is_an_allow_list():
@@ -83,3 +83,61 @@ def test_helm_gets_a_unit_even_for_a_bare_number():
 
 def test_format_duration():
     assert [format_duration(s) for s in (600, 90, 5400, 5)] == ["10m0s", "1m30s", "1h30m0s", "5s"]
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as handle:  # a zombie waiting for its (gone) parent is not running
+        return handle.read().split(") ", 1)[1][0] != "Z"
+
+
+def test_a_timeout_ends_the_tool_and_every_process_it_started(tmp_path):
+    import time
+
+    pids = tmp_path / "pids"
+    # like helm running a plugin: the child starts a grandchild that would hold the GPUs' lock, then both hang
+    code = ("import subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+            f"open({str(pids)!r}, 'w').write(str(child.pid))\n"
+            "time.sleep(300)\n")
+    with pytest.raises(OperationTimeout, match="did not finish within 2s; it was stopped") as info:
+        run(py(code), timeout=2, tool="helm")
+    assert info.value.hint and "--timeout" not in info.value.hint  # only commands with a --timeout suggest it
+    grandchild = int(pids.read_text())
+    for _ in range(100):  # the grandchild's exit is asynchronous to the group kill
+        if not _alive(grandchild):
+            break
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+def test_the_timeout_hint_is_the_callers():
+    with pytest.raises(OperationTimeout) as info:
+        run(py("import time; time.sleep(30)"), timeout=0.5, tool="helm", timeout_hint="raise --timeout (now 5m)")
+    assert info.value.hint == "raise --timeout (now 5m)"
+
+
+def test_stderr_is_scrubbed_of_derived_forms(tmp_path):
+    import base64
+
+    secret = "PLANTED-db-pw-4411"
+    encoded = base64.b64encode(secret.encode()).decode()
+    script = tmp_path / "tool.py"
+    script.write_text(f"import sys; sys.stderr.write('Error: Secret data db-password: {encoded}; url "
+                      f"http://u:{secret}@db'); sys.exit(1)")
+    with pytest.raises(ToolFailed) as info:
+        run([sys.executable, str(script)], timeout=30, tool="helm", secrets=[secret])
+    assert secret not in str(info.value) + info.value.stderr and encoded not in str(info.value) + info.value.stderr
+
+
+def test_durations_are_bounded_with_the_bound_in_the_message():
+    with pytest.raises(UsageError, match=r"--timeout '9999999999999h': at most 168h0m0s \(604800s\)"):
+        parse_duration("9999999999999h")
+    with pytest.raises(UsageError, match="characters is not a duration"):
+        parse_duration("1s" * 1000)
+    assert parse_duration("168h") == 604800

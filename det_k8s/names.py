@@ -1,0 +1,62 @@
+"""Names as Kubernetes defines them, checked as whole strings wherever they come from.
+
+Every check is a full-string match: `re.match` with `$` accepts a trailing newline ("demo\\n"), and a
+name that passes must be exactly what the API server accepts, since it ends up in argv, in URL
+paths and in messages. Namespaces are DNS-1123 labels (the API server's rule for Namespace names),
+node names DNS-1123 subdomains, label keys an optional DNS-1123 subdomain prefix and a name part.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import UsageError
+
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+LABEL_MAX, SUBDOMAIN_MAX = 63, 253
+
+
+def is_dns_label(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= LABEL_MAX and DNS1123_LABEL.fullmatch(text) is not None
+
+
+def is_dns_subdomain(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= SUBDOMAIN_MAX and DNS1123_SUBDOMAIN.fullmatch(text) is not None
+
+
+def is_label_key(text: object) -> bool:
+    """`name` or `prefix/name`: prefix a DNS-1123 subdomain, name at most 63 of [-A-Za-z0-9_.]."""
+    if not isinstance(text, str):
+        return False
+    prefix, slash, name = text.rpartition("/")
+    if slash and not is_dns_subdomain(prefix):
+        return False
+    return len(name) <= LABEL_MAX and LABEL_NAME.fullmatch(name) is not None
+
+
+def is_label_value(text: object) -> bool:
+    return isinstance(text, str) and (text == "" or (len(text) <= LABEL_MAX and LABEL_NAME.fullmatch(text) is not None))
+
+
+def shown(text: str, width: int = 80) -> str:
+    """A user's value for a message: repr (so a newline shows as \\n), clipped."""
+    quoted = repr(text)
+    return quoted if len(quoted) <= width else quoted[: width - 4] + "...'"
+
+
+def check_namespace(name: str, source: str = "--namespace") -> str:
+    """The namespace, or a usage error (exit 2) naming where it came from (`-n`, HELM_NAMESPACE, a kubeconfig)."""
+    if not is_dns_label(name):
+        raise UsageError(f"{source} {shown(name)}: not a valid namespace name",
+                         hint="a namespace is at most 63 lower-case letters, digits and '-', starting and ending "
+                              "with a letter or digit (a DNS-1123 label), e.g. research")
+    return name
+
+
+def check_node_name(name: str, source: str = "NODE") -> str:
+    if not is_dns_subdomain(name):
+        raise UsageError(f"{source} {shown(name)}: not a Kubernetes node name",
+                         hint="node names are lowercase letters, digits, '-' and '.'; see `det-k8s nodes list`")
+    return name
