@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.builders import node_of
 from tests.conftest import example
 from tests.k8s_emulator import node
 
@@ -37,7 +38,7 @@ def gpus_by_node(cluster) -> dict[str, int]:
         if pod["status"]["phase"] in ("Succeeded", "Failed"):
             continue
         for c in pod["spec"]["containers"]:
-            used[pod["spec"]["nodeName"]] = used.get(pod["spec"]["nodeName"], 0) + int(
+            used[node_of(pod)] = used.get(node_of(pod), 0) + int(
                 c["resources"]["requests"].get("nvidia.com/gpu", "0"))
     return used
 
@@ -235,7 +236,8 @@ def test_policy_is_stored_for_every_client(run_cli, cluster):
     assert run_cli("scheduler", "policy", "--preemption", "--weight", "alice=2", "--weight", "bob=0.5").code == 0
     shown = json.loads(run_cli("scheduler", "policy", "-o", "json").out)
     assert shown == {"preemption": True, "weights": {"alice": 2.0, "bob": 0.5}, "autoscaling": False,
-                     "backfill": True, "reserve_after": 300.0}
+                     "backfill": True, "reserve_after": 300.0, "topology_key": "topology.kubernetes.io/zone",
+                     "topology_required": False, "extended_resource_toleration": None}
     assert run_cli("scheduler", "policy", "--weight", "alice").code == 2
 
 

@@ -13,6 +13,7 @@ from det_k8s.scheduling.experiments import parse_experiment
 from det_k8s.scheduling.groups import build_group
 from det_k8s.scheduling.model import Policy
 from det_k8s.settings import Document, load_settings
+from tests.builders import node_of
 from tests.k8s_emulator import node
 
 SETTINGS = load_settings([Document("s", "maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")]).settings()
@@ -32,7 +33,7 @@ def gpu_use(cluster) -> dict[str, int]:
     used: dict[str, int] = {}
     for pod in cluster.api.items("pods"):
         gpus = int(pod["spec"]["containers"][0]["resources"]["requests"].get("nvidia.com/gpu", "0"))
-        used[pod["spec"]["nodeName"]] = used.get(pod["spec"]["nodeName"], 0) + gpus
+        used[node_of(pod)] = used.get(node_of(pod), 0) + gpus
     return used
 
 

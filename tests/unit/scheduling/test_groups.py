@@ -13,6 +13,7 @@ from det_k8s.scheduling import labels as L
 from det_k8s.scheduling.experiments import parse_experiment
 from det_k8s.scheduling.groups import build_group, headless_service_manifest, pod_manifests, pods_for
 from det_k8s.settings import Document, load_settings
+from tests.builders import node_of
 from tests.conftest import example
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -130,7 +131,8 @@ def test_every_manifest_validates_against_kubernetes_1_31():
 
 def test_pods_are_pinned_labelled_and_named_as_dns_labels():
     group, pods, _ = manifests()
-    assert [p["spec"]["nodeName"] for p in pods] == ["node-0", "node-1"]
+    assert [node_of(p) for p in pods] == ["node-0", "node-1"]
+    assert all("nodeName" not in p["spec"] for p in pods)  # pinned by node affinity: kube-scheduler still runs
     assert [p["metadata"]["name"] for p in pods] == [
         "my-big-experiment-3f9c0a1b-0",
         "my-big-experiment-3f9c0a1b-1",
