@@ -119,8 +119,8 @@ def create(
     settings = scheduling_settings(api, values, set_, set_string)
     who = current_user(user)
     submitted, sequence = now()
-    group = build_group(experiment, settings, group_id=new_group_id(), user=who,
-                        submitted_at=submitted, sequence=sequence)  # raises Unschedulable: nothing written
+    group = build_group(experiment, settings, group_id=new_group_id(), user=who, submitted_at=submitted,
+                        sequence=sequence, namespace=api.namespace)  # raises Unschedulable: nothing written
     store = QueueStore(api, api.namespace)
     policy = effective_policy(api, settings)
     if autoscaling:

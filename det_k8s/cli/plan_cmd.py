@@ -35,10 +35,22 @@ def plan(
         help="Nodes will be added: groups larger than the cluster wait instead of being rejected.")] = False,
     user: Annotated[str | None, typer.Option(
         "--user", metavar="NAME", help="Submit as this user, for fair share (default: $USER).")] = None,
+    topology_key: Annotated[str, typer.Option(
+        "--topology-key", metavar="LABEL",
+        help="Node label whose values are topology domains (zones, racks, NVLink domains): a group is kept "
+        "within one when it fits there; \"\" turns it off.")] = "topology.kubernetes.io/zone",
+    require_topology: Annotated[bool, typer.Option(
+        "--require-topology", help="Place a group only within one domain of --topology-key.")] = False,
+    extended_resource_toleration: Annotated[bool | None, typer.Option(
+        "--extended-resource-toleration/--no-extended-resource-toleration",
+        help="Whether the API server adds tolerations of nvidia.com/gpu taints to GPU pods (the "
+        "ExtendedResourceToleration admission plugin; GKE, EKS and AKS run it). Default: detected "
+        "from the snapshot.", show_default=False)] = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Show where experiments would run on a cluster snapshot, or why they would wait. Offline."""
     from .planning import run
 
     run(experiments, snapshot_file, values, set_, set_string, preemption=preemption, autoscaling=autoscaling,
-        user=user, output_format=output_format)
+        user=user, output_format=output_format, topology_key=topology_key, require_topology=require_topology,
+        extended_resource_toleration=extended_resource_toleration)

@@ -35,16 +35,11 @@ def eligible_nodes(nodes: Sequence[Node], constraints: Constraints) -> tuple[lis
         excluded[reason] = excluded.get(reason, 0) + 1
 
     for node in nodes:
-        if not node.ready:
-            skip("not ready")
-        elif node.unschedulable:
-            skip("cordoned")
-        elif (taint := constraints.untolerated(node.taints)) is not None:
-            skip(f"taint {taint}")
-        elif not constraints.selector_matches(node.labels):
-            skip("node selector")
-        else:
+        cause = constraints.node_cause(node)  # kube-scheduler's node filters, as the scheduler models them
+        if cause is None:
             keep.append(node)
+        else:
+            skip(cause)
     return keep, excluded
 
 
@@ -61,7 +56,8 @@ def check_nodes(settings: Settings, nodes: Sequence[Node], sources: SourceMap, o
 
     usable, excluded = eligible_nodes(nodes, task_constraints(settings))
     if not nodes:
-        add(Severity.WARNING, (), f"{origin} lists no nodes; node checks skipped")
+        add(Severity.ERROR, (), f"{origin} lists no nodes, so the node checks cannot run",
+            "take it with `kubectl get nodes -o yaml`, or pass --kube-context to read the cluster's nodes")
         return problems
     if not usable:
         reasons = ", ".join(f"{count} {why}" for why, count in sorted(excluded.items()))

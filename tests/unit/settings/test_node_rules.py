@@ -86,8 +86,8 @@ def test_no_usable_node_at_all_is_an_error_with_reasons():
     assert only.startswith("error: no node in nodes.yaml can run task pods (1 not ready, 1 taint x:NoSchedule)")
 
 
-def test_empty_node_list_warns():
-    assert check(GPU_SETTINGS, [])[0].startswith("warning: nodes.yaml lists no nodes")
+def test_an_empty_node_list_is_an_error():
+    assert check(GPU_SETTINGS, [])[0].startswith("error: nodes.yaml lists no nodes, so the node checks cannot run")
 
 
 def test_task_constraints_come_from_the_slot_types_pod_spec():
