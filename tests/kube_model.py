@@ -257,6 +257,11 @@ class Cluster:
 
     def refusal(self, pod: Obj, node: str) -> str | None:
         """Why kube-scheduler's filters or the kubelet would refuse the pod on the node now (None: admitted)."""
+        cause = self.node_refusal(pod, node) or self.ports(pod, node) or self.resources(pod, node)
+        return cause or self.affinity(pod, node) or self.spread(pod, node)
+
+    def node_refusal(self, pod: Obj, node: str) -> str | None:
+        """The filters that depend on the node alone (and its volumes), not on other pods."""
         spec = spec_of(pod)
         labels = self.labels(node)
         if not self.ready(node):
@@ -280,8 +285,13 @@ class Cluster:
         os_name = (spec.get("os") or {}).get("name")
         if os_name and labels.get("kubernetes.io/os", os_name) != os_name:
             return "kubelet: OS"
-        cause = self.ports(pod, node) or self.resources(pod, node) or self.volume_rules(pod, node)
-        return cause or self.affinity(pod, node) or self.spread(pod, node)
+        return self.volume_rules(pod, node)
+
+    def free(self, node: str) -> dict[str, Fraction]:
+        """Allocatable minus what the pods on the node request, per resource (negative when over-committed)."""
+        used = self.used(node)
+        have = self.allocatable(node)
+        return {k: have.get(k, Fraction(0)) - used.get(k, 0) for k in set(have) | set(used)}
 
     def ports(self, pod: Obj, node: str) -> str | None:
         wanted = host_ports(pod)

@@ -246,7 +246,7 @@ class _Pass:
         for shape in shapes:
             eligibility = self.nodes.eligible(shape.klass, shape.constraints, shape.volumes)
             limits = self.nodes.limits(shape.klass, eligibility, shape.demand, shape.key)
-            if not eligibility.nodes:
+            if not eligibility.nodes or not self.fitter.members(shape):  # none left, or none offers what it asks
                 return explain.rejection(group, shape, limits, ReasonCode.NO_ELIGIBLE_NODES)
             if limits.max_pods < shape.pods:
                 return explain.rejection(group, shape, limits, ReasonCode.EXCEEDS_CLUSTER)
