@@ -308,3 +308,19 @@ def test_the_scheduler_loop_survives_a_failed_pass(cluster, tmp_path):
 def test_reserve_after_must_be_a_sane_number_of_seconds(run_cli, cluster, value):
     assert run_cli("scheduler", "policy", "--reserve-after", value).code == 2
     assert run_cli("scheduler", "policy").code == 0  # nothing stored that would break later passes
+
+
+def test_topology_and_the_admission_plugin_are_part_of_the_stored_policy(run_cli, cluster):
+    from det_k8s.kube.policy import read_policy
+
+    assert run_cli("scheduler", "policy", "--topology-key", "rack", "--require-topology",
+                   "--extended-resource-toleration", "on").code == 0
+    policy = read_policy(cluster.connect(), "default")
+    assert (policy.topology_key, policy.topology_required, policy.extended_resource_toleration) == ("rack", True, True)
+    shown = run_cli("scheduler", "policy")
+    assert "Topology:      rack (required)" in shown.out and "Admission:     ExtendedResourceToleration on" in shown.out
+    assert run_cli("scheduler", "policy", "--extended-resource-toleration", "detect", "--prefer-topology").code == 0
+    policy = read_policy(cluster.connect(), "default")
+    assert (policy.topology_required, policy.extended_resource_toleration) == (False, None)
+    bad = run_cli("scheduler", "policy", "--extended-resource-toleration", "maybe")
+    assert bad.code == 2 and "expected on, off or detect" in bad.err

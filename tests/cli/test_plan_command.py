@@ -258,3 +258,39 @@ def test_a_snapshot_from_a_device_is_refused_at_once(run_cli):
     result = run_cli("plan", EXPERIMENTS / "distributed-16gpu.yaml", "--snapshot", "/dev/zero")
     assert (result.code, result.err.strip()) == (
         1, "error: /dev/zero: binary data (a NUL byte), not text; is this the right file?")
+
+
+def test_snapshots_that_cannot_be_right_are_said_so(run_cli, tmp_path):
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"apiVersion": "v1", "kind": "List", "items": []}')
+    result = run_cli("plan", TWELVE_A, "--snapshot", empty)
+    assert result.code == 1 and f"error: {empty} lists no nodes: nothing can be planned on it" in result.err
+    bare = tmp_path / "nodes-only.yaml"
+    bare.write_text(yaml.safe_dump({"kind": "List", "items": [
+        item for item in yaml.safe_load((SNAPSHOTS / "twelve-gpus.yaml").read_text())["items"] if item["kind"] == "Node"]}))
+    result = run_cli("plan", TWELVE_A, "--snapshot", bare)
+    assert result.code == 0
+    assert f"warning: {bare} lists 2 node(s) and no pods, so every node looks free" in result.err
+
+
+def test_topology_and_admission_flags_reach_the_plan(run_cli, tmp_path):
+    snapshot = tmp_path / "zones.yaml"
+    nodes = [{"kind": "Node", "metadata": {"name": f"n{i}", "labels": {"rack": f"r{i // 2}"}},
+              "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+              "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "4", "pods": "110"}}}
+             for i in range(4)]
+    agent = {"kind": "Pod", "metadata": {"name": "agent", "namespace": "kube-system"},
+             "spec": {"nodeName": "n0", "containers": [{"name": "a", "resources": {"requests": {"cpu": "100m"}}}]},
+             "status": {"phase": "Running"}}
+    snapshot.write_text(yaml.safe_dump({"kind": "List", "items": [*nodes, agent]}))
+    args = (EXPERIMENTS / "distributed-12gpu-a.yaml", "--snapshot", snapshot, "--set", "maxSlotsPerPod=4")
+    (record,) = plan_json(run_cli, *args)["experiments"]  # the GPU taint: no plugin detected, every node excluded
+    assert record["status"] == "rejected" and "4 taint nvidia.com/gpu=present:NoSchedule" in record["reason"]
+    (record,) = plan_json(run_cli, *args, "--extended-resource-toleration", "--topology-key", "rack")["experiments"]
+    assert record["status"] == "placed"
+    (record,) = plan_json(run_cli, *args, "--extended-resource-toleration", "--topology-key", "rack",
+                          "--require-topology")["experiments"]
+    assert record["status"] == "rejected" and record["why"]["code"] == "exceeds-domain"  # 3 pods x 4, racks of 8
+    assert record["why"]["topology"] == {"key": "rack", "best_domain": "r0", "pods_there": 2}
+    assert record["reason"].startswith("never fits one rack (needs 3 pods x 4 nvidia.com/gpu), which the topology "
+                                       "policy requires; the largest, r0 holds at most 2 of its 3 pods")
