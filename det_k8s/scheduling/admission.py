@@ -14,6 +14,8 @@ Whether the plugin runs cannot be read from the API. det-k8s decides, most certa
 3. the cloud, from node labels: GKE, EKS (since Kubernetes 1.19) and AKS enable the plugin;
 4. otherwise off (upstream kube-apiserver does not enable it by default).
 
+(When no node carries a taint named after an extended resource, the plugin changes nothing: off.)
+
 Pods that already exist went through admission, so adding the toleration again changes nothing;
 det-k8s adds it to the pods it has yet to create.
 """
@@ -77,6 +79,8 @@ def detect(snapshot: Snapshot, setting: bool | None = None) -> Admission:
     """Decide whether the ExtendedResourceToleration plugin runs (see the module's docstring)."""
     if setting is not None:
         return Admission(setting, "set in the scheduling policy")
+    if not any(is_extended(taint.key) for node in snapshot.nodes for taint in node.taints):
+        return Admission(False, "no node is tainted with an extended resource's name: the plugin changes nothing")
     found = _untolerating(snapshot.pods)
     if found is not None:
         pod, resource = found

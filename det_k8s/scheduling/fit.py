@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..cluster.model import GPU, PODS, Constraints, Node
@@ -31,13 +31,13 @@ from .interpod import Space
 from .model import Placement, PodGroup, PodRequest
 from .volumes import NO_VOLUMES, Storage, VolumeRule
 
-Signature = tuple[object, ...]
+Signature = Hashable  # a shape's class: an int within a pass (`Shaper`), or the signature itself
 ONE_POD = 1000  # every pod also takes one of the node's `pods` allocatable
 SHOWN_NODES = 3  # nodes named in why-pending messages
 MAX_DOMAINS = 64  # beyond this many topology domains a group is not tried in each one
 
 
-def signature(constraints: Constraints) -> Signature:
+def signature(constraints: Constraints) -> tuple[object, ...]:
     """A hashable key: pods with equal signatures pass exactly the same node-level filters (volumes aside)."""
     selector = tuple(sorted(constraints.node_selector.items()))
     return (selector, constraints.required_terms, constraints.tolerations, constraints.os)
@@ -180,40 +180,75 @@ def demand_of(pod: PodRequest) -> Demand:
     return tuple(sorted((n, a) for n, a in asked.items() if a > 0))
 
 
+class Shaper:
+    """Groups' pods into shapes, for one pass: what each pod is once admitted, its volumes, its class.
+
+    A class is interned to a small int (equal signatures and volume rules, equal class): every index
+    and cache of the pass is keyed by it, so nested constraint tuples are hashed once per pod shape,
+    not at every lookup. Pods built from the same spec share their constraints object, so what a pod
+    becomes is remembered per constraints object and demand.
+    """
+
+    def __init__(self, storage: Storage | None = None, admission: Admission | None = None,
+                 space: Space | None = None) -> None:
+        self.storage = storage
+        self.admission = admission
+        self.space = space
+        self.classes: dict[tuple[object, ...], int] = {}
+        self._pods: dict[tuple[int, Demand, str], tuple[Constraints, Constraints, VolumeRule, int]] = {}
+
+    def kind(self, pod: PodRequest, demand: Demand) -> tuple[Constraints, VolumeRule, int]:
+        """(constraints once admitted, volume rule, class) of one pod."""
+        namespace = pod.namespace or "default"
+        ephemeral = any(claim.ephemeral for claim in pod.constraints.claims)
+        memo = (id(pod.constraints), demand, namespace if not ephemeral else f"{namespace}/{pod.name}")
+        found = self._pods.get(memo)
+        if found is None:
+            constraints = pod.constraints
+            if self.admission is not None:
+                constraints = self.admission.admit(constraints, (name for name, _ in demand))
+            volumes = (self.storage.rule(namespace, constraints.claims, pod.name) if self.storage is not None
+                       else NO_VOLUMES)
+            klass = self.classes.setdefault((signature(constraints), volumes.key), len(self.classes))
+            found = self._pods[memo] = (pod.constraints, constraints, volumes, klass)  # keeps the key object alive
+        return found[1], found[2], found[3]
+
+    def shapes(self, group: PodGroup) -> tuple[Shape, ...]:
+        """The group's pods grouped by (class, demand), the largest key amount first."""
+        found: dict[tuple[int, Demand], list[int]] = {}
+        first: dict[tuple[int, Demand], tuple[Constraints, VolumeRule]] = {}
+        for position, pod in enumerate(group.pods):
+            demand = demand_of(pod)
+            constraints, volumes, klass = self.kind(pod, demand)
+            kind = (klass, demand)
+            found.setdefault(kind, []).append(position)
+            first.setdefault(kind, (constraints, volumes))
+        shapes = []
+        space = self.space
+        for (klass, demand), ranks in found.items():
+            constraints, volumes = first[(klass, demand)]
+            key = key_resource(demand)
+            amount = dict(demand)[key]
+            members = tuple(group.pods[r] for r in ranks)
+            if constraints is not members[0].constraints:
+                members = tuple(_with_constraints(m, constraints) for m in members)
+            judged = space is not None and space.used and any(space.judged(m) for m in members)
+            general = judged or any(m.constraints.preferred_terms for m in members)
+            shapes.append(Shape(klass, constraints, demand, key, amount, tuple(ranks), members, volumes, general,
+                                judged))
+        shapes.sort(key=lambda shape: (-shape.amount, -shape.pods, shape.ranks[0]))
+        return tuple(shapes)
+
+
 def shapes_of(group: PodGroup, storage: Storage | None = None, admission: Admission | None = None,
               space: Space | None = None) -> tuple[Shape, ...]:
     """The group's pods grouped by (signature, volumes, demand), the largest key amount first.
 
     With `admission`, each pod's constraints are those it has once admitted (tolerations the
     API server adds); with `storage`, its claims become node tests; with `space`, pods inter-pod
-    rules judge are marked for pod-by-pod placement.
+    rules judge are marked for pod-by-pod placement. (A pass uses one `Shaper` for all its groups.)
     """
-    found: dict[tuple[Signature, tuple[object, ...], Demand], list[int]] = {}
-    first: dict[tuple[Signature, tuple[object, ...], Demand], tuple[Constraints, VolumeRule]] = {}
-    for position, pod in enumerate(group.pods):
-        demand = demand_of(pod)
-        constraints = pod.constraints
-        if admission is not None:
-            constraints = admission.admit(constraints, (name for name, _ in demand))
-        volumes = storage.rule(pod.namespace or "default", constraints.claims, pod.name) if storage else NO_VOLUMES
-        kind = (signature(constraints), volumes.key, demand)
-        found.setdefault(kind, []).append(position)
-        first.setdefault(kind, (constraints, volumes))
-    shapes = []
-    for kind, ranks in found.items():
-        sig, volume_key, demand = kind
-        constraints, volumes = first[kind]
-        key = key_resource(demand)
-        amount = dict(demand)[key]
-        members = tuple(group.pods[r] for r in ranks)
-        if admission is not None and admission.extended_resource_toleration:
-            members = tuple(_with_constraints(m, constraints) for m in members)
-        judged = space is not None and space.used and any(space.judged(m) for m in members)
-        general = judged or any(m.constraints.preferred_terms for m in members)
-        shapes.append(Shape((sig, volume_key), constraints, demand, key, amount, tuple(ranks),
-                            members, volumes, general, judged))
-    shapes.sort(key=lambda shape: (-shape.amount, -shape.pods, shape.ranks[0]))
-    return tuple(shapes)
+    return Shaper(storage, admission, space).shapes(group)
 
 
 def _with_constraints(pod: PodRequest, constraints: Constraints) -> PodRequest:
@@ -246,7 +281,7 @@ class Fitter:
         self.topology_required = topology_required and bool(topology_key)
         self.counting = True  # pods placed now enable affinity and count for spread (not for preemptors)
         self.failure: Failure | None = None
-        self._domains: dict[Signature, dict[str, tuple[str, ...]]] = {}
+        self._domains: dict[tuple[Signature, str], dict[str, tuple[str, ...]]] = {}
 
     def members(self, shape: Shape) -> tuple[str, ...]:
         return self.nodes.members(shape.klass, shape.constraints, shape.key, shape.volumes)
@@ -259,7 +294,7 @@ class Fitter:
 
     def domains(self, shape: Shape) -> dict[str, tuple[str, ...]]:
         """The shape's nodes by their value of the topology label (nodes without it are in none)."""
-        found = self._domains.get(shape.klass + (shape.key,))
+        found = self._domains.get((shape.klass, shape.key))
         if found is None:
             grouped: dict[str, list[str]] = {}
             key = self.topology_key
@@ -267,7 +302,7 @@ class Fitter:
                 value = self.nodes.by_name[name].labels.get(key)
                 if value is not None:
                     grouped.setdefault(value, []).append(name)
-            found = self._domains[shape.klass + (shape.key,)] = {v: tuple(n) for v, n in sorted(grouped.items())}
+            found = self._domains[(shape.klass, shape.key)] = {v: tuple(n) for v, n in sorted(grouped.items())}
         return found
 
     def topology_applies(self, shapes: Sequence[Shape]) -> bool:

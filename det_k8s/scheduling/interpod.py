@@ -118,6 +118,9 @@ class Space:
         self.anti_sources: dict[PodAffinityTerm, Counter[Pair]] = {}
         self._affinity_index, self._anti_index, self._spread_index = _Index(), _Index(), _Index()
         self._terms_of: dict[int, tuple[PodRequest, tuple[PodAffinityTerm, ...]]] = {}
+        self._pod_views: dict[tuple[int, SpreadConstraint], tuple[PodRequest, SpreadView]] = {}
+        self._domain_maps: dict[tuple[object, ...], dict[str, str]] = {}
+        self._sources_index: _Index | None = None
         self.used = False  # whether any rule here can refuse anything
         for group in queue:
             for request in group.pods:
@@ -139,10 +142,13 @@ class Space:
                         self.spread[key] = Counter()
                         self._spread_index.add(key, constraint.selector)
                 self.used = self.used or c.interpod
+        matters = bool(self._anti_index or self._affinity_index or self._spread_index)  # any pod may count
         for pod in snapshot.pods:
+            c = pod.constraints
+            if not (matters or c.anti_affinity or c.host_ports) or not pod.active:
+                continue
             node = pod.node
-            if pod.active and node in self.nodes:
-                c = pod.constraints
+            if node in self.nodes:
                 if c.anti_affinity or c.host_ports:
                     self.used = True
                 self.add(pod.labels, pod.namespace, c, node, terminating=pod.deleting)
@@ -206,12 +212,27 @@ class Space:
         self.add(pod.labels, pod.namespace, pod.constraints, node, counting=counting, sign=sign)
 
     def _anti_terms_for(self, pod: PodRequest) -> tuple[PodAffinityTerm, ...]:
-        """Every registered anti-affinity term that matches the pod (other pods' terms it must keep away from)."""
+        """Every registered anti-affinity term that matches the pod (other pods' terms it must keep away from).
+
+        The terms are fixed once the snapshot's pods are in (queued pods' terms were registered first),
+        so they are indexed by their selectors' `In` requirements on first use.
+        """
         found = self._terms_of.get(id(pod))
         if found is None:
+            if self._sources_index is None:
+                self._sources_index = _Index()
+                for term in self.anti_sources:
+                    self._sources_index.add(term, term.selector)
             namespace = pod.namespace or "default"
-            terms = tuple(t for t in self.anti_sources if self._matches(t, pod.labels, namespace))
-            found = self._terms_of[id(pod)] = (pod, terms)
+            seen: set[Hashable] = set()
+            terms = []
+            for item in self._sources_index.candidates(pod.labels):
+                if item not in seen:
+                    seen.add(item)
+                    assert isinstance(item, PodAffinityTerm)
+                    if self._matches(item, pod.labels, namespace):
+                        terms.append(item)
+            found = self._terms_of[id(pod)] = (pod, tuple(terms))
         return found[1]
 
     def interacts(self, pod: PodRequest) -> bool:
@@ -241,6 +262,10 @@ class Space:
 
     def view(self, constraint: SpreadConstraint, pod: PodRequest) -> SpreadView:
         """Domain counts for the constraint over the nodes the pod's inclusion policies admit."""
+        memo = (id(pod), constraint)
+        found = self._pod_views.get(memo)
+        if found is not None:
+            return found[1]
         c = pod.constraints
         namespace = pod.namespace or "default"
         keys = tuple(sorted({s.topology_key for s in c.spread}))
@@ -249,18 +274,30 @@ class Space:
         key = (constraint, namespace, keys, affinity, taints)
         view = self._views.get(key)
         if view is None:
-            domain_of = {}
-            for name, node in self.nodes.items():
-                if any(k not in node.labels for k in keys):
-                    continue
-                if constraint.honor_affinity and not c.affinity_matches(node):
-                    continue
-                if constraint.honor_taints and c.untolerated(t for t in node.taints if t.effect != "PreferNoSchedule"):
-                    continue
-                domain_of[name] = node.labels[constraint.topology_key]
-            view = self._views[key] = SpreadView(domain_of, self.spread.get((constraint, namespace), {}))
+            view = self._views[key] = SpreadView(self._domains(constraint.topology_key, keys, affinity, taints, c),
+                                                 self.spread.get((constraint, namespace), {}))
             self._views_of.setdefault((constraint, namespace), []).append(view)
+        self._pod_views[memo] = (pod, view)
         return view
+
+    def _domains(self, key: str, keys: tuple[str, ...], affinity: object, taints: object,
+                 c: Constraints) -> dict[str, str]:
+        """node -> its value of `key`, for the nodes with every spread key that the policies admit (shared)."""
+        cache = (key, keys, affinity, taints)
+        found = self._domain_maps.get(cache)
+        if found is None:
+            found = {}
+            for name, node in self.nodes.items():
+                labels = node.labels
+                if any(k not in labels for k in keys):
+                    continue
+                if affinity is not None and not c.affinity_matches(node):
+                    continue
+                if taints is not None and c.untolerated(t for t in node.taints if t.effect != "PreferNoSchedule"):
+                    continue
+                found[name] = labels[key]
+            self._domain_maps[cache] = found
+        return found
 
     def cause(self, pod: PodRequest, node: str) -> str | None:
         """Why an inter-pod rule refuses the pod on the node now, or None."""

@@ -33,9 +33,9 @@ from datetime import datetime
 from ..cluster.model import Pod, Snapshot
 from .admission import Admission, detect
 from .capacity import Capacity
-from .fit import Fitter, Nodes, Shape, Taken, assign, placed_pods, shapes_of
+from .fit import Fitter, Nodes, Shape, Shaper, Taken, assign, placed_pods
 from .interpod import Space
-from .labels import running_groups
+from .labels import GROUP, is_managed, running_groups
 from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from .order import FairOrder
 from .preempt import Evictions
@@ -70,8 +70,10 @@ def lasting_usage(pods: Iterable[Pod]) -> dict[str, dict[str, int]]:
     """Per node, what DaemonSet and static pods hold: capacity no scheduling decision frees."""
     held: dict[str, dict[str, int]] = {}
     for pod in pods:
+        if not (pod.mirror or pod.owner_kind == "DaemonSet") or not pod.active:
+            continue
         node = pod.node
-        if pod.active and pod.permanent and node is not None:
+        if node is not None:
             bucket = held.setdefault(node, {})
             for name, amount in pod.requests.items():
                 bucket[name] = bucket.get(name, 0) + amount
@@ -87,8 +89,11 @@ class _Pass:
         self.now = now
         self.running = tuple(sorted(running, key=lambda g: g.id))
         permanent = lasting_usage(snapshot.pods)
-        lasting = {node.name: {name: amount - permanent.get(node.name, {}).get(name, 0)
-                               for name, amount in node.allocatable.items()} for node in snapshot.nodes}
+        lasting = {node.name: node.allocatable for node in snapshot.nodes}
+        for node in snapshot.nodes:
+            held = permanent.get(node.name)
+            if held:
+                lasting[node.name] = {name: amount - held.get(name, 0) for name, amount in node.allocatable.items()}
         self.nodes = Nodes(snapshot.nodes, lasting)
         self.capacity = Capacity(snapshot.nodes, snapshot.used)
         self.storage = Storage(snapshot)
@@ -108,8 +113,9 @@ class _Pass:
         self.rejected: dict[str, Reason] = {}
         self.preempting: dict[str, tuple[str, ...]] = {}
         unready = {node.name for node in snapshot.nodes if not node.ready}
-        returning = [g for g in running_groups(snapshot.pods)
-                     if g.terminating and not any(pod.node in unready for pod in g.pods)]
+        leaving = {pod.labels.get(GROUP) for pod in snapshot.pods if pod.deleting and is_managed(pod.labels)}
+        returning = [g for g in running_groups(p for p in snapshot.pods if p.labels.get(GROUP) in leaving)
+                     if g.terminating and not any(pod.node in unready for pod in g.pods)] if leaving else []
         self.evictions = Evictions(self.fitter, self.running, returning)
         self.decided: list[str] = []
         self.queued: list[PodGroup] = []  # waiting groups, in order: "who is ahead of me"
@@ -121,6 +127,7 @@ class _Pass:
         self.explainer = Explainer(snapshot, self.fitter, self.reservation)
         self.warnings: dict[str, None] = {}
         self._shapes: dict[str, tuple[Shape, ...]] = {}
+        self.shaper = Shaper(self.storage, self.admission, self.space)
         self._would_start: dict[tuple[object, ...], bool] = {}
 
     def run(self) -> Plan:
@@ -135,7 +142,7 @@ class _Pass:
     def shapes(self, group: PodGroup) -> tuple[Shape, ...]:
         found = self._shapes.get(group.id)
         if found is None:
-            found = self._shapes[group.id] = shapes_of(group, self.storage, self.admission, self.space)
+            found = self._shapes[group.id] = self.shaper.shapes(group)
             self.warn_about(group, found)
         return found
 
@@ -160,20 +167,15 @@ class _Pass:
         if not shapes:
             self.rejected[group.id] = Reason(ReasonCode.INVALID, detail="the group has no pods")
             return
-        never = self.never_fits(group, shapes)
-        if never is not None:
-            if self.policy.autoscaling and never.code in (ReasonCode.EXCEEDS_CLUSTER, ReasonCode.EXCEEDS_DOMAIN):
-                self.wait(group, replace(never, code=ReasonCode.WAITING_FOR_NODES))
-            else:
-                self.rejected[group.id] = never
+        if self.refuse(group, self.never_fits(group, shapes)):
             return
         volumes = next((shape.volumes.waiting for shape in shapes if shape.volumes.waiting), "")
         if volumes:
             self.wait(group, self.reason(group, shapes, ReasonCode.VOLUMES, detail=volumes))
             return
         if self.blocker is not None:
-            self.wait(group, self.reason(group, shapes, ReasonCode.STRICT_ORDER,
-                                         detail=self.blocker.experiment))
+            if not self.refuse(group, self.never_fits_lasting(group, shapes)):
+                self.wait(group, self.reason(group, shapes, ReasonCode.STRICT_ORDER, detail=self.blocker.experiment))
             return
         taken = self.fitter.try_place(shapes)
         if taken is not None:
@@ -181,6 +183,8 @@ class _Pass:
             self.place(group, taken)
             return
         failure = self.fitter.failure
+        if self.refuse(group, self.never_fits_lasting(group, shapes)):  # only now: what fits now fits for good
+            return
         if self.policy.backfill:
             taken = self.reservation.backfill(shapes)
             if taken is not None:
@@ -241,7 +245,18 @@ class _Pass:
                                           self.policy.topology_key, self.policy.topology_required)
         return self._lasting_fitter
 
+    def refuse(self, group: PodGroup, never: Reason | None) -> bool:
+        """Reject a group that can never fit (with autoscaling: let it wait for nodes); False if it may fit."""
+        if never is None:
+            return False
+        if self.policy.autoscaling and never.code in (ReasonCode.EXCEEDS_CLUSTER, ReasonCode.EXCEEDS_DOMAIN):
+            self.wait(group, replace(never, code=ReasonCode.WAITING_FOR_NODES))
+        else:
+            self.rejected[group.id] = never
+        return True
+
     def never_fits(self, group: PodGroup, shapes: Sequence[Shape]) -> Reason | None:
+        """Per shape, against the lasting allocatable of its eligible nodes (counts alone: cheap)."""
         explain = self.explainer
         for shape in shapes:
             eligibility = self.nodes.eligible(shape.klass, shape.constraints, shape.volumes)
@@ -250,20 +265,26 @@ class _Pass:
                 return explain.rejection(group, shape, limits, ReasonCode.NO_ELIGIBLE_NODES)
             if limits.max_pods < shape.pods:
                 return explain.rejection(group, shape, limits, ReasonCode.EXCEEDS_CLUSTER)
-        general = any(shape.general for shape in shapes)
-        if general or len(shapes) > 1 or self.policy.topology_required:
-            lasting = self.lasting_fitter
-            if not lasting.fits(shapes):
-                if self.policy.topology_required and lasting.topology_applies(shapes):
-                    lasting.topology_required, lasting.topology_key = False, ""
-                    try:
-                        across = lasting.fits(shapes)
-                    finally:
-                        lasting.topology_required, lasting.topology_key = True, self.policy.topology_key
-                    if across:
-                        return explain.domain_rejection(group, shapes, self.policy.topology_key, self.nodes)
-                return explain.pod_rules_rejection(group, shapes, lasting.failure)
         return None
+
+    def never_fits_lasting(self, group: PodGroup, shapes: Sequence[Shape]) -> Reason | None:
+        """The whole group placed on the cluster with only DaemonSet and static pods on it: pod rules, several
+        shapes and the topology policy included. Counts cannot tell that; a placement can."""
+        general = any(shape.general for shape in shapes)
+        if not (general or len(shapes) > 1 or self.policy.topology_required):
+            return None
+        lasting = self.lasting_fitter
+        if lasting.fits(shapes):
+            return None
+        if self.policy.topology_required and lasting.topology_applies(shapes):
+            lasting.topology_required, lasting.topology_key = False, ""
+            try:
+                across = lasting.fits(shapes)
+            finally:
+                lasting.topology_required, lasting.topology_key = True, self.policy.topology_key
+            if across:
+                return self.explainer.domain_rejection(group, shapes, self.policy.topology_key, self.nodes)
+        return self.explainer.pod_rules_rejection(group, shapes, lasting.failure)
 
     def place(self, group: PodGroup, taken: Taken, *, movable: bool = True, counting: bool = True) -> None:
         self.placements[group.id] = assign(group, taken)
@@ -298,11 +319,12 @@ class _Pass:
             elif self.policy.preemption:
                 outcome = "not-enough" if preemptible else "none-lower"
             elif preemptible and not self.enabling(shapes):
-                memo = (shapes[0].klass, tuple((s.demand, s.pods) for s in shapes), group.priority,
-                        self.capacity.version)
-                would_start = self._would_start.get(memo)
+                # capacity and candidates only shrink in a pass: a "no" stays a no, a "yes" holds while nothing changed
+                memo = (shapes[0].klass, tuple((s.demand, s.pods) for s in shapes), group.priority)
+                would_start = self._would_start.get(memo + (self.capacity.version,), self._would_start.get(memo))
                 if would_start is None:
-                    would_start = self._would_start[memo] = self.evictions.would_start(shapes, group.priority)
+                    would_start = self.evictions.would_start(shapes, group.priority)
+                    self._would_start[memo + (self.capacity.version,) if would_start else memo] = would_start
                 outcome = "would-start" if would_start else ""
         return self.explainer.waiting(
             group, shapes, code, ahead=self.queued, reserved_for=holder, reserved_nodes=held,

@@ -46,8 +46,9 @@ class Explainer:
         self.fitter = fitter
         self.reservation = reservation
         self._holders: dict[str, list[tuple[tuple[str, str], Mapping[str, int]]]] | None = None
-        self._initial = {name: dict(free) for name, free in fitter.capacity.free.items()}
+        self._used = snapshot.used  # free before this plan: allocatable minus this
         self._cache: dict[tuple[object, ...], dict[str, Any]] = {}
+        self._about_cache: dict[tuple[object, ...], tuple[Any, ...]] = {}
 
     # -- rejected --------------------------------------------------------------------------------
 
@@ -136,11 +137,11 @@ class Explainer:
         for position, node in enumerate(members):
             have = capacity.allocatable[node]
             now = capacity.free[node]
-            before = self._initial[node]
+            used = self._used.get(node, {})
             for name in resources:
                 amount = max(now.get(name, 0), 0)
                 allocatable[name] += max(have.get(name, 0), 0)
-                planned[name] += max(before.get(name, 0), 0) - amount
+                planned[name] += max(have.get(name, 0) - used.get(name, 0), 0) - amount
                 if node in blocked:
                     reserved[name] += amount
                     continue
@@ -155,7 +156,7 @@ class Explainer:
         return found
 
     def held_by(self, shape: Shape, members: Sequence[str], resource: str) -> list[tuple[str, str, int]]:
-        """Who holds `resource` on the nodes, from the snapshot (most first)."""
+        """Who holds most of `resource` on the nodes, from the snapshot (most first, the first few)."""
         cache = ("holders", shape.klass, shape.key, resource)
         found = self._cache.get(cache)
         if found is None:
@@ -166,9 +167,9 @@ class Explainer:
                     amount = amounts.get(resource, 0)
                     if amount > 0:
                         totals[who] += amount
-            rows = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+            rows = heapq.nsmallest(SHOWN_HOLDERS, totals.items(), key=lambda item: (-item[1], item[0]))
             found = self._cache[cache] = {"rows": [(kind, name, amount) for (kind, name), amount in rows]}
-        return list(found["rows"])
+        return list(found["rows"])  # the first few only: who is named
 
     def waiting(self, group: PodGroup, shapes: Sequence[Shape], code: ReasonCode, *,
                 ahead: Sequence[PodGroup], reserved_for: PodGroup | None = None,
@@ -177,6 +178,31 @@ class Explainer:
                 preemption: str = "", topology_key: str = "") -> Reason:
         """Why a group that fits the cluster waits now."""
         shape = shapes[0]
+        cache = (shape.klass, shape.demand, shape.pods, topology_key, self.fitter.capacity.version)
+        found = self._about_cache.get(cache)
+        if found is None:
+            found = self._about_cache[cache] = self._about(shape, topology_key)
+        short, largest, allocatable, free, reserved, holders, topology, fits, eligible, excluded = found
+        blocked: tuple[tuple[str, int], ...] = ()
+        if isinstance(failure, Failure):
+            blocked = tuple((cause, n) for cause, n in sorted(failure.causes.items(), key=lambda i: (-i[1], i[0]))
+                            if cause != "insufficient resources")
+        return Reason(
+            code=code, pods=group.size, per_pod=shape.request, resource=short, key=shape.key,
+            needed=sum(dict(s.demand).get(short, 0) * s.pods for s in shapes),
+            cluster_total=allocatable, free_total=free, reserved=reserved,
+            in_use=max(allocatable - free - reserved, 0), fits_at_most=fits,
+            largest_free=largest, limiting=short, eligible_nodes=eligible, excluded=excluded,
+            ahead=tuple(g.experiment for g in ahead[:SHOWN_AHEAD]),
+            ahead_ids=tuple(g.id for g in ahead[:SHOWN_AHEAD]),
+            ahead_count=len(ahead), reserved_for=reserved_for.experiment if reserved_for else None,
+            reserved_nodes=reserved_nodes, preemptible=preemptible, detail=detail,
+            holders=holders, blocked=blocked, topology=topology,
+            preemption_would_start=would_start, autoscaling=False, preemption=preemption,
+        )
+
+    def _about(self, shape: Shape, topology_key: str) -> tuple[Any, ...]:
+        """The parts of a waiting reason that depend only on the shape and the capacity now."""
         numbers = self.numbers(shape)
         index = self.fitter.index(shape)
         bounds = numbers["bounds"]
@@ -185,17 +211,10 @@ class Explainer:
         if bounds[short] >= shape.pods:  # each resource alone would do: the key resource is the one to show
             short = shape.key
         largest = tuple((node, amount) for amount, _, node in heapq.nlargest(SHOWN_NODES, numbers["per_node"][short]))
-        allocatable = numbers["allocatable"][short]
-        free = numbers["free"][short]
-        reserved = numbers["reserved"][short]
         holders = self.held_by(shape, numbers["members"], short)
         if numbers["planned"][short] > 0:
             holders.append(("planned", "this plan", numbers["planned"][short]))
             holders.sort(key=lambda row: (-row[2], row[0], row[1]))
-        blocked: tuple[tuple[str, int], ...] = ()
-        if isinstance(failure, Failure):
-            blocked = tuple((cause, n) for cause, n in sorted(failure.causes.items(), key=lambda i: (-i[1], i[0]))
-                            if cause != "insufficient resources")
         topology = None
         if topology_key:
             best = ("", 0)
@@ -205,19 +224,9 @@ class Explainer:
                     best = (domain, total)
             if best[0]:
                 topology = (topology_key, best[0], min(best[1], shape.pods))
-        limits = self.fitter.nodes.limits(shape.klass, self.fitter.nodes.eligible(
-            shape.klass, shape.constraints, shape.volumes), shape.demand, shape.key)
-        return Reason(
-            code=code, pods=group.size, per_pod=shape.request, resource=short, key=shape.key,
-            needed=sum(dict(s.demand).get(short, 0) * s.pods for s in shapes),
-            cluster_total=allocatable, free_total=free, reserved=reserved,
-            in_use=max(allocatable - free - reserved, 0), fits_at_most=index.total(shape.demand),
-            largest_free=largest, limiting=short, eligible_nodes=len(numbers["members"]),
-            excluded=_excluded(self.fitter.nodes, shape, limits.without_key),
-            ahead=tuple(g.experiment for g in ahead[:SHOWN_AHEAD]),
-            ahead_ids=tuple(g.id for g in ahead[:SHOWN_AHEAD]),
-            ahead_count=len(ahead), reserved_for=reserved_for.experiment if reserved_for else None,
-            reserved_nodes=reserved_nodes, preemptible=preemptible, detail=detail,
-            holders=tuple(holders[:SHOWN_HOLDERS]), blocked=blocked, topology=topology,
-            preemption_would_start=would_start, autoscaling=False, preemption=preemption,
-        )
+        nodes = self.fitter.nodes
+        limits = nodes.limits(shape.klass, nodes.eligible(shape.klass, shape.constraints, shape.volumes),
+                              shape.demand, shape.key)
+        return (short, largest, numbers["allocatable"][short], numbers["free"][short], numbers["reserved"][short],
+                tuple(holders[:SHOWN_HOLDERS]), topology, index.total(shape.demand), len(numbers["members"]),
+                _excluded(nodes, shape, limits.without_key))

@@ -92,7 +92,7 @@ class Storage:
         self._rules: dict[tuple[object, ...], VolumeRule] = {}
         self.in_use: dict[tuple[str, str], str] = {}  # (namespace, claim) -> a pod using it now
         for pod in snapshot.pods:
-            if pod.active:
+            if pod.constraints.claims and pod.active:
                 for claim in pod.constraints.claims:
                     name = f"{pod.name}-{claim.name}" if claim.ephemeral else claim.name
                     self.in_use.setdefault((pod.namespace, name), pod.name)

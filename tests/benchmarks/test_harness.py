@@ -38,11 +38,11 @@ pytestmark = pytest.mark.emulator
 def test_the_report_has_the_machine_every_section_and_a_verdict_per_goal(quick_run):
     results, report = quick_run
     assert results["quick"] is True and results["machine"]["cores"] >= 1 and results["machine"]["python"]
-    for heading in ("## Goals", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## Against the published anchors"):
+    for heading in ("## Goals", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## Against the published anchors"):
         assert heading in report, heading
     goals = report.split("## Goals")[1].split("## 1.")[0].splitlines()
     rows = [line for line in goals if line.startswith("| ") and line[2].isdigit()]
-    assert [row[2] for row in rows] == ["1", "2", "3", "4", "5"]
+    assert [row[2] for row in rows] == ["1", "2", "3", "4", "5", "6"]
     assert all("**met**" in row or "**not met**" in row for row in rows if not row.startswith("| 4."))
     assert "Quick run" in report
 
@@ -60,6 +60,14 @@ def test_the_scheduling_benchmark_times_every_size_and_the_whole_command(quick_r
         assert timing(row["plan"]) and timing(row["json_load_process"])
         assert set(row["phases"]) >= {"read_and_parse", "build_snapshot", "schedule"}
     assert timing(data["yaml"]["yaml"]) and timing(data["yaml"]["json"])
+
+
+def test_the_constrained_plan_is_timed_and_every_experiment_decided(quick_run):
+    data = quick_run[0]["constraints"]
+    assert timing(data["plan"]) and timing(data["json_load_process"])
+    assert sum(data["outcome"].values()) == data["experiments"]
+    assert data["constrained_pods"] > 0 and data["constrained_experiments"] > 0
+    assert {"PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Namespace"} <= set(data["kinds"])
 
 
 def test_quality_is_scored_against_both_optima_and_no_plan_is_partial(quick_run):
