@@ -173,6 +173,7 @@ def constraints_from_spec(spec: Mapping[str, Any], namespace: str = "default",
     if (spec.get("affinity") or not (selector is None or type(selector) is dict)
             or not (tolerations is None or type(tolerations) is list) or spec.get("topologySpreadConstraints")
             or spec.get("hostNetwork") or spec.get("os") or spec.get("resourceClaims") or spec.get("schedulingGates")
+            or spec.get("runtimeClassName")
             or _has_claims(spec.get("volumes")) or _has_host_ports(spec)):
         return _constraints(spec, namespace, labels or {})
     if not selector and not tolerations:
@@ -304,6 +305,8 @@ def _constraints(spec: Mapping[str, Any], namespace: str = "default",
         unmodelled.append("dynamic resource claims (spec.resourceClaims)")
     if spec.get("schedulingGates"):
         unmodelled.append("scheduling gates (spec.schedulingGates)")
+    if spec.get("runtimeClassName"):
+        unmodelled.append(f"the node selector and tolerations RuntimeClass {spec['runtimeClassName']} adds at admission")
     os_name = (spec.get("os") or {}).get("name") if isinstance(spec.get("os"), Mapping) else None
     return Constraints(
         {str(k): str(v) for k, v in selector.items()} if isinstance(selector, Mapping) else {},

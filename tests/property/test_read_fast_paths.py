@@ -115,6 +115,7 @@ FULL_SPECS = st.fixed_dictionaries({}, optional={
     "topologySpreadConstraints": st.sampled_from([None, [{"maxSkew": 1, "topologyKey": "zone",
                                                           "whenUnsatisfiable": "DoNotSchedule"}]]),
     "schedulingGates": st.sampled_from([None, [{"name": "wait"}]]),
+    "runtimeClassName": st.sampled_from([None, "nvidia"]),
 })
 
 

@@ -264,10 +264,13 @@ def test_pod_os_must_match_the_node():
 
 
 def test_unmodelled_fields_are_warnings_naming_the_pod():
-    body = spec(1, resourceClaims=[{"name": "gpu", "resourceClaimName": "a100"}])
+    body = spec(1, resourceClaims=[{"name": "gpu", "resourceClaimName": "a100"}], runtimeClassName="nvidia")
     result = plan([node("n0", 4)], {"g": queued("g", 1, body)})
-    assert result.warnings == ("g: pod g-0: dynamic resource claims (spec.resourceClaims) not modelled; "
-                               "kube-scheduler may refuse or delay the placement",)
+    assert result.warnings == (
+        "g: pod g-0: dynamic resource claims (spec.resourceClaims) not modelled; kube-scheduler may refuse or delay "
+        "the placement",
+        "g: pod g-0: the node selector and tolerations RuntimeClass nvidia adds at admission not modelled; "
+        "kube-scheduler may refuse or delay the placement")
 
 
 # -- preemption ----------------------------------------------------------------------------------------
