@@ -172,6 +172,8 @@ class _Pass:
         volumes = next((shape.volumes.waiting for shape in shapes if shape.volumes.waiting), "")
         if volumes:
             self.wait(group, self.reason(group, shapes, ReasonCode.VOLUMES, detail=volumes))
+            if not self.policy.backfill and self.blocker is None:
+                self.blocker = group  # strict order: a group waiting for its volume holds the queue like any other
             return
         if self.blocker is not None:
             if not self.refuse(group, self.never_fits_lasting(group, shapes)):

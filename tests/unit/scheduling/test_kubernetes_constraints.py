@@ -311,3 +311,12 @@ def test_a_reservation_is_never_made_for_groups_judged_by_pod_rules():
     result = plan(objects, {"g": queued("g", 2, spec(8, affinity=ONE_PER_NODE))}, Policy(reserve_after=0),
                   now=datetime(2024, 1, 1, 1, tzinfo=UTC))
     assert result.reservations == {} and "g" in result.waiting
+
+
+def test_with_strict_order_a_group_waiting_for_its_volume_holds_the_queue():
+    objects = [node("n0", 4), *volume_objects()]
+    groups = {"vol": queued("vol", 1, spec(1, volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])),
+              "next": queued("next", 1, spec(1))}
+    strict = plan(objects, groups, Policy(backfill=False))
+    assert strict.waiting["next"].code is ReasonCode.STRICT_ORDER and "next" not in strict.placements
+    assert "next" in plan(objects, groups).placements
