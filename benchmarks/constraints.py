@@ -174,6 +174,6 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             "constrained_pods": constrained_pods,
             "constrained_experiments": sum("pod_spec" in path.read_text() for path in files),
             **{name: timing.data() for name, timing in timings.items()}, **json_floors(snapshot, runs),
-            "phases": plan_phases(snapshot, files, settings),
+            "phases": plan_phases(snapshot, files, settings, NAMESPACE),
             "outcome": {status: statuses.count(status) for status in ("placed", "queued", "rejected")},
             "warnings": len(result["warnings"])}

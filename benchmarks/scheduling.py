@@ -150,16 +150,16 @@ def measure_plan_cli(data: Path, nodes: int, pods: int, experiments: int, runs: 
     return rows
 
 
-def plan_phases(snapshot: Path, files: list[Path], settings_file: Path) -> dict[str, float]:
-    """Where `det-k8s plan`'s time goes, one run in this process, cycle collector paused as plan does."""
+def plan_phases(snapshot: Path, files: list[Path], settings_file: Path, namespace: str = "default") -> dict[str, float]:
+    """Where `det-k8s plan`'s time goes, one run in this process, cycle collector paused as plan does
+    (for the queue of `namespace`, as `plan -n` plans)."""
     import time
 
     from det_k8s.cli.inputs import load_documents, load_settings_from_cli
     from det_k8s.cli.planning import build_entries, read_experiments
     from det_k8s.cluster.read import snapshot_from_objects
-    from det_k8s.scheduling.labels import running_groups
     from det_k8s.scheduling.model import Policy
-    from det_k8s.scheduling.plan import schedule
+    from det_k8s.scheduling.plan import running_in, schedule
 
     marks: dict[str, float] = {}
     enabled = gc.isenabled()
@@ -176,10 +176,10 @@ def plan_phases(snapshot: Path, files: list[Path], settings_file: Path) -> dict[
         marks["free_parsed_objects"] = time.perf_counter() - start
         start = time.perf_counter()
         settings = load_settings_from_cli([settings_file], None, None).settings()
-        entries = build_entries(read_experiments(files), settings, "bench", NOW)
+        entries = build_entries(read_experiments(files), settings, "bench", NOW, namespace)
         marks["settings_and_experiments"] = time.perf_counter() - start
         start = time.perf_counter()
-        running = running_groups(cluster.pods)
+        running = running_in(cluster, namespace)
         schedule(cluster, [e.group for e in entries if e.group is not None], Policy(), running, now=NOW)
         marks["schedule"] = time.perf_counter() - start
     finally:

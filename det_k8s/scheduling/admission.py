@@ -69,7 +69,7 @@ def _untolerating(pods: Iterable[Pod]) -> tuple[Pod, str] | None:
         if pod.mirror:
             continue  # static pods do not go through admission
         for resource, amount in pod.requests.items():
-            if amount > 0 and is_extended(resource) and pod.constraints.untolerated(
+            if "/" in resource and amount > 0 and is_extended(resource) and pod.constraints.untolerated(
                     (Taint(resource, "present", "NoSchedule"),)) is not None:
                 return pod, resource
     return None

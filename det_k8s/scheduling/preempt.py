@@ -151,6 +151,7 @@ class Evictions:
         self._by_level: dict[int, dict[str, dict[str, int]]] = {}
         self._victims_on: dict[str, list[str]] = {}
         self._failed: dict[tuple[Signature, Demand], list[tuple[int, int]]] = {}
+        self._freed: dict[tuple[object, ...], dict[str, dict[str, int]]] = {}
         for group in returning:
             self._release(group, RETURNING)
 
@@ -212,13 +213,31 @@ class Evictions:
         return None if taken is None else Preemption(tuple(chosen), taken)
 
     def would_start(self, shapes: Sequence[Shape], priority: int) -> bool:
-        """Whether evicting every candidate (and what is coming back) would let the shapes fit. Changes nothing."""
+        """Whether evicting every candidate (and what is coming back) would let the shapes fit. Changes nothing.
+
+        What that frees is summed per node once per (class, priority) while no victim is taken (the
+        question is asked when the policy does not preempt, so none is): each answer then costs a
+        pass over the nodes it frees, not over every candidate's pods.
+        """
         search = _Search(self.fitter, shapes)
-        for node, amounts in self.released_for(priority):
+        memo = (shapes[0].klass, priority, len(self.victims))
+        freed = self._freed.get(memo) if len(shapes) == 1 else None
+        if freed is None:
+            freed = {}
+            for node, amounts in self.released_for(priority):
+                bucket = freed.setdefault(node, {})
+                for name, amount in amounts.items():
+                    bucket[name] = bucket.get(name, 0) + amount
+            for group in self.candidates(priority):
+                if search.touches(group):
+                    for pod in group.pods:
+                        bucket = freed.setdefault(pod.node, {})
+                        for name, amount in with_pod(pod.requests).items():
+                            bucket[name] = bucket.get(name, 0) + amount
+            if len(shapes) == 1:
+                self._freed[memo] = freed
+        for node, amounts in freed.items():
             search.add(node, amounts, 1)
-        for group in self.candidates(priority):
-            if search.touches(group):
-                search.add_group(group, 1)
         return search.fits()
 
     def _exact(self, search: _Search, pool: Sequence[RunningGroup]) -> list[RunningGroup] | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..cluster.model import Snapshot
@@ -45,7 +45,7 @@ class Explainer:
         self.snapshot = snapshot
         self.fitter = fitter
         self.reservation = reservation
-        self._holders: dict[str, list[tuple[tuple[str, str], Mapping[str, int]]]] | None = None
+        self._holders: dict[str, dict[str, list[tuple[tuple[str, str], int]]]] = {}
         self._used = snapshot.used  # free before this plan: allocatable minus this
         self._cache: dict[tuple[object, ...], dict[str, Any]] = {}
         self._about_cache: dict[tuple[object, ...], tuple[Any, ...]] = {}
@@ -100,25 +100,25 @@ class Explainer:
 
     # -- waiting ---------------------------------------------------------------------------------
 
-    def holders(self) -> dict[str, list[tuple[tuple[str, str], Mapping[str, int]]]]:
-        """Per node, who holds what: ("group", experiment) for det-k8s groups, ("pods", namespace) for others."""
-        if self._holders is None:
-            found: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
+    def holders(self, resource: str) -> dict[str, list[tuple[tuple[str, str], int]]]:
+        """Per node, who holds `resource`: ("group", experiment) for det-k8s groups, ("pods", namespace) for others."""
+        found = self._holders.get(resource)
+        if found is None:
+            per_node: dict[str, dict[tuple[str, str], int]] = {}
             for pod in self.snapshot.pods:
-                node = pod.node
-                if not pod.active or node is None:
+                amount = pod.requests.get(resource, 0) if resource != "pods" else 1000
+                if amount <= 0 or not pod.active:
                     continue
-                who = ("group", pod.labels.get(EXPERIMENT) or pod.labels[GROUP]) if is_managed(pod.labels) \
-                    else ("pods", pod.namespace)
-                bucket = found.setdefault(node, {}).setdefault(who, {})
-                for name, amount in pod.requests.items():
-                    bucket[name] = bucket.get(name, 0) + amount
-                bucket["pods"] = bucket.get("pods", 0) + 1000
-            self._holders = {node: list(items.items()) for node, items in found.items()}
-        return self._holders
+                labels = pod.labels
+                who = ("group", labels.get(EXPERIMENT) or labels[GROUP]) if is_managed(labels) else ("pods", pod.namespace)
+                bucket = per_node.setdefault(pod.node or "", {})
+                bucket[who] = bucket.get(who, 0) + amount
+            found = self._holders[resource] = {node: list(items.items()) for node, items in per_node.items()}
+        return found
 
     def numbers(self, shape: Shape) -> dict[str, Any]:
-        """Totals over the shape's eligible nodes, per resource asked; cached until capacity changes."""
+        """Free, reserved and bounds over the shape's eligible nodes, per resource asked (cached until capacity
+        changes); allocatable, which never changes, cached for the pass."""
         capacity = self.fitter.capacity
         key = (shape.klass, shape.key, shape.demand, capacity.version)
         found = self._cache.get(key)
@@ -127,33 +127,49 @@ class Explainer:
         members = self.fitter.members(shape)
         blocked = capacity.blocked
         resources = [name for name, _ in shape.demand]
-        allocatable = dict.fromkeys(resources, 0)
         free = dict.fromkeys(resources, 0)
         reserved = dict.fromkeys(resources, 0)
         bounds = dict.fromkeys(resources, 0)
-        planned = dict.fromkeys(resources, 0)
-        asked = dict(shape.demand)
-        per_node: dict[str, list[tuple[int, int, str]]] = {name: [] for name in resources}
-        for position, node in enumerate(members):
-            have = capacity.allocatable[node]
-            now = capacity.free[node]
-            used = self._used.get(node, {})
-            for name in resources:
-                amount = max(now.get(name, 0), 0)
-                allocatable[name] += max(have.get(name, 0), 0)
-                planned[name] += max(have.get(name, 0) - used.get(name, 0), 0) - amount
-                if node in blocked:
-                    reserved[name] += amount
-                    continue
-                free[name] += amount
-                bounds[name] += amount // asked[name]
+        asked = shape.demand
+        free_of = capacity.free
+        for node in members:
+            now = free_of[node]
+            if node in blocked:
+                for name, _ in asked:
+                    reserved[name] += max(now.get(name, 0), 0)
+                continue
+            for name, per_pod in asked:
+                amount = now.get(name, 0)
                 if amount > 0:
-                    per_node[name].append((amount, -position, node))
-        found = self._cache[key] = {
-            "allocatable": allocatable, "free": free, "reserved": reserved, "bounds": bounds,
-            "planned": planned, "per_node": per_node, "members": members,
-        }
+                    free[name] += amount
+                    bounds[name] += amount // per_pod
+        static = ("allocatable", shape.klass, shape.key, shape.demand)
+        total = self._cache.get(static)
+        if total is None:
+            allocatable = dict.fromkeys(resources, 0)
+            for node in members:
+                have = capacity.allocatable[node]
+                for name in resources:
+                    allocatable[name] += max(have.get(name, 0), 0)
+            total = self._cache[static] = allocatable
+        found = self._cache[key] = {"allocatable": total, "free": free, "reserved": reserved, "bounds": bounds,
+                                    "members": members}
         return found
+
+    def blocks(self, members: Sequence[str], resource: str) -> tuple[tuple[tuple[str, int], ...], int]:
+        """The nodes with the most of `resource` free (unreserved, some free), and what this plan placed there."""
+        capacity = self.fitter.capacity
+        blocked, free_of, allocatable = capacity.blocked, capacity.free, capacity.allocatable
+        rows = []
+        planned = 0
+        for position, node in enumerate(members):
+            amount = max(free_of[node].get(resource, 0), 0)
+            before = max(allocatable[node].get(resource, 0) - self._used.get(node, {}).get(resource, 0), 0)
+            planned += before - amount
+            if amount > 0 and node not in blocked:
+                rows.append((amount, -position, node))
+        largest = tuple((node, amount) for amount, _, node in heapq.nlargest(SHOWN_NODES, rows))
+        return largest, planned
 
     def held_by(self, shape: Shape, members: Sequence[str], resource: str) -> list[tuple[str, str, int]]:
         """Who holds most of `resource` on the nodes, from the snapshot (most first, the first few)."""
@@ -161,12 +177,10 @@ class Explainer:
         found = self._cache.get(cache)
         if found is None:
             totals: Counter[tuple[str, str]] = Counter()
-            holders = self.holders()
+            holders = self.holders(resource)
             for node in members:
-                for who, amounts in holders.get(node, ()):
-                    amount = amounts.get(resource, 0)
-                    if amount > 0:
-                        totals[who] += amount
+                for who, amount in holders.get(node, ()):
+                    totals[who] += amount
             rows = heapq.nsmallest(SHOWN_HOLDERS, totals.items(), key=lambda item: (-item[1], item[0]))
             found = self._cache[cache] = {"rows": [(kind, name, amount) for (kind, name), amount in rows]}
         return list(found["rows"])  # the first few only: who is named
@@ -210,10 +224,10 @@ class Explainer:
                     key=lambda name: (bounds[name], name != shape.key, name))
         if bounds[short] >= shape.pods:  # each resource alone would do: the key resource is the one to show
             short = shape.key
-        largest = tuple((node, amount) for amount, _, node in heapq.nlargest(SHOWN_NODES, numbers["per_node"][short]))
+        largest, planned = self.blocks(numbers["members"], short)
         holders = self.held_by(shape, numbers["members"], short)
-        if numbers["planned"][short] > 0:
-            holders.append(("planned", "this plan", numbers["planned"][short]))
+        if planned > 0:
+            holders.append(("planned", "this plan", planned))
             holders.sort(key=lambda row: (-row[2], row[0], row[1]))
         topology = None
         if topology_key:
