@@ -169,6 +169,11 @@ def _changes(results: dict[str, Any], ref: str) -> list[str]:
             if "plan_baseline" in row:
                 before, after = _median(row["plan_baseline"]), _median(row["plan"])
                 items.append(f"- `det-k8s plan`, {row['style']} objects: {_s(before)} -> {_s(after)}")
+    for row in (results.get("scheduling") or {}).get("pass_baseline") or ():
+        items.append(f"- one pass, {row['nodes']:,} nodes, {row['groups']:,} queued groups (each in a child process, "
+                     f"rounds interleaved): {_s(row['baseline'])} -> {_s(row['now'])} ({_x(row['now'] / row['baseline'])}): "
+                     "inter-pod rules, topology domains, volumes and admission read for every pass; why-pending "
+                     "with holders, in-use/reserved and the preemption hint")
     if "constraints" in results and "plan_baseline" in results["constraints"]:
         row = results["constraints"]
         before, after = _median(row["plan_baseline"]), _median(row["plan"])
