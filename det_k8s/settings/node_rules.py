@@ -59,6 +59,10 @@ def check_nodes(settings: Settings, nodes: Sequence[Node], sources: SourceMap, o
         add(Severity.ERROR, (), f"{origin} lists no nodes, so the node checks cannot run",
             "take it with `kubectl get nodes -o yaml`, or pass --kube-context to read the cluster's nodes")
         return problems
+    bare = [node.name for node in nodes if set(node.allocatable) <= {"pods"}]
+    if bare:  # hand-written or truncated: status.allocatable missing
+        add(Severity.WARNING, (), f"{origin}: node {bare[0]}{f' and {len(bare) - 1} more' if len(bare) > 1 else ''} "
+            "report no allocatable resources (no status.allocatable), so nothing fits there")
     if not usable:
         reasons = ", ".join(f"{count} {why}" for why, count in sorted(excluded.items()))
         add(Severity.ERROR, (), f"no node in {origin} can run task pods ({reasons})",

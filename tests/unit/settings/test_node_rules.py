@@ -95,3 +95,10 @@ def test_task_constraints_come_from_the_slot_types_pod_spec():
     constraints = task_constraints(loaded.settings())
     usable, excluded = eligible_nodes([node("a", labels={"node-pool": "cpu"}), node("b")], constraints)
     assert [n.name for n in usable] == ["a"] and excluded == {"node selector": 1}
+
+
+def test_nodes_without_allocatable_are_a_warning():
+    from det_k8s.cluster.model import Node
+
+    problems = check(GPU_SETTINGS, [Node("bare", {"pods": 110_000}), *[node(f"g{i}", gpus=8) for i in range(2)]])
+    assert any(p.startswith("warning: nodes.yaml: node bare report no allocatable resources") for p in problems)
