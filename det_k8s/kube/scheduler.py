@@ -184,13 +184,13 @@ class LiveScheduler:
                 report.completed.append(entry.id)
                 return self._write(entry.with_event(f"{self._now()} found all its pods finished; completed",
                                                     state=COMPLETED, reason=""), report)
-            if health.verdict is Verdict.RUNNING and all(p.node_name for p in present):
+            if health.verdict is Verdict.RUNNING and all(p.node for p in present):  # bound, or pinned to its node
                 self._still_ours()
                 missing = self._ensure_service(entry)
                 if missing:  # its pods cannot find each other without it; try again next pass
                     report.problems.append(f"{entry.id}: {missing}")
                     return self._note(entry, f"found all its pods running, but {missing}", report)
-                placement = {p.name: p.node_name or "" for p in present}
+                placement = {p.name: p.node or "" for p in present}
                 report.placed[entry.id] = tuple(sorted(placement.items()))
                 return self._write(entry.with_event(f"{self._now()} found all its pods running; adopted them",
                                                     state=RUNNING, reason="", placement=placement), report)

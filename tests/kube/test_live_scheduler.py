@@ -499,3 +499,18 @@ def test_a_pod_kube_scheduler_cannot_place_tears_the_group_down_after_a_grace_pe
     assert "nodes are available" not in why  # the Determined master would rewrite such a message
     entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
     assert (entry.state, entry.attempts, entry.rejections) == ("queued", 0, 1)
+
+
+def test_a_complete_set_of_pods_pinned_but_not_bound_yet_is_adopted(twelve_gpus):
+    """An interrupted pass left the pods as it creates them: pinned by node affinity, kube-scheduler yet to bind."""
+    from det_k8s.scheduling.groups import pin
+
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    for i, manifest in enumerate(entry.pods):
+        cluster.api.put({**manifest, "spec": pin(manifest["spec"], f"gpu-{i}"), "status": {"phase": "Pending"}})
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert report.placed["aaaa0001"] == tuple(sorted((p["metadata"]["name"], f"gpu-{i}")
+                                                     for i, p in enumerate(entry.pods)))
+    assert len(cluster.api.items("pods")) == 3
