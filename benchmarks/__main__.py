@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import contention, machine, occupancy, quality, report, scheduling, startup, submission
+from . import constraints, contention, machine, occupancy, quality, report, scheduling, startup, submission
 from .timing import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ("scheduling", "quality", "contention", "submission", "startup", "occupancy")
+NAMES = ("scheduling", "quality", "contention", "submission", "startup", "occupancy", "constraints")
 
 FULL: dict[str, dict[str, Any]] = {
     "scheduling": {"pass_nodes": [1000, 5000, 10000], "pass_groups": [1000, 10000], "runs": 3, "cli_runs": 5,
@@ -33,6 +33,7 @@ FULL: dict[str, dict[str, Any]] = {
     "submission": {"latencies_ms": [0, 10], "workers": [1, 4, 8, 16], "pods": 64, "rounds": 5},
     "startup": {"runs": 20},
     "occupancy": {"nodes": 5000, "pods": 30000, "experiments": 200, "runs": 5},
+    "constraints": {"nodes": 5000, "pods": 30000, "experiments": 200, "runs": 5},
 }
 QUICK: dict[str, dict[str, Any]] = {
     "scheduling": {"pass_nodes": [60, 120], "pass_groups": [20, 100], "runs": 1, "cli_runs": 1,
@@ -42,6 +43,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "submission": {"latencies_ms": [0], "workers": [1, 4], "pods": 8, "rounds": 1},
     "startup": {"runs": 2},
     "occupancy": {"nodes": 400, "pods": 2400, "experiments": 10, "runs": 1},
+    "constraints": {"nodes": 100, "pods": 600, "experiments": 10, "runs": 1},
 }
 
 
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"machine": machine.describe(), "quick": args.quick, "configs": configs,
                                "baseline": {"ref": args.baseline, "path": str(baseline)} if baseline else None}
     modules = {"scheduling": scheduling, "quality": quality, "contention": contention, "submission": submission,
-               "startup": startup, "occupancy": occupancy}
+               "startup": startup, "occupancy": occupancy, "constraints": constraints}
     for name in args.only:
         print(f"benchmarks: {name} ...", file=sys.stderr, flush=True)
         config = {**configs[name], "data": str(data), "baseline": baseline}

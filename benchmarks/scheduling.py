@@ -120,6 +120,29 @@ def measure_passes(data: Path, nodes_list: list[int], groups_list: list[int], ru
     return rows
 
 
+def compare_passes(data: Path, nodes: int, groups_list: list[int], runs: int, baseline: Path,
+                   rounds: int = 3) -> list[dict[str, Any]]:
+    """The same pass with this det_k8s and the baseline's, each in a child process, rounds interleaved."""
+    import statistics
+    import subprocess
+
+    path = generate.write_snapshot(data, nodes, nodes * PODS_PER_NODE)
+    rows = []
+    for count in groups_list:
+        samples: dict[str, list[float]] = {"now": [], "baseline": []}
+        for _ in range(rounds):
+            for name, pythonpath in (("now", _root()), ("baseline", baseline)):
+                env = child_env(pythonpath=pythonpath)
+                env["PYTHONPATH"] = f"{pythonpath}:{_root()}"
+                result = subprocess.run([sys.executable, "-m", "benchmarks.pass_child", str(path), str(count),
+                                         str(runs), str(data)], cwd=_root(), env=env, capture_output=True,
+                                        text=True, check=True, timeout=1800)
+                samples[name].append(json.loads(result.stdout)["schedule"]["median"])
+        rows.append({"nodes": nodes, "groups": count, **{name: round(statistics.median(values), 6)
+                                                         for name, values in samples.items()}})
+    return rows
+
+
 def plan_command(console: Path, files: list[Path], snapshot: Path, settings: Path) -> list[str]:
     return [str(console), "plan", *map(str, files), "--snapshot", str(snapshot), "-f", str(settings), "-o", "json"]
 
@@ -150,15 +173,15 @@ def measure_plan_cli(data: Path, nodes: int, pods: int, experiments: int, runs: 
     return rows
 
 
-def plan_phases(snapshot: Path, files: list[Path], settings_file: Path) -> dict[str, float]:
-    """Where `det-k8s plan`'s time goes, one run in this process, cycle collector paused as plan does."""
+def plan_phases(snapshot: Path, files: list[Path], settings_file: Path, namespace: str = "default") -> dict[str, float]:
+    """Where `det-k8s plan`'s time goes, one run in this process, cycle collector paused as plan does
+    (for the queue of `namespace`, as `plan -n` plans)."""
     import time
 
     from det_k8s.cli.inputs import load_settings_from_cli
     from det_k8s.cli.planning import build_entries, read_experiments
-    from det_k8s.scheduling.labels import running_groups
     from det_k8s.scheduling.model import Policy
-    from det_k8s.scheduling.plan import schedule
+    from det_k8s.scheduling.plan import running_in, schedule
 
     marks: dict[str, float] = {}
     enabled = gc.isenabled()
@@ -167,10 +190,10 @@ def plan_phases(snapshot: Path, files: list[Path], settings_file: Path) -> dict[
         cluster = timed_snapshot(snapshot, marks)
         start = time.perf_counter()
         settings = load_settings_from_cli([settings_file], None, None).settings()
-        entries = build_entries(read_experiments(files), settings, "bench", NOW)
+        entries = build_entries(read_experiments(files), settings, "bench", NOW, namespace)
         marks["settings_and_experiments"] = time.perf_counter() - start
         start = time.perf_counter()
-        running = running_groups(cluster.pods)
+        running = running_in(cluster, namespace)
         schedule(cluster, [e.group for e in entries if e.group is not None], Policy(), running, now=NOW)
         marks["schedule"] = time.perf_counter() - start
     finally:
@@ -226,8 +249,11 @@ def _root() -> Path:
 def run(config: dict[str, Any]) -> dict[str, Any]:
     data = Path(config["data"])
     cli = config["plan_cli"]
+    baseline = config.get("baseline")
     return {
         "passes": measure_passes(data, config["pass_nodes"], config["pass_groups"], config["runs"]),
+        "pass_baseline": compare_passes(data, config["plan_cli"]["nodes"], config["pass_groups"], config["runs"],
+                                        baseline) if baseline is not None else [],
         "plan_cli": measure_plan_cli(data, cli["nodes"], cli["pods"], cli["experiments"], config["cli_runs"],
                                      config.get("baseline")),
         "yaml": measure_yaml(data, config["pass_nodes"][0]),

@@ -141,3 +141,14 @@ def mixed_4_8_gpu_scenario() -> tuple[Snapshot, list[PodGroup]]:
     groups = queue(gang("urgent", 5, 4, priority=90), gang("wide", 2, 8, priority=50),
                    gang("tiny", 1, 2, priority=40))
     return snapshot(nodes, pods), groups
+def node_of(pod: dict) -> str | None:
+    """The node a pod object runs on or is pinned to: spec.nodeName, else the one node its required
+    node affinity names in matchFields (how det-k8s pins its pods; read here without det-k8s)."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    names = {tuple(f["values"]) for term in required.get("nodeSelectorTerms") or ()
+             for f in term.get("matchFields") or () if f["key"] == "metadata.name" and f["operator"] == "In"}
+    return names.pop()[0] if len(names) == 1 else None

@@ -127,8 +127,8 @@ def create(
     refuse_searches(experiment.config, str(settings.app_version), file)
     who = current_user(user)
     submitted, sequence = now()
-    group = build_group(experiment, settings, group_id=new_group_id(), user=who,
-                        submitted_at=submitted, sequence=sequence)  # raises Unschedulable: nothing written
+    group = build_group(experiment, settings, group_id=new_group_id(), user=who, submitted_at=submitted,
+                        sequence=sequence, namespace=api.namespace)  # raises Unschedulable: nothing written
     store = QueueStore(api, api.namespace)
     policy = effective_policy(api, settings)
     if autoscaling:
@@ -314,8 +314,11 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     reason = plan.reason(entry.id) if entry.state == QUEUED else None
     data = _entry_data(entry, _queue_positions(plan).get(entry.id), describe(reason) if reason else None)
     pods = api.list(PODS, api.namespace, label_selector=f"{L.GROUP}={entry.id}")
-    data["pods"] = [{"name": p["metadata"]["name"], "node": (p.get("spec") or {}).get("nodeName"),
-                     "phase": (p.get("status") or {}).get("phase")} for p in pods]
+    from ..cluster.read import pod_from_object
+
+    read = [pod_from_object(p) for p in pods]  # node: where it is bound, or pinned to until kube-scheduler binds it
+    data["pods"] = [{"name": p.name, "node": p.node, "bound": p.node_name is not None, "phase": p.phase}
+                    for p in read]
     if reason is not None:
         data["ahead"] = list(reason.ahead)
     if rows is not None:

@@ -164,7 +164,7 @@ def group_map(snapshot: Snapshot, group_id: str, group_data: Mapping[str, Any] |
     except (KeyError, TypeError, ValueError):  # an entry written by another version: draw GPUs
         group = None
     victims = plan.preempting.get(group_id, ())
-    nodes = {pod.node_name for pod in snapshot.pods if pod.active and pod.node_name
+    nodes = {pod.node for pod in snapshot.pods if pod.active and pod.node
              and pod.labels.get(L.GROUP) in {group_id, *victims}}
     placed = plan.placements.get(group_id, ())
     reserved = plan.reservations.get(group_id, ())

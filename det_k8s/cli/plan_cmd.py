@@ -17,7 +17,7 @@ from .nodemap import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
 from .options import OFFLINE, KubeVersionOpt, OutputFormat, OutputOpt, pod_spec_version, with_options
 
 
-@with_options(*OFFLINE)
+@with_options("namespace", *OFFLINE)  # -n: the queue the plan is for (whose groups it may preempt)
 def plan(
     experiments: Annotated[list[Path], typer.Argument(
         metavar="EXPERIMENT", show_default=False,
@@ -39,6 +39,17 @@ def plan(
     user: Annotated[str | None, typer.Option(
         "--user", metavar="NAME", help="Submit as this user, for fair share (default: $USER).")] = None,
     kube_version: KubeVersionOpt = None,
+    topology_key: Annotated[str, typer.Option(
+        "--topology-key", metavar="LABEL",
+        help="Node label whose values are topology domains (zones, racks, NVLink domains): a group is kept "
+        "within one when it fits there; \"\" turns it off.")] = "topology.kubernetes.io/zone",
+    require_topology: Annotated[bool, typer.Option(
+        "--require-topology", help="Place a group only within one domain of --topology-key.")] = False,
+    extended_resource_toleration: Annotated[bool | None, typer.Option(
+        "--extended-resource-toleration/--no-extended-resource-toleration",
+        help="Whether the API server adds tolerations of nvidia.com/gpu taints to GPU pods (the "
+        "ExtendedResourceToleration admission plugin; GKE, EKS and AKS run it). Default: detected "
+        "from the snapshot.", show_default=False)] = None,
     output_format: OutputOpt = OutputFormat.table,
     show_map: Annotated[bool, typer.Option(
         "--map", help="Draw the cluster after the plan: one cell per slot, placements highlighted, evictions "
@@ -57,4 +68,6 @@ def plan(
     with checking_against(pod_spec_version(kube_version)):
         run(experiments, snapshot_file, values, set_, set_string, preemption=preemption, autoscaling=autoscaling,
             user=user, output_format=output_format,
-            map_request=MapRequest(None, group_by, summary, svg, html) if wanted else None, show_map=show_map)
+            map_request=MapRequest(None, group_by, summary, svg, html) if wanted else None, show_map=show_map,
+            topology_key=topology_key, require_topology=require_topology,
+            extended_resource_toleration=extended_resource_toleration)

@@ -1,8 +1,10 @@
 """What `det-k8s plan` does: read the snapshot, settings and experiments, plan one pass, print it.
 
-The experiments are taken as if submitted at once, in argument order, to an empty queue; one
-scheduling pass runs on the snapshot with the same core the live scheduler uses, at the moment
-of submission (so none has waited long enough to reserve nodes). Nothing talks to a cluster.
+The experiments are taken as if submitted at once, in argument order, to an empty queue in the
+namespace of `-n` (HELM_NAMESPACE, else `default`); one scheduling pass runs on the snapshot with
+the same core the live scheduler uses, at the moment of submission (so none has waited long enough
+to reserve nodes). As in the live scheduler, only that namespace's running det-k8s groups may be
+preempted. Nothing talks to a cluster.
 """
 
 from __future__ import annotations
@@ -20,14 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..cluster.model import Snapshot
+from ..cluster.sanity import require_nodes, snapshot_warnings
 from ..determined.versions import Version
 from ..errors import ExperimentError, Unschedulable
 from ..scheduling.experiments import Experiment, parse_experiment
-from ..scheduling.explain import describe
+from ..scheduling.explain import describe, to_dict
 from ..scheduling.groups import build_group
 from ..scheduling.labels import running_groups
-from ..scheduling.model import Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
-from ..scheduling.plan import schedule
+from ..scheduling.model import ZONE, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
+from ..scheduling.plan import running_in, schedule
 from ..scheduling.searchers import Search, trials_at_once
 from ..settings.model import Settings
 from . import output
@@ -116,7 +119,7 @@ def read_experiments(paths: Sequence[Path], version: Version | None = None) -> l
 
 
 def build_entries(experiments: Sequence[Experiment], settings: Settings, user: str,
-                  submitted: datetime) -> list[Entry]:
+                  submitted: datetime, namespace: str = "default") -> list[Entry]:
     """The experiments as groups submitted together at `submitted`, in argument order; a search that runs N
     trials at once is N groups, one per trial (each trial's pods start together, trials independently)."""
     now = submitted.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -132,7 +135,7 @@ def build_entries(experiments: Sequence[Experiment], settings: Settings, user: s
             shown = search if trials > 1 else None
             try:
                 group = build_group(member, settings, group_id=group_id, user=user, submitted_at=now,
-                                    sequence=sequence)
+                                    sequence=sequence, namespace=namespace)
             except Unschedulable as exc:
                 detail = exc.message + (f"; {exc.hint}" if exc.hint else "")
                 entries.append(Entry(experiment, None, Reason(ReasonCode.NOT_DIVISIBLE, detail=detail), trial, shown))
@@ -150,8 +153,8 @@ def announce_searches(entries: Sequence[Entry]) -> None:
                            f"({search.why}); each trial is its own gang")
 
 
-def report(entries: Sequence[Entry], plan: Plan, running_names: dict[str, str]) -> list[dict[str, Any]]:
-    """The `-o json` records, in argument order."""
+def report(entries: Sequence[Entry], plan: Plan, running: dict[str, RunningGroup]) -> list[dict[str, Any]]:
+    """The `-o json` records, in argument order: the line, and `why` with the reason as data."""
     records: list[dict[str, Any]] = []
     for entry in entries:
         group = entry.group
@@ -159,21 +162,37 @@ def report(entries: Sequence[Entry], plan: Plan, running_names: dict[str, str]) 
         if group is None:
             assert entry.rejected is not None
             records.append({"name": entry.experiment.name, **trial, "status": "rejected",
-                            "reason": describe(entry.rejected), "pods": []})
+                            "reason": describe(entry.rejected), "why": to_dict(entry.rejected), "pods": []})
             continue
         status = plan.status(group.id)
         reason = plan.reason(group.id)
         text = describe(reason) if reason is not None else ""
-        if group.id in plan.preempting and plan.preempting[group.id]:
-            text = "after preempting " + ", ".join(running_names.get(v, v) for v in plan.preempting[group.id])
+        waits = plan.preempting.get(group.id, ())
+        if waits:
+            evicted = [_name(running, v) for v in waits if v in plan.victims]
+            leaving = [_name(running, v) for v in waits if v not in plan.victims]
+            text = "; ".join(([f"after preempting {', '.join(evicted)}"] if evicted else [])
+                             + ([f"once terminating {', '.join(leaving)} have left"] if leaving else []))
         pods = [{"name": pod, "node": node, "slots": group.slots_per_pod}
                 for pod, node in plan.placements.get(group.id, ())]
-        records.append({"name": entry.experiment.name, **trial, "status": status, "reason": text, "pods": pods})
+        record: dict[str, Any] = {"name": entry.experiment.name, **trial, "status": status, "reason": text,
+                                  "pods": pods}
+        if reason is not None:
+            record["why"] = to_dict(reason)
+        if waits:
+            record["waits_for"] = [{"group": v, "experiment": running[v].experiment if v in running else v,
+                                    "victim": v in plan.victims} for v in waits]
+        records.append(record)
     return records
 
 
 def _label(record: dict[str, Any]) -> str:
     return f"{record['name']} (trial {record['trial']}/{record['trials']})" if "trial" in record else record["name"]
+
+
+def _name(running: dict[str, RunningGroup], gid: str) -> str:
+    group = running.get(gid)
+    return f"{group.experiment} (priority {group.priority})" if group is not None else gid
 
 
 def print_table(records: Sequence[dict[str, Any]], plan: Plan, victims: Sequence[tuple[str, ...]]) -> None:
@@ -192,7 +211,7 @@ def print_table(records: Sequence[dict[str, Any]], plan: Plan, victims: Sequence
                      [[_label(r), r["status"], r["reason"]] for r in others], title="Not placed")
     if victims:
         print()
-        output.table(["group", "experiment", "user", "priority", "pods", "for"], victims,
+        output.table(["group", "experiment", "namespace", "user", "priority", "pods", "for"], victims,
                      title="Preempted (whole groups, returned to the queue)")
     output.message(outcome(records, plan))
 
@@ -205,57 +224,83 @@ def outcome(records: Sequence[dict[str, Any]], plan: Plan) -> str:
             + (f"; {len(plan.victims)} running group(s) preempted" if plan.victims else ""))
 
 
+def plan_namespace() -> str:
+    """The queue `plan` plans for: -n, else HELM_NAMESPACE, else default (no kubeconfig is read)."""
+    from .options import current
+
+    return current().namespace or os.environ.get("HELM_NAMESPACE") or "default"
+
+
 def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str | Path] | None,
         sets: Sequence[str] | None, set_strings: Sequence[str] | None, *, preemption: bool, autoscaling: bool,
         user: str | None, output_format: OutputFormat, map_request: MapRequest | None = None,
-        show_map: bool = False) -> None:
+        show_map: bool = False, topology_key: str = ZONE, require_topology: bool = False,
+        extended_resource_toleration: bool | None = None) -> None:
     """Load everything, plan one pass, print the answer (with `map_request`: the map after the plan)."""
+    namespace = plan_namespace()
     with no_gc():
         snapshot = load_snapshot(snapshot_file)
+        require_nodes(snapshot, str(snapshot_file))
+        for warning in snapshot_warnings(snapshot, str(snapshot_file)):
+            output.warning(warning)
         settings = plan_settings(values, sets, set_strings, snapshot)
         submitter = user or os.environ.get("USER") or "unknown"
         now = datetime.now(UTC).replace(microsecond=0)
-        entries = build_entries(read_experiments(experiments, settings.version), settings, submitter, now)
+        entries = build_entries(read_experiments(experiments, settings.version), settings, submitter, now, namespace)
         announce_searches(entries)
         policy = Policy(preemption=preemption or settings.default_scheduler == "preemption",
-                        autoscaling=autoscaling)
-        running = {g.id: g for g in running_groups(snapshot.pods)}
+                        autoscaling=autoscaling, topology_key=topology_key, topology_required=require_topology,
+                        extended_resource_toleration=extended_resource_toleration)
+        scope = running_in(snapshot, namespace)
         queue = [e.group for e in entries if e.group is not None]
-        result = schedule(snapshot, queue, policy, tuple(running.values()), now=now)  # just submitted: no reservation
+        result = schedule(snapshot, queue, policy, scope, now=now)  # just submitted: no reservation
+        running = {g.id: g for g in running_groups(snapshot.pods)}
         omap = None
         if map_request is not None:
             from .nodemap import occupancy
 
             omap = occupancy(snapshot, settings, map_request, plan=result, queue=queue)
-    show(entries, result, running, output_format, omap if show_map else None,
+    for warning in result.warnings:
+        output.warning(warning)
+    show(entries, result, running, output_format, namespace, omap if show_map else None,
          summary=map_request.summary if map_request is not None else None)
     if omap is not None and map_request is not None:
         from .mapview import write_pictures
 
         write_pictures(omap, svg=map_request.svg, html=map_request.html, summary=map_request.summary,
-                       after_plan=True, notes=notes(report(entries, result, _names(running))), title_text="det-k8s plan")
-
-
-def _names(running: dict[str, RunningGroup]) -> dict[str, str]:
-    return {gid: f"{g.experiment} (priority {g.priority})" for gid, g in running.items()}
+                       after_plan=True, notes=notes(report(entries, result, running)), title_text="det-k8s plan")
 
 
 def notes(records: Sequence[dict[str, Any]]) -> list[Any]:
     """The lines under a plan's map: every group not placed, and every placement that preempts."""
     from .mapview import Note
 
-    return [Note(r["name"], r["status"], r["reason"]) for r in records if r["status"] != "placed" or r["reason"]]
+    return [Note(_label(r), r["status"], r["reason"]) for r in records if r["status"] != "placed" or r["reason"]]
 
 
 def show(entries: Sequence[Entry], result: Plan, running: dict[str, RunningGroup],
-         output_format: OutputFormat, omap: OccupancyMap | None = None, summary: bool | None = None) -> None:
+         output_format: OutputFormat, namespace: str = "default", omap: OccupancyMap | None = None,
+         summary: bool | None = None) -> None:
     """JSON/YAML records, or the tables a person reads: who runs where, who waits and why, who is evicted.
 
     With `omap`, the map after the plan replaces the tables (and joins the records under `map`)."""
-    records = report(entries, result, _names(running))
+    records = report(entries, result, running)
+    by_group = {e.group.id: e.label for e in entries if e.group is not None}
+    preemptor: dict[str, list[str]] = {}
+    for g, waits in result.preempting.items():
+        for victim in waits:
+            if victim in result.victims:
+                preemptor.setdefault(victim, []).append(by_group.get(g, g))
     if output_format is not OutputFormat.table:
-        output.data({"experiments": records, **({"map": omap.to_dict()} if omap is not None else {})},
-                    output_format)
+        output.data({"namespace": namespace, "experiments": records,
+                     "victims": [{"group": v, "experiment": running[v].experiment if v in running else v,
+                                  "namespace": namespace,
+                                  "user": running[v].user if v in running else "",
+                                  "priority": running[v].priority if v in running else None,
+                                  "pods": len(running[v].pods) if v in running else 0,
+                                  "for": preemptor.get(v, [])} for v in result.victims],
+                     "warnings": list(result.warnings),
+                     **({"map": omap.to_dict()} if omap is not None else {})}, output_format)
         return
     if omap is not None:
         from .mapview import show as show_map
@@ -263,8 +308,6 @@ def show(entries: Sequence[Entry], result: Plan, running: dict[str, RunningGroup
         show_map(omap, summary=summary, after_plan=True, notes=notes(records))
         output.message(outcome(records, result))
         return
-    by_group = {e.group.id: e.label for e in entries if e.group is not None}
-    preemptor = {victim: by_group.get(g, g) for g, victims in result.preempting.items() for victim in victims}
-    victims = [(v, running[v].experiment, running[v].user, str(running[v].priority),
-                str(len(running[v].pods)), preemptor.get(v, "")) for v in result.victims if v in running]
+    victims = [(v, running[v].experiment, namespace, running[v].user, str(running[v].priority),
+                str(len(running[v].pods)), ", ".join(preemptor.get(v, []))) for v in result.victims if v in running]
     print_table(records, result, victims)

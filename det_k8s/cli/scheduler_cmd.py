@@ -113,6 +113,14 @@ def policy(
         "--reserve-after", metavar="DURATION",
         help=f"How long a group waits before nodes are reserved for it (default 5m; 0: at once; at most 7 days): "
              f"{DURATION_HELP}.")] = None,
+    topology_key: Annotated[str | None, typer.Option(
+        "--topology-key", metavar="LABEL", help="Node label of the topology domains a group is kept within "
+        "(default topology.kubernetes.io/zone; \"\" turns it off).")] = None,
+    require_topology: Annotated[bool | None, typer.Option(
+        "--require-topology/--prefer-topology", help="Place a group only within one domain, or prefer one.")] = None,
+    extended_resource_toleration: Annotated[str | None, typer.Option(
+        "--extended-resource-toleration", metavar="on|off|detect",
+        help="Whether the API server's ExtendedResourceToleration admission plugin runs (default: detect).")] = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Show the namespace's scheduling policy; with options, change it for every client."""
@@ -141,9 +149,16 @@ def policy(
         else:
             weights[user] = amount
     reserve_after = reserve_after_seconds(reserve_after_text)
-    given: dict[str, bool | float | None] = {"preemption": preemption, "autoscaling": autoscaling,
-                                             "backfill": backfill, "reserve_after": reserve_after}
+    given: dict[str, bool | float | str | None] = {
+        "preemption": preemption, "autoscaling": autoscaling, "backfill": backfill, "reserve_after": reserve_after,
+        "topology_key": topology_key, "topology_required": require_topology}
     changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    if extended_resource_toleration is not None:
+        choices = {"on": True, "off": False, "detect": None}
+        if extended_resource_toleration not in choices:
+            raise UsageError(f"--extended-resource-toleration {extended_resource_toleration!r}: expected on, off "
+                             "or detect")
+        changes["extended_resource_toleration"] = choices[extended_resource_toleration]
     new = replace(current_policy, weights=weights, **changes)
     if new != current_policy:
         write_policy(api, api.namespace, new)
@@ -152,6 +167,10 @@ def policy(
     if output_format is not OutputFormat.table:
         output.data(data, output_format)
         return
+    toleration = {True: "on", False: "off", None: "detect"}[new.extended_resource_toleration]
     output.key_values({"Preemption": data["preemption"], "Backfill": data["backfill"],
                        "Autoscaling": data["autoscaling"], "Reserve after": f"{new.reserve_after:g}s",
-                       "Weights": ", ".join(f"{u}={w:g}" for u, w in sorted(new.weights.items())) or "all 1"})
+                       "Weights": ", ".join(f"{u}={w:g}" for u, w in sorted(new.weights.items())) or "all 1",
+                       "Topology": (f"{new.topology_key} ({'required' if new.topology_required else 'preferred'})"
+                                    if new.topology_key else "off"),
+                       "Admission": f"ExtendedResourceToleration {toleration}"})

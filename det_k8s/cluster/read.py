@@ -21,15 +21,24 @@ from ..errors import InputError, MalformedObject
 from ..quantity import QuantityError, format_milli, parse_milli
 from .model import (
     NO_CONSTRAINTS,
+    NOTHING,
     PODS,
+    Claim,
     Constraints,
+    HostPort,
+    LabelSelector,
     Node,
     Pod,
+    PodAffinityTerm,
     Requirement,
     Resources,
     Snapshot,
+    SpreadConstraint,
+    StorageClass,
     Taint,
     Toleration,
+    Volume,
+    VolumeClaim,
 )
 from .shapes import find_problem, object_name
 
@@ -116,46 +125,173 @@ def _effective_requests(spec: Mapping[str, Any], where: str) -> dict[str, int]:
     return {name: amount for name, amount in total.items() if amount}
 
 
-def _requirements(raw: Any) -> tuple[Requirement, ...]:
+def _requirements(raw: Any, field: bool = False) -> tuple[Requirement, ...]:
     return tuple(
         Requirement(str(expr.get("key", "")), str(expr.get("operator", "In")),
-                    tuple(str(v) for v in expr.get("values") or ()))
+                    tuple(str(v) for v in expr.get("values") or ()), field)
         for expr in raw or ()
         if isinstance(expr, Mapping)
     )
 
 
-def constraints_from_spec(spec: Mapping[str, Any]) -> Constraints:
-    """nodeSelector, required node affinity and tolerations of a pod spec."""
+def node_terms(raw: Any) -> tuple[tuple[Requirement, ...], ...]:
+    """A NodeSelector's terms: matchExpressions and matchFields ANDed per term; an empty term matches nothing.
+
+    A selector that is present but holds no term (or only empty ones) matches no node: `((),)`.
+    """
+    terms = tuple(
+        _requirements(term.get("matchExpressions")) + _requirements(term.get("matchFields"), field=True)
+        for term in (raw.get("nodeSelectorTerms") if isinstance(raw, Mapping) else None) or ()
+        if isinstance(term, Mapping)
+    )
+    return terms or ((),)
+
+
+def _has_host_ports(spec: Mapping[str, Any]) -> bool:
+    for container in spec.get("containers") or ():
+        if isinstance(container, Mapping):
+            for port in container.get("ports") or ():
+                if not isinstance(port, Mapping) or port.get("hostPort"):
+                    return True
+    return False
+
+
+def _has_claims(volumes: Any) -> bool:
+    for volume in volumes or ():
+        if not isinstance(volume, Mapping) or "persistentVolumeClaim" in volume or "ephemeral" in volume:
+            return True
+    return False
+
+
+def constraints_from_spec(spec: Mapping[str, Any], namespace: str = "default",
+                          labels: Mapping[str, str] | None = None) -> Constraints:
+    """Everything in a pod spec that decides where it may run (see `Constraints`).
+
+    `namespace` and `labels` are the pod's own: pod affinity terms without namespaces mean the pod's
+    namespace, and `matchLabelKeys` take their values from its labels.
+    """
     selector, tolerations = spec.get("nodeSelector"), spec.get("tolerations")
-    if spec.get("affinity") or not (selector is None or type(selector) is dict) or not (
-            tolerations is None or type(tolerations) is list):
-        return _constraints(spec)
+    if (spec.get("affinity") or not (selector is None or type(selector) is dict)
+            or not (tolerations is None or type(tolerations) is list) or spec.get("topologySpreadConstraints")
+            or spec.get("hostNetwork") or spec.get("os") or spec.get("resourceClaims") or spec.get("schedulingGates")
+            or spec.get("runtimeClassName")
+            or _has_claims(spec.get("volumes")) or _has_host_ports(spec)):
+        return _constraints(spec, namespace, labels or {})
     if not selector and not tolerations:
         return NO_CONSTRAINTS
     try:
         key = (tuple(selector.items()) if selector else (),
                tuple((t.get("key"), t.get("operator"), t.get("value"), t.get("effect")) for t in tolerations or ()))
     except AttributeError:  # a toleration that is not a mapping: the long way skips it
-        return _constraints(spec)
+        return _constraints(spec, namespace, labels or {})
     if not (_all_strings(key[0]) and all(value is None or type(value) is str for fields in key[1] for value in fields)):
-        return _constraints(spec)  # odd values are not memoised, and some are not even hashable
+        return _constraints(spec, namespace, labels or {})  # odd values are not memoised, some not even hashable
     found = _CONSTRAINTS_MEMO.get(key)
     if found is None:
-        found = _constraints(spec)
+        found = _constraints(spec, namespace, labels or {})
         if len(_CONSTRAINTS_MEMO) < MEMO_LIMIT:
             _CONSTRAINTS_MEMO[key] = found
     return found
 
 
-def _constraints(spec: Mapping[str, Any]) -> Constraints:
+def label_selector(raw: Any, labels: Mapping[str, str] | None = None, match_keys: Any = None,
+                   mismatch_keys: Any = None) -> LabelSelector:
+    """A metav1.LabelSelector (None: matches nothing), with matchLabelKeys/mismatchLabelKeys merged in
+    from the pod's own labels as the API server does when the pod is created."""
+    if not isinstance(raw, Mapping):
+        return NOTHING
+    requirements = [Requirement(str(k), "In", (str(v),)) for k, v in (raw.get("matchLabels") or {}).items()]
+    requirements += _requirements(raw.get("matchExpressions"))
+    for key in match_keys or ():
+        if labels is not None and key in labels:
+            requirements.append(Requirement(str(key), "In", (labels[key],)))
+    for key in mismatch_keys or ():
+        if labels is not None and key in labels:
+            requirements.append(Requirement(str(key), "NotIn", (labels[key],)))
+    return LabelSelector(tuple(requirements))
+
+
+def _pod_terms(raw: Any, namespace: str, labels: Mapping[str, str]) -> tuple[PodAffinityTerm, ...]:
+    terms = []
+    for term in raw or ():
+        if not isinstance(term, Mapping):
+            continue
+        names = tuple(str(n) for n in term.get("namespaces") or ())
+        chooser_raw = term.get("namespaceSelector")
+        chooser = label_selector(chooser_raw) if isinstance(chooser_raw, Mapping) else None
+        if not names and chooser is None:
+            names = (namespace,)
+        terms.append(PodAffinityTerm(
+            label_selector(term.get("labelSelector"), labels, term.get("matchLabelKeys"), term.get("mismatchLabelKeys")),
+            str(term.get("topologyKey") or ""), names, chooser))
+    return tuple(terms)
+
+
+def _spread(raw: Any, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...]:
+    out = []
+    for item in raw or ():
+        if not isinstance(item, Mapping) or item.get("whenUnsatisfiable") == "ScheduleAnyway":
+            continue
+        try:
+            skew, domains = int(item.get("maxSkew") or 1), int(item.get("minDomains") or 1)
+        except (TypeError, ValueError):
+            skew, domains = 1, 1
+        out.append(SpreadConstraint(
+            max(skew, 1), str(item.get("topologyKey") or ""),
+            label_selector(item.get("labelSelector"), labels, item.get("matchLabelKeys")), max(domains, 1),
+            item.get("nodeAffinityPolicy") != "Ignore", item.get("nodeTaintsPolicy") == "Honor"))
+    return tuple(out)
+
+
+def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """Ports the app containers take on the node: `hostPort`, which on a hostNetwork pod defaults to the port."""
+    host_network = bool(spec.get("hostNetwork"))
+    ports = []
+    for container in spec.get("containers") or ():
+        for port in (container.get("ports") if isinstance(container, Mapping) else None) or ():
+            if not isinstance(port, Mapping):
+                continue
+            number = port.get("hostPort") or (port.get("containerPort") if host_network else None)
+            try:
+                number = int(number or 0)
+            except (TypeError, ValueError):
+                number = 0
+            if number > 0:
+                ports.append(HostPort(number, str(port.get("protocol") or "TCP"), str(port.get("hostIP") or "")))
+    return tuple(dict.fromkeys(ports))
+
+
+def _claims(volumes: Any) -> tuple[VolumeClaim, ...]:
+    out = []
+    for volume in volumes or ():
+        if not isinstance(volume, Mapping):
+            continue
+        claim = volume.get("persistentVolumeClaim")
+        if isinstance(claim, Mapping) and claim.get("claimName"):
+            out.append(VolumeClaim(str(claim["claimName"])))
+        ephemeral = volume.get("ephemeral")
+        if isinstance(ephemeral, Mapping):
+            template = ((ephemeral.get("volumeClaimTemplate") or {}).get("spec") or {})
+            klass = template.get("storageClassName")
+            modes = template.get("accessModes") or ()
+            out.append(VolumeClaim(str(volume.get("name") or ""), True, None if klass is None else str(klass),
+                                   "ReadWriteOncePod" in modes))
+    return tuple(out)
+
+
+def _constraints(spec: Mapping[str, Any], namespace: str = "default",
+                 labels: Mapping[str, str] | None = None) -> Constraints:
+    labels = labels or {}
     selector = spec.get("nodeSelector") or {}
-    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution") or {}
-    terms = tuple(
-        _requirements(term.get("matchExpressions"))
-        for term in affinity.get("nodeSelectorTerms") or ()
-        if isinstance(term, Mapping)
+    affinity = spec.get("affinity") or {}
+    node_affinity = affinity.get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = node_terms(required) if isinstance(required, Mapping) else ()
+    preferred = tuple(
+        (int(item.get("weight") or 0), node_terms(item.get("preference") and
+                                                  {"nodeSelectorTerms": [item.get("preference")]})[0])
+        for item in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+        if isinstance(item, Mapping) and isinstance(item.get("weight"), int)
     )
     tolerations = tuple(
         Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
@@ -163,7 +299,31 @@ def _constraints(spec: Mapping[str, Any]) -> Constraints:
         for t in spec.get("tolerations") or ()
         if isinstance(t, Mapping)
     )
-    return Constraints({str(k): str(v) for k, v in selector.items()}, tuple(t for t in terms if t), tolerations)
+    pod_affinity = (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    pod_anti = (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    unmodelled = []
+    if spec.get("resourceClaims"):
+        unmodelled.append("dynamic resource claims (spec.resourceClaims)")
+    if spec.get("schedulingGates"):
+        unmodelled.append("scheduling gates (spec.schedulingGates)")
+    if spec.get("runtimeClassName"):
+        unmodelled.append(f"the node selector and tolerations RuntimeClass {spec['runtimeClassName']} adds at admission")
+    os_name = (spec.get("os") or {}).get("name") if isinstance(spec.get("os"), Mapping) else None
+    return Constraints(
+        {str(k): str(v) for k, v in selector.items()} if isinstance(selector, Mapping) else {},
+        terms, tolerations, tuple(p for p in preferred if p[1]),
+        _pod_terms(pod_affinity, namespace, labels), _pod_terms(pod_anti, namespace, labels),
+        _spread(spec.get("topologySpreadConstraints"), labels), _host_ports(spec), _claims(spec.get("volumes")),
+        str(os_name or ""), tuple(unmodelled),
+    )
+
+
+CONDITION_TAINTS = {  # what the node lifecycle controller taints a node with while a condition holds
+    "MemoryPressure": "node.kubernetes.io/memory-pressure",
+    "DiskPressure": "node.kubernetes.io/disk-pressure",
+    "PIDPressure": "node.kubernetes.io/pid-pressure",
+    "NetworkUnavailable": "node.kubernetes.io/network-unavailable",
+}
 
 
 # What a reader raises on an object of another shape than the API gives (a hand-written snapshot).
@@ -217,21 +377,34 @@ def _read_node(obj: Mapping[str, Any]) -> Node:
     allocatable.setdefault(PODS, DEFAULT_MAX_PODS * 1000)
     conditions = status.get("conditions")
     ready = True
-    if conditions:  # a node object without conditions (hand-written snapshot) counts as Ready
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-    taints = tuple(
+    taints = [
         Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
         for t in spec.get("taints") or ()
-    )
+    ]
+    if conditions:  # a node object without conditions (hand-written snapshot) counts as Ready
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        for condition in conditions:  # the taints TaintNodesByCondition adds, if the snapshot predates them
+            key = CONDITION_TAINTS.get(condition.get("type"))
+            if key and condition.get("status") == "True" and not any(t.key == key for t in taints):
+                taints.append(Taint(key, "", "NoSchedule"))
     return Node(
         name=name,
         allocatable=allocatable,
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
-        taints=taints,
+        taints=tuple(taints),
         ready=ready,
         unschedulable=bool(spec.get("unschedulable")),
         capacity=_quantities(status.get("capacity"), f"node {name}"),
     )
+
+
+def _scheduling_failure(status: Mapping[str, Any]) -> tuple[str, str]:
+    """(message, since) of a PodScheduled=False condition kube-scheduler set with reason Unschedulable."""
+    for condition in status.get("conditions") or ():
+        if (isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False" and condition.get("reason") == "Unschedulable"):
+            return str(condition.get("message") or "unschedulable"), str(condition.get("lastTransitionTime") or "")
+    return "", ""
 
 
 def _read_pod(obj: Mapping[str, Any]) -> Pod:
@@ -239,19 +412,28 @@ def _read_pod(obj: Mapping[str, Any]) -> Pod:
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     name = str(meta.get("name") or "")
+    namespace = str(meta.get("namespace") or "default")
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    node_name = spec.get("nodeName") or None
+    unschedulable, since = ("", "") if node_name else _scheduling_failure(status)
+    annotations = meta.get("annotations")
     return Pod(
         name=name,
-        namespace=str(meta.get("namespace") or "default"),
-        node_name=spec.get("nodeName") or None,
+        namespace=namespace,
+        node_name=node_name,
         phase=str(status.get("phase") or "Pending"),
         requests=effective_requests(spec, f"pod {name}"),
-        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
-        constraints=constraints_from_spec(spec),
+        labels=labels,
+        constraints=constraints_from_spec(spec, namespace, labels),
         created=str(meta.get("creationTimestamp") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
         reason=str(status.get("reason") or ""),
         owner=_controller(meta.get("ownerReferences")),
         priority=priority if type(priority := spec.get("priority")) is int else None,
+        nominated_node=None if node_name else (str(status.get("nominatedNodeName") or "") or None),
+        unschedulable=unschedulable,
+        unschedulable_since=since,
+        mirror=bool(annotations and isinstance(annotations, Mapping) and MIRROR_ANNOTATION in annotations),
     )
 
 
@@ -265,38 +447,121 @@ def _controller(refs: Any) -> str:
     return ""
 
 
-def _items(document: Any, name: str) -> Iterable[Mapping[str, Any]]:
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+def _storage_bytes(raw: Any, where: str) -> int:
+    try:
+        return parse_milli((raw or {}).get("storage") or "0") if isinstance(raw, Mapping) else 0
+    except QuantityError as exc:
+        raise InputError(f"{where}: storage: {exc}") from exc
+
+
+def claim_from_object(obj: Mapping[str, Any]) -> Claim:
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    name = str(meta.get("name") or "")
+    klass = spec.get("storageClassName")
+    annotations = meta.get("annotations") or {}
+    return Claim(
+        namespace=str(meta.get("namespace") or "default"), name=name, volume=str(spec.get("volumeName") or ""),
+        storage_class=None if klass is None else str(klass), phase=str(status.get("phase") or "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")), access_modes=tuple(map(str, spec.get("accessModes") or ())),
+        request=_storage_bytes((spec.get("resources") or {}).get("requests"), f"persistentvolumeclaim {name}"),
+        selected_node=str(annotations.get("volume.kubernetes.io/selected-node") or ""),
+    )
+
+
+def volume_from_object(obj: Mapping[str, Any]) -> Volume:
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    name = str(meta.get("name") or "")
+    required = (spec.get("nodeAffinity") or {}).get("required")
+    ref = spec.get("claimRef")
+    return Volume(
+        name=name, node_terms=node_terms(required) if isinstance(required, Mapping) else (),
+        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        storage_class=str(spec.get("storageClassName") or ""), phase=str(status.get("phase") or "Available"),
+        claim=(str(ref.get("namespace") or ""), str(ref.get("name") or "")) if isinstance(ref, Mapping) else None,
+        capacity=_storage_bytes(spec.get("capacity"), f"persistentvolume {name}"),
+        access_modes=tuple(map(str, spec.get("accessModes") or ())),
+    )
+
+
+def storage_class_from_object(obj: Mapping[str, Any]) -> StorageClass:
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    topologies = tuple(
+        tuple(Requirement(str(expr.get("key", "")), "In", tuple(map(str, expr.get("values") or ())))
+              for expr in term.get("matchLabelExpressions") or () if isinstance(expr, Mapping))
+        for term in obj.get("allowedTopologies") or () if isinstance(term, Mapping)
+    )
+    default = "true" in (annotations.get("storageclass.kubernetes.io/is-default-class"),
+                         annotations.get("storageclass.beta.kubernetes.io/is-default-class"))
+    return StorageClass(str(meta.get("name") or ""), str(obj.get("provisioner") or ""),
+                        str(obj.get("volumeBindingMode") or "Immediate"), topologies, default)
+
+
+KINDS = ("Node", "Pod", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Namespace")
+
+
+def _items(document: Any, name: str, listed: set[str]) -> Iterable[Mapping[str, Any]]:
     if isinstance(document, Mapping) and isinstance(document.get("items"), list):
         list_kind = str(document.get("kind") or "List")
         implied = list_kind[:-4] if list_kind.endswith("List") and list_kind != "List" else None
+        if implied in KINDS:
+            listed.add(implied)
         for item in document["items"]:
             if isinstance(item, Mapping):
                 yield item if item.get("kind") or implied is None else {**item, "kind": implied}
-    elif isinstance(document, Mapping) and document.get("kind") in ("Node", "Pod"):
+    elif isinstance(document, Mapping) and document.get("kind") in KINDS:
         yield document
     elif isinstance(document, list):
         for item in document:
-            yield from _items(item, name)
+            yield from _items(item, name, listed)
     else:
         raise InputError(f"{name}: expected a Kubernetes List of Nodes and Pods "
                          "(as `kubectl get nodes,pods -A -o yaml` prints it)")
 
 
 def snapshot_from_objects(documents: Sequence[Any], name: str = "snapshot") -> Snapshot:
-    """Build a Snapshot from Lists (or single objects) of Nodes and Pods; other kinds are skipped."""
+    """Build a Snapshot from Lists (or single objects) of Nodes and Pods, and the PersistentVolumeClaims,
+    PersistentVolumes, StorageClasses and Namespaces placement also reads; other kinds are skipped."""
     nodes: list[Node] = []
     pods: list[Pod] = []
+    claims: list[Claim] = []
+    volumes: list[Volume] = []
+    classes: list[StorageClass] = []
+    namespaces: dict[str, dict[str, str]] = {}
+    listed: set[str] = set()
     try:
         for document in documents:
-            for item in _items(document, name):
+            for item in _items(document, name, listed):
                 kind = item.get("kind")
-                if kind == "Node":
-                    nodes.append(node_from_object(item))
-                elif kind == "Pod":
+                if kind == "Pod":
                     pods.append(pod_from_object(item))
+                elif kind == "Node":
+                    nodes.append(node_from_object(item))
+                elif kind in ("PersistentVolumeClaim", "PersistentVolume", "StorageClass"):
+                    try:
+                        if kind == "PersistentVolumeClaim":
+                            claims.append(claim_from_object(item))
+                        elif kind == "PersistentVolume":
+                            volumes.append(volume_from_object(item))
+                        else:
+                            classes.append(storage_class_from_object(item))
+                    except _SHAPE_ERRORS as exc:
+                        raise _malformed(str(kind), item, exc) from exc
+                elif kind == "Namespace":
+                    meta = item.get("metadata") or {}
+                    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+                    namespaces[str(meta.get("name") or "") if isinstance(meta, Mapping) else ""] = (
+                        {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {})
+                else:
+                    continue
+                listed.add(str(kind))
     except MalformedObject as exc:
         raise exc.at(name) from exc
-    return Snapshot(tuple(nodes), tuple(pods))
+    return Snapshot(tuple(nodes), tuple(pods), tuple(claims), tuple(volumes), tuple(classes), namespaces,
+                    frozenset(listed | {"Node", "Pod"}))
 
 
 def describe_resources(resources: Resources) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from ..bounded import load_json
 from ..errors import InputError, NotFound
-from ..scheduling.model import DEFAULT_RESERVE_AFTER, Policy
+from ..scheduling.model import DEFAULT_RESERVE_AFTER, ZONE, Policy
 from .api import KubeApi
 from .kinds import CONFIGMAPS
 
@@ -33,6 +33,8 @@ def read_policy(api: KubeApi, namespace: str) -> Policy:
             raise TypeError("policy.json is not a JSON object")
         weights = {str(k): float(v) for k, v in (raw.get("weights") or {}).items()}
         reserve_after = float(raw.get("reserve_after", DEFAULT_RESERVE_AFTER))
+        topology_key = str(raw.get("topology_key", ZONE))
+        toleration = raw.get("extended_resource_toleration")
     except (InputError, ValueError, TypeError, AttributeError) as exc:
         raise InputError(f"{where}: not a readable scheduling policy ({exc})",
                          hint="set it again with `det-k8s scheduler policy ...`, or delete the ConfigMap") from exc
@@ -43,12 +45,16 @@ def read_policy(api: KubeApi, namespace: str) -> Policy:
                          hint="set it again with `det-k8s scheduler policy ...`")
     return Policy(preemption=bool(raw.get("preemption", False)), weights=weights,
                   autoscaling=bool(raw.get("autoscaling", False)), backfill=bool(raw.get("backfill", True)),
-                  reserve_after=reserve_after)
+                  reserve_after=reserve_after, topology_key=topology_key,
+                  topology_required=bool(raw.get("topology_required", False)),
+                  extended_resource_toleration=None if toleration is None else bool(toleration))
 
 
 def policy_data(policy: Policy) -> dict[str, object]:
     return {"preemption": policy.preemption, "weights": dict(policy.weights), "autoscaling": policy.autoscaling,
-            "backfill": policy.backfill, "reserve_after": policy.reserve_after}
+            "backfill": policy.backfill, "reserve_after": policy.reserve_after, "topology_key": policy.topology_key,
+            "topology_required": policy.topology_required,
+            "extended_resource_toleration": policy.extended_resource_toleration}
 
 
 def write_policy(api: KubeApi, namespace: str, policy: Policy) -> None:

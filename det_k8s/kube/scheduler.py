@@ -4,9 +4,10 @@
     requeued) -> plan with the pure core -> evict whole victim groups (requeued, not lost) ->
     create each placed group's pods, pinned to their nodes, all or none -> record why the rest wait
 
-Pods are pinned with spec.nodeName at creation, so pods this pass created count as used in the
-next pass's snapshot even before they run: two passes never hand out the same GPUs, and the Lease
-makes sure two clients never plan at the same time.
+Pods are pinned at creation by a required node affinity on their node's name (`groups.pin`, the
+DaemonSet controller's way), so pods this pass created count as used on that node in the next
+pass's snapshot even before kube-scheduler binds them: two passes never hand out the same GPUs,
+and the Lease makes sure two clients never plan at the same time.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from ..cluster.read import pod_from_object
 from ..errors import Conflict, DetK8sError
 from ..scheduling import labels as L
 from ..scheduling.explain import describe
-from ..scheduling.labels import running_groups
+from ..scheduling.groups import pin
 from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS, FREE_REJECTIONS, Health, Verdict, charge, group_health, next_attempt
 from ..scheduling.model import Plan, PodGroup, Policy
-from ..scheduling.plan import schedule
+from ..scheduling.plan import running_in, schedule
 from ..scheduling.serialize import group_from_dict
 from .api import KubeApi
 from .doomed import mark_failed, new_attempt, sweep_namespace, uncleared
@@ -135,10 +136,10 @@ class LiveScheduler:
                 continue
             queue.append(group_from_dict(entry.group))
         # Only groups of this queue may be evicted: their pods are the ones this pass can delete. Other
-        # namespaces' det-k8s groups hold capacity like any other pods.
-        mine = running_groups(p for p in snapshot.pods if p.namespace == self.namespace)
-        plan = schedule(snapshot, queue, self.policy, mine, now=self.clock())
+        # namespaces' det-k8s groups hold capacity like any other pods (`plan` uses the same scope).
+        plan = schedule(snapshot, queue, self.policy, running_in(snapshot, self.namespace), now=self.clock())
         report.plan = plan
+        report.problems.extend(plan.warnings)
         self._evict(plan, entries, by_group, report)
         for group_id, placement in plan.placements.items():
             entry = entries[group_id]
@@ -179,20 +180,20 @@ class LiveScheduler:
         present = [p for p in pods if not p.deleting]
         stale = [p.name for p in present]
         if sorted(stale) == sorted(expected):
-            health = group_health(expected, present)
+            health = group_health(expected, present, self.clock())
             if health.verdict is Verdict.COMPLETED:  # it ran to the end unrecorded: keep its work and its logs
                 self._still_ours()
                 self._delete(entry, [], report)
                 report.completed.append(entry.id)
                 return self._write(entry.with_event(f"{self._now()} found all its pods finished; completed",
                                                     state=COMPLETED, reason=""), report)
-            if health.verdict is Verdict.RUNNING and all(p.node_name for p in present):
+            if health.verdict is Verdict.RUNNING and all(p.node for p in present):  # bound, or pinned to its node
                 self._still_ours()
                 missing = self._ensure_service(entry)
                 if missing:  # its pods cannot find each other without it; try again next pass
                     report.problems.append(f"{entry.id}: {missing}")
                     return self._note(entry, f"found all its pods running, but {missing}", report)
-                placement = {p.name: p.node_name or "" for p in present}
+                placement = {p.name: p.node or "" for p in present}
                 report.placed[entry.id] = tuple(sorted(placement.items()))
                 return self._write(entry.with_event(f"{self._now()} found all its pods running; adopted them",
                                                     state=RUNNING, reason="", placement=placement), report)
@@ -216,7 +217,7 @@ class LiveScheduler:
 
     def _settle(self, entry: QueueEntry, pods: Sequence[Pod], report: PassReport) -> QueueEntry:
         expected = _expected(entry)
-        health = group_health(expected, pods)
+        health = group_health(expected, pods, self.clock())
         if health.verdict is Verdict.RUNNING:
             if entry.rejections and all(p.phase == "Running" for p in pods if p.name in expected):
                 # Admitted and running: earlier rejections were races, not this node refusing it for good.
@@ -349,14 +350,11 @@ def _expected(entry: QueueEntry) -> list[str]:
 
 def _pinned(manifest: Mapping[str, Any], nodes: Mapping[str, str]) -> dict[str, Any]:
     name = str((manifest.get("metadata") or {}).get("name"))
-    spec = dict(manifest.get("spec") or {})
-    spec["nodeName"] = nodes[name]
-    return {**manifest, "spec": spec}
+    return {**manifest, "spec": pin(manifest.get("spec") or {}, nodes[name])}
 
 
 def dry_plan(snapshot: Snapshot, entries: Sequence[QueueEntry], policy: Policy,
              extra: Sequence[PodGroup] = (), *, now: datetime.datetime, namespace: str) -> Plan:
     """The plan a pass in `namespace` would make at `now`, without writing anything (list, describe, --dry-run)."""
     queue = [group_from_dict(e.group) for e in entries if e.state == QUEUED] + list(extra)
-    mine = running_groups(p for p in snapshot.pods if p.namespace == namespace)
-    return schedule(snapshot, queue, policy, mine, now=now)
+    return schedule(snapshot, queue, policy, running_in(snapshot, namespace), now=now)

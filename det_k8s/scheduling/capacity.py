@@ -113,6 +113,7 @@ class Capacity:
                 free[name] = free.get(name, 0) - amount
             self.free[node.name] = free
         self.blocked: set[str] = set()
+        self.version = 0  # changes whenever free capacity or the blocked nodes change
         self._indexes: dict[tuple[object, str], FreeIndex] = {}
         self._member_of: dict[str, list[FreeIndex]] = {}
 
@@ -130,6 +131,7 @@ class Capacity:
 
     def consume(self, node: str, demand: Demand, pods: int) -> None:
         """Take `pods` pods of `demand` from the node (a negative count gives capacity back)."""
+        self.version += 1
         free = self.free[node]
         indexes = () if node in self.blocked else self._member_of.get(node, ())
         for index in indexes:
@@ -141,6 +143,7 @@ class Capacity:
 
     def block(self, nodes: Iterable[str]) -> None:
         """Take nodes out of every index: later groups of this pass may not use them."""
+        self.version += 1
         for node in nodes:
             if node in self.blocked:
                 continue

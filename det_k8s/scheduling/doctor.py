@@ -92,8 +92,8 @@ def find_partial_groups(snapshot: Snapshot) -> Diagnosis:
             groups[(found[0], pod.namespace, found[1])].append(pod)
     partial: list[PartialGroup] = []
     for (owner, namespace, key), pods in sorted(groups.items()):
-        running = [p for p in pods if p.active]
-        waiting = [p for p in pods if not p.active]
+        running = [p for p in pods if p.node_name]  # bound: a pod pinned but not bound yet still waits
+        waiting = [p for p in pods if not p.node_name]
         missing = max(0, _expected_size(pods) - len(pods))
         if not running or (not waiting and not missing):
             continue

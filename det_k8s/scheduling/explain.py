@@ -1,12 +1,18 @@
-"""One human line from a `Reason`: what the group needs, what the cluster has, what is in the way.
+"""One human line from a `Reason`, and the same as data for `-o json`.
 
-The core returns data; the CLI and the live scheduler print `describe(reason)`. The line answers
-"why is it pending?" in the order a person checks: the ask, the largest free blocks on the
-nodes that matter and the resource that is short, nodes that do not count and why, and who is
-ahead.
+The line answers "why is it pending?" in the order a person checks: the ask; whether it can ever
+fit ("never fits" is not "waiting"); the short resource on its eligible nodes, in that resource's
+own unit (free, in use, reserved; the largest free blocks, only nodes with some free); who holds
+it; nodes inter-pod rules refused and nodes excluded, by cause; who is ahead; whether preemption
+would start it.
+
+The Determined master rewrites pod event messages containing "nodes are available" (kube-scheduler's
+phrase); a line never contains it, so the master passes ours to the trial log as written.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from ..cluster.model import Resources
 from ..quantity import format_milli
@@ -22,26 +28,53 @@ def _plural(count: int, word: str) -> str:
 
 
 def _ask(reason: Reason) -> str:
-    per_pod = reason.per_pod.get(reason.resource, 0)
-    text = f"needs {_plural(reason.pods, 'pod')} x {amount(reason.resource, per_pod)} {reason.resource}"
-    extra = reason.limiting if reason.limiting and reason.limiting != reason.resource else None
+    key = reason.key or reason.resource
+    per_pod = reason.per_pod.get(key, 0)
+    text = f"needs {_plural(reason.pods, 'pod')} x {amount(key, per_pod)} {key}"
+    extra = reason.limiting if reason.limiting and reason.limiting != key else None
     if extra and extra in reason.per_pod:
         text += f" + {amount(extra, reason.per_pod[extra])} {extra}"
     return text
 
 
-def _blocks(reason: Reason) -> str:
+def _free(reason: Reason) -> str:
+    """The short resource on the eligible nodes: free, in use, reserved, and the largest free blocks."""
     resource = reason.resource
     total = amount(resource, reason.cluster_total)
-    if reason.free_total <= 0 or not reason.largest_free:
-        text = f"no free {resource} on its {_plural(reason.eligible_nodes, 'eligible node')} ({total} in use)"
+    where = _plural(reason.eligible_nodes, "eligible node")
+    held = [f"{amount(resource, reason.in_use)} in use"]
+    if reason.reserved:
+        held.append(f"{amount(resource, reason.reserved)} reserved"
+                    + (f" for {reason.reserved_for}" if reason.reserved_for else ""))
+    if reason.free_total <= 0:
+        text = f"no free {resource} on its {where} ({total} allocatable: {', '.join(held)})"
     else:
-        blocks = ", ".join(f"{node} {amount(resource, free)}" for node, free in reason.largest_free)
-        free = amount(resource, reason.free_total)
-        text = f"largest free blocks: {blocks}; {free} of {total} {resource} free"
-    if reason.limiting and reason.limiting != resource:
+        text = (f"{amount(resource, reason.free_total)} of {total} {resource} free on its {where} "
+                f"({', '.join(held)})")
+    if reason.largest_free:
+        text += "; largest free blocks: " + ", ".join(f"{node} {amount(resource, free)}"
+                                                     for node, free in reason.largest_free)
+    if reason.limiting and reason.limiting != (reason.key or resource):
         text += f" (limiting: {reason.limiting})"
     return text
+
+
+def _holders(reason: Reason) -> str | None:
+    if not reason.holders:
+        return None
+    names = []
+    for kind, name, milli in reason.holders:
+        who = {"group": name, "pods": f"pods in {name}", "planned": "this plan's placements"}.get(kind, name)
+        names.append(f"{who} {amount(reason.resource, milli)}")
+    return "held by " + ", ".join(names)
+
+
+def _blocked(reason: Reason) -> str | None:
+    if not reason.blocked:
+        return None
+    total = sum(count for _, count in reason.blocked)
+    causes = ", ".join(f"{count} {cause}" for cause, count in reason.blocked)
+    return f"{_plural(total, 'node')} with room refused by pod rules: {causes}"
 
 
 def _excluded(reason: Reason) -> str | None:
@@ -59,23 +92,46 @@ def _ahead(reason: Reason) -> str | None:
     return f"{_plural(reason.ahead_count, 'group')} ahead: {names}"
 
 
+def _preemption(reason: Reason) -> str | None:
+    what = reason.preemption
+    if what == "would-start":
+        return (f"preemption (--preemption) would start it by evicting lower-priority groups of this queue "
+                f"({reason.preemptible} could be evicted)")
+    if what == "none-lower":
+        return "preemption: no lower-priority group in this queue to evict"
+    if what == "not-enough":
+        return (f"preemption: evicting the {_plural(reason.preemptible or 0, 'lower-priority group')} of this queue "
+                "would not free enough")
+    if what == "not-for-pod-rules":
+        return ("preemption: not used for groups with pod affinity or topology spread (their rules would be "
+                "judged without the victims)")
+    return None
+
+
 def _never(reason: Reason) -> str:
     resource = reason.resource
     needed, total = amount(resource, reason.needed), amount(resource, reason.cluster_total)
     per_pod = reason.per_pod.get(resource, 0)
+    where = _plural(reason.eligible_nodes, "eligible node")
+    if reason.code is ReasonCode.EXCEEDS_DOMAIN and reason.topology:
+        key, domain, pods = reason.topology
+        best = f"{domain} holds at most {pods} of its {reason.pods} pods" if domain else f"no node has a {key} label"
+        return (f"never fits one {key} ({_ask(reason)}), which the topology policy requires; "
+                f"the largest, {best}" if domain else f"never fits: {best}, which the topology policy requires")
+    if reason.blocked or reason.detail:
+        causes = ", ".join(f"{count} {cause}" for cause, count in reason.blocked) or "no node"
+        return (f"never fits this cluster: {_ask(reason)}, and even with only DaemonSet and static pods running, "
+                f"pod {reason.detail} finds no node its rules allow ({causes})")
     if reason.cluster_total < reason.needed:
-        text = (f"needs {needed} {resource} ({_plural(reason.pods, 'pod')} x {amount(resource, per_pod)}), "
-                f"cluster has {total} on {_plural(reason.eligible_nodes, 'eligible node')}")
-    elif reason.fits_at_most == 0:
-        largest = ", ".join(f"{node} {amount(resource, size)}" for node, size in reason.largest_free)
-        short = reason.limiting or resource
-        text = (f"each pod needs {_request(reason.per_pod)}, more than any eligible node offers "
-                f"(limiting: {short}; largest nodes: {largest})")
-    else:
-        most = _plural(reason.fits_at_most or 0, "such pod")
-        text = (f"{_ask(reason)}, but the eligible nodes hold at most {most} "
-                f"(limiting: {reason.limiting or resource}; cluster has {total} {resource})")
-    return text
+        return (f"never fits this cluster: needs {needed} {resource} ({_plural(reason.pods, 'pod')} x "
+                f"{amount(resource, per_pod)}), cluster has {total} on {where}")
+    largest = ", ".join(f"{node} {amount(resource, size)}" for node, size in reason.largest_free) or "none"
+    if reason.fits_at_most == 0:
+        return (f"never fits this cluster: each pod needs {_request(reason.per_pod)}, more than any eligible node "
+                f"offers (limiting: {resource}; largest nodes: {largest})")
+    most = _plural(reason.fits_at_most or 0, "such pod")
+    return (f"never fits this cluster: {_ask(reason)}, but its {where} hold at most {most} "
+            f"(limiting: {resource}; {total} {resource} in all; largest nodes: {largest})")
 
 
 def _request(request: Resources) -> str:
@@ -83,21 +139,28 @@ def _request(request: Resources) -> str:
 
 
 def describe(reason: Reason) -> str:
-    """One line for a person, e.g. `needs 4 pods x 4 nvidia.com/gpu; largest free blocks: ...`."""
+    """One line for a person, e.g. `needs 4 pods x 4 nvidia.com/gpu; 4 of 16 nvidia.com/gpu free ...`."""
     code = reason.code
     if code in (ReasonCode.NOT_DIVISIBLE, ReasonCode.INVALID):
         return reason.detail
     parts: list[str | None]
     if code is ReasonCode.NO_ELIGIBLE_NODES:
-        parts = ["no node can run its pods", _excluded(reason)]
-    elif code is ReasonCode.EXCEEDS_CLUSTER:
-        parts = [_never(reason), _excluded(reason)]
+        parts = ["never fits this cluster: no node can run its pods", _excluded(reason)]
+    elif code in (ReasonCode.EXCEEDS_CLUSTER, ReasonCode.EXCEEDS_DOMAIN):
+        parts = [_never(reason), _excluded(reason), "with --autoscaling it would wait for nodes instead"]
     elif code is ReasonCode.WAITING_FOR_NODES:
-        parts = [_never(reason), "waiting for nodes to be added (det-k8s creates no pod until all fit, so a "
+        parts = [_never(reason).replace("never fits", "does not fit", 1),
+                 "waiting for nodes to be added (det-k8s creates no pod until all fit, so a "
                  "pod-driven autoscaler is not triggered by it)", _ahead(reason)]
+    elif code is ReasonCode.VOLUMES:
+        parts = [_ask(reason), f"waiting for its volume: {reason.detail}", _ahead(reason)]
     else:
-        parts = [_ask(reason), _blocks(reason)]
-        if code is ReasonCode.RESERVING:
+        parts = [_ask(reason), _free(reason)]
+        if code is ReasonCode.TOPOLOGY and reason.topology:
+            key, domain, pods = reason.topology
+            parts.append(f"it fits only across several {key} domains and the topology policy requires one "
+                         f"(the most in one: {domain}, {pods} of {reason.pods} pods)")
+        elif code is ReasonCode.RESERVING:
             parts.append(f"reserved {', '.join(reason.reserved_nodes)} for it: smaller groups will not be "
                          "placed there until it runs")
         elif code is ReasonCode.BEHIND_RESERVATION:
@@ -105,10 +168,50 @@ def describe(reason: Reason) -> str:
                          f"({', '.join(reason.reserved_nodes)}); starting here would delay it")
         elif code is ReasonCode.STRICT_ORDER:
             parts.append(f"backfill is off and {reason.detail} waits ahead of it")
-        parts += [_excluded(reason), _ahead(reason)]
-        if reason.preemptible is not None and code is not ReasonCode.STRICT_ORDER:
-            # Only groups of the same queue (namespace) are ever evicted: other namespaces' pods just hold capacity.
-            parts.append("preemption: no lower-priority group in this queue to evict" if not reason.preemptible else
-                         f"preemption: evicting the {_plural(reason.preemptible, 'lower-priority group')} of this "
-                         "queue would not free enough")
+        parts += [_holders(reason), _blocked(reason), _excluded(reason), _ahead(reason)]
+        if code is not ReasonCode.STRICT_ORDER:
+            parts.append(_preemption(reason))
     return "; ".join(part for part in parts if part)
+
+
+def to_dict(reason: Reason) -> dict[str, Any]:
+    """The reason as data (`det-k8s plan -o json`): every number the line is made of, in plain units."""
+    resource = reason.resource
+
+    def unit(milli: int) -> str:
+        return amount(resource, milli)
+
+    data: dict[str, Any] = {
+        "code": str(reason.code),
+        "line": describe(reason),
+        "never_fits": reason.never_fits,
+        "ask": {"pods": reason.pods, "per_pod": {name: amount(name, v) for name, v in sorted(reason.per_pod.items())}},
+        "resource": resource,
+        "limiting": reason.limiting,
+    }
+    if reason.code not in (ReasonCode.NOT_DIVISIBLE, ReasonCode.INVALID):
+        data["eligible_nodes"] = reason.eligible_nodes
+        data["excluded"] = [{"cause": cause, "nodes": n} for cause, n in reason.excluded]
+        data["fits_at_most"] = reason.fits_at_most
+        if reason.never_fits:
+            data["capacity"] = {"needed": unit(reason.needed), "lasting_allocatable": unit(reason.cluster_total)}
+            data["largest_nodes"] = [{"node": node, resource: unit(v)} for node, v in reason.largest_free]
+        else:
+            data["capacity"] = {"needed": unit(reason.needed), "allocatable": unit(reason.cluster_total),
+                                "in_use": unit(reason.in_use), "reserved": unit(reason.reserved),
+                                "free": unit(reason.free_total)}
+            data["largest_free"] = [{"node": node, resource: unit(v)} for node, v in reason.largest_free]
+            data["held_by"] = [{"kind": kind, "name": name, resource: unit(v)} for kind, name, v in reason.holders]
+        data["refused_by_pod_rules"] = [{"cause": cause, "nodes": n} for cause, n in reason.blocked]
+        data["ahead"] = {"count": reason.ahead_count, "first": list(reason.ahead), "ids": list(reason.ahead_ids)}
+        if reason.topology:
+            key, domain, pods = reason.topology
+            data["topology"] = {"key": key, "best_domain": domain, "pods_there": pods}
+        if reason.reserved_nodes:
+            data["reservation"] = {"for": reason.reserved_for, "nodes": list(reason.reserved_nodes)}
+        data["preemption"] = {"outcome": reason.preemption or None, "lower_priority_groups": reason.preemptible,
+                              "would_start": reason.preemption_would_start}
+        data["autoscaling_would_help"] = reason.never_fits and reason.code is not ReasonCode.NO_ELIGIBLE_NODES
+    if reason.detail:
+        data["detail"] = reason.detail
+    return data

@@ -2,10 +2,16 @@
 
 A task of N slots becomes N / maxSlotsPerPod pods (one pod when N <= maxSlotsPerPod), each asking
 for its slots as `nvidia.com/gpu` (or `slotResourceRequests.cpu` x slots when slotType is cpu),
-requests and limits alike, as the Determined master does. The group's requests are computed
-from the very pod spec the manifests are built from, so what the scheduler counts is what
-Kubernetes will count. Manifests are pinned to nodes (`spec.nodeName`) and get stable DNS names
-through a headless Service, so rank 0 is reachable as `<pod>.<service>.<namespace>.svc`.
+requests and limits alike, as the Determined master does. The group's requests and placement
+constraints are computed from the very pod spec (and labels) the manifests are built from, so what
+the scheduler counts is what Kubernetes will count. Manifests get stable DNS names through a
+headless Service, so rank 0 is reachable as `<pod>.<service>.<namespace>.svc`.
+
+Pods are pinned to the nodes the plan chose the way the DaemonSet controller pins its pods: a
+required node affinity on the node's name (`pin`), not `spec.nodeName`. kube-scheduler then still
+runs every filter and binds the pod, so volumes that wait for their first consumer are provisioned,
+and a pod the plan got wrong stays Pending with reason Unschedulable instead of being refused by
+the kubelet or starting without its volume (DEVELOPERS.md, "Pinning pods", has the trade-off).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..cluster.model import NAME_FIELD
 from ..cluster.read import constraints_from_spec, effective_requests
 from ..errors import Unschedulable
 from ..quantity import format_cpu
@@ -142,16 +149,57 @@ def pod_spec(experiment: Experiment, settings: Settings, slots: int) -> dict[str
 
 
 def build_group(experiment: Experiment, settings: Settings, *, group_id: str, user: str, submitted_at: str,
-                sequence: int) -> PodGroup:
-    """The queued form of an experiment's trial. Raises Unschedulable when its slots cannot be split."""
+                sequence: int, namespace: str = "default") -> PodGroup:
+    """The queued form of an experiment's trial. Raises Unschedulable when its slots cannot be split.
+
+    Its pods carry the labels and namespace their manifests will have, and the constraints of their
+    spec: where it may run (a `nodeName` in the experiment's pod spec becomes a requirement on the
+    node's name, as the pod is pinned by node affinity).
+    """
     count, per_pod = pods_for(experiment.slots_per_trial, settings.max_slots_per_pod)
     spec = pod_spec(experiment, settings, per_pod)
     requests = effective_requests(spec, f"experiment {experiment.name}")
-    constraints = constraints_from_spec(spec)
     service = service_name(experiment.name, group_id, count)
-    pods = tuple(PodRequest(f"{service}-{rank}", rank, requests, constraints) for rank in range(count))
-    return PodGroup(group_id, experiment.name, user, experiment.priority, submitted_at, sequence, pods,
+    unlabelled = PodGroup(group_id, experiment.name, user, experiment.priority, submitted_at, sequence,
+                          tuple(PodRequest(f"{service}-{rank}", rank, requests) for rank in range(count)),
+                          experiment.slots_per_trial)
+    meta = _base_pod(experiment, settings).get("metadata")
+    base_labels = {str(k): str(v) for k, v in ((meta.get("labels") if isinstance(meta, Mapping) else None) or {}).items()}
+    named = spec.get("nodeName")
+    pods = []
+    for pod in unlabelled.pods:
+        labels = {**base_labels, **L.pod_labels(unlabelled, pod.rank)}
+        constraints = constraints_from_spec(spec, namespace, labels)
+        if named:
+            constraints = constraints.on_node(str(named))
+        pods.append(PodRequest(pod.name, pod.rank, requests, constraints, labels, namespace))
+    return PodGroup(group_id, experiment.name, user, experiment.priority, submitted_at, sequence, tuple(pods),
                     experiment.slots_per_trial)
+
+
+def pin(spec: Mapping[str, Any], node: str) -> dict[str, Any]:
+    """The pod spec pinned to `node` as the DaemonSet controller pins: `metadata.name In [node]` in matchFields.
+
+    The requirement is ANDed into every term of the pod's own required node affinity (or is its
+    only term), so kube-scheduler checks both; `spec.nodeName` is dropped (it would skip the scheduler).
+    """
+    pinned = dict(spec)
+    pinned.pop("nodeName", None)
+    requirement = {"key": NAME_FIELD, "operator": "In", "values": [node]}
+    affinity = dict(pinned.get("affinity") or {})
+    node_affinity = dict(affinity.get("nodeAffinity") or {})
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if terms:
+        new_terms = [{**term, "matchFields": [*(term.get("matchFields") or ()), requirement]}
+                     for term in terms if isinstance(term, Mapping)]
+    else:
+        new_terms = [{"matchFields": [requirement]}]
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        **(required if isinstance(required, Mapping) else {}), "nodeSelectorTerms": new_terms}
+    affinity["nodeAffinity"] = node_affinity
+    pinned["affinity"] = affinity
+    return pinned
 
 
 def _env(experiment: Experiment, settings: Settings, group: PodGroup, rank: int,
@@ -173,7 +221,7 @@ def _env(experiment: Experiment, settings: Settings, group: PodGroup, rank: int,
 def pod_manifests(group: PodGroup, experiment: Experiment, settings: Settings,
                   placement: Mapping[str, str] | Sequence[tuple[str, str]],
                   namespace: str) -> list[dict[str, Any]]:
-    """Complete Pod objects for every pod of the group, pinned to their nodes, in rank order."""
+    """Complete Pod objects for every pod of the group, pinned to their nodes (`pin`; "" leaves a pod unpinned)."""
     nodes = dict(placement)
     missing = [pod.name for pod in group.pods if pod.name not in nodes]
     if missing:
@@ -187,7 +235,9 @@ def pod_manifests(group: PodGroup, experiment: Experiment, settings: Settings,
         spec = pod_spec(experiment, settings, group.slots_per_pod)
         main = next(c for c in spec["containers"] if c.get("name") == CONTAINER)
         main["env"] = _env(experiment, settings, group, pod.rank, namespace, main.get("env") or ())
-        spec.update(nodeName=nodes[pod.name], hostname=pod.name, subdomain=service)
+        spec.update(hostname=pod.name, subdomain=service)
+        if nodes[pod.name]:
+            spec = pin(spec, nodes[pod.name])
         manifests.append({
             "apiVersion": "v1",
             "kind": "Pod",

@@ -91,7 +91,7 @@ def running_groups(pods: Iterable[Pod]) -> tuple[RunningGroup, ...]:
             experiment=first.get(EXPERIMENT, group_id),
             user=first.get(USER, ""),
             priority=_int(first.get(PRIORITY), DEFAULT_PRIORITY),
-            pods=tuple(RunningPod(p.name, p.node_name or "", p.requests) for p in active),
+            pods=tuple(RunningPod(p.name, p.node or "", p.requests) for p in active),
             started_at=min((p.created for p in members if p.created), default=""),
             terminating=any(p.deleting for p in members),
             size=_int(first.get(SIZE), len(active)),

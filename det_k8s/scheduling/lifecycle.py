@@ -7,8 +7,10 @@ as a whole and requeued, until a retry limit turns it into a failure.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from ..cluster.model import Pod
@@ -28,6 +30,28 @@ class Verdict(StrEnum):
 # Reasons the kubelet gives when it refuses to admit a pod pinned to its node (most often another pod,
 # placed by kube-scheduler meanwhile, took the GPUs): the job never ran, so this is no attempt of its own.
 ADMISSION_REJECTIONS = ("OutOf", "UnexpectedAdmissionError", "NodeAffinity", "NodeName", "Taint", "NodeShutdown")
+# How long a pod may stay Unschedulable before its group is torn down: kube-scheduler retries a pod when
+# other pods come and go, so a pod that lost a race only to an ordering of the group's own pods recovers.
+UNSCHEDULABLE_GRACE = 60.0
+_AVAILABLE = re.compile(r"^\d+/\d+ nodes are available: ")
+
+
+def scheduler_message(message: str) -> str:
+    """kube-scheduler's FailedScheduling message, shortened to its causes.
+
+    Without the "0/N nodes are available:" lead-in, which the Determined master would rewrite
+    (it replaces pod event messages containing that phrase), and without the preemption tail.
+    """
+    text = _AVAILABLE.sub("", message.strip()).split(" preemption:", 1)[0].rstrip(". ")
+    return text.replace("nodes are available", "nodes available")
+
+
+def _since(stamp: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -37,8 +61,14 @@ class Health:
     counts: bool = True  # whether this loss counts towards the retry limit
 
 
-def group_health(expected: Sequence[str], pods: Sequence[Pod]) -> Health:
-    """Judge a running group from its pods (`expected` names every pod it was created with)."""
+def group_health(expected: Sequence[str], pods: Sequence[Pod], now: datetime | None = None) -> Health:
+    """Judge a running group from its pods (`expected` names every pod it was created with).
+
+    A pod kube-scheduler has found Unschedulable for `UNSCHEDULABLE_GRACE` seconds (pinned to the
+    node det-k8s chose, it can go nowhere else) loses the group, like a kubelet's admission
+    rejection: the plan raced another scheduler, or met a rule det-k8s does not model. Without
+    `now` the time cannot be judged and such a pod counts as pending.
+    """
     by_name = {pod.name: pod for pod in pods}
     missing = [name for name in expected if name not in by_name]
     if missing:
@@ -51,6 +81,13 @@ def group_health(expected: Sequence[str], pods: Sequence[Pod]) -> Health:
             return Health(Verdict.LOST, f"the kubelet refused pod {failed[0].name}{why} before it ran; its node "
                           "could not admit it (another pod may have taken the resources)", counts=False)
         return Health(Verdict.LOST, f"pod {failed[0].name} failed{why}")
+    stuck = [by_name[name] for name in expected if by_name[name].unschedulable and not by_name[name].node_name]
+    if stuck and now is not None:
+        pod = stuck[0]
+        since = _since(pod.unschedulable_since)
+        if since is None or (now - since).total_seconds() >= UNSCHEDULABLE_GRACE:
+            return Health(Verdict.LOST, f"kube-scheduler cannot place pod {pod.name} on the node det-k8s chose "
+                          f"({scheduler_message(pod.unschedulable)})", counts=False)
     deleting = [by_name[name] for name in expected if by_name[name].deleting]
     if deleting:
         return Health(Verdict.LOST, f"pod {deleting[0].name} is being deleted")

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
-from ..cluster.model import GPU, NO_CONSTRAINTS, Constraints, Resources
+from ..cluster.model import GPU, NO_CONSTRAINTS, Constraints, Pod, Resources
 
 DEFAULT_PRIORITY = 50  # Determined on Kubernetes: higher is more important, 50 when unset
 DEFAULT_RESERVE_AFTER = 300.0  # seconds a group waits before the starvation guard reserves nodes for it
+ZONE = "topology.kubernetes.io/zone"  # the default topology a group is kept within when it fits
 
 
 def total_of(requests: Iterable[Resources]) -> dict[str, int]:
@@ -28,12 +29,24 @@ def total_of(requests: Iterable[Resources]) -> dict[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class PodRequest:
-    """One pod of a group: its name, rank, effective request and where it may run."""
+    """One pod of a group: its name, rank, effective request and where it may run.
+
+    `labels` and `namespace` are the pod's own (the namespace its group's queue is in; "" means
+    `default`): inter-pod rules match them (other pods' anti-affinity, spread selectors) and its
+    volume claims are looked up there. `from_pod` builds one from a pod read from the cluster.
+    """
 
     name: str
     rank: int
     requests: Resources
     constraints: Constraints = NO_CONSTRAINTS
+    labels: Mapping[str, str] = field(default_factory=dict)
+    namespace: str = ""
+
+    @classmethod
+    def from_pod(cls, pod: Pod, rank: int) -> PodRequest:
+        """A queued pod from a pod object that exists already (e.g. one the Determined master created)."""
+        return cls(pod.name, rank, pod.requests, pod.constraints, pod.labels, pod.namespace)
 
 
 @dataclass(frozen=True)
@@ -96,6 +109,13 @@ class Policy:
     groups may not take. Starving takes time: a group that has just arrived reserves nothing, so
     capacity is not held idle for it while it may still fit on the next pass (0 reserves at once).
     `backfill=False` is strict order: nothing is placed after the first group that has to wait.
+
+    `topology_key` is the node label whose values are the cluster's topology domains (zones by
+    default; a rack or NVLink-domain label works alike, "" turns it off): a group of several pods
+    is kept within one domain when it fits there, and with `topology_required` only then placed.
+    `extended_resource_toleration` says whether the API server runs the ExtendedResourceToleration
+    admission plugin (pods asking for `nvidia.com/gpu` get a toleration of `nvidia.com/gpu`
+    NoSchedule taints); None detects it from the snapshot (`admission.py`).
     """
 
     preemption: bool = False
@@ -105,6 +125,9 @@ class Policy:
     reservations: bool = True
     default_weight: float = 1.0
     reserve_after: float = DEFAULT_RESERVE_AFTER
+    topology_key: str = ZONE
+    topology_required: bool = False
+    extended_resource_toleration: bool | None = None
 
     def weight(self, user: str) -> float:
         return float(self.weights.get(user, self.default_weight))
@@ -117,8 +140,11 @@ class ReasonCode(StrEnum):
     INVALID = "invalid"                      # rejected: the group cannot be built at all
     NO_ELIGIBLE_NODES = "no-eligible-nodes"  # rejected: every node excluded by taint/selector/state
     EXCEEDS_CLUSTER = "exceeds-cluster"      # rejected: more than all eligible nodes hold
+    EXCEEDS_DOMAIN = "exceeds-domain"        # rejected: the topology policy requires one domain; none holds it
     WAITING_FOR_NODES = "waiting-for-nodes"  # autoscaling: waits for nodes to be added
     INSUFFICIENT = "insufficient"            # waits: not enough free capacity now
+    TOPOLOGY = "topology"                    # waits: fits only across domains, the policy requires one
+    VOLUMES = "volumes"                      # waits: a volume it mounts is not there or not bound yet
     RESERVING = "reserving"                  # waits, holding a reservation of nodes
     BEHIND_RESERVATION = "behind-reservation"  # waits: would fit, but only on reserved nodes
     STRICT_ORDER = "strict-order"            # waits: backfill is off and a group ahead waits
@@ -126,19 +152,30 @@ class ReasonCode(StrEnum):
     @property
     def rejected(self) -> bool:
         return self in (ReasonCode.NOT_DIVISIBLE, ReasonCode.INVALID, ReasonCode.NO_ELIGIBLE_NODES,
-                        ReasonCode.EXCEEDS_CLUSTER)
+                        ReasonCode.EXCEEDS_CLUSTER, ReasonCode.EXCEEDS_DOMAIN)
 
 
 @dataclass(frozen=True)
 class Reason:
     """Why a group waits or was rejected, as data; `explain.describe` turns it into one line.
 
-    Amounts are milli-units of `resource` (the resource a slot is made of, or the request's
-    main resource). For a rejected group, `fits_at_most` (pods of this size) and `largest_free`
-    (nodes, most first) describe the eligible nodes' allocatable; for a waiting group, their
-    free capacity now. `eligible_nodes` counts eligible nodes that offer `resource` at all;
-    `excluded` counts the others by cause. `ahead` names the first waiting groups ahead of this
-    one (`ahead_count` counts them all).
+    The ask: `pods` pods of `per_pod` each (`key`: the resource pods are sized by). The other
+    amounts are milli-units of `resource`, the resource that is short (`limiting`; the key
+    resource unless another one is shorter), over the group's eligible nodes: `cluster_total`
+    allocatable, `free_total` free now, `reserved` free but held for a starved group, `in_use`
+    held by pods (`cluster_total = in_use + reserved + free_total`, free counted at zero on nodes
+    that are over-committed). `largest_free` lists the nodes with the most of it free (only nodes
+    with some), `holders` who holds it (`("group", experiment, amount)`, `("pods", namespace,
+    amount)`, `("planned", "this plan", amount)`), most first. For a rejected group the amounts
+    describe allocatable minus what DaemonSet and static pods hold for good, and `fits_at_most` is
+    how many such pods that could ever take; for a waiting one, how many fit now.
+    `eligible_nodes` counts eligible nodes offering `key`; `excluded` counts the others by cause;
+    `blocked` counts nodes that have room but that inter-pod rules (affinity, anti-affinity,
+    spread, host ports) refuse at its turn. `topology` is (label, best domain, pods it holds) when
+    the topology policy matters. `ahead` names the first waiting groups ahead (`ahead_count`
+    counts them all). `preemptible` counts lower-priority groups it could evict and
+    `preemption_would_start` whether evicting them would start it (None: not checked);
+    `preemption` sums that up for the line (see `explain`).
     """
 
     code: ReasonCode
@@ -160,6 +197,20 @@ class Reason:
     reserved_nodes: tuple[str, ...] = ()
     preemptible: int | None = None
     detail: str = ""
+    key: str = ""
+    in_use: int = 0
+    reserved: int = 0
+    holders: tuple[tuple[str, str, int], ...] = ()
+    blocked: tuple[tuple[str, int], ...] = ()
+    topology: tuple[str, str, int] | None = None
+    preemption_would_start: bool | None = None
+    autoscaling: bool = False
+    preemption: str = ""  # "would-start" (policy off), "none-lower", "not-enough", "not-for-pod-rules"; "" n/a
+
+    @property
+    def never_fits(self) -> bool:
+        """True when waiting cannot help: the cluster as it is can never hold the group."""
+        return self.code.rejected or self.code is ReasonCode.WAITING_FOR_NODES
 
 
 Placement = tuple[tuple[str, str], ...]  # ((pod name, node name), ...) in rank order
@@ -169,9 +220,11 @@ Placement = tuple[tuple[str, str], ...]  # ((pod name, node name), ...) in rank 
 class Plan:
     """The outcome of one pass. Every queued group is in exactly one of placements/waiting/rejected.
 
-    `victims` are running group ids to delete, whole; `preempting[g]` are the victims group `g`
-    waits for (its pods may be created once their pods are gone). `reservations[g]` are the
-    nodes held for the starved group `g`. `order` is the queue order the policy chose.
+    `victims` are running group ids to delete, whole; `preempting[g]` are the groups whose pods group
+    `g` waits for (its pods may be created once they are gone): its victims, and groups already
+    terminating whose capacity it counts on. `reservations[g]` are the nodes held for the starved
+    group `g`. `order` is the queue order the policy chose. `warnings` name what det-k8s could not
+    check (a constraint it does not model, an object missing from the snapshot), with the pod.
     """
 
     placements: Mapping[str, Placement]
@@ -181,6 +234,7 @@ class Plan:
     preempting: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     order: tuple[str, ...] = ()
     reservations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     def status(self, group_id: str) -> str:
         """`placed`, `queued` or `rejected` (the words `det-k8s plan -o json` uses)."""

@@ -99,7 +99,7 @@ class Cell:
     kind: CellKind
     holder: str | None = None   # key in OccupancyMap.holders
     pod: str | None = None      # namespace/name of the pod (a planned pod's name)
-    planned: str | None = None  # on a victim's cell: the key of the group the plan starts there
+    planned: str | None = None  # on a victim's (or leaving group's) cell: the key of the group the plan starts there
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind.value, "holder": self.holder, "pod": self.pod}
@@ -345,8 +345,9 @@ def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constr
     selected = [node for node in snapshot.nodes if shown is None or node.name in shown]
     on_node: dict[str, list[Pod]] = {node.name: [] for node in selected}
     for pod in snapshot.pods:
-        if pod.active and pod.node_name in on_node:
-            on_node[pod.node_name].append(pod)
+        where = pod.node  # bound, or pinned/nominated: it holds that node's resources (Snapshot.used counts it)
+        if pod.active and where in on_node:
+            on_node[where].append(pod)
     drafts: dict[_Ident, _Draft] = {}
     groups = {group.id: group for group in queue}
     victims = set(plan.victims) if plan else set()
@@ -452,13 +453,15 @@ def _apply_plan(cells: list[_Slot], placed: Sequence[tuple[str, str, int]], rese
         preempting = gid in plan.preempting
         for _ in range(slots):
             spot = _first(cells, CellKind.VICTIM, unplanned=True) if preempting else None
+            if spot is None and preempting:  # the plan counts a leaving group's slots as coming back for it
+                spot = _first(cells, CellKind.TERMINATING, unplanned=True, held=True)
             if spot is None:
                 spot = _first(cells, CellKind.FREE)
             if spot is None:
                 spot = _first(cells, CellKind.FOREIGN, anonymous=True)  # fractions: a CPU slot rounded away
             if spot is None:
                 break
-            if cells[spot].kind is CellKind.VICTIM:
+            if cells[spot].kind in (CellKind.VICTIM, CellKind.TERMINATING):
                 cells[spot].planned = ident
             else:
                 cells[spot] = _Slot(CellKind.PLANNED, ident, pod)
@@ -472,9 +475,11 @@ def _apply_plan(cells: list[_Slot], placed: Sequence[tuple[str, str, int]], rese
                 draft.slots += 1
 
 
-def _first(cells: list[_Slot], kind: CellKind, *, unplanned: bool = False, anonymous: bool = False) -> int | None:
+def _first(cells: list[_Slot], kind: CellKind, *, unplanned: bool = False, anonymous: bool = False,
+           held: bool = False) -> int | None:
     for index, cell in enumerate(cells):
-        if cell.kind is kind and not (unplanned and cell.planned) and not (anonymous and cell.pod):
+        if (cell.kind is kind and not (unplanned and cell.planned) and not (anonymous and cell.pod)
+                and not (held and cell.ident is None)):
             return index
     return None
 

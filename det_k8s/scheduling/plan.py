@@ -2,11 +2,14 @@
 
 Groups are decided one at a time in policy order (`order.FairOrder`). Each is
 
-1. rejected if it can never fit the eligible nodes' allocatable (unless autoscaling adds nodes);
-2. placed if all of its pods fit the free capacity at once (best fit, `fit.Fitter`), or into a
+1. rejected if it can never fit the eligible nodes with only DaemonSet and static pods on them
+   (unless autoscaling adds nodes), or made to wait while a volume it mounts is not there;
+2. placed if all of its pods fit the free capacity at once (best fit, kept within one topology
+   domain when it fits there, every inter-pod rule checked pod by pod: `fit.Fitter`), or into a
    reservation's slack, or once the groups this pass placed since the last waiting group are
    packed again around it (`repack.Repacker`: they move, never leave);
-3. with preemption, placed on the capacity whole lower-priority groups would free (`preempt`);
+3. with preemption, placed on the capacity whole lower-priority groups would free (`preempt`),
+   counting first what groups already terminating give back;
 4. otherwise it waits. The first waiting group that would fit once running det-k8s groups
    finish, and has waited `policy.reserve_after` seconds, *reserves* the nodes that will free
    up soonest (`reserve.Reservations`); later groups of the pass backfill elsewhere or into the
@@ -15,38 +18,67 @@ Groups are decided one at a time in policy order (`order.FairOrder`). Each is
 
 Capacity freed by this pass's victims is not free yet (their pods still run): only later
 preemptors may plan on it, since their pods are created once the victims are gone.
+
+Before deciding, each queued pod is taken as the API server will admit it (`admission.py`: the
+ExtendedResourceToleration plugin's tolerations), its claims become node tests (`volumes.py`),
+and what det-k8s cannot check becomes a warning in `plan.warnings`, naming the pod.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from ..cluster.model import Snapshot
+from ..cluster.model import Pod, Snapshot
+from .admission import Admission, detect
 from .capacity import Capacity
-from .fit import Fitter, Nodes, Shape, Taken, assign, shapes_of
-from .labels import running_groups
+from .fit import Fitter, Nodes, Shape, Shaper, Taken, assign, placed_pods
+from .interpod import Space
+from .labels import GROUP, is_managed, running_groups
 from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from .order import FairOrder
 from .preempt import Evictions
-from .reasons import rejection, waiting
+from .reasons import Explainer
 from .repack import BUDGET_PER_POD, Repacker
 from .reserve import Reservations, waited
+from .volumes import Storage
 
 
 def schedule(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
              running: Sequence[RunningGroup] | None = None, *, now: datetime | None = None) -> Plan:
     """Decide every queued group: placed (with its pods' nodes), waiting (why) or rejected (why).
 
-    `running` defaults to the det-k8s groups read from the snapshot's pod labels. `now` is the
-    time of the pass: a group has waited `now - submitted_at`. Without it no group has waited
-    long enough to reserve nodes (unless `policy.reserve_after` is 0). Same input, same plan.
+    `running` are the groups that may be evicted and count for fair share: pass
+    `running_in(snapshot, namespace)` for a queue in `namespace` (`plan` and the live scheduler
+    both do); it defaults to every det-k8s group in the snapshot. `now` is the time of the pass: a
+    group has waited `now - submitted_at`. Without it no group has waited long enough to reserve
+    nodes (unless `policy.reserve_after` is 0). Same input, same plan.
     """
     ids = [group.id for group in queue]
     if len(set(ids)) != len(ids):
         raise ValueError("queued group ids must be unique")
     return _Pass(snapshot, queue, policy, running_groups(snapshot.pods) if running is None else running, now).run()
+
+
+def running_in(snapshot: Snapshot, namespace: str) -> tuple[RunningGroup, ...]:
+    """The running det-k8s groups of one namespace's queue: the only groups its passes may evict."""
+    return running_groups(pod for pod in snapshot.pods if pod.namespace == namespace)
+
+
+def lasting_usage(pods: Iterable[Pod]) -> dict[str, dict[str, int]]:
+    """Per node, what DaemonSet and static pods hold: capacity no scheduling decision frees."""
+    held: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        if not (pod.mirror or pod.owner_kind == "DaemonSet") or not pod.active:
+            continue
+        node = pod.node
+        if node is not None:
+            bucket = held.setdefault(node, {})
+            for name, amount in pod.requests.items():
+                bucket[name] = bucket.get(name, 0) + amount
+            bucket["pods"] = bucket.get("pods", 0) + 1000
+    return held
 
 
 class _Pass:
@@ -56,9 +88,20 @@ class _Pass:
         self.policy = policy
         self.now = now
         self.running = tuple(sorted(running, key=lambda g: g.id))
-        self.nodes = Nodes(snapshot.nodes)
+        permanent = lasting_usage(snapshot.pods)
+        lasting = {node.name: node.allocatable for node in snapshot.nodes}
+        for node in snapshot.nodes:
+            held = permanent.get(node.name)
+            if held:
+                lasting[node.name] = {name: amount - held.get(name, 0) for name, amount in node.allocatable.items()}
+        self.nodes = Nodes(snapshot.nodes, lasting)
         self.capacity = Capacity(snapshot.nodes, snapshot.used)
-        self.fitter = Fitter(self.nodes, self.capacity)
+        self.storage = Storage(snapshot)
+        self.admission: Admission = detect(snapshot, policy.extended_resource_toleration)
+        self.space = Space(snapshot, queue)
+        self.fitter = Fitter(self.nodes, self.capacity, self.space, policy.topology_key, policy.topology_required)
+        self._queue = queue
+        self._lasting_fitter: Fitter | None = None
         totals: dict[str, int] = {}
         for node in snapshot.nodes:
             if node.ready and not node.unschedulable:
@@ -69,7 +112,11 @@ class _Pass:
         self.waiting: dict[str, Reason] = {}
         self.rejected: dict[str, Reason] = {}
         self.preempting: dict[str, tuple[str, ...]] = {}
-        self.evictions = Evictions(self.fitter, self.running)
+        unready = {node.name for node in snapshot.nodes if not node.ready}
+        leaving = {pod.labels.get(GROUP) for pod in snapshot.pods if pod.deleting and is_managed(pod.labels)}
+        returning = [g for g in running_groups(p for p in snapshot.pods if p.labels.get(GROUP) in leaving)
+                     if g.terminating and not any(pod.node in unready for pod in g.pods)] if leaving else []
+        self.evictions = Evictions(self.fitter, self.running, returning)
         self.decided: list[str] = []
         self.queued: list[PodGroup] = []  # waiting groups, in order: "who is ahead of me"
         self.reservation = Reservations(snapshot, self.running, self.fitter)
@@ -77,6 +124,11 @@ class _Pass:
         self.by_id = {group.id: group for group in queue}
         pods = sum(len(group.pods) for group in queue)
         self.repacker = Repacker(self.fitter, BUDGET_PER_POD * (pods + len(snapshot.nodes)))
+        self.explainer = Explainer(snapshot, self.fitter, self.reservation)
+        self.warnings: dict[str, None] = {}
+        self._shapes: dict[str, tuple[Shape, ...]] = {}
+        self.shaper = Shaper(self.storage, self.admission, self.space)
+        self._would_start: dict[tuple[object, ...], bool] = {}
 
     def run(self) -> Plan:
         for group in self.order:
@@ -85,36 +137,62 @@ class _Pass:
         held = self.reservation.group
         reservations = {held.id: self.reservation.nodes} if held else {}
         return Plan(self.placements, self.waiting, self.rejected, tuple(self.evictions.victims),
-                    self.preempting, tuple(self.decided), reservations)
+                    self.preempting, tuple(self.decided), reservations, tuple(self.warnings))
+
+    def shapes(self, group: PodGroup) -> tuple[Shape, ...]:
+        found = self._shapes.get(group.id)
+        if found is None:
+            found = self._shapes[group.id] = self.shaper.shapes(group)
+            self.warn_about(group, found)
+        return found
+
+    def warn_about(self, group: PodGroup, shapes: Sequence[Shape]) -> None:
+        """Name what det-k8s cannot check for this group's pods: its placement may be refused for it."""
+        for shape in shapes:
+            pod = shape.members[0].name if shape.members else group.id
+            more = f" (and {shape.pods - 1} more pods)" if shape.pods > 1 else ""
+            where = f"{group.experiment}: pod {pod}{more}"
+            for what in shape.constraints.unmodelled:
+                self.warnings[f"{where}: {what} not modelled; kube-scheduler may refuse or delay the placement"] = None
+            for what in shape.volumes.unknown:
+                self.warnings[f"{where}: {what}, so where its volume can be used is not checked"] = None
+            for term in shape.constraints.affinity + shape.constraints.anti_affinity:
+                chooser = term.namespace_selector
+                if chooser is not None and not chooser.empty and not self.snapshot.namespaces:
+                    self.warnings[f"{where}: a pod (anti-)affinity term selects namespaces by label and the snapshot "
+                                  "lists no Namespaces, so only the namespaces it names are matched"] = None
 
     def decide(self, group: PodGroup) -> None:
-        shapes = shapes_of(group)
+        shapes = self.shapes(group)
         if not shapes:
             self.rejected[group.id] = Reason(ReasonCode.INVALID, detail="the group has no pods")
             return
-        never = self.never_fits(group, shapes)
-        if never is not None:
-            if self.policy.autoscaling and never.code is ReasonCode.EXCEEDS_CLUSTER:
-                self.wait(group, replace(never, code=ReasonCode.WAITING_FOR_NODES))
-            else:
-                self.rejected[group.id] = never
+        if self.refuse(group, self.never_fits(group, shapes)):
+            return
+        volumes = next((shape.volumes.waiting for shape in shapes if shape.volumes.waiting), "")
+        if volumes:
+            self.wait(group, self.reason(group, shapes, ReasonCode.VOLUMES, detail=volumes))
+            if not self.policy.backfill and self.blocker is None:
+                self.blocker = group  # strict order: a group waiting for its volume holds the queue like any other
             return
         if self.blocker is not None:
-            self.wait(group, self.reason(group, shapes, ReasonCode.STRICT_ORDER,
-                                         detail=self.blocker.experiment))
+            if not self.refuse(group, self.never_fits_lasting(group, shapes)):
+                self.wait(group, self.reason(group, shapes, ReasonCode.STRICT_ORDER, detail=self.blocker.experiment))
             return
         taken = self.fitter.try_place(shapes)
         if taken is not None:
             self.fitter.commit(taken)
             self.place(group, taken)
-            self.repacker.placed(group, shapes, taken)
+            return
+        failure = self.fitter.failure
+        if self.refuse(group, self.never_fits_lasting(group, shapes)):  # only now: what fits now fits for good
             return
         if self.policy.backfill:
             taken = self.reservation.backfill(shapes)
             if taken is not None:
                 self.reservation.use(taken)
                 self.fitter.commit(taken)
-                self.place(group, taken)
+                self.place(group, taken, movable=False)
                 return
         moved = self.repacker.attempt(group, shapes)
         if moved is not None:
@@ -122,21 +200,35 @@ class _Pass:
                 if other != group.id:
                     self.placements[other] = assign(self.by_id[other], other_taken)
             self.place(group, moved[group.id])
-            self.repacker.placed(group, shapes, moved[group.id])
             return
         if self.policy.preemption and self.try_preempt(group, shapes):
             return
-        if self.policy.reservations and self.reservation.group is None and self.starving(group):
+        judged = any(shape.judged for shape in shapes)
+        if (self.policy.reservations and self.reservation.group is None and not judged
+                and self.starving(group)):
             nodes = self.reservation.choose(shapes)
             if nodes:
                 self.wait(group, self.reason(group, shapes, ReasonCode.RESERVING, reserved_nodes=nodes))
                 self.reservation.hold(group, shapes, nodes)
                 self.blocker = None if self.policy.backfill else group
                 return
-        code = ReasonCode.BEHIND_RESERVATION if self.reservation.behind(shapes) else ReasonCode.INSUFFICIENT
-        self.wait(group, self.reason(group, shapes, code))
+        if self.reservation.behind(shapes):
+            code = ReasonCode.BEHIND_RESERVATION
+        elif self.fitter.topology_required and self.fits_across_domains(shapes):
+            code = ReasonCode.TOPOLOGY
+        else:
+            code = ReasonCode.INSUFFICIENT
+        self.wait(group, self.reason(group, shapes, code, failure=failure))
         if not self.policy.backfill:
             self.blocker = group
+
+    def fits_across_domains(self, shapes: Sequence[Shape]) -> bool:
+        self.fitter.topology_required, required = False, self.fitter.topology_required
+        key, self.fitter.topology_key = self.fitter.topology_key, ""
+        try:
+            return self.fitter.fits(shapes)
+        finally:
+            self.fitter.topology_required, self.fitter.topology_key = required, key
 
     def starving(self, group: PodGroup) -> bool:
         """Has the group waited long enough for the starvation guard to hold nodes for it?"""
@@ -145,19 +237,67 @@ class _Pass:
         age = waited(group, self.now)
         return age is not None and age >= self.policy.reserve_after
 
+    @property
+    def lasting_fitter(self) -> Fitter:
+        """A fitter over the cluster with only DaemonSet and static pods on it: what can ever fit."""
+        if self._lasting_fitter is None:
+            pods = tuple(pod for pod in self.snapshot.pods if pod.permanent)
+            lasting = Snapshot(self.snapshot.nodes, pods, namespaces=self.snapshot.namespaces)
+            self._lasting_fitter = Fitter(self.nodes, Capacity(lasting.nodes, lasting.used), Space(lasting, self._queue),
+                                          self.policy.topology_key, self.policy.topology_required)
+        return self._lasting_fitter
+
+    def refuse(self, group: PodGroup, never: Reason | None) -> bool:
+        """Reject a group that can never fit (with autoscaling: let it wait for nodes); False if it may fit."""
+        if never is None:
+            return False
+        if self.policy.autoscaling and never.code in (ReasonCode.EXCEEDS_CLUSTER, ReasonCode.EXCEEDS_DOMAIN):
+            self.wait(group, replace(never, code=ReasonCode.WAITING_FOR_NODES))
+        else:
+            self.rejected[group.id] = never
+        return True
+
     def never_fits(self, group: PodGroup, shapes: Sequence[Shape]) -> Reason | None:
+        """Per shape, against the lasting allocatable of its eligible nodes (counts alone: cheap)."""
+        explain = self.explainer
         for shape in shapes:
-            eligibility = self.nodes.eligible(shape.klass, shape.constraints)
+            eligibility = self.nodes.eligible(shape.klass, shape.constraints, shape.volumes)
             limits = self.nodes.limits(shape.klass, eligibility, shape.demand, shape.key)
-            if not eligibility.nodes:
-                return rejection(group, shape, limits, self.fitter, ReasonCode.NO_ELIGIBLE_NODES)
+            if not eligibility.nodes or not self.fitter.members(shape):  # none left, or none offers what it asks
+                return explain.rejection(group, shape, limits, ReasonCode.NO_ELIGIBLE_NODES)
             if limits.max_pods < shape.pods:
-                return rejection(group, shape, limits, self.fitter, ReasonCode.EXCEEDS_CLUSTER)
+                return explain.rejection(group, shape, limits, ReasonCode.EXCEEDS_CLUSTER)
         return None
 
-    def place(self, group: PodGroup, taken: Taken) -> None:
+    def never_fits_lasting(self, group: PodGroup, shapes: Sequence[Shape]) -> Reason | None:
+        """The whole group placed on the cluster with only DaemonSet and static pods on it: pod rules, several
+        shapes and the topology policy included. Counts cannot tell that; a placement can."""
+        general = any(shape.general for shape in shapes)
+        if not (general or len(shapes) > 1 or self.policy.topology_required):
+            return None
+        lasting = self.lasting_fitter
+        if lasting.fits(shapes):
+            return None
+        if self.policy.topology_required and lasting.topology_applies(shapes):
+            lasting.topology_required, lasting.topology_key = False, ""
+            try:
+                across = lasting.fits(shapes)
+            finally:
+                lasting.topology_required, lasting.topology_key = True, self.policy.topology_key
+            if across:
+                return self.explainer.domain_rejection(group, shapes, self.policy.topology_key, self.nodes)
+        return self.explainer.pod_rules_rejection(group, shapes, lasting.failure)
+
+    def place(self, group: PodGroup, taken: Taken, *, movable: bool = True, counting: bool = True) -> None:
         self.placements[group.id] = assign(group, taken)
         self.order.charge(group.user, group.total_request)
+        interacts = False
+        if self.space.used or any(shape.judged for shape, _ in taken):
+            for pod, node in placed_pods(group, taken):
+                interacts = self.space.interacts(pod) or interacts
+                self.space.add_pod(pod, node, counting=counting)
+        if movable and not interacts:
+            self.repacker.placed(group, [shape for shape, _ in taken], taken)
 
     def wait(self, group: PodGroup, reason: Reason) -> None:
         self.waiting[group.id] = reason
@@ -165,24 +305,51 @@ class _Pass:
         self.repacker.settle()
 
     def reason(self, group: PodGroup, shapes: Sequence[Shape], code: ReasonCode, *,
-               reserved_nodes: tuple[str, ...] = (), detail: str = "") -> Reason:
+               reserved_nodes: tuple[str, ...] = (), detail: str = "", failure: object = None) -> Reason:
         holder, held = self.reservation.group, self.reservation.nodes
         if code is ReasonCode.RESERVING:
             holder, held = group, reserved_nodes
         elif code is not ReasonCode.BEHIND_RESERVATION:
             holder, held = None, ()
-        preemptible = None
-        if self.policy.preemption:
-            preemptible = self.evictions.evictable(group.priority)
-        return waiting(group, shapes, self.fitter, code, ahead=self.queued, reserved_for=holder,
-                       reserved_nodes=held, preemptible=preemptible, detail=detail)
+        preemptible = self.evictions.evictable(group.priority)
+        would_start: bool | None = None
+        outcome = ""
+        if code in (ReasonCode.INSUFFICIENT, ReasonCode.TOPOLOGY, ReasonCode.RESERVING,
+                    ReasonCode.BEHIND_RESERVATION):
+            if self.policy.preemption and self.enabling(shapes):
+                outcome = "not-for-pod-rules"
+            elif self.policy.preemption:
+                outcome = "not-enough" if preemptible else "none-lower"
+            elif preemptible and not self.enabling(shapes):
+                # capacity and candidates only shrink in a pass: a "no" stays a no, a "yes" holds while nothing changed
+                memo = (shapes[0].klass, tuple((s.demand, s.pods) for s in shapes), group.priority)
+                would_start = self._would_start.get(memo + (self.capacity.version,), self._would_start.get(memo))
+                if would_start is None:
+                    would_start = self.evictions.would_start(shapes, group.priority)
+                    self._would_start[memo + (self.capacity.version,) if would_start else memo] = would_start
+                outcome = "would-start" if would_start else ""
+        return self.explainer.waiting(
+            group, shapes, code, ahead=self.queued, reserved_for=holder, reserved_nodes=held,
+            preemptible=preemptible, would_start=would_start, detail=detail, failure=failure,
+            preemption=outcome, topology_key=self.policy.topology_key if self.fitter.topology_applies(shapes) else "")
+
+    @staticmethod
+    def enabling(shapes: Sequence[Shape]) -> bool:
+        """Pod affinity or spread: rules judged against pods that victims' departure would change."""
+        return any(m.constraints.affinity or m.constraints.spread for shape in shapes for m in shape.members)
 
     def try_preempt(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
-        found = self.evictions.attempt(shapes, group.priority)
+        if self.enabling(shapes):
+            return False  # its rules would be judged without the victims: not modelled, it waits instead
+        self.fitter.counting = False
+        try:
+            found = self.evictions.attempt(shapes, group.priority)
+        finally:
+            self.fitter.counting = True
         if found is None:
             return False
         for victim in found.victims:  # back in the queue, they no longer count against their user
             self.order.charge(victim.user, victim.total_request, -1)
         self.preempting[group.id] = self.evictions.commit(found, group.priority)
-        self.place(group, found.taken)
+        self.place(group, found.taken, movable=False, counting=False)
         return True

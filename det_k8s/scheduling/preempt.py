@@ -1,10 +1,21 @@
 """Choosing whole running groups to evict so a higher-priority group fits, and keeping the books.
 
-Candidates are det-k8s running groups of strictly lower priority (never equal or higher, never
-pods det-k8s does not manage, never a group already leaving), lowest priority first, then the
-most recently started (it loses the least work). Whole groups are added until the preemptor
-fits; then every victim that is not needed is dropped again, highest priority first, so the
-set is small and as low as possible. Adding a victim only re-counts the nodes its pods are on.
+The victim rule (README, "Preemption"): candidates are the running det-k8s groups of the queue's
+own namespace with strictly lower priority than the preemptor (never equal or higher, never pods
+det-k8s does not manage, never a group already leaving). Capacity that is coming back anyway is
+counted first and costs no victim: groups already terminating (in any namespace), and what this
+pass's earlier victims of lower priority free and nobody was promised. Among the sets of
+candidates whose eviction lets the preemptor fit, the chosen set is the one with
+
+1. the fewest groups, then
+2. the lowest priorities (the highest priority in the set as low as possible, then the next), then
+3. the most recently started groups (they lose the least work), then group ids.
+
+The search is exact: every set of one victim, then of two, ... is tried, as long as the sets to
+try number at most `EXACT_BUDGET` in all (always for one victim). Beyond that, greedy: whole
+groups in the rule's order (lowest priority, newest first) until the preemptor fits, then every
+victim that is not needed dropped again, highest priority first; the set is then minimal in that
+no victim can be spared, and no smaller set exists among the sizes the exact search covered.
 
 What victims will free is not free yet (their pods still run): only later preemptors of
 *higher* priority than the victim may plan on it, since their pods are created once the
@@ -20,11 +31,16 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import combinations
+from math import comb
 
 from ..cluster.model import PODS
 from .capacity import Demand, count
 from .fit import ONE_POD, Fitter, Shape, Signature, Taken
 from .model import RunningGroup
+
+EXACT_BUDGET = 4096  # candidate victim sets the exact search may try per preemptor
+RETURNING = -(1 << 62)  # the "priority" of capacity coming back from terminating groups: any preemptor may use it
 
 
 def eviction_order(running: Sequence[RunningGroup]) -> list[RunningGroup]:
@@ -37,6 +53,15 @@ def eviction_order(running: Sequence[RunningGroup]) -> list[RunningGroup]:
 
 def with_pod(requests: Mapping[str, int]) -> dict[str, int]:
     return {**requests, PODS: requests.get(PODS, 0) + ONE_POD}
+
+
+def rule_key(victims: Sequence[RunningGroup], age: Mapping[str, int]) -> tuple[object, ...]:
+    """The victim rule as a sort key (smaller wins): fewest, lowest priorities, newest, ids.
+
+    `age` ranks the candidates by start, newest 0.
+    """
+    return (len(victims), tuple(sorted((g.priority for g in victims), reverse=True)),
+            tuple(sorted((age[g.id] for g in victims), reverse=True)), tuple(sorted(g.id for g in victims)))
 
 
 @dataclass(frozen=True)
@@ -56,7 +81,8 @@ class _Search:
         self.members = (indexes[0].members if len(indexes) == 1
                         else frozenset().union(*(index.members for index in indexes)))
         self.overlay: dict[str, dict[str, int]] = {}
-        total = indexes[0].total(shapes[0].demand) if len(shapes) == 1 else None
+        simple = len(shapes) == 1 and not shapes[0].general and not fitter.topology_applies(shapes)
+        total = indexes[0].total(shapes[0].demand) if simple else None
         self.single = total is not None
         self.base_total = total or 0
         self.gain: dict[str, int] = {}
@@ -85,7 +111,7 @@ class _Search:
 
     def could_gain(self, node: str, amounts: Mapping[str, int]) -> bool:
         """False when adding `amounts` to the node cannot help: no key resource added, none there."""
-        if len(self.shapes) != 1:
+        if len(self.shapes) != 1 or not self.single:
             return True
         key, amount = self.shapes[0].key, self.shapes[0].amount
         if amounts.get(key, 0) > 0 or node in self.overlay:
@@ -105,23 +131,40 @@ class _Search:
 
 
 class Evictions:
-    """This pass's victims, what they will free, and who may still be evicted."""
+    """This pass's victims, what they and terminating groups will free, and who may still be evicted."""
 
-    def __init__(self, fitter: Fitter, running: Sequence[RunningGroup]) -> None:
+    def __init__(self, fitter: Fitter, running: Sequence[RunningGroup],
+                 returning: Sequence[RunningGroup] = ()) -> None:
         self.fitter = fitter
         self.order = eviction_order([g for g in running if not g.terminating])
+        self.age = {g.id: rank for rank, g in enumerate(
+            sorted(self.order, key=lambda g: (g.started_at, g.id), reverse=True))}
         self._priorities = [g.priority for g in self.order]  # ascending
         self._first = 0  # order[:_first] are all victims already
         self.victims: list[str] = []
         self._taken: set[str] = set()
         self._taken_priorities: Counter[int] = Counter()
         self.priority_of: dict[str, int] = {}
-        # what victims will free and nobody was promised yet: per victim (who waits for whom) and
-        # summed per victim priority (what a preemptor may plan on)
+        # what victims and terminating groups will free and nobody was promised yet: per group (who waits
+        # for whom) and summed per priority level (what a preemptor may plan on)
         self.released: dict[str, dict[str, dict[str, int]]] = {}
         self._by_level: dict[int, dict[str, dict[str, int]]] = {}
         self._victims_on: dict[str, list[str]] = {}
         self._failed: dict[tuple[Signature, Demand], list[tuple[int, int]]] = {}
+        self._freed: dict[tuple[object, ...], dict[str, dict[str, int]]] = {}
+        for group in returning:
+            self._release(group, RETURNING)
+
+    def _release(self, group: RunningGroup, level: int) -> None:
+        self.priority_of[group.id] = level
+        freed = self.released[group.id] = {}
+        by_level = self._by_level.setdefault(level, {})
+        for pod in group.pods:
+            for bucket in (freed.setdefault(pod.node, {}), by_level.setdefault(pod.node, {})):
+                for name, amount in with_pod(pod.requests).items():
+                    bucket[name] = bucket.get(name, 0) + amount
+            if group.id not in self._victims_on.setdefault(pod.node, []):
+                self._victims_on[pod.node].append(group.id)
 
     def evictable(self, priority: int) -> int:
         """How many running groups a group of `priority` could still evict."""
@@ -138,66 +181,118 @@ class Evictions:
                 yield group
 
     def released_for(self, priority: int) -> Iterator[tuple[str, Mapping[str, int]]]:
-        """(node, amounts) victims of strictly lower priority will free and nobody was promised yet."""
+        """(node, amounts) victims of strictly lower priority and terminating groups will free, not yet promised."""
         for level, nodes in self._by_level.items():
             if level < priority:
                 yield from nodes.items()
 
     def attempt(self, shapes: Sequence[Shape], priority: int) -> Preemption | None:
-        """Victims (possibly none, when capacity already released suffices) and the placement, or None."""
+        """Victims (possibly none, when capacity coming back suffices) and the placement, or None."""
         key = (shapes[0].klass, shapes[0].demand) if len(shapes) == 1 else None
         pods = shapes[0].pods
         if key is not None and any(p >= priority and k <= pods for p, k in self._failed.get(key, ())):
             return None
         search = _Search(self.fitter, shapes)
+        for node, amounts in self.released_for(priority):
+            if search.could_gain(node, amounts):
+                search.add(node, amounts, 1)
+        if search.fits():
+            taken = search.place()
+            return None if taken is None else Preemption((), taken)
+        pool = [group for group in self.candidates(priority) if search.touches(group)]
+        chosen = self._exact(search, pool)
+        if chosen is None:
+            chosen = self._greedy(search, pool)
+            if chosen is None:
+                if key is not None:
+                    self._failed.setdefault(key, []).append((priority, pods))
+                return None
+        for group in chosen:
+            search.add_group(group, 1)
+        taken = search.place()
+        return None if taken is None else Preemption(tuple(chosen), taken)
+
+    def would_start(self, shapes: Sequence[Shape], priority: int) -> bool:
+        """Whether evicting every candidate (and what is coming back) would let the shapes fit. Changes nothing.
+
+        What that frees is summed per node once per (class, priority) while no victim is taken (the
+        question is asked when the policy does not preempt, so none is): each answer then costs a
+        pass over the nodes it frees, not over every candidate's pods.
+        """
+        search = _Search(self.fitter, shapes)
+        memo = (shapes[0].klass, priority, len(self.victims))
+        freed = self._freed.get(memo) if len(shapes) == 1 else None
+        if freed is None:
+            freed = {}
+            for node, amounts in self.released_for(priority):
+                bucket = freed.setdefault(node, {})
+                for name, amount in amounts.items():
+                    bucket[name] = bucket.get(name, 0) + amount
+            for group in self.candidates(priority):
+                if search.touches(group):
+                    for pod in group.pods:
+                        bucket = freed.setdefault(pod.node, {})
+                        for name, amount in with_pod(pod.requests).items():
+                            bucket[name] = bucket.get(name, 0) + amount
+            if len(shapes) == 1:
+                self._freed[memo] = freed
+        for node, amounts in freed.items():
+            search.add(node, amounts, 1)
+        return search.fits()
+
+    def _exact(self, search: _Search, pool: Sequence[RunningGroup]) -> list[RunningGroup] | None:
+        """The best set by the rule, trying every set of 1, 2, ... victims; None when over budget or none fits."""
+        spent = 0
+        for size in range(1, len(pool) + 1):
+            spent += comb(len(pool), size)
+            if spent > EXACT_BUDGET:
+                return None
+            best: list[RunningGroup] | None = None
+            best_key: tuple[object, ...] | None = None
+            for combo in combinations(pool, size):
+                for group in combo:
+                    search.add_group(group, 1)
+                if search.fits():
+                    candidate = rule_key(combo, self.age)
+                    if best_key is None or candidate < best_key:
+                        best, best_key = list(combo), candidate
+                for group in combo:
+                    search.add_group(group, -1)
+            if best is not None:
+                return best
+        return None
+
+    def _greedy(self, search: _Search, pool: Sequence[RunningGroup]) -> list[RunningGroup] | None:
+        """Whole groups in the rule's order until the shapes fit, then the unneeded ones dropped."""
         chosen: dict[str, RunningGroup] = {}
-        if not self._fill(search, priority, chosen):
-            if key is not None:
-                self._failed.setdefault(key, []).append((priority, pods))
+        for group in pool:
+            search.add_group(group, 1)
+            chosen[group.id] = group
+            if search.fits():
+                break
+        else:
+            for group in chosen.values():
+                search.add_group(group, -1)
             return None
-        for group in sorted(chosen.values(), key=lambda g: (-g.priority, g.started_at, g.id)):
+        for group in sorted(chosen.values(), key=lambda g: (-g.priority, -self.age[g.id], g.id)):
             search.add_group(group, -1)
             if search.fits():
                 del chosen[group.id]
             else:
                 search.add_group(group, 1)
-        taken = search.place()
-        return None if taken is None else Preemption(tuple(chosen.values()), taken)
-
-    def _fill(self, search: _Search, priority: int, chosen: dict[str, RunningGroup]) -> bool:
-        """Add released capacity, then candidates, until the shapes fit; False if they never do."""
-        if search.fits():
-            return True
-        for node, amounts in self.released_for(priority):
-            if search.could_gain(node, amounts):
-                search.add(node, amounts, 1)
-                if search.fits():
-                    return True
-        for group in self.candidates(priority):
-            if search.touches(group):  # else evicting it frees nothing this group could use
-                search.add_group(group, 1)
-                chosen[group.id] = group
-                if search.fits():
-                    return True
-        return False
+        for group in chosen.values():
+            search.add_group(group, -1)
+        return sorted(chosen.values(), key=lambda g: (g.priority, self.age[g.id], g.id))
 
     def commit(self, found: Preemption, priority: int) -> tuple[str, ...]:
-        """Record the victims and take the preemptor's capacity; returns the victims it waits for."""
+        """Record the victims and take the preemptor's capacity; returns the groups it waits for."""
         waits_for: dict[str, None] = {}
         for victim in found.victims:
             waits_for[victim.id] = None
             self.victims.append(victim.id)
             self._taken.add(victim.id)
             self._taken_priorities[victim.priority] += 1
-            self.priority_of[victim.id] = victim.priority
-            freed = self.released[victim.id] = {}
-            level = self._by_level.setdefault(victim.priority, {})
-            for pod in victim.pods:
-                for bucket in (freed.setdefault(pod.node, {}), level.setdefault(pod.node, {})):
-                    for name, amount in with_pod(pod.requests).items():
-                        bucket[name] = bucket.get(name, 0) + amount
-                if victim.id not in self._victims_on.setdefault(pod.node, []):
-                    self._victims_on[pod.node].append(victim.id)
+            self._release(victim, victim.priority)
         for shape, nodes in found.taken:
             for node, pods in nodes:
                 amounts = {name: amount * pods for name, amount in shape.demand}

@@ -47,7 +47,7 @@ class Reservations:
         self._fitter = fitter
         self._capacity: Capacity = fitter.capacity
         self._foreign: dict[str, dict[str, int]] | None = None
-        self._potential: dict[tuple[Signature, Demand], list[tuple[str, int]]] = {}
+        self._potential: dict[tuple[Signature, Demand, str | None], list[tuple[str, int]]] = {}
         self.group: PodGroup | None = None
         self.nodes: tuple[str, ...] = ()
         self._demand: Demand | None = None  # the starved group's pod shape (slack only for one shape)
@@ -74,16 +74,16 @@ class Reservations:
         allocatable, held = self._capacity.allocatable[node], self.foreign_used().get(node, {})
         return {name: allocatable.get(name, 0) - held.get(name, 0) for name in allocatable}
 
-    def potential(self, shape: Shape) -> list[tuple[str, int]]:
+    def potential(self, shape: Shape, domain: str | None = None) -> list[tuple[str, int]]:
         """(node, pods of the shape it could take once det-k8s groups on it are gone), unblocked nodes.
 
         Fixed during a pass until the first reservation, which also ends the calls: cached.
         """
-        key = (shape.klass, shape.demand)
+        key = (shape.klass, shape.demand, domain)
         found = self._potential.get(key)
         if found is None:
             found = []
-            members = self._fitter.index(shape).members - self._capacity.blocked
+            members = self._fitter.index(shape, domain).members - self._capacity.blocked
             for node in self._capacity.in_order(members):
                 could = count(self._left_on(node), shape.demand)
                 if could > 0:
@@ -92,10 +92,24 @@ class Reservations:
         return found
 
     def choose(self, shapes: Sequence[Shape]) -> tuple[str, ...]:
-        """Nodes to hold for a starved group: most free first, until it fits them; () if it never would."""
+        """Nodes to hold for a starved group: most free first, until it fits them; () if it never would.
+
+        When the topology policy requires one domain, the nodes are all in one: the domain needing fewest.
+        """
+        fitter = self._fitter
+        if fitter.topology_required and fitter.topology_applies(shapes):
+            best: tuple[str, ...] = ()
+            for domain in fitter.domains(shapes[0]):
+                nodes = self._choose(shapes, domain)
+                if nodes and (not best or len(nodes) < len(best)):
+                    best = nodes
+            return best
+        return self._choose(shapes, None)
+
+    def _choose(self, shapes: Sequence[Shape], domain: str | None) -> tuple[str, ...]:
         chosen: dict[str, None] = {}
         for shape in shapes:
-            potential = self.potential(shape)
+            potential = self.potential(shape, domain)
             if sum(could for _, could in potential) < shape.pods:
                 return ()
             rows = []

@@ -78,16 +78,11 @@ def eligible_nodes(nodes: Sequence[Node], constraints: Constraints) -> tuple[lis
         excluded[reason] = excluded.get(reason, 0) + 1
 
     for node in nodes:
-        if not node.ready:
-            skip("not ready")
-        elif node.unschedulable:
-            skip("cordoned")
-        elif (taint := constraints.untolerated(node.taints)) is not None:
-            skip(f"taint {taint}")
-        elif not constraints.selector_matches(node.labels):
-            skip("node selector")
-        else:
+        cause = constraints.node_cause(node)  # kube-scheduler's node filters, as the scheduler models them
+        if cause is None:
             keep.append(node)
+        else:
+            skip(cause)
     return keep, excluded
 
 
@@ -114,8 +109,13 @@ def check_nodes(settings: Settings, nodes: Sequence[Node], sources: SourceMap, o
 
     usable, excluded = eligible_nodes(nodes, task_constraints(settings))
     if not nodes:
-        add(Severity.WARNING, (), f"{origin} lists no nodes; node checks skipped")
+        add(Severity.ERROR, (), f"{origin} lists no nodes, so the node checks cannot run",
+            "take it with `kubectl get nodes -o yaml`, or pass --kube-context to read the cluster's nodes")
         return problems
+    bare = [node.name for node in nodes if set(node.allocatable) <= {"pods"}]
+    if bare:  # hand-written or truncated: status.allocatable missing
+        add(Severity.WARNING, (), f"{origin}: node {bare[0]}{f' and {len(bare) - 1} more' if len(bare) > 1 else ''} "
+            "report no allocatable resources (no status.allocatable), so nothing fits there")
     if not usable:
         reasons = ", ".join(f"{count} {why}" for why, count in sorted(excluded.items()))
         add(Severity.ERROR, (), f"no node in {origin} can run task pods ({reasons})",

@@ -38,11 +38,12 @@ pytestmark = pytest.mark.emulator
 def test_the_report_has_the_machine_every_section_and_a_verdict_per_goal(quick_run):
     results, report = quick_run
     assert results["quick"] is True and results["machine"]["cores"] >= 1 and results["machine"]["python"]
-    for heading in ("## Goals", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## Against the published anchors"):
+    for heading in ("## Goals", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7.",
+                    "## Against the published anchors"):
         assert heading in report, heading
     goals = report.split("## Goals")[1].split("## 1.")[0].splitlines()
     rows = [line for line in goals if line.startswith("| ") and line[2].isdigit()]
-    assert [row[2] for row in rows] == ["1", "2", "3", "4", "5", "6"]
+    assert [row[2] for row in rows] == ["1", "2", "3", "4", "5", "6", "7"]
     assert all("**met**" in row or "**not met**" in row for row in rows if not row.startswith("| 4."))
     assert "Quick run" in report
 
@@ -73,6 +74,14 @@ def test_the_map_benchmark_times_the_summary_against_plan_on_the_same_snapshot(q
         assert shape["summarised"] and shape["cells"] > shape["rows"] and shape["holders"] > 0
         assert set(row["phases"]["seconds"]) == {"read_and_parse", "build_snapshot", "free_parsed_objects",
                                                  "build_map", "draw_summary"}
+
+
+def test_the_constrained_plan_is_timed_and_every_experiment_decided(quick_run):
+    data = quick_run[0]["constraints"]
+    assert timing(data["plan"]) and timing(data["json_load_process"])
+    assert sum(data["outcome"].values()) == data["experiments"]
+    assert data["constrained_pods"] > 0 and data["constrained_experiments"] > 0
+    assert {"PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Namespace"} <= set(data["kinds"])
 
 
 def test_quality_is_scored_against_both_optima_and_no_plan_is_partial(quick_run):

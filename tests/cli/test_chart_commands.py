@@ -225,3 +225,10 @@ def test_a_utf8_byte_order_mark_is_accepted_and_bad_bytes_are_located(run_cli, t
     result = run_cli("validate", "-f", latin1)
     assert (result.code, result.err.strip()) == (  # the BOM's 3 bytes + "clusterName: caf" come first
         1, f"error: {latin1}: not UTF-8 text (byte 20 is not valid UTF-8); save it as UTF-8")
+
+
+def test_validate_against_an_empty_node_list_fails(run_cli, tmp_path):
+    empty = tmp_path / "nodes.yaml"
+    empty.write_text("apiVersion: v1\nkind: List\nitems: []\n")
+    result = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--nodes", empty)
+    assert result.code == 1 and f"error: {empty}: no Node objects in it; nothing can be checked" in result.err

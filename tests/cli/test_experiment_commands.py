@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.builders import node_of
 from tests.conftest import example
 from tests.k8s_emulator import node
 
@@ -37,7 +38,7 @@ def gpus_by_node(cluster) -> dict[str, int]:
         if pod["status"]["phase"] in ("Succeeded", "Failed"):
             continue
         for c in pod["spec"]["containers"]:
-            used[pod["spec"]["nodeName"]] = used.get(pod["spec"]["nodeName"], 0) + int(
+            used[node_of(pod)] = used.get(node_of(pod), 0) + int(
                 c["resources"]["requests"].get("nvidia.com/gpu", "0"))
     return used
 
@@ -236,7 +237,8 @@ def test_policy_is_stored_for_every_client(run_cli, cluster):
     assert run_cli("scheduler", "policy", "--preemption", "--weight", "alice=2", "--weight", "bob=0.5").code == 0
     shown = json.loads(run_cli("scheduler", "policy", "-o", "json").out)
     assert shown == {"preemption": True, "weights": {"alice": 2.0, "bob": 0.5}, "autoscaling": False,
-                     "backfill": True, "reserve_after": 300.0}
+                     "backfill": True, "reserve_after": 300.0, "topology_key": "topology.kubernetes.io/zone",
+                     "topology_required": False, "extended_resource_toleration": None}
     assert run_cli("scheduler", "policy", "--weight", "alice").code == 2
 
 
@@ -307,3 +309,19 @@ def test_the_scheduler_loop_survives_a_failed_pass(cluster, tmp_path):
 def test_reserve_after_must_be_a_sane_number_of_seconds(run_cli, cluster, value):
     assert run_cli("scheduler", "policy", "--reserve-after", value).code == 2
     assert run_cli("scheduler", "policy").code == 0  # nothing stored that would break later passes
+
+
+def test_topology_and_the_admission_plugin_are_part_of_the_stored_policy(run_cli, cluster):
+    from det_k8s.kube.policy import read_policy
+
+    assert run_cli("scheduler", "policy", "--topology-key", "rack", "--require-topology",
+                   "--extended-resource-toleration", "on").code == 0
+    policy = read_policy(cluster.connect(), "default")
+    assert (policy.topology_key, policy.topology_required, policy.extended_resource_toleration) == ("rack", True, True)
+    shown = run_cli("scheduler", "policy")
+    assert "Topology:      rack (required)" in shown.out and "Admission:     ExtendedResourceToleration on" in shown.out
+    assert run_cli("scheduler", "policy", "--extended-resource-toleration", "detect", "--prefer-topology").code == 0
+    policy = read_policy(cluster.connect(), "default")
+    assert (policy.topology_required, policy.extended_resource_toleration) == (False, None)
+    bad = run_cli("scheduler", "policy", "--extended-resource-toleration", "maybe")
+    assert bad.code == 2 and "expected on, off or detect" in bad.err

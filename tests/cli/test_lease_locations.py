@@ -14,6 +14,7 @@ import threading
 import pytest
 
 from det_k8s.kube.lease import LAST_PASS, LeaseLocationConflict, SchedulingLease
+from tests.builders import node_of
 from tests.cli.test_completion import det_k8s
 from tests.conftest import example
 from tests.k8s_emulator import node
@@ -25,7 +26,7 @@ def gpus_by_node(cluster) -> dict[str, int]:
     used: dict[str, int] = {}
     for pod in cluster.api.items("pods"):
         for c in pod["spec"]["containers"]:
-            node_name = pod["spec"]["nodeName"]
+            node_name = node_of(pod)  # bound, or pinned by node affinity (how det-k8s pins its pods)
             used[node_name] = used.get(node_name, 0) + int(c["resources"]["requests"].get("nvidia.com/gpu", "0"))
     return used
 

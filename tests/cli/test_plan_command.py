@@ -25,15 +25,18 @@ def test_the_16_gpu_deadlock_is_rejected_with_both_numbers(run_cli):
         "plan", EXPERIMENTS / "distributed-16gpu.yaml", "--snapshot", SNAPSHOTS / "three-4gpu-nodes.yaml"
     )
     assert result.code == 0
-    assert "distributed-16gpu   rejected   needs 16 nvidia.com/gpu (4 pods x 4), cluster has 12" in result.out
+    assert ("distributed-16gpu   rejected   never fits this cluster: needs 16 nvidia.com/gpu (4 pods x 4), "
+            "cluster has 12 on 3 eligible nodes") in result.out
     assert "0 placed, 0 queued, 1 rejected" in result.err
 
 
 def test_two_12_gpu_experiments_exact_json(run_cli):
     data = plan_json(run_cli, TWELVE_A, TWELVE_B, "--snapshot", SNAPSHOTS / "twelve-gpus.yaml")
-    assert list(data) == ["experiments"]
+    assert list(data) == ["namespace", "experiments", "victims", "warnings"]
+    assert (data["namespace"], data["victims"], data["warnings"]) == ("default", [], [])
     first, second = data["experiments"]
-    assert all(list(record) == ["name", "status", "reason", "pods"] for record in (first, second))
+    assert list(first) == ["name", "status", "reason", "pods"]
+    assert list(second) == ["name", "status", "reason", "pods", "why"]
     assert (first["name"], first["status"], first["reason"]) == ("distributed-12gpu-a", "placed", "")
     assert [list(pod) for pod in first["pods"]] == [["name", "node", "slots"]] * 3
     assert sorted(pod["node"] for pod in first["pods"]) == ["gpu-a", "gpu-a", "gpu-b"]
@@ -82,11 +85,14 @@ def test_slots_that_do_not_divide_are_rejected_with_the_reason(run_cli, tmp_path
     six = tmp_path / "six.yaml"
     six.write_text("name: six\nresources: {slots_per_trial: 6}\n")
     data = plan_json(run_cli, six, TWELVE_A, "--snapshot", SNAPSHOTS / "twelve-gpus.yaml")
+    reason = "slots_per_trial 6 is not a multiple of maxSlotsPerPod 4; use 4 or 8 slots"
     assert data["experiments"][0] == {
         "name": "six",
         "status": "rejected",
         "pods": [],
-        "reason": "slots_per_trial 6 is not a multiple of maxSlotsPerPod 4; use 4 or 8 slots",
+        "reason": reason,
+        "why": {"code": "not-divisible", "line": reason, "never_fits": True, "ask": {"pods": 0, "per_pod": {}},
+                "resource": "nvidia.com/gpu", "limiting": None, "detail": reason},
     }
     assert data["experiments"][1]["status"] == "placed"
 
@@ -119,6 +125,8 @@ def test_preemption_evicts_the_lowest_priority_group_whole(run_cli):
         SNAPSHOTS / "mixed-cluster.yaml",
         "-f",
         example("gpu-cluster.yaml"),
+        "-n",
+        "determined",
     )
     assert plan_json(run_cli, *args)["experiments"][0]["status"] == "queued"
     (record,) = plan_json(run_cli, *args, "--preemption")["experiments"]
@@ -126,7 +134,23 @@ def test_preemption_evicts_the_lowest_priority_group_whole(run_cli):
     assert record["reason"] == "after preempting hp-sweep-trial-3 (priority 10)"
     table = run_cli("plan", *args, "--preemption")
     assert "Preempted (whole groups, returned to the queue)" in table.out
-    assert "7d3f0c2a91b4   hp-sweep-trial-3   bob    10         2      high-priority-8gpu" in table.out
+    assert ("7d3f0c2a91b4   hp-sweep-trial-3   determined   bob    10         2      high-priority-8gpu"
+            in table.out)
+    data = plan_json(run_cli, *args, "--preemption")
+    assert data["victims"] == [{"group": "7d3f0c2a91b4", "experiment": "hp-sweep-trial-3", "namespace": "determined",
+                                "user": "bob", "priority": 10, "pods": 2, "for": ["high-priority-8gpu"]}]
+    assert data["experiments"][0]["waits_for"] == [
+        {"group": "7d3f0c2a91b4", "experiment": "hp-sweep-trial-3", "victim": True}]
+
+
+def test_plan_preempts_only_the_queue_namespace_like_the_live_scheduler(run_cli):
+    # the mixed cluster's det-k8s groups run in namespace determined: planning for default evicts none of them
+    data = plan_json(run_cli, EXPERIMENTS / "high-priority-8gpu.yaml", "--snapshot", SNAPSHOTS / "mixed-cluster.yaml",
+                     "-f", example("gpu-cluster.yaml"), "--preemption")
+    (record,) = data["experiments"]
+    assert (record["status"], data["victims"]) == ("queued", [])
+    assert record["why"]["preemption"] == {"outcome": "none-lower", "lower_priority_groups": 0, "would_start": None}
+    assert "preemption: no lower-priority group in this queue to evict" in record["reason"]
 
 
 def test_default_scheduler_preemption_in_the_settings_switches_preemption_on(run_cli):
@@ -141,6 +165,8 @@ def test_default_scheduler_preemption_in_the_settings_switches_preemption_on(run
         "defaultScheduler=preemption",
         "--set",
         "appVersion=0.35.1",  # the last release line with the preemption scheduler
+        "-n",
+        "determined",
     )
     assert data["experiments"][0]["status"] == "placed"
 
@@ -258,3 +284,40 @@ def test_a_snapshot_from_a_device_is_refused_at_once(run_cli):
     assert (result.code, result.err.strip()) == (
         1, "error: /dev/zero: a device, not a regular file; det-k8s reads only regular files and stdin; save it to "
            "a file, or pipe it in and pass -")
+
+
+
+def test_snapshots_that_cannot_be_right_are_said_so(run_cli, tmp_path):
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"apiVersion": "v1", "kind": "List", "items": []}')
+    result = run_cli("plan", TWELVE_A, "--snapshot", empty)
+    assert result.code == 1 and f"error: {empty}: no Node objects in it; nothing can be checked or planned" in result.err
+    bare = tmp_path / "nodes-only.yaml"
+    bare.write_text(yaml.safe_dump({"kind": "List", "items": [
+        item for item in yaml.safe_load((SNAPSHOTS / "twelve-gpus.yaml").read_text())["items"] if item["kind"] == "Node"]}))
+    result = run_cli("plan", TWELVE_A, "--snapshot", bare)
+    assert result.code == 0
+    assert f"warning: {bare} lists 2 node(s) and no pods, so every node looks free" in result.err
+
+
+def test_topology_and_admission_flags_reach_the_plan(run_cli, tmp_path):
+    snapshot = tmp_path / "zones.yaml"
+    nodes = [{"kind": "Node", "metadata": {"name": f"n{i}", "labels": {"rack": f"r{i // 2}"}},
+              "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+              "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "4", "pods": "110"}}}
+             for i in range(4)]
+    agent = {"kind": "Pod", "metadata": {"name": "agent", "namespace": "kube-system"},
+             "spec": {"nodeName": "n0", "containers": [{"name": "a", "resources": {"requests": {"cpu": "100m"}}}]},
+             "status": {"phase": "Running"}}
+    snapshot.write_text(yaml.safe_dump({"kind": "List", "items": [*nodes, agent]}))
+    args = (EXPERIMENTS / "distributed-12gpu-a.yaml", "--snapshot", snapshot, "--set", "maxSlotsPerPod=4")
+    (record,) = plan_json(run_cli, *args)["experiments"]  # the GPU taint: no plugin detected, every node excluded
+    assert record["status"] == "rejected" and "4 taint nvidia.com/gpu=present:NoSchedule" in record["reason"]
+    (record,) = plan_json(run_cli, *args, "--extended-resource-toleration", "--topology-key", "rack")["experiments"]
+    assert record["status"] == "placed"
+    (record,) = plan_json(run_cli, *args, "--extended-resource-toleration", "--topology-key", "rack",
+                          "--require-topology")["experiments"]
+    assert record["status"] == "rejected" and record["why"]["code"] == "exceeds-domain"  # 3 pods x 4, racks of 8
+    assert record["why"]["topology"] == {"key": "rack", "best_domain": "r0", "pods_there": 2}
+    assert record["reason"].startswith("never fits one rack (needs 3 pods x 4 nvidia.com/gpu), which the topology "
+                                       "policy requires; the largest, r0 holds at most 2 of its 3 pods")

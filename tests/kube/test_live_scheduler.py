@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import threading
 
 import pytest
@@ -13,6 +14,7 @@ from det_k8s.scheduling.experiments import parse_experiment
 from det_k8s.scheduling.groups import build_group
 from det_k8s.scheduling.model import Policy
 from det_k8s.settings import Document, load_settings
+from tests.builders import node_of
 from tests.k8s_emulator import node
 
 SETTINGS = load_settings([Document("s", "maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")]).settings()
@@ -32,7 +34,7 @@ def gpu_use(cluster) -> dict[str, int]:
     used: dict[str, int] = {}
     for pod in cluster.api.items("pods"):
         gpus = int(pod["spec"]["containers"][0]["resources"]["requests"].get("nvidia.com/gpu", "0"))
-        used[pod["spec"]["nodeName"]] = used.get(pod["spec"]["nodeName"], 0) + gpus
+        used[node_of(pod)] = used.get(node_of(pod), 0) + gpus
     return used
 
 
@@ -460,3 +462,55 @@ def test_a_group_whose_pods_all_vanished_is_placed_again_in_the_same_pass(twelve
     cluster.api.remove("pods", pod["metadata"]["name"])  # evicted and garbage-collected between passes
     report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
     assert "is gone" in report.requeued["aaaa0001"] and "aaaa0001" in report.placed
+
+
+def test_created_pods_are_pinned_by_node_affinity_so_kube_scheduler_still_runs_its_filters(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)  # three pods of 4 GPUs
+    LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    pods = cluster.api.items("pods")
+    assert all("nodeName" not in p["spec"] for p in pods)
+    terms = [p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+             for p in pods]
+    assert sorted(t[0]["matchFields"][0]["values"][0] for t in terms) == ["gpu-0", "gpu-1", "gpu-2"]
+
+
+def unschedulable(cluster, since: str) -> None:
+    """kube-scheduler's verdict on one pod of the group: it cannot go to the node it is pinned to."""
+    name = cluster.api.items("pods")[0]["metadata"]["name"]
+    cluster.api.update("pods", name, {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": since,
+         "message": "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node "
+                    "affinity/selector. preemption: 0/3 nodes are available: 3 No preemption victims found."}]}})
+
+
+def test_a_pod_kube_scheduler_cannot_place_tears_the_group_down_after_a_grace_period(twelve_gpus):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    clock = [datetime.datetime(2026, 11, 21, 12, 0, tzinfo=datetime.UTC)]
+    scheduler = LiveScheduler(cluster.connect(), "default", Policy(), "c", clock=lambda: clock[0])
+    scheduler.run_pass()
+    unschedulable(cluster, "2026-11-21T12:00:00Z")
+    clock[0] += datetime.timedelta(seconds=30)  # kube-scheduler retries a pod as other pods come and go: not yet
+    assert "aaaa0001" not in scheduler.run_pass().requeued
+    clock[0] += datetime.timedelta(seconds=31)
+    why = scheduler.run_pass().requeued["aaaa0001"]
+    assert why.startswith("kube-scheduler cannot place pod ") and "1 Insufficient nvidia.com/gpu" in why
+    assert "nodes are available" not in why  # the Determined master would rewrite such a message
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    assert (entry.state, entry.attempts, entry.rejections) == ("queued", 0, 1)
+
+
+def test_a_complete_set_of_pods_pinned_but_not_bound_yet_is_adopted(twelve_gpus):
+    """An interrupted pass left the pods as it creates them: pinned by node affinity, kube-scheduler yet to bind."""
+    from det_k8s.scheduling.groups import pin
+
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    for i, manifest in enumerate(entry.pods):
+        cluster.api.put({**manifest, "spec": pin(manifest["spec"], f"gpu-{i}"), "status": {"phase": "Pending"}})
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "c").run_pass()
+    assert report.placed["aaaa0001"] == tuple(sorted((p["metadata"]["name"], f"gpu-{i}")
+                                                     for i, p in enumerate(entry.pods)))
+    assert len(cluster.api.items("pods")) == 3

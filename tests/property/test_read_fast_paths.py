@@ -100,6 +100,23 @@ SPECS = st.fixed_dictionaries({}, optional={
     "tolerations": st.one_of(st.none(), st.lists(TOLERATION, max_size=3)),
     "affinity": st.sampled_from([None, {}, AFFINITY]),
 })
+PORTS = st.lists(st.fixed_dictionaries({"containerPort": st.sampled_from([80, 29500])},
+                                       optional={"hostPort": st.sampled_from([0, 80, None])}), max_size=2)
+VOLUMES = st.lists(st.sampled_from([{"name": "a", "configMap": {"name": "c"}}, {"name": "p", "projected": {}},
+                                    {"name": "d", "persistentVolumeClaim": {"claimName": "data"}},
+                                    {"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]), max_size=3)
+FULL_SPECS = st.fixed_dictionaries({}, optional={
+    "containers": st.lists(st.fixed_dictionaries({"name": st.just("c")}, optional={"ports": PORTS}), max_size=2),
+    "nodeSelector": st.one_of(st.none(), st.dictionaries(st.sampled_from(["pool", "zone"]), SCALARS, max_size=2)),
+    "tolerations": st.one_of(st.none(), st.lists(TOLERATION, max_size=2)),
+    "volumes": VOLUMES,
+    "hostNetwork": st.booleans(),
+    "os": st.sampled_from([{"name": "linux"}, None]),
+    "topologySpreadConstraints": st.sampled_from([None, [{"maxSkew": 1, "topologyKey": "zone",
+                                                          "whenUnsatisfiable": "DoNotSchedule"}]]),
+    "schedulingGates": st.sampled_from([None, [{"name": "wait"}]]),
+    "runtimeClassName": st.sampled_from([None, "nvidia"]),
+})
 
 
 def outcome(function: Any, *args: Any) -> tuple[str, Any]:
@@ -121,6 +138,14 @@ def test_effective_requests_match_the_plain_rule(specs):
 def test_constraints_match_the_plain_reading(specs):
     for spec in specs + specs:
         assert outcome(read.constraints_from_spec, spec) == outcome(reference_constraints, spec)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(FULL_SPECS, min_size=1, max_size=8))
+def test_the_fast_path_reads_what_the_full_reading_reads(specs):
+    """Memoised or not, every field that places a pod is read: host ports, claims, OS, spread, gates."""
+    for spec in specs + specs:
+        assert outcome(read.constraints_from_spec, spec) == outcome(read._constraints, spec)
 
 
 def test_memo_results_cannot_be_changed_through_a_pod():

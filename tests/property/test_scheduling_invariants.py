@@ -158,7 +158,8 @@ def test_no_node_is_over_committed_and_groups_are_whole_on_eligible_nodes(cluste
             )
     running = {g.id: g for g in running_groups(cluster.pods)}
     after = {name: dict(used) for name, used in cluster.used.items()}
-    for victim in plan.victims:
+    leaving = set(plan.victims) | {g for waits in plan.preempting.values() for g in waits}  # evicted or terminating
+    for victim in leaving:
         for pod in running[victim].pods:
             add_into(after, pod.node, {**pod.requests, PODS: 1000}, -1)
     load = placed_load(plan, queue)
@@ -182,11 +183,13 @@ def test_preemption_evicts_only_whole_strictly_lower_priority_det_k8s_groups(clu
     assert set(plan.victims) <= {gid for gid, g in running.items() if not g.terminating}
     by_id = {g.id: g for g in queue}
     waited_for = set()
-    for preemptor, victims in plan.preempting.items():
+    for preemptor, waits in plan.preempting.items():
         assert preemptor in plan.placements
-        assert all(running[v].priority < by_id[preemptor].priority for v in victims)
-        waited_for |= set(victims)
-    assert waited_for == set(plan.victims)
+        for gid in waits:  # a victim of strictly lower priority, or a group already terminating
+            assert running[gid].terminating or running[gid].priority < by_id[preemptor].priority
+            assert (gid in plan.victims) != running[gid].terminating
+        waited_for |= set(waits)
+    assert set(plan.victims) <= waited_for
 
 
 @CASES

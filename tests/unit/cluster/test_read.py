@@ -169,3 +169,100 @@ def test_a_pods_priority_is_what_admission_set_from_its_priority_class():
     assert pod({"priorityClassName": "x-priorityclass", "priority": 42}).priority == 42
     assert pod({}).priority is None
     assert pod({"priority": "42"}).priority is None and pod({"priority": True}).priority is None
+
+
+def test_every_placement_rule_of_a_pod_spec_is_read():
+    labels = {"app": "train", "det-k8s.io/group": "g", "rev": "7"}
+    spec = {
+        "containers": [container({GPU: "1"}, ports=[{"containerPort": 29500}, {"containerPort": 8080, "hostPort": 80,
+                                                                              "protocol": "UDP", "hostIP": "10.0.0.1"}])],
+        "hostNetwork": True,
+        "os": {"name": "linux"},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}],
+                     "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n3"]}]}]},
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "preference": {
+                    "matchExpressions": [{"key": "zone", "operator": "In", "values": ["z"]}]}}]},
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"det-k8s.io/group": "g"}}, "topologyKey": "zone",
+                 "matchLabelKeys": ["rev"]}]},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]},
+                 "topologyKey": "kubernetes.io/hostname", "namespaceSelector": {}}]}},
+        "topologySpreadConstraints": [
+            {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "minDomains": 3,
+             "labelSelector": {"matchLabels": {"app": "train"}}, "nodeTaintsPolicy": "Honor"},
+            {"maxSkew": 1, "topologyKey": "host", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}],
+        "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}},
+                    {"name": "s", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "fast",
+                                                                                  "accessModes": ["ReadWriteOncePod"]}}}},
+                    {"name": "cfg", "configMap": {"name": "c"}}],
+    }
+    c = pod_from_object({"metadata": {"name": "p", "namespace": "ml", "labels": labels}, "spec": spec}).constraints
+    assert c.required_terms == ((Requirement("pool", "In", ("a",)), Requirement("metadata.name", "NotIn", ("n3",), True)),)
+    assert c.preferred_terms == ((5, (Requirement("zone", "In", ("z",)),)),)
+    (together,) = c.affinity
+    assert together.namespaces == ("ml",) and together.selector.requirements[-1] == Requirement("rev", "In", ("7",))
+    (apart,) = c.anti_affinity
+    assert apart.namespace_selector is not None and apart.namespace_selector.empty and apart.namespaces == ()
+    assert apart.matches({"app": "web"}, "anywhere")
+    (spread,) = c.spread  # ScheduleAnyway only scores
+    assert (spread.max_skew, spread.min_domains, spread.honor_affinity, spread.honor_taints) == (2, 3, True, True)
+    assert [str(p) for p in c.host_ports] == ["29500/TCP", "80/UDP on 10.0.0.1"]
+    assert [(v.name, v.ephemeral, v.storage_class, v.read_write_once_pod) for v in c.claims] == [
+        ("data", False, None, False), ("s", True, "fast", True)]
+    assert c.os == "linux" and c.interpod
+
+
+def test_node_conditions_become_the_taints_the_node_lifecycle_controller_adds():
+    node = node_from_object({"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "4"}, "conditions": [
+        {"type": "Ready", "status": "True"}, {"type": "DiskPressure", "status": "True"},
+        {"type": "MemoryPressure", "status": "False"}]}})
+    assert node.taints == (Taint("node.kubernetes.io/disk-pressure", "", "NoSchedule"),)
+
+
+def test_owners_mirrors_nominations_pins_and_scheduling_failures_are_read():
+    pinned = pod_from_object({
+        "metadata": {"name": "p", "ownerReferences": [{"kind": "Job", "controller": False},
+                                                     {"kind": "DaemonSet", "controller": True}]},
+        "spec": {"containers": [container({"cpu": "1"})], "affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}}},
+        "status": {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    assert (pinned.owner_kind, pinned.permanent, pinned.node_name, pinned.node, pinned.active) == (
+        "DaemonSet", True, None, "n2", True)
+    assert (pinned.unschedulable, pinned.unschedulable_since) == ("0/3 nodes are available", "2026-01-01T00:00:00Z")
+    nominated = pod_from_object({"metadata": {"name": "q", "annotations": {"kubernetes.io/config.mirror": "x"}},
+                                 "spec": {"containers": []}, "status": {"nominatedNodeName": "n1"}})
+    assert (nominated.node, nominated.mirror, nominated.permanent) == ("n1", True, True)
+
+
+def test_claims_volumes_classes_and_namespaces_are_read_with_the_kinds_listed():
+    snapshot = snapshot_from_objects([{"kind": "List", "items": [
+        {"kind": "PersistentVolumeClaim", "metadata": {"name": "c", "namespace": "ml", "annotations": {
+            "volume.kubernetes.io/selected-node": "n1"}},
+         "spec": {"volumeName": "", "storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                  "resources": {"requests": {"storage": "1Gi"}}}},
+        {"kind": "PersistentVolume", "metadata": {"name": "v", "labels": {"topology.kubernetes.io/zone": "a__b"}},
+         "spec": {"capacity": {"storage": "2Gi"}, "claimRef": {"namespace": "ml", "name": "c"},
+                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                      {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}}},
+        {"kind": "StorageClass", "metadata": {"name": "local", "annotations": {
+            "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "kubernetes.io/no-provisioner",
+         "volumeBindingMode": "WaitForFirstConsumer",
+         "allowedTopologies": [{"matchLabelExpressions": [{"key": "zone", "values": ["a"]}]}]},
+        {"kind": "Namespace", "metadata": {"name": "ml", "labels": {"team": "x"}}},
+    ]}])
+    (claim,), (volume,), (klass,) = snapshot.claims, snapshot.volumes, snapshot.classes
+    assert (claim.namespace, claim.storage_class, claim.bound, claim.request, claim.selected_node) == (
+        "ml", "local", False, 2**30 * 1000, "n1")
+    assert (volume.claim, volume.capacity, volume.labels) == (("ml", "c"), 2 * 2**30 * 1000,
+                                                              {"topology.kubernetes.io/zone": "a__b"})
+    assert (klass.default, klass.binding_mode, klass.allowed_topologies) == (
+        True, "WaitForFirstConsumer", ((Requirement("zone", "In", ("a",)),),))
+    assert snapshot.namespaces == {"ml": {"team": "x"}}
+    assert snapshot.listed >= {"PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Namespace"}

@@ -29,16 +29,16 @@ def test_the_documented_example_line():
     )
     plan = schedule(cluster, queue(gang("big-exp", 4, 4), gang("g", 4, 4)), Policy(reservations=False))
     assert describe(plan.waiting["g"]) == (
-        "needs 4 pods x 4 nvidia.com/gpu; largest free blocks: gpu-0 2, gpu-1 2, gpu-2 0; "
-        "4 of 16 nvidia.com/gpu free; 3 nodes excluded: 2 taint accelerator=gpu:NoSchedule, 1 cordoned; "
-        "1 group ahead: big-exp"
+        "needs 4 pods x 4 nvidia.com/gpu; 4 of 16 nvidia.com/gpu free on its 4 eligible nodes (12 in use); "
+        "largest free blocks: gpu-0 2, gpu-1 2; held by pods in default 12; "
+        "3 nodes excluded: 2 taint accelerator=gpu:NoSchedule, 1 cordoned; 1 group ahead: big-exp"
     )
 
 
 def test_nothing_free_says_so():
     cluster = snapshot([node("n", 4)], [other_pod("x", "n", gpus=4)])
     plan = schedule(cluster, [gang("g", 1, 4)], Policy())
-    assert "no free nvidia.com/gpu on its 1 eligible node (4 in use)" in describe(plan.waiting["g"])
+    assert "no free nvidia.com/gpu on its 1 eligible node (4 allocatable: 4 in use)" in describe(plan.waiting["g"])
 
 
 def test_a_limiting_resource_other_than_gpus_is_named_with_its_amount():
@@ -65,16 +65,17 @@ def test_long_queues_name_the_first_groups_ahead_and_count_the_rest():
 def test_never_fits_because_one_pod_is_larger_than_any_node():
     plan = schedule(snapshot([node("a", 4), node("b", 4)]), [gang("g", 1, 8)], Policy())
     assert describe(plan.rejected["g"]) == (
-        "each pod needs 8 nvidia.com/gpu, more than any eligible node offers "
-        "(limiting: nvidia.com/gpu; largest nodes: a 4, b 4)"
+        "never fits this cluster: each pod needs 8 nvidia.com/gpu, more than any eligible node offers "
+        "(limiting: nvidia.com/gpu; largest nodes: a 4, b 4); with --autoscaling it would wait for nodes instead"
     )
 
 
 def test_never_fits_because_pods_do_not_pack():
     plan = schedule(snapshot([node(f"n{i}", 6) for i in range(3)]), [gang("g", 4, 4)], Policy())
     assert describe(plan.rejected["g"]) == (
-        "needs 4 pods x 4 nvidia.com/gpu, but the eligible nodes hold at most "
-        "3 such pods (limiting: nvidia.com/gpu; cluster has 18 nvidia.com/gpu)"
+        "never fits this cluster: needs 4 pods x 4 nvidia.com/gpu, but its 3 eligible nodes hold at most "
+        "3 such pods (limiting: nvidia.com/gpu; 18 nvidia.com/gpu in all; largest nodes: n0 6, n1 6, n2 6); "
+        "with --autoscaling it would wait for nodes instead"
     )
 
 
@@ -82,8 +83,8 @@ def test_no_eligible_node_lists_why():
     plan = schedule(
         snapshot([node("a", 4, ready=False), node("b", 4, cordoned=True)]), [gang("g", 1, 1)], Policy()
     )
-    assert (
-        describe(plan.rejected["g"]) == "no node can run its pods; 2 nodes excluded: 1 cordoned, 1 not ready"
+    assert describe(plan.rejected["g"]) == (
+        "never fits this cluster: no node can run its pods; 2 nodes excluded: 1 cordoned, 1 not ready"
     )
 
 

@@ -13,6 +13,7 @@ from det_k8s.scheduling import labels as L
 from det_k8s.scheduling.experiments import parse_experiment
 from det_k8s.scheduling.groups import build_group, headless_service_manifest, pod_manifests, pods_for
 from det_k8s.settings import Document, load_settings
+from tests.builders import node_of
 from tests.conftest import example
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -130,7 +131,8 @@ def test_every_manifest_validates_against_kubernetes_1_31():
 
 def test_pods_are_pinned_labelled_and_named_as_dns_labels():
     group, pods, _ = manifests()
-    assert [p["spec"]["nodeName"] for p in pods] == ["node-0", "node-1"]
+    assert [node_of(p) for p in pods] == ["node-0", "node-1"]
+    assert all("nodeName" not in p["spec"] for p in pods)  # pinned by node affinity: kube-scheduler still runs
     assert [p["metadata"]["name"] for p in pods] == [
         "my-big-experiment-3f9c0a1b-0",
         "my-big-experiment-3f9c0a1b-1",
@@ -274,3 +276,68 @@ def test_a_placement_missing_a_pod_is_a_programming_error():
     group = group_of(exp, cfg)
     with pytest.raises(ValueError, match="no node for pods"):
         pod_manifests(group, exp, cfg, {group.pods[0].name: "n"}, "ml")
+
+
+def test_pinning_keeps_the_pods_own_node_affinity_and_adds_the_node_to_each_term():
+    from det_k8s.scheduling.groups import pin
+
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["b"]}],
+         "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}]}},
+        "podAntiAffinity": {"x": 1}}
+    pinned = pin({"nodeName": "stale", "affinity": affinity, "containers": []}, "n1")
+    terms = pinned["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    name = {"key": "metadata.name", "operator": "In", "values": ["n1"]}
+    assert terms == [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}], "matchFields": [name]},
+                     {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["b"]}],
+                      "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}, name]}]
+    assert "nodeName" not in pinned and pinned["affinity"]["podAntiAffinity"] == {"x": 1}
+    assert affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0] == {
+        "matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}  # the input is not changed
+    assert node_of({"spec": pinned}) == "n1"
+
+
+def test_pods_carry_their_labels_and_namespace_and_a_template_node_name_is_a_requirement():
+    cfg = settings()
+    exp = experiment("name: e\nresources: {slots_per_trial: 8}\nenvironment:\n  pod_spec:\n    metadata:\n"
+                     "      labels: {team: vision}\n    spec:\n      nodeName: n7\n")
+    group = build_group(exp, cfg, group_id="3f9c0a1b2d4e5f60", user="alice", submitted_at="t", sequence=1,
+                        namespace="ml")
+    first = group.pods[0]
+    assert first.namespace == "ml" and first.labels["team"] == "vision" and first.labels[L.RANK] == "0"
+    assert first.constraints.pinned_node == "n7"
+    (pod,) = pod_manifests(group, exp, cfg, {p.name: "n7" for p in group.pods}, "ml")[:1]
+    assert node_of(pod) == "n7" and "nodeName" not in pod["spec"]
+
+
+def test_a_group_round_trips_through_its_queue_entry_with_every_constraint():
+    from det_k8s.cluster.read import constraints_from_spec
+    from det_k8s.scheduling.model import PodGroup, PodRequest
+    from det_k8s.scheduling.serialize import group_from_dict, group_to_dict
+
+    spec = {"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}], "os": {"name": "linux"},
+            "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]},
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 3, "preference": {"matchExpressions": [{"key": "z", "operator": "Exists"}]}}]},
+                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"g": "x"}}, "topologyKey": "zone", "namespaceSelector": {
+                        "matchLabels": {"team": "a"}}}]},
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": None, "topologyKey": "host"}]}},
+            "topologySpreadConstraints": [{"maxSkew": 2, "topologyKey": "zone", "labelSelector": {}}],
+            "volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "s"}}}}],
+            "resourceClaims": [{"name": "r"}]}
+    constraints = constraints_from_spec(spec, "ml", {"g": "x"})
+    group = PodGroup("id", "e", "u", 50, "t", 1, (PodRequest("p", 0, {GPU: 1000}, constraints, {"g": "x"}, "ml"),), 1)
+    assert group_from_dict(group_to_dict(group)) == group
+    old = group_to_dict(group)
+    for pod in old["pods"]:  # an entry written before labels, namespace and the newer constraints existed
+        del pod["labels"], pod["namespace"]
+        pod["constraints"] = {k: v for k, v in pod["constraints"].items()
+                              if k in ("nodeSelector", "requiredTerms", "tolerations")}
+    back = group_from_dict(old).pods[0]
+    assert (back.labels, back.namespace, back.constraints.affinity, back.constraints.tolerations) == (
+        {}, "", (), constraints.tolerations)

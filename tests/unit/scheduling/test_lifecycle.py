@@ -65,3 +65,29 @@ def test_admission_rejections_are_free_up_to_the_limit_then_count_as_attempts():
 def test_a_failure_counts_and_leaves_the_rejection_count_alone():
     assert charge(FAILED, attempts=1, rejections=4, max_attempts=3) == Charge(2, 4, True)
     assert charge(FAILED, attempts=2, rejections=0, max_attempts=3) == Charge(3, 0, False)
+
+
+def unschedulable_pods(since: str) -> list[Pod]:
+    stuck = Pod("g-1", phase="Pending", unschedulable="0/3 nodes are available: 3 Insufficient cpu. preemption: "
+                "0/3 nodes are available: 3 No preemption victims found for incoming pod.", unschedulable_since=since)
+    return [Pod("g-0", node_name="n", phase="Running"), stuck]
+
+
+def test_a_pod_unschedulable_past_the_grace_period_loses_the_group_without_counting():
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 1, 1, 0, 2, tzinfo=UTC)
+    assert group_health(NAMES, unschedulable_pods("2026-01-01T00:01:30Z"), now).verdict is Verdict.RUNNING
+    health = group_health(NAMES, unschedulable_pods("2026-01-01T00:00:30Z"), now)
+    assert health == Health(Verdict.LOST, "kube-scheduler cannot place pod g-1 on the node det-k8s chose "
+                                          "(3 Insufficient cpu)", counts=False)
+    assert group_health(NAMES, unschedulable_pods("2026-01-01T00:00:30Z")).verdict is Verdict.RUNNING  # no clock
+
+
+def test_scheduler_messages_never_keep_the_phrase_the_determined_master_rewrites():
+    from det_k8s.scheduling.lifecycle import scheduler_message
+
+    assert scheduler_message("0/5 nodes are available: 2 node(s) had untolerated taint {gpu: x}, 3 Insufficient "
+                             "nvidia.com/gpu. preemption: 0/5 nodes are available: 5 No preemption victims found.") == (
+        "2 node(s) had untolerated taint {gpu: x}, 3 Insufficient nvidia.com/gpu")
+    assert "nodes are available" not in scheduler_message("odd: nodes are available here")

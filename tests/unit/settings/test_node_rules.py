@@ -86,8 +86,8 @@ def test_no_usable_node_at_all_is_an_error_with_reasons():
     assert only.startswith("error: no node in nodes.yaml can run task pods (1 not ready, 1 taint x:NoSchedule)")
 
 
-def test_empty_node_list_warns():
-    assert check(GPU_SETTINGS, [])[0].startswith("warning: nodes.yaml lists no nodes")
+def test_an_empty_node_list_is_an_error():
+    assert check(GPU_SETTINGS, [])[0].startswith("error: nodes.yaml lists no nodes, so the node checks cannot run")
 
 
 def test_task_constraints_come_from_the_slot_types_pod_spec():
@@ -138,3 +138,10 @@ def test_a_slot_that_fits_no_node_after_what_is_taken_is_an_error():
     assert only.startswith("error: slotResourceRequests.cpu: 7.5 CPUs per slot do not fit node a, allocatable 7910m "
                            "less 3600m taken by")
     assert "set slotResourceRequests.cpu to 4 or less" in only
+
+
+def test_nodes_without_allocatable_are_a_warning():
+    from det_k8s.cluster.model import Node
+
+    problems = check(GPU_SETTINGS, [Node("bare", {"pods": 110_000}), *[node(f"g{i}", gpus=8) for i in range(2)]])
+    assert any(p.startswith("warning: nodes.yaml: node bare report no allocatable resources") for p in problems)

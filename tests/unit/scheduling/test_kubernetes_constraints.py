@@ -1,0 +1,322 @@
+"""The constraints kube-scheduler and the kubelet hold, each as the issue found it broken, planned from
+raw objects and every placement replayed against the independent model (`tests/kube_model.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from det_k8s.scheduling.explain import describe
+from det_k8s.scheduling.model import Plan, Policy, ReasonCode
+from tests import kube_model as kube
+from tests.kube_objects import GPU, HOST, ZONE, node, plan, pod, queued, running, spec
+
+GKE_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+NO_TOPOLOGY = Policy(topology_key="")
+
+
+def admitted_by_kubernetes(objects: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence[Mapping[str, Any]]],
+                           result: Plan, plugin: bool = False) -> None:
+    """Replay the normal placements in decision order against the independent model; all must be admitted."""
+    cluster = kube.Cluster(objects)
+    for gid in result.order:
+        if gid in result.placements and not result.preempting.get(gid):
+            nodes = dict(result.placements[gid])
+            for p in groups[gid]:
+                p = kube.admitted(p, plugin)
+                assert cluster.refusal(p, nodes[p["metadata"]["name"]]) is None
+                cluster.add(p, nodes[p["metadata"]["name"]])
+
+
+def nodes_of(result: Plan, gid: str) -> list[str]:
+    return [n for _, n in result.placements[gid]]
+
+
+# -- node affinity ------------------------------------------------------------------------------------
+
+def test_match_fields_on_the_node_name_is_honoured():
+    objects = [node(f"n{i}", 4) for i in range(4)]
+    pin = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n3"]}]}]}}}
+    groups = {"g": queued("g", 1, spec(4, affinity=pin))}
+    result = plan(objects, groups, NO_TOPOLOGY)
+    assert nodes_of(result, "g") == ["n3"]
+    admitted_by_kubernetes(objects, groups, result)
+    full = plan([*objects, pod("x", node_name="n3", gpus=4)], groups, NO_TOPOLOGY)
+    assert "3 nodes excluded: 3 node affinity" in describe(full.waiting["g"])
+
+
+@pytest.mark.parametrize("terms", [
+    [{}],  # an empty term matches no node
+    [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n0", "n1"]}]}],  # one value only
+    [{"matchFields": [{"key": "metadata.labels", "operator": "In", "values": ["n0"]}]}],  # only metadata.name
+    [],  # required, with no term at all
+])
+def test_node_affinity_that_can_match_no_node_matches_none(terms):
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+    result = plan([node("n0", 4), node("n1", 4)], {"g": queued("g", 1, spec(1, affinity=affinity))})
+    assert result.rejected["g"].code is ReasonCode.NO_ELIGIBLE_NODES
+    assert all(kube.Cluster([node("n0", 4)]).refusal(p, "n0") for p in queued("g", 1, spec(1, affinity=affinity)))
+
+
+def test_preferred_node_affinity_breaks_ties_between_equally_full_nodes():
+    objects = [node("n0", 4, zone="z1"), node("n1", 4, zone="z2"), node("n2", 4, zone="z1")]
+    prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "preference": {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["z2"]}]}}]}}
+    result = plan(objects, {"g": queued("g", 1, spec(4, affinity=prefer))}, NO_TOPOLOGY)
+    assert nodes_of(result, "g") == ["n1"]
+
+
+# -- pod anti-affinity, host ports -------------------------------------------------------------------
+
+ONE_PER_NODE = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": {"det-k8s.io/group": "g"}}, "topologyKey": HOST}]}}
+
+
+def test_required_anti_affinity_puts_one_pod_of_the_group_per_node():
+    objects = [node("n0", 8), node("n1", 8), node("n2", 8)]
+    groups = {"g": queued("g", 3, spec(2, affinity=ONE_PER_NODE))}
+    result = plan(objects, groups, NO_TOPOLOGY)
+    assert sorted(nodes_of(result, "g")) == ["n0", "n1", "n2"]
+    admitted_by_kubernetes(objects, groups, result)
+
+
+def test_four_pods_one_per_node_on_three_nodes_never_fit():
+    result = plan([node("n0", 8), node("n1", 8), node("n2", 8)],
+                  {"g": queued("g", 4, spec(2, affinity=ONE_PER_NODE))})
+    reason = result.rejected["g"]
+    assert reason.code is ReasonCode.EXCEEDS_CLUSTER and reason.blocked == (("pod anti-affinity", 3),)
+
+
+def test_existing_pods_anti_affinity_keeps_matching_pods_away():
+    keep_away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "train"}}, "topologyKey": HOST, "namespaces": ["research"]}]}}
+    objects = [node("n0", 8), node("n1", 8), pod("web", node_name="n0", affinity=keep_away)]
+    groups = {"g": queued("g", 2, spec(2), labels={"app": "train"})}
+    result = plan(objects, groups, NO_TOPOLOGY)
+    assert nodes_of(result, "g") == ["n1", "n1"]
+    admitted_by_kubernetes(objects, groups, result)
+
+
+@pytest.mark.parametrize("body", [
+    spec(4, hostNetwork=True, containers=[{"name": "main", "image": "x", "ports": [{"containerPort": 29500}],
+                                           "resources": {"limits": {GPU: "4"}}}]),
+    spec(4, containers=[{"name": "main", "image": "x", "ports": [{"containerPort": 29500, "hostPort": 29500}],
+                         "resources": {"limits": {GPU: "4"}}}]),
+])
+def test_host_ports_and_host_network_keep_a_groups_pods_on_different_nodes(body):
+    objects = [node("n0", 8), node("n1", 8)]
+    groups = {"g": queued("g", 2, body)}
+    result = plan(objects, groups, NO_TOPOLOGY)
+    assert sorted(nodes_of(result, "g")) == ["n0", "n1"]  # best fit alone would put both on n0
+    admitted_by_kubernetes(objects, groups, result)
+    taken = [*objects, pod("agent", node_name="n1", owner="DaemonSet", hostNetwork=True,
+                           containers=[{"name": "a", "image": "x", "ports": [{"containerPort": 29500}]}])]
+    # the agent holds the port on n1 for good: pod g-1 finds it taken there and on n0 by g-0
+    never = plan(taken, groups, NO_TOPOLOGY).rejected["g"]
+    assert (never.blocked, never.detail) == ((("host port 29500/TCP in use", 2),), "g-1")
+
+
+# -- taints: the ExtendedResourceToleration admission plugin -----------------------------------------
+
+def gke_nodes(count: int = 2) -> list[dict[str, Any]]:
+    return [node(f"gke-a100-{i}", 8, taints=[GKE_TAINT], labels={"cloud.google.com/gke-nodepool": "a100"})
+            for i in range(count)]
+
+
+def test_on_gke_the_gpu_taint_is_tolerated_as_the_admission_plugin_adds_the_toleration():
+    groups = {"g": queued("g", 2, spec(8))}
+    result = plan(gke_nodes(), groups)
+    assert sorted(nodes_of(result, "g")) == ["gke-a100-0", "gke-a100-1"]
+    admitted_by_kubernetes(gke_nodes(), groups, result, plugin=True)
+
+
+def test_where_the_plugin_is_off_the_gpu_taint_excludes_the_nodes():
+    result = plan(gke_nodes(), {"g": queued("g", 2, spec(8))}, Policy(extended_resource_toleration=False))
+    assert describe(result.rejected["g"]) == (
+        "never fits this cluster: no node can run its pods; "
+        "2 nodes excluded: 2 taint nvidia.com/gpu=present:NoSchedule")
+
+
+def test_a_gpu_pod_without_the_toleration_proves_the_plugin_off():
+    plain = [node(f"n{i}", 8, taints=[GKE_TAINT]) for i in range(2)]
+    witness = pod("old", node_name="n0", gpus=1)  # asks for a GPU, carries no toleration of GPU taints
+    assert plan([*plain, witness], {"g": queued("g", 1, spec(2))}).rejected["g"].code is ReasonCode.NO_ELIGIBLE_NODES
+
+
+# -- topology --------------------------------------------------------------------------------------
+
+def test_a_gang_with_room_in_one_zone_is_kept_in_it():
+    objects = [node("a0", 8, zone="z-a"), node("a1", 8, zone="z-a"), node("b0", 8, zone="z-b"),
+               pod("x", node_name="a0", gpus=4), pod("y", node_name="b0", gpus=2)]
+    groups = {"g": queued("g", 3, spec(4))}
+    result = plan(objects, groups)
+    assert sorted(nodes_of(result, "g")) == ["a0", "a1", "a1"]  # zone a: 4 + 8 free; zone b alone 6
+    spread = plan(objects, groups, NO_TOPOLOGY)  # without the policy, best fit takes the tightest nodes
+    assert {n[0] for n in nodes_of(spread, "g")} == {"a", "b"}
+
+
+def test_a_required_topology_makes_a_group_wait_and_says_why():
+    objects = [node("a0", 8, zone="z-a"), node("b0", 8, zone="z-b"), pod("x", node_name="a0", gpus=4),
+               pod("y", node_name="b0", gpus=4)]
+    result = plan(objects, {"g": queued("g", 2, spec(4))}, Policy(topology_required=True))
+    reason = result.waiting["g"]
+    assert reason.code is ReasonCode.TOPOLOGY and reason.topology == (ZONE, "z-a", 1)
+    assert ("it fits only across several topology.kubernetes.io/zone domains and the topology policy requires one "
+            "(the most in one: z-a, 1 of 2 pods)") in describe(reason)
+    never = plan(objects[:2], {"g": queued("g", 3, spec(8))}, Policy(topology_required=True, autoscaling=False))
+    assert never.rejected["g"].code is ReasonCode.EXCEEDS_CLUSTER  # 24 GPUs: more than the cluster
+
+
+def test_any_node_label_can_be_the_topology():
+    objects = [node(f"n{i}", 8, labels={"rack": f"r{i % 2}"}) for i in range(4)]
+    result = plan(objects, {"g": queued("g", 2, spec(8))}, Policy(topology_key="rack", topology_required=True))
+    racks = {int(n[1]) % 2 for n in nodes_of(result, "g")}
+    assert len(racks) == 1
+
+
+# -- spread, pod affinity ----------------------------------------------------------------------------
+
+def test_do_not_schedule_spread_keeps_the_skew():
+    objects = [node("a", 8, zone="z1"), node("b", 8, zone="z2"), node("c", 8, zone="z3")]
+    rule = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchLabels": {"det-k8s.io/group": "g"}}}]
+    groups = {"g": queued("g", 3, spec(2, topologySpreadConstraints=rule))}
+    result = plan(objects, groups, NO_TOPOLOGY)
+    assert sorted(nodes_of(result, "g")) == ["a", "b", "c"]
+    admitted_by_kubernetes(objects, groups, result)
+
+
+def test_pod_affinity_to_its_own_group_puts_the_first_pod_anywhere_and_the_rest_beside_it():
+    objects = [node("a", 4, zone="z1"), node("b", 4, zone="z2"), node("c", 4, zone="z1")]
+    together = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"det-k8s.io/group": "g"}}, "topologyKey": ZONE}]}}
+    groups = {"g": queued("g", 2, spec(4, affinity=together))}
+    result = plan(objects, groups, NO_TOPOLOGY)
+    assert sorted(nodes_of(result, "g")) == ["a", "c"]
+    admitted_by_kubernetes(objects, groups, result)
+
+
+# -- volumes, node state -------------------------------------------------------------------------------
+
+def volume_objects() -> list[dict[str, Any]]:
+    local = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": HOST, "operator": "In", "values": ["n1"]}]}]}}
+    return [
+        {"kind": "StorageClass", "metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
+         "volumeBindingMode": "WaitForFirstConsumer"},
+        {"kind": "StorageClass", "metadata": {"name": "fast"}, "provisioner": "ebs.csi.aws.com",
+         "volumeBindingMode": "Immediate"},
+        {"kind": "PersistentVolume", "metadata": {"name": "pv-1"},
+         "spec": {"capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+                  "nodeAffinity": local}, "status": {"phase": "Available"}},
+        {"kind": "PersistentVolumeClaim", "metadata": {"name": "scratch", "namespace": "research"},
+         "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                  "resources": {"requests": {"storage": "50Gi"}}}, "status": {"phase": "Pending"}},
+        {"kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "research"},
+         "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"],
+                  "resources": {"requests": {"storage": "50Gi"}}}, "status": {"phase": "Pending"}},
+    ]
+
+
+def test_a_wait_for_first_consumer_claim_goes_where_a_local_volume_can_bind():
+    objects = [node("n0", 4), node("n1", 4), *volume_objects()]
+    groups = {"g": queued("g", 1, spec(1, volumes=[{"name": "s", "persistentVolumeClaim": {"claimName": "scratch"}}]))}
+    result = plan(objects, groups, NO_TOPOLOGY)
+    assert nodes_of(result, "g") == ["n1"]
+    admitted_by_kubernetes(objects, groups, result)
+
+
+def test_an_unbound_immediate_claim_makes_the_group_wait():
+    objects = [node("n0", 4), *volume_objects()]
+    groups = {"g": queued("g", 1, spec(1, volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))}
+    reason = plan(objects, groups).waiting["g"]
+    assert reason.code is ReasonCode.VOLUMES
+    assert describe(reason) == ("needs 1 pod x 1 nvidia.com/gpu; waiting for its volume: persistentvolumeclaim data "
+                                "is not bound yet (it binds without the scheduler)")
+
+
+def test_a_claim_the_snapshot_does_not_hold_is_a_warning_naming_the_pod():
+    groups = {"g": queued("g", 2, spec(1, volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))}
+    result = plan([node("n0", 4)], groups)
+    assert result.warnings == ("g: pod g-0 (and 1 more pods): persistentvolumeclaim data: not in the snapshot, so "
+                               "where its volume can be used is not checked",)
+
+
+def test_memory_pressure_taints_and_cordons_exclude_nodes_unless_tolerated():
+    pressure = node("p", 4, conditions=[{"type": "MemoryPressure", "status": "True"}])
+    objects = [pressure, node("c", 4, cordoned=True), node("r", 4, ready=False)]
+    reason = plan(objects, {"g": queued("g", 1, spec(1))}).rejected["g"]
+    assert dict(reason.excluded) == {"taint node.kubernetes.io/memory-pressure:NoSchedule": 1, "cordoned": 1,
+                                     "not ready": 1}
+    tolerant = spec(1, tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+                                     "effect": "NoSchedule"}])
+    assert nodes_of(plan(objects, {"g": queued("g", 1, tolerant)}), "g") == ["c"]
+
+
+def test_pod_os_must_match_the_node():
+    objects = [node("win", 4, labels={"kubernetes.io/os": "windows"}), node("lin", 4)]
+    result = plan(objects, {"g": queued("g", 1, spec(1, os={"name": "linux"}))})
+    assert nodes_of(result, "g") == ["lin"]
+
+
+def test_unmodelled_fields_are_warnings_naming_the_pod():
+    body = spec(1, resourceClaims=[{"name": "gpu", "resourceClaimName": "a100"}], runtimeClassName="nvidia")
+    result = plan([node("n0", 4)], {"g": queued("g", 1, body)})
+    assert result.warnings == (
+        "g: pod g-0: dynamic resource claims (spec.resourceClaims) not modelled; kube-scheduler may refuse or delay "
+        "the placement",
+        "g: pod g-0: the node selector and tolerations RuntimeClass nvidia adds at admission not modelled; "
+        "kube-scheduler may refuse or delay the placement")
+
+
+# -- preemption ----------------------------------------------------------------------------------------
+
+def test_a_terminating_group_is_capacity_coming_back_not_a_reason_for_another_victim():
+    objects = [node("n0", 8), node("n1", 8), *running("leaving", ["n0"], gpus=8, priority=10, deleting=True),
+               *running("low", ["n1"], gpus=8, priority=10)]
+    result = plan(objects, {"hi": queued("hi", 1, spec(8), priority=90)}, Policy(preemption=True))
+    assert result.victims == () and result.preempting == {"hi": ("leaving",)}
+    assert nodes_of(result, "hi") == ["n0"]
+
+
+def test_one_victim_where_one_does_not_two():
+    # greedy by priority would take p10 first (too small alone), then p20; p20 alone suffices
+    objects = [node("n0", 8), node("n1", 8), *running("p10", ["n0"], gpus=2, priority=10),
+               *running("p20", ["n1"], gpus=8, priority=20), pod("x", node_name="n0", gpus=6)]
+    result = plan(objects, {"hi": queued("hi", 1, spec(8), priority=90)}, Policy(preemption=True))
+    assert result.victims == ("p20",)
+
+
+def test_fewest_groups_wins_over_lower_priorities():
+    objects = [node("n0", 8), *running("a", ["n0"], gpus=4, priority=10),
+               *running("b", ["n0"], gpus=4, priority=10, created="2024-02-01T00:00:00Z"),
+               node("n1", 8), *running("big", ["n1"], gpus=8, priority=40)]
+    result = plan(objects, {"hi": queued("hi", 1, spec(8), priority=90)}, Policy(preemption=True))
+    assert result.victims == ("big",)  # one group of priority 40 rather than two of priority 10
+
+
+def test_other_namespaces_groups_are_never_victims():
+    objects = [node("n0", 8), *running("theirs", ["n0"], gpus=8, priority=10, namespace="other")]
+    result = plan(objects, {"hi": queued("hi", 1, spec(8), priority=90)}, Policy(preemption=True))
+    assert result.victims == () and "hi" in result.waiting
+    assert "preemption: no lower-priority group in this queue to evict" in describe(result.waiting["hi"])
+
+
+def test_a_reservation_is_never_made_for_groups_judged_by_pod_rules():
+    objects = [node("n0", 8), node("n1", 8), *running("r", ["n0", "n1"], gpus=8)]
+    result = plan(objects, {"g": queued("g", 2, spec(8, affinity=ONE_PER_NODE))}, Policy(reserve_after=0),
+                  now=datetime(2024, 1, 1, 1, tzinfo=UTC))
+    assert result.reservations == {} and "g" in result.waiting
+
+
+def test_with_strict_order_a_group_waiting_for_its_volume_holds_the_queue():
+    objects = [node("n0", 4), *volume_objects()]
+    groups = {"vol": queued("vol", 1, spec(1, volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])),
+              "next": queued("next", 1, spec(1))}
+    strict = plan(objects, groups, Policy(backfill=False))
+    assert strict.waiting["next"].code is ReasonCode.STRICT_ORDER and "next" not in strict.placements
+    assert "next" in plan(objects, groups).placements
