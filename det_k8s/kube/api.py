@@ -14,13 +14,24 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ClusterError, ClusterUnreachable, Conflict, Forbidden, NotFound, OperationTimeout, Rejected
+from ..errors import (
+    ClusterError,
+    ClusterUnreachable,
+    Conflict,
+    Expired,
+    Forbidden,
+    NotFound,
+    OperationTimeout,
+    Rejected,
+)
 from .config import Target, resolve
 from .kinds import NAMESPACES, Kind
 
 DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds
 PAGE_SIZE = 500
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+Objects = list[dict[str, Any]]  # (inside KubeApi, `list` names the method)
 
 
 @dataclass
@@ -193,6 +204,112 @@ class KubeApi:
 
     def namespace_exists(self, name: str) -> bool:
         return self.exists(NAMESPACES, name)
+
+    # -- subresources and watch (det-k8s as the scheduler of the master's pods) ---------------
+
+    def create_subresource(self, kind: Kind, name: str, subresource: str, body: Mapping[str, Any],
+                           namespace: str | None = None) -> dict[str, Any]:
+        """POST to a subresource, e.g. a Binding to pods/<name>/binding."""
+        ns = self._ns(kind, namespace)
+        result: dict[str, Any] = self.request("POST", kind.path(ns, name, subresource), body=dict(body),
+                                              what=f"{_what(kind, name, ns)} ({subresource})")
+        return result
+
+    def patch_subresource(self, kind: Kind, name: str, subresource: str, patch: Mapping[str, Any],
+                          namespace: str | None = None, *, strategic: bool = True) -> dict[str, Any]:
+        """PATCH a subresource (pods/<name>/status); strategic merge merges lists by their key (conditions by type)."""
+        ns = self._ns(kind, namespace)
+        result: dict[str, Any] = self.request(
+            "PATCH", kind.path(ns, name, subresource), body=dict(patch),
+            content_type=STRATEGIC_MERGE_PATCH if strategic else MERGE_PATCH,
+            what=f"{_what(kind, name, ns)} ({subresource})")
+        return result
+
+    def list_page(self, kind: Kind, namespace: str | None = None, *, all_namespaces: bool = False,
+                  label_selector: str | None = None, field_selector: str | None = None) -> tuple[Objects, str]:
+        """Every object of a kind (paged) and the list's resourceVersion, to watch from."""
+        ns = None if all_namespaces or not kind.namespaced else self._ns(kind, namespace)
+        query: list[tuple[str, Any]] = [("limit", PAGE_SIZE)]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        items: Objects = []
+        token, version = None, ""
+        while True:
+            page = self.request("GET", kind.path(ns), query=query + ([("continue", token)] if token else []),
+                                what=kind.plural)
+            item_kind = str(page.get("kind", "")).removesuffix("List")
+            for item in page.get("items") or []:
+                items.append({"kind": item_kind, **item} if item_kind and "kind" not in item else item)
+            meta = page.get("metadata") or {}
+            version = str(meta.get("resourceVersion") or version)  # the first page's is the list's snapshot
+            token = meta.get("continue")
+            if not token:
+                return items, version
+
+    def watch(self, kind: Kind, namespace: str | None = None, *, all_namespaces: bool = False,
+              resource_version: str = "", label_selector: str | None = None, field_selector: str | None = None,
+              timeout_seconds: int = 300, bookmarks: bool = True) -> Iterator[dict[str, Any]]:
+        """Watch events ({type, object}) from `resource_version` until the server ends the stream.
+
+        Raises Expired (HTTP 410 Gone, at the start or as an ERROR event) when the version is too old
+        to replay: the caller lists again. The read timeout exceeds the server-side timeout, so a quiet
+        stream is not mistaken for a dead one.
+        """
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError
+
+        ns = None if all_namespaces or not kind.namespaced else self._ns(kind, namespace)
+        query: list[tuple[str, Any]] = [("watch", "true"), ("timeoutSeconds", timeout_seconds)]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        if bookmarks:
+            query.append(("allowWatchBookmarks", "true"))
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        headers = {"Accept": "application/json"}
+        method_, url, headers_, _body, _ = self._client.param_serialize(
+            method="GET", resource_path=kind.path(ns), query_params=query, header_params=headers,
+            auth_settings=["BearerToken"])
+        try:
+            response = self._client.call_api(method_, url, header_params=headers_,
+                                             _request_timeout=(self.timeout[0], timeout_seconds + 30))
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Expired(f"watch of {kind.plural}: {_status_message(exc.body or '')}") from exc
+            raise self._error(exc.status or 0, exc.body or "", f"watch of {kind.plural}") from exc
+        except (HTTPError, OSError) as exc:
+            raise ClusterUnreachable(f"cannot reach the Kubernetes API at {self.target.server} "
+                                     f"(context {self.target.context}): {_short(getattr(exc, 'reason', None) or exc)}"
+                                     ) from exc
+        raw = response.response
+        try:
+            if response.status == 410:
+                raise Expired(f"watch of {kind.plural} from resourceVersion {resource_version}: "
+                              f"{_status_message(raw.data)}")
+            if not 200 <= response.status < 300:
+                raise self._error(response.status, raw.data, f"watch of {kind.plural}")
+            buffered = b""
+            for chunk in raw.stream(65536, decode_content=True):
+                buffered += chunk
+                *lines, buffered = buffered.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        if status.get("code") == 410:
+                            raise Expired(f"watch of {kind.plural}: {status.get('message') or 'expired'}")
+                        raise self._error(int(status.get("code") or 500), json.dumps(status), f"watch of {kind.plural}")
+                    yield event
+        except (ProtocolError, ReadTimeoutError, HTTPError, OSError) as exc:
+            raise ClusterUnreachable(f"the watch of {kind.plural} broke off: {_short(exc)}") from exc
+        finally:
+            raw.close()  # an unfinished stream cannot go back to the pool
 
     # -- helpers -----------------------------------------------------------------------------
 
