@@ -1,8 +1,8 @@
 """Choosing whole running groups to evict so a higher-priority group fits, and keeping the books.
 
-Candidates are det-k8s running groups of strictly lower priority (never equal or higher, never
-pods det-k8s does not manage, never a group already leaving), lowest priority first, then the
-most recently started (it loses the least work). Whole groups are added until the preemptor
+Candidates are running groups of strictly lower priority (never equal or higher, never pods
+det-k8s does not schedule, never a group already leaving, never one that is not preemptible),
+lowest priority first, then the most recently started (it loses the least work). Whole groups are added until the preemptor
 fits; then every victim that is not needed is dropped again, highest priority first, so the
 set is small and as low as possible. Adding a victim only re-counts the nodes its pods are on.
 
@@ -109,7 +109,7 @@ class Evictions:
 
     def __init__(self, fitter: Fitter, running: Sequence[RunningGroup]) -> None:
         self.fitter = fitter
-        self.order = eviction_order([g for g in running if not g.terminating])
+        self.order = eviction_order([g for g in running if not g.terminating and g.preemptible])
         self._priorities = [g.priority for g in self.order]  # ascending
         self._first = 0  # order[:_first] are all victims already
         self.victims: list[str] = []
