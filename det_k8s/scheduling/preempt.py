@@ -2,13 +2,15 @@
 
 Candidates are running groups of strictly lower priority (never equal or higher, never pods
 det-k8s does not schedule, never a group already leaving, never one that is not preemptible),
-lowest priority first, then the most recently started (it loses the least work). Whole groups are added until the preemptor
-fits; then every victim that is not needed is dropped again, highest priority first, so the
-set is small and as low as possible. Adding a victim only re-counts the nodes its pods are on.
+lowest priority first, then the most recently started (it loses the least work). Whole groups
+are added until the preemptor fits; then every victim that is not needed is dropped again,
+highest priority first, so the set is small and as low as possible. Adding a victim only re-counts the nodes its pods are on.
 
 What victims will free is not free yet (their pods still run): only later preemptors of
 *higher* priority than the victim may plan on it, since their pods are created once the
-victims are gone. Within a pass, what a preemptor of priority p could reach only shrinks
+victims are gone. Groups already leaving when the pass starts (preempted by an earlier pass and
+still checkpointing, or stopping) are booked the same way: a preemptor waits for them instead of
+evicting a second victim for the same capacity. Within a pass, what a preemptor of priority p could reach only shrinks
 (placements, reservations and promises take capacity, nothing gives it back), so a shape that
 failed at priority p with k pods fails for any later group asking as much at no higher
 priority: such attempts are answered from a memo instead of re-walking every candidate.
@@ -122,6 +124,9 @@ class Evictions:
         self._by_level: dict[int, dict[str, dict[str, int]]] = {}
         self._victims_on: dict[str, list[str]] = {}
         self._failed: dict[tuple[Signature, Demand], list[tuple[int, int]]] = {}
+        for group in running:  # already leaving (preempted by an earlier pass, or stopping): what they free
+            if group.terminating:  # is promised like a victim's, not evicted again (no second victim for it)
+                self._release(group)
 
     def evictable(self, priority: int) -> int:
         """How many running groups a group of `priority` could still evict."""
@@ -189,20 +194,24 @@ class Evictions:
             self.victims.append(victim.id)
             self._taken.add(victim.id)
             self._taken_priorities[victim.priority] += 1
-            self.priority_of[victim.id] = victim.priority
-            freed = self.released[victim.id] = {}
-            level = self._by_level.setdefault(victim.priority, {})
-            for pod in victim.pods:
-                for bucket in (freed.setdefault(pod.node, {}), level.setdefault(pod.node, {})):
-                    for name, amount in with_pod(pod.requests).items():
-                        bucket[name] = bucket.get(name, 0) + amount
-                if victim.id not in self._victims_on.setdefault(pod.node, []):
-                    self._victims_on[pod.node].append(victim.id)
+            self._release(victim)
         for shape, nodes in found.taken:
             for node, pods in nodes:
                 amounts = {name: amount * pods for name, amount in shape.demand}
                 waits_for.update(dict.fromkeys(self._take(node, amounts, priority)))
         return tuple(waits_for)
+
+    def _release(self, victim: RunningGroup) -> None:
+        """Book what the group's pods will free, per node, for preemptors of higher priority."""
+        self.priority_of[victim.id] = victim.priority
+        freed = self.released[victim.id] = {}
+        level = self._by_level.setdefault(victim.priority, {})
+        for pod in victim.pods:
+            for bucket in (freed.setdefault(pod.node, {}), level.setdefault(pod.node, {})):
+                for name, amount in with_pod(pod.requests).items():
+                    bucket[name] = bucket.get(name, 0) + amount
+            if victim.id not in self._victims_on.setdefault(pod.node, []):
+                self._victims_on[pod.node].append(victim.id)
 
     def _take(self, node: str, amounts: Mapping[str, int], priority: int) -> list[str]:
         """Pods start once victims leave, so they use released capacity before free capacity."""
