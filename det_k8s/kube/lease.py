@@ -33,6 +33,7 @@ from .api import KubeApi
 from .kinds import LEASES
 
 LEASE_NAME = "det-k8s-scheduler"
+FENCE = "det-k8s.io/pods-version"  # annotation: the newest pod revision the last holder's writes are within
 NAMESPACE_ENV = "DET_K8S_LEASE_NAMESPACE"
 DEFAULT_DURATION = 30  # seconds a pass may hold the Lease without renewing it
 SKEW_ALLOWANCE = 60  # seconds of clock difference tolerated when judging a renewTime we never watched
@@ -97,6 +98,7 @@ class SchedulingLease:
     clock: Clock = utcnow
     name: str = LEASE_NAME
     monotonic: Callable[[], float] = time.monotonic
+    fence: str = ""  # written with the release (FENCE), for the next holder's watch to catch up to
     _watched: tuple[tuple[str, str], float] | None = field(default=None, repr=False)
     _written: dict[str, Any] | None = field(default=None, repr=False)  # the Lease as our own last write left it
 
@@ -181,6 +183,12 @@ class SchedulingLease:
             raise LeaseLost(f"the scheduling lease was taken over by {who} during the pass; "
                             "it stopped before writing anything more", hint=hint) from None
 
+    @property
+    def previous_fence(self) -> str:
+        """The FENCE the Lease held when this client took it (the previous holder's writes), or ""."""
+        annotations = ((self._written or {}).get("metadata") or {}).get("annotations") or {}
+        return str(annotations.get(FENCE) or "")
+
     def holder_now(self) -> LeaseState | None:
         try:
             return LeaseState.of(self.api.get(LEASES, self.name, self.namespace))
@@ -196,6 +204,10 @@ class SchedulingLease:
         if LeaseState.of(current).holder != self.holder:
             return
         body = {**current, "spec": {**(current.get("spec") or {}), "holderIdentity": "", "renewTime": None}}
+        if self.fence:
+            meta = dict(current.get("metadata") or {})
+            meta["annotations"] = {**(meta.get("annotations") or {}), FENCE: self.fence}
+            body["metadata"] = meta
         # Taken over or deleted meanwhile: either way it is no longer ours to release.
         self._written = None
         with contextlib.suppress(Conflict, NotFound):
