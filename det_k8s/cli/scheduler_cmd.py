@@ -21,36 +21,57 @@ app = typer.Typer(name="scheduler", no_args_is_help=True,
 def run(
     once: Annotated[bool, typer.Option("--once", help="Run one pass and exit.")] = False,
     interval: Annotated[float, typer.Option("--interval", min=1.0, metavar="SECONDS",
-                                            help="Seconds between passes.")] = 10.0,
+                                            help="Seconds between passes when nothing changes.")] = 10.0,
     preemption: Annotated[bool, typer.Option("--preemption",
                                              help="Preempt lower-priority groups, even if the policy does not.")]
     = False,
+    scheduler_name: Annotated[str, typer.Option(
+        "--scheduler-name", metavar="NAME",
+        help="Also schedule the Determined master's task pods that name this scheduler (its defaultScheduler); "
+             "'' for det-k8s's own queue only.")] = "coscheduler",
 ) -> None:
-    """Schedule the queue: one pass every --interval seconds until Ctrl-C (or one with --once).
+    """Schedule the queue and the Determined master's pods: a pass on every change until Ctrl-C (or one with --once).
 
     Each pass takes the cluster's scheduling Lease, so any number of these loops and of
     `experiment create` commands, in any namespaces, can run at once without handing out the
-    same GPUs twice.
+    same GPUs twice. The loop keeps nodes and pods from a watch and runs a pass when something
+    relevant changes (a pod of the master arrives, a pod ends, a node changes), or every
+    --interval seconds.
     """
-    from ..kube.lease import LeaseHeld
+    from ..kube.lease import DEFAULT_DURATION, LeaseHeld
     from ..kube.scheduler import LiveScheduler
+    from ..kube.watch import ClusterView
     from ..scheduling.model import Policy
     from .experiment import _print_pass
     from .live import current_user, effective_policy, holder_id
 
     api = current().connect()
     holder = holder_id(current_user(None))
+    serve = scheduler_name.strip() or None
     output.message(f"scheduling namespace {api.namespace} of {api.target.context} as {holder}"
-                   + ("" if once else f", every {interval:g}s; Ctrl-C stops"))
+                   + (f", and the pods of scheduler {serve} in every namespace" if serve else "")
+                   + ("" if once else f"; a pass on every change, at least every {interval:g}s; Ctrl-C stops"))
+    view = None
+    if not once:
+        view = ClusterView(api.clone(), serve, queue_namespace=api.namespace).start()
+        with output.spinner("listing nodes and pods"):
+            if not view.wait_synced(timeout=120.0):
+                raise DetK8sError("could not list the cluster's nodes and pods within 2 minutes: "
+                                  + ("; ".join(view.problems[-3:]) or "no answer"))
     announced = False
     failures = 0
+    shown: dict[str, str] = {}
     # One scheduler for the whole loop: its Lease remembers how long another holder has been silent.
-    scheduler = LiveScheduler(api, api.namespace, Policy(), holder, lease_wait=0 if not once else 10)
+    scheduler = LiveScheduler(api, api.namespace, Policy(), holder, lease_wait=0 if not once else 10, serve=serve,
+                              view=view, renew_every=DEFAULT_DURATION / 3 if view is not None else 0.0)
     while True:
         try:
             scheduler.policy = effective_policy(api, preemption=preemption)  # an admin may change it meanwhile
             report = scheduler.run_pass()
-            _print_pass(report)
+            if once:
+                _print_pass(report)
+            else:
+                _print_changes(report, shown)
             announced, failures = False, 0
         except LeaseHeld as exc:
             if once:
@@ -71,7 +92,25 @@ def run(
                          "please report it; the loop keeps going")
         if once:
             return
-        time.sleep(min(interval * 2 ** min(failures, 5), 300))  # back off while the cluster misbehaves
+        wait = min(interval * 2 ** min(failures, 5), 300)  # back off while the cluster misbehaves
+        if view is None or failures:
+            time.sleep(wait)
+        else:
+            view.wait_for_change(wait)
+
+
+def _print_changes(report: Any, shown: dict[str, str]) -> None:
+    """The loop's output: what each pass did, and why a group waits only when that changed."""
+    from .experiment import _print_pass
+
+    waiting = dict(report.waiting)
+    report.waiting = {}
+    _print_pass(report)
+    for gid, why in waiting.items():
+        if shown.get(gid) != why:
+            output.message(f"{gid}: waiting: {why}")
+    shown.clear()
+    shown.update(waiting)
 
 
 @app.command("policy")

@@ -67,6 +67,12 @@ class KubeApi:
     def namespace(self) -> str:
         return self.target.namespace
 
+    def clone(self) -> KubeApi:
+        """The same cluster and credentials over its own connection pool (for a watch in another thread)."""
+        from kubernetes.client import ApiClient
+
+        return KubeApi(self.target, ApiClient(configuration=self._client.configuration), self.timeout)
+
     def close(self) -> None:
         self._client.close()
 

@@ -101,6 +101,7 @@ class SchedulingLease:
     fence: str = ""  # written with the release (FENCE), for the next holder's watch to catch up to
     _watched: tuple[tuple[str, str], float] | None = field(default=None, repr=False)
     _written: dict[str, Any] | None = field(default=None, repr=False)  # the Lease as our own last write left it
+    _released: dict[str, Any] | None = field(default=None, repr=False)  # ... as our own release left it
 
     def _gone(self, current: dict[str, Any], state: LeaseState) -> bool:
         """Has the holder stopped renewing? (see the module docstring)"""
@@ -130,6 +131,15 @@ class SchedulingLease:
         now = self.clock()
         spec = {"holderIdentity": self.holder, "leaseDurationSeconds": self.duration,
                 "renewTime": _format(now), "acquireTime": _format(now)}
+        released, self._released = self._released, None
+        if released is not None:
+            # Nobody wrote it since our own release? Then one conditional write takes it back (no read first).
+            try:
+                self._written = self.api.replace(LEASES, self.name, {**released, "spec": {
+                    **(released.get("spec") or {}), **spec}}, self.namespace)
+                return True
+            except (Conflict, NotFound):
+                pass  # someone else has written it since: decide on what it holds now
         try:
             current = self.api.get(LEASES, self.name, self.namespace)
         except NotFound:
@@ -196,13 +206,18 @@ class SchedulingLease:
             return None
 
     def release(self) -> None:
-        """Give the Lease back at once (only if we still hold it), so the next pass need not wait."""
-        try:
-            current = self.api.get(LEASES, self.name, self.namespace)
-        except NotFound:
-            return
-        if LeaseState.of(current).holder != self.holder:
-            return
+        """Give the Lease back at once (only if we still hold it), so the next pass need not wait.
+
+        One write conditional on our own last one; without it (an interrupted acquisition), read it first.
+        """
+        current = self._written
+        if current is None:
+            try:
+                current = self.api.get(LEASES, self.name, self.namespace)
+            except NotFound:
+                return
+            if LeaseState.of(current).holder != self.holder:
+                return
         body = {**current, "spec": {**(current.get("spec") or {}), "holderIdentity": "", "renewTime": None}}
         if self.fence:
             meta = dict(current.get("metadata") or {})
@@ -211,22 +226,28 @@ class SchedulingLease:
         # Taken over or deleted meanwhile: either way it is no longer ours to release.
         self._written = None
         with contextlib.suppress(Conflict, NotFound):
-            self.api.replace(LEASES, self.name, body, self.namespace)
+            self._released = self.api.replace(LEASES, self.name, body, self.namespace)
 
     @contextmanager
     def held(self, wait: float = 0.0, poll: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> Iterator[None]:
         """Hold the Lease for a block; wait up to `wait` seconds for it, else raise LeaseHeld."""
         deadline = time.monotonic() + wait
-        while not self.try_acquire():
-            if time.monotonic() >= deadline:
-                state = self.holder_now()
-                who = state.holder if state else "another client"
-                until = ""
-                if state and state.renewed:
-                    until = f" (until {_format(state.renewed + datetime.timedelta(seconds=state.duration))} unless renewed)"
-                raise LeaseHeld(f"the scheduling lease {self.namespace}/{self.name} is held by {who}{until}",
-                                hint="another det-k8s client is scheduling; try again in a few seconds")
-            sleep(poll)
+        try:
+            while not self.try_acquire():
+                if time.monotonic() >= deadline:
+                    state = self.holder_now()
+                    who = state.holder if state else "another client"
+                    until = ""
+                    if state and state.renewed:
+                        until = f" (until {_format(state.renewed + datetime.timedelta(seconds=state.duration))} " \
+                                "unless renewed)"
+                    raise LeaseHeld(f"the scheduling lease {self.namespace}/{self.name} is held by {who}{until}",
+                                    hint="another det-k8s client is scheduling; try again in a few seconds")
+                sleep(poll)
+        except KeyboardInterrupt:  # Ctrl-C between our write and its answer: give back what may be ours
+            with contextlib.suppress(DetK8sError):
+                self.release()
+            raise
         try:
             yield
         finally:
