@@ -42,6 +42,7 @@ import datetime
 import itertools
 import re
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -186,7 +187,12 @@ class ApiEmulator(kmock.KubernetesScaffold):
     validate: bool = True  # check every written object against the Kubernetes OpenAPI schema
     watch_window: int = 100_000  # change events kept for watches; older resourceVersions get 410 Gone
     bookmark_interval: float = 1.0  # seconds between BOOKMARK events on watches that allow them
+    watch_delay: float = 0.0  # seconds every change takes to reach the watches (a loaded API server's lag)
+    watch_delays: dict[str, float] = attrs.field(factory=dict)  # per bearer token: one client's watches lag more
     bindings: list[tuple[str, str, str, float]] = attrs.field(factory=list)  # (namespace, pod, node, time.time())
+    # a test's observation, not an API server's check (a real one accepts the binding; kubelet then rejects the
+    # pod): every binding that leaves its node's GPU requests above its allocatable GPUs
+    overcommits: list[tuple[str, str, int, int]] = attrs.field(factory=list)  # (pod, node, GPUs requested, allocatable)
     _history: list[Change] = attrs.field(factory=list)
     _history_base: int = 0  # sequence number of _history[0]
     _expired: int = 0  # bumped by expire_watches(): open watches end with a 410 ERROR event
@@ -525,8 +531,6 @@ class ApiEmulator(kmock.KubernetesScaffold):
 
     def _bind(self, request: kmock.Request, key: Key, pod: dict[str, Any] | None) -> aiohttp.web.StreamResponse:
         """POST pods/<name>/binding, as BindingREST.Create and setPodHostAndAnnotations answer it."""
-        import time
-
         name = key[2]
         binding = request.data if isinstance(request.data, dict) else {}
         meta = binding.get("metadata") or {}
@@ -572,8 +576,25 @@ class ApiEmulator(kmock.KubernetesScaffold):
         self.objects[key] = bound
         self._record("MODIFIED", key, bound, pod)
         self.bindings.append((key[1] or "", name, target["name"], time.time()))
+        requested, allocatable = self._gpus_on(target["name"])
+        if requested > allocatable:
+            self.overcommits.append((name, target["name"], requested, allocatable))
         return aiohttp.web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                           "code": 201}, status=201)
+
+    def _gpus_on(self, node_name: str) -> tuple[int, int]:
+        """GPUs requested by the node's bound, not finished pods (deleting ones still hold theirs), and allocatable."""
+        requested = 0
+        for (plural, _, _), obj in self.objects.items():
+            if plural != "pods" or (obj.get("spec") or {}).get("nodeName") != node_name:
+                continue
+            if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            for container in obj["spec"].get("containers") or ():
+                requested += int(((container.get("resources") or {}).get("requests") or {}).get("nvidia.com/gpu", 0))
+        found = self.objects.get(("nodes", None, node_name)) or {}
+        allocatable = int(((found.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", 0))
+        return requested, allocatable
 
     def _matches(self, plural: str, namespace: str | None, obj: Mapping[str, Any] | None,
                  params: Mapping[str, str]) -> bool:
@@ -587,7 +608,6 @@ class ApiEmulator(kmock.KubernetesScaffold):
     async def _watch(self, plural: str, request: kmock.Request) -> aiohttp.web.StreamResponse:
         """A watch stream: JSON lines of {type, object}, from a resourceVersion or from now."""
         import json
-        import time
 
         namespace = None if plural in CLUSTER_SCOPED else request.namespace
         params = dict(request.params)
@@ -597,6 +617,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
             return _status(400, "BadRequest", str(exc))
         since = str(params.get("resourceVersion") or "")
         bookmarks = str(params.get("allowWatchBookmarks", "")).lower() in ("true", "1")
+        token = str(request.headers.get("Authorization", "")).removeprefix("Bearer ").strip()
+        delay = self.watch_delays.get(token, self.watch_delay)
         timeout = float(params.get("timeoutSeconds") or 1800)
         initial: list[dict[str, Any]] = []
         with self._lock:
@@ -637,12 +659,17 @@ class ApiEmulator(kmock.KubernetesScaffold):
                         events: list[dict[str, Any]] = [gone]
                     else:
                         events = []
+                        ripe = time.monotonic() - delay
                         for change in self._history[position - self._history_base:]:
+                            if change.at > ripe:
+                                break
+                            position += 1
                             event = change.event_for(plural, namespace, params, self._matches)
                             if event is not None:
                                 events.append(event)
-                        position = self._history_base + len(self._history)
                     bookmark = bookmarks and time.monotonic() >= next_bookmark
+                    if position < self._history_base + len(self._history):  # changes still on their way
+                        bookmark = False
                     current_rv = str(next(self._rv)) if bookmark else ""  # every later change is newer
                 for event in events:
                     await send(event)
@@ -669,6 +696,7 @@ class Change:
     key: Key
     obj: dict[str, Any]
     before: dict[str, Any] | None
+    at: float = field(default_factory=time.monotonic)  # when it happened
 
     def event_for(self, plural: str, namespace: str | None, params: Mapping[str, str],
                   matches: Any) -> dict[str, Any] | None:
@@ -790,11 +818,12 @@ class RunningEmulator:
         if self._thread is not None:
             self._thread.join(10)
 
-    def write_kubeconfig(self, path: Path, *, context: str = "emulator", namespace: str = "default") -> Path:
+    def write_kubeconfig(self, path: Path, *, context: str = "emulator", namespace: str = "default",
+                         token: str = "emulator-token") -> Path:
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": context,
             "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
-            "users": [{"name": "tester", "user": {"token": "emulator-token"}}],
+            "users": [{"name": "tester", "user": {"token": token}}],
             "contexts": [{"name": context, "context": {"cluster": "emulator", "user": "tester", "namespace": namespace}}],
         }
         path.parent.mkdir(parents=True, exist_ok=True)

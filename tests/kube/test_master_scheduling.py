@@ -17,7 +17,10 @@ from tests.master_pods import VERSIONS, create_pods, create_task, honour_preempt
 REWRITTEN = ("nodes are available", "successfully assigned", "pod triggered scale-up", "skip schedule deleting pod")
 
 
-def run_pass(cluster, *, policy: Policy = Policy(), holder: str = "sched", workers: int = 8):
+DEFAULT_POLICY = Policy()
+
+
+def run_pass(cluster, *, policy: Policy = DEFAULT_POLICY, holder: str = "sched", workers: int = 8):
     return LiveScheduler(cluster.connect(), "default", policy, holder, serve="coscheduler", workers=workers).run_pass()
 
 
@@ -83,7 +86,8 @@ def test_a_distributed_trial_is_bound_whole(cluster, version):
     for pod in pods:
         assert condition(pod)["status"] == "True"  # set by the API server's binding
         (scheduled,) = [e for e in events_on(cluster, pod["metadata"]["name"]) if e["reason"] == "Scheduled"]
-        assert scheduled["message"] == f"Successfully assigned default/{pod['metadata']['name']} to {pod['spec']['nodeName']}"
+        name, where = pod["metadata"]["name"], pod["spec"]["nodeName"]
+        assert scheduled["message"] == f"Successfully assigned default/{name} to {where}"
 
 
 def master_pod_group_id(task) -> str:
