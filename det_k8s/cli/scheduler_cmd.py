@@ -171,3 +171,41 @@ def policy(
     output.key_values({"Preemption": data["preemption"], "Backfill": data["backfill"],
                        "Autoscaling": data["autoscaling"], "Reserve after": f"{new.reserve_after:g}s",
                        "Weights": ", ".join(f"{u}={w:g}" for u, w in sorted(new.weights.items())) or "all 1"})
+
+
+@app.command("manifest")
+@with_global_options
+def manifest(
+    image: Annotated[str, typer.Option("--image", metavar="IMAGE", show_default=False,
+                                       help="The det-k8s image (built from deploy/Dockerfile).")],
+    scheduler_name: Annotated[str, typer.Option("--scheduler-name", metavar="NAME",
+                                                help="The scheduler name of the master's pods to serve.")]
+    = "coscheduler",
+    replicas: Annotated[int, typer.Option("--replicas", min=1, max=5,
+                                          help="Scheduler pods (one binds at a time; the others take over).")] = 2,
+    lease_namespace: Annotated[str | None, typer.Option(
+        "--lease-namespace", metavar="NAME",
+        help="Namespace of the scheduling Lease every det-k8s client shares (default: DET_K8S_LEASE_NAMESPACE, "
+             "else default).")] = None,
+    preemption: Annotated[bool, typer.Option("--preemption",
+                                             help="Preempt lower-priority groups, even if the policy does not.")]
+    = False,
+    image_pull_secret: Annotated[str | None, typer.Option("--image-pull-secret", metavar="NAME",
+                                                          help="Secret to pull the image with.")] = None,
+) -> None:
+    """Print the manifests that run the scheduler in the cluster (`| kubectl apply -f -`): RBAC and a Deployment."""
+    import os
+    import sys
+
+    import yaml
+
+    from ..kube.deploy import scheduler_manifests
+    from ..kube.lease import NAMESPACE_ENV
+
+    namespace = current().namespace or os.environ.get("HELM_NAMESPACE") or "default"
+    if not image.strip() or any(c.isspace() for c in image):
+        raise UsageError(f"--image {image!r}: not an image reference", hint="e.g. --image registry.example.com/det-k8s:0.4")
+    documents = scheduler_manifests(image.strip(), namespace, scheduler_name=scheduler_name, replicas=replicas,
+                                    lease_namespace=lease_namespace or os.environ.get(NAMESPACE_ENV) or "default",
+                                    preemption=preemption, image_pull_secret=image_pull_secret)
+    sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False))

@@ -45,19 +45,37 @@ class KubeApi:
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None,
                 timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> KubeApi:
-        """Load the kubeconfig the way kubectl does and return a ready adapter (no request made yet)."""
-        target, data = resolve(kubeconfig, context, namespace)
+        """Load the kubeconfig the way kubectl does and return a ready adapter (no request made yet).
+
+        Inside a pod with no kubeconfig file, the pod's service account is used (`incluster.py`).
+        """
+        import os
+
         from kubernetes import config as k8s_config
         from kubernetes.client import ApiClient, Configuration
         from kubernetes.config.config_exception import ConfigException
         from urllib3.util.retry import Retry
 
+        from .config import kubeconfig_paths
+        from .incluster import in_cluster_target
+
         configuration = Configuration()
-        try:
-            k8s_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
-                data, context=target.context, client_configuration=configuration, persist_config=False)
-        except ConfigException as exc:
-            raise ClusterError(f"{target.kubeconfig}: context {target.context}: {exc}") from exc
+        inside = None
+        if not kubeconfig and context is None and not any(p.is_file() for p in kubeconfig_paths(None)):
+            inside = in_cluster_target(os.environ, namespace)
+        if inside is not None:
+            target = inside
+            try:
+                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            except ConfigException as exc:
+                raise ClusterError(f"in-cluster configuration: {exc}") from exc
+        else:
+            target, data = resolve(kubeconfig, context, namespace)
+            try:
+                k8s_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+                    data, context=target.context, client_configuration=configuration, persist_config=False)
+            except ConfigException as exc:
+                raise ClusterError(f"{target.kubeconfig}: context {target.context}: {exc}") from exc
         # Set before the client builds its connection pool, or urllib3's default (3 retries) applies.
         # One retry of a connection that never opened is safe for any verb; nothing sent is ever resent.
         configuration.retries = Retry(total=1, connect=1, read=0, status=0, redirect=0, other=0)
