@@ -191,7 +191,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
     watch_delays: dict[str, float] = attrs.field(factory=dict)  # per bearer token: one client's watches lag more
     bindings: list[tuple[str, str, str, float]] = attrs.field(factory=list)  # (namespace, pod, node, time.time())
     # a test's observation, not an API server's check (a real one accepts the binding; kubelet then rejects the
-    # pod): every binding that leaves its node's GPU requests above its allocatable GPUs
+    # pod): with observe_overcommits, every binding that leaves its node's GPU requests above its allocatable GPUs
+    observe_overcommits: bool = False
     overcommits: list[tuple[str, str, int, int]] = attrs.field(factory=list)  # (pod, node, GPUs requested, allocatable)
     _history: list[Change] = attrs.field(factory=list)
     _history_base: int = 0  # sequence number of _history[0]
@@ -576,9 +577,10 @@ class ApiEmulator(kmock.KubernetesScaffold):
         self.objects[key] = bound
         self._record("MODIFIED", key, bound, pod)
         self.bindings.append((key[1] or "", name, target["name"], time.time()))
-        requested, allocatable = self._gpus_on(target["name"])
-        if requested > allocatable:
-            self.overcommits.append((name, target["name"], requested, allocatable))
+        if self.observe_overcommits:
+            requested, allocatable = self._gpus_on(target["name"])
+            if requested > allocatable:
+                self.overcommits.append((name, target["name"], requested, allocatable))
         return aiohttp.web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                           "code": 201}, status=201)
 

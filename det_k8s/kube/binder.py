@@ -94,51 +94,76 @@ class Binder:
 
     def bind(self, group: MasterGroup, placement: Sequence[tuple[str, str]],
              before: Callable[[], None] = lambda: None) -> BindResult:
-        """Bind every pod of the group to its planned node, or leave none bound (see the module docstring).
+        """Bind every pod of the group to its planned node, or leave none bound (see the module docstring)."""
+        return self.bind_all([(group, placement)], before)[group.id]
 
-        `before` runs ahead of the first write (the Lease renewal: it raises when the Lease was lost).
+    def bind_all(self, plans: Sequence[tuple[MasterGroup, Sequence[tuple[str, str]]]],
+                 before: Callable[[], None] = lambda: None) -> dict[str, BindResult]:
+        """Bind several groups, each all or none, their bindings interleaved on one pool of `workers` threads.
+
+        The plan placed the groups on disjoint capacity, so they are independent: a failing group stops only
+        its own bindings and deletes only its own bound pods. `before` runs ahead of the first write (the
+        Lease renewal: it raises when the Lease was lost).
         """
-        pods = {p.name: p for p in group.pending}
-        missing = [name for name, _ in placement if name not in pods]
-        if missing or len(placement) != len(pods):
-            return BindResult((), f"the plan does not match the group's pods ({', '.join(missing) or 'count'})")
+        results: dict[str, BindResult] = {}
+        work: list[tuple[MasterGroup, MasterPod, str]] = []
+        for group, placement in plans:
+            pods = {p.name: p for p in group.pending}
+            missing = [name for name, _ in placement if name not in pods]
+            if missing or len(placement) != len(pods):
+                results[group.id] = BindResult((), "the plan does not match the group's pods "
+                                               f"({', '.join(missing) or 'count'})")
+                continue
+            work += [(group, pods[name], node) for name, node in placement]
+        if not work:
+            return results
         before()
-        bound: list[str] = []
-        maybe: list[str] = []
-        failures: list[tuple[str, DetK8sError]] = []
+        bound: dict[str, list[str]] = {}
+        maybe: dict[str, list[str]] = {}
+        failures: dict[str, list[tuple[str, DetK8sError]]] = {}
 
-        def one(item: tuple[str, str]) -> None:
-            name, node = item
-            if failures:
-                return  # the group is failing: binding more would only mean more to delete
+        def one(item: tuple[MasterGroup, MasterPod, str]) -> None:
+            group, pod, node = item
+            if failures.get(group.id):
+                return  # the group is failing: binding more of it would only mean more to delete
             try:
-                self.api.create_subresource(PODS, name, "binding", binding(pods[name], node), pods[name].namespace)
+                self.api.create_subresource(PODS, pod.name, "binding", binding(pod, node), pod.namespace)
             except DetK8sError as exc:
-                failures.append((name, exc))
+                failures.setdefault(group.id, []).append((pod.name, exc))
                 if _ambiguous(exc):
-                    maybe.append(name)
+                    maybe.setdefault(group.id, []).append(pod.name)
                 return
-            bound.append(name)
+            bound.setdefault(group.id, []).append(pod.name)
 
-        if self.workers <= 1 or len(placement) == 1:
-            for item in placement:
+        if self.workers <= 1 or len(work) == 1:
+            for item in work:
                 one(item)
         else:
-            with ThreadPoolExecutor(max_workers=min(self.workers, len(placement)),
-                                    thread_name_prefix="det-k8s-bind") as pool:
-                list(pool.map(one, placement))
-        if not failures:
-            if self.scheduled_events:
-                nodes = dict(placement)
-                for name in bound:
-                    pod = pods[name]
-                    self._event(pod, SCHEDULED, f"Successfully assigned {pod.namespace}/{name} to {nodes[name]}",
-                                verbatim=True)
-            return BindResult(tuple(bound))
-        name, error = failures[0]
-        doomed = [pods[n] for n in bound + maybe]
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(work)), thread_name_prefix="det-k8s-bind") as pool:
+                list(pool.map(one, work))
+        for group, placement in plans:
+            if group.id in results:
+                continue
+            done = bound.get(group.id, [])
+            if not failures.get(group.id):
+                results[group.id] = BindResult(tuple(done))
+                if self.scheduled_events:
+                    nodes = dict(placement)
+                    for pod in group.pending:
+                        self._event(pod, SCHEDULED, f"Successfully assigned {pod.namespace}/{pod.name} to "
+                                    f"{nodes[pod.name]}", verbatim=True)
+                continue
+            results[group.id] = self._undo(group, done + maybe.get(group.id, []), failures[group.id][0], done)
+        return results
+
+    def _undo(self, group: MasterGroup, doomed_names: Sequence[str], first: tuple[str, DetK8sError],
+              bound: Sequence[str]) -> BindResult:
+        """A group whose binding failed part-way: delete every pod that is or may be bound, and say so."""
+        by_name = {p.name: p for p in group.pods}
+        doomed = [by_name[n] for n in doomed_names]
         leftovers = delete_pods(self.api, doomed)
         removed = tuple(p.name for p in doomed if p.name not in leftovers)
+        name, error = first
         why = f"binding {name} failed: {error.message}"
         text = (f"det-k8s: could not bind gang {group.name} whole ({why}); "
                 + (f"deleted the {len(removed)} pod(s) already bound, so Determined restarts the task whole"

@@ -18,7 +18,9 @@ from __future__ import annotations
 import datetime
 import hashlib
 import re
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,17 +65,53 @@ def _time(moment: datetime.datetime) -> str:
 
 @dataclass
 class EventRecorder:
+    """Writes det-k8s's events. `asynchronous` (the scheduler loop): on two background threads, so a pass
+    does not wait for them; failures then collect in `problems`. `flush()` waits for what is queued."""
+
     api: KubeApi
     instance: str  # reportingInstance: which det-k8s process
     clock: Clock = field(default=lambda: datetime.datetime.now(datetime.UTC))
     written: int = 0  # events created or counted by this recorder (for the pass report)
+    asynchronous: bool = False
+    problems: list[str] = field(default_factory=list)
+    _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _pending: set[Future[Any]] = field(default_factory=set, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(self, namespace: str, pod: str, uid: str, reason: str, message: str, *,
-               warning: bool = False, verbatim: bool = False) -> dict[str, Any]:
-        """Create the event, or count it once more if it exists; raises DetK8sError when neither works.
+               warning: bool = False, verbatim: bool = False) -> dict[str, Any] | None:
+        """Create the event, or count it once more if it exists; raises DetK8sError when neither works
+        (asynchronously: returns None at once, and a failure goes to `problems`).
 
         `verbatim` keeps a message the master is meant to rewrite (kube-scheduler's "Successfully assigned").
         """
+        if not self.asynchronous:
+            return self._record(namespace, pod, uid, reason, message, warning, verbatim)
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="det-k8s-events")
+            future = self._pool.submit(self._record, namespace, pod, uid, reason, message, warning, verbatim)
+            self._pending.add(future)
+        future.add_done_callback(self._done)
+        return None
+
+    def _done(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+        error = future.exception()
+        if error is not None:
+            text = error.message if isinstance(error, DetK8sError) else repr(error)
+            self.problems.append(f"could not record an event: {text}")
+
+    def flush(self, timeout: float | None = 30.0) -> None:
+        """Wait until every queued event is written (or `timeout`)."""
+        with self._lock:
+            pending = set(self._pending)
+        if pending:
+            wait(pending, timeout=timeout)
+
+    def _record(self, namespace: str, pod: str, uid: str, reason: str, message: str, warning: bool,
+                verbatim: bool) -> dict[str, Any]:
         message = message[:MAX_MESSAGE] if verbatim else safe_message(message)
         name = event_name(pod, reason, message)
         now = _time(self.clock())

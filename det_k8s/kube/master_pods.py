@@ -101,6 +101,7 @@ class MasterPods:
             report.marked[victim] = by
             if failed:
                 report.problems.append(f"{victim}: could not mark {', '.join(failed)} for preemption")
+        to_bind: list[tuple[MasterGroup, Sequence[tuple[str, str]]]] = []
         for group_id, placement in plan.placements.items():
             group = self.groups.get(group_id)
             if group is None:
@@ -112,7 +113,11 @@ class MasterPods:
                 report.waiting[group_id] = text
                 self.binder.report_waiting(group, B.PREEMPTING, text, before=self.still_ours)
                 continue
-            self._bind(group, placement, report)
+            to_bind.append((group, placement))
+        if to_bind:
+            results = self.binder.bind_all(to_bind, self.still_ours)
+            for group, planned in to_bind:
+                self._bound(group, planned, results[group.id], report)
         for group_id, reason in {**plan.waiting, **plan.rejected}.items():
             group = self.groups.get(group_id)
             if group is None:
@@ -127,11 +132,12 @@ class MasterPods:
                         "it is placed once Determined has created them all")
                 report.waiting[group.id] = text
                 self.binder.report_waiting(group, B.INCOMPLETE, text, before=self.still_ours)
-        report.problems.extend(self.binder.problems)
-        self.binder.problems.clear()
+        for problems in (self.binder.problems, self.binder.recorder.problems):
+            report.problems.extend(problems)
+            problems.clear()
 
-    def _bind(self, group: MasterGroup, placement: Sequence[tuple[str, str]], report: PassReport) -> None:
-        result = self.binder.bind(group, placement, self.still_ours)
+    def _bound(self, group: MasterGroup, placement: Sequence[tuple[str, str]], result: B.BindResult,
+               report: PassReport) -> None:
         if self.view is not None:
             nodes = dict(placement)
             for name in result.bound:

@@ -138,8 +138,9 @@ class LiveScheduler:
 
     def binder(self) -> Binder:
         if self._binder is None:
-            self._binder = Binder(self.api, EventRecorder(self.api, self.holder, clock=self.clock),
-                                  workers=self.workers, clock=self.clock)
+            # the loop (a view) writes events in the background; a one-shot pass has written them when it ends
+            recorder = EventRecorder(self.api, self.holder, clock=self.clock, asynchronous=self.view is not None)
+            self._binder = Binder(self.api, recorder, workers=self.workers, clock=self.clock)
         return self._binder
 
     def _cluster(self) -> ClusterState:

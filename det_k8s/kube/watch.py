@@ -213,8 +213,10 @@ class ClusterView:
     def assume_bound(self, namespace: str, name: str, node: str) -> None:
         """A binding of ours succeeded: the pod is on `node` from now, whatever older events say."""
         with self._lock:
-            self._assumed[(namespace, name)] = (node, self.clock() + ASSUME_FOR)
             found = self._pods.get((namespace, name))
+            if found is not None and found[0].node_name:
+                return  # its event came first: confirmed already
+            self._assumed[(namespace, name)] = (node, self.clock() + ASSUME_FOR)
             if found is not None:
                 model, served, version = found
                 bound = replace(model, node_name=node)

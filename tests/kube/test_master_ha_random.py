@@ -100,6 +100,7 @@ def node_use(cluster) -> dict[str, int]:
 
 def test_thirty_random_rounds_with_two_schedulers_never_overcommit_a_node(cluster, tmp_path):
     cluster.api.bookmark_interval = 0.2
+    cluster.api.observe_overcommits = True
     # watches lag behind writes (a loaded API server), the second loop's more (a slow link): when it takes the
     # Lease right after the first loop bound pods, only the fence keeps it from planning on a stale view
     cluster.api.watch_delay = 0.3
