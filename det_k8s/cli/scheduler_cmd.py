@@ -36,7 +36,7 @@ def run(
     `experiment create` commands, in any namespaces, can run at once without handing out the
     same GPUs twice. The loop keeps nodes and pods from a watch and runs a pass when something
     relevant changes (a pod of the master arrives, a pod ends, a node changes), or every
-    --interval seconds.
+    --interval seconds; it reads the policy (`scheduler policy`) again at least that often.
     """
     from ..kube.lease import DEFAULT_DURATION, LeaseHeld
     from ..kube.scheduler import LiveScheduler
@@ -64,9 +64,12 @@ def run(
     # One scheduler for the whole loop: its Lease remembers how long another holder has been silent.
     scheduler = LiveScheduler(api, api.namespace, Policy(), holder, lease_wait=0 if not once else 10, serve=serve,
                               view=view, renew_every=DEFAULT_DURATION / 3 if view is not None else 0.0)
+    policy_read = -math.inf
     while True:
         try:
-            scheduler.policy = effective_policy(api, preemption=preemption)  # an admin may change it meanwhile
+            if once or time.monotonic() - policy_read >= interval:  # an admin may change it meanwhile: read it
+                scheduler.policy = effective_policy(api, preemption=preemption)  # at least every --interval
+                policy_read = time.monotonic()
             report = scheduler.run_pass()
             if once:
                 _print_pass(report)

@@ -83,6 +83,7 @@ class LiveScheduler:
     _binder: Binder | None = field(default=None, repr=False)
     _renewed: float = field(default=0.0, repr=False)
     _wrote_pods: bool = field(default=False, repr=False)
+    _empty_queue_at: int = field(default=-1, repr=False)  # the view's queue_changes when the queue was last empty
 
     @property
     def store(self) -> QueueStore:
@@ -151,7 +152,12 @@ class LiveScheduler:
     def _pass(self) -> PassReport:
         report = PassReport()
         store = self.store
-        everything = store.entries()
+        if self.view is not None and self.view.queue_changes == self._empty_queue_at:
+            everything = []  # the queue was empty and no entry has changed since: no need to list it again
+        else:
+            seen = self.view.queue_changes if self.view is not None else -1
+            everything = store.entries()
+            self._empty_queue_at = seen if not everything and not store.skipped else -1
         report.problems.extend(store.skipped)
         entries = {e.id: e for e in everything if e.state in (QUEUED, RUNNING)}
         state = self._cluster()

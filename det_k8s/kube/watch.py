@@ -115,6 +115,7 @@ class ClusterView:
         self._created: dict[tuple[str, str], float] = {}  # pods we created, until their first event (or then)
         self._pods_version = ""  # the newest pod revision an event carried
         self._changes = 0
+        self.queue_changes = 0  # queue entries created, changed or deleted (or listed) since the start
         self._first_change = 0.0
         self._last_change = 0.0
         self._floor = ""  # pod events at or below this revision are older than the last list: ignored
@@ -311,6 +312,8 @@ class ClusterView:
                     self._store_pod(obj)
                 self._floor = version
                 self._advance(version)
+            else:
+                self.queue_changes += 1
             self._synced.add(kind.plural)
             self._changed()
         return version
@@ -341,6 +344,7 @@ class ClusterView:
             self._apply_pod(kind_of_event, obj)
             return
         with self._lock:  # a queue entry: only a reason to run a pass
+            self.queue_changes += 1
             self._changed()
 
     def _apply_pod(self, kind_of_event: str, obj: Mapping[str, Any], relevant_change: bool = True) -> None:

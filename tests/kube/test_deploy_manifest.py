@@ -77,28 +77,34 @@ def test_the_rbac_allows_every_request_of_a_scheduling_session(cluster, monkeypa
         action()
         made.extend(cluster.api.calls[start:])
 
+    def until(condition):
+        deadline = time.monotonic() + 10  # a guard, not a speed assertion
+        while not condition():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+    def served(namespace):
+        return [p for p in view.state().served if p.namespace == namespace]
+
     view = ClusterView(api.clone(), "coscheduler", queue_namespace="det")
     scheduler_does(lambda: (view.start(), view.wait_synced()))
     scheduler = LiveScheduler(api, "det", Policy(preemption=True), "rbac", serve="coscheduler", view=view)
     submit_experiment(cluster, "aaaa0001", 4, 1)  # a det-k8s experiment (its queue is the test's "default")
     low = create_task(api, master_task("0.38.1", experiment=1, slots_per_trial=4, priority=10, namespace="team-a"))
-    view.wait_for_change(2)
+    until(lambda: len(served("team-a")) == 1)
     scheduler_does(scheduler.run_pass)  # binds, Scheduled events
     create_task(api, master_task("0.26.2", experiment=2, slots_per_trial=8, priority=90, namespace="team-b"))
-    view.wait_for_change(2)
+    until(lambda: len(served("team-b")) == 2 and all(p.bound for p in served("team-a")))
     scheduler_does(scheduler.run_pass)  # preempts (label), why-pending (status, events)
-    honour_preemption(cluster.api, "team-a")
-    deadline = time.monotonic() + 10  # a guard, not a speed assertion: the view sees the trial gone
-    while any(p.namespace == "team-a" for p in view.state().snapshot.pods):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    assert honour_preemption(cluster.api, "team-a")
+    until(lambda: not served("team-a"))
     scheduler_does(scheduler.run_pass)  # binds the preemptor
     partial = create_task(api, master_task("0.38.1", experiment=3, slots_per_trial=8, namespace="team-a"))
     first = cluster.api.get("pods", partial.names[0], "team-a")
     api.create_subresource(PODS, partial.names[0], "binding", {
         "apiVersion": "v1", "kind": "Binding", "metadata": {"name": partial.names[0], "uid": first["metadata"]["uid"]},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-1"}}, "team-a")
-    view.wait_for_change(2)
+    until(lambda: len(served("team-a")) == 2 and any(p.bound for p in served("team-a")))
     scheduler_does(scheduler.run_pass)  # repairs a partly bound group (reads its pods afresh, deletes, events)
     time.sleep(0.3)
     view.stop()
