@@ -1,4 +1,4 @@
-"""`python -m benchmarks [--quick] [--baseline REF]`: generate the data, run the five benchmarks, write RESULTS.md.
+"""`python -m benchmarks [--quick] [--baseline REF]`: generate the data, run the six benchmarks, write RESULTS.md.
 
 Data goes to benchmarks/data/ (git-ignored); the full run writes benchmarks/RESULTS.md, a quick run
 (tiny sizes, a smoke test of the harness, figures meaningless) writes benchmarks/data/RESULTS-quick.md
@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import contention, machine, quality, report, scheduling, startup, submission
+from . import binding, contention, machine, quality, report, scheduling, startup, submission
 from .timing import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ("scheduling", "quality", "contention", "submission", "startup")
+NAMES = ("scheduling", "quality", "contention", "submission", "startup", "binding")
 
 FULL: dict[str, dict[str, Any]] = {
     "scheduling": {"pass_nodes": [1000, 5000, 10000], "pass_groups": [1000, 10000], "runs": 3, "cli_runs": 5,
@@ -32,6 +32,8 @@ FULL: dict[str, dict[str, Any]] = {
     "contention": {"nodes_8gpu": 8, "nodes_4gpu": 8, "jobs": 300, "traces": 10, "load": 0.9},
     "submission": {"latencies_ms": [0, 10], "workers": [1, 4, 8, 16], "pods": 64, "rounds": 5},
     "startup": {"runs": 20},
+    "binding": {"nodes": 5000, "pods": 30000, "backlog_groups": 500, "arrivals": 200, "interval": 0.5, "seed": 1,
+                "limit": 900},
 }
 QUICK: dict[str, dict[str, Any]] = {
     "scheduling": {"pass_nodes": [60, 120], "pass_groups": [20, 100], "runs": 1, "cli_runs": 1,
@@ -40,6 +42,8 @@ QUICK: dict[str, dict[str, Any]] = {
     "contention": {"nodes_8gpu": 2, "nodes_4gpu": 2, "jobs": 30, "traces": 1, "load": 0.9},
     "submission": {"latencies_ms": [0], "workers": [1, 4], "pods": 8, "rounds": 1},
     "startup": {"runs": 2},
+    "binding": {"nodes": 60, "pods": 300, "backlog_groups": 5, "arrivals": 6, "interval": 0.2, "seed": 1,
+                "limit": 120},
 }
 
 
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"machine": machine.describe(), "quick": args.quick, "configs": configs,
                                "baseline": {"ref": args.baseline, "path": str(baseline)} if baseline else None}
     modules = {"scheduling": scheduling, "quality": quality, "contention": contention, "submission": submission,
-               "startup": startup}
+               "startup": startup, "binding": binding}
     for name in args.only:
         print(f"benchmarks: {name} ...", file=sys.stderr, flush=True)
         config = {**configs[name], "data": str(data), "baseline": baseline}

@@ -22,7 +22,6 @@ taint toleration a GPU pool's `gpuPodSpec` gives them.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -159,6 +158,18 @@ def _wait_bound(url: str, expected: int, limit: float, scheduler: subprocess.Pop
         time.sleep(0.2)
 
 
+def _wait_quiet(url: str, key: str, at_least: int, limit: float = 120.0) -> None:
+    """Wait until the scheduler has made `at_least` requests of `key` and then none for a second."""
+    deadline = time.monotonic() + limit
+    last = -1
+    while time.monotonic() < deadline:
+        count = _get(url, "/debug/stats").get(f"{SCHEDULER_TOKEN} {key}", 0)
+        if count >= at_least and count == last:
+            return
+        last = count
+        time.sleep(1.0)
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -187,7 +198,7 @@ def measure(url: str, data: Path, config: dict[str, Any]) -> dict[str, Any]:
             "pods_per_second": round((len(times) - 1) / (times[-1] - times[0]), 1) if len(times) > 1 else None,
             "pods_per_second_from_start": round(len(times) / (times[-1] - started), 1) if times else None,
         }
-        time.sleep(2)  # quiet: the backlog's last events written
+        _wait_quiet(url, "create events", len(bindings))  # the backlog's Scheduled events, written in the background
         # -- latency and requests per group: trials arriving one by one
         master = KubeApi.connect(kubeconfig=str(_kubeconfig(data / "master-kubeconfig", url, MASTER_TOKEN)))
         rng = random.Random(config["seed"])
@@ -205,10 +216,11 @@ def measure(url: str, data: Path, config: dict[str, Any]) -> dict[str, Any]:
             created[task.job["metadata"]["name"]] = (time.time(), len(task.pods))
             for pod in task.pods:
                 names[pod["metadata"]["name"]] = task.job["metadata"]["name"]
-            time.sleep(max(0.0, config["interval"] - 0.0))
+            time.sleep(config["interval"])
         expected = bound_before + sum(count for _, count in created.values())
         after = _wait_bound(url, expected, config["limit"], scheduler)
-        time.sleep(2)
+        events_before = stats_before.get(f"{SCHEDULER_TOKEN} create events", 0)
+        _wait_quiet(url, "create events", events_before + expected - bound_before)
         stats_after = _get(url, "/debug/stats")
     finally:
         _stop(scheduler)
@@ -281,5 +293,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.set_event_loop_policy(None)
     main()

@@ -55,9 +55,7 @@ def _verb(method: str, path: str, params: dict[str, str]) -> tuple[str, str, str
 def allowed(documents, verb: str, resource: str, namespace: str | None) -> bool:
     rules = []
     for doc in documents:
-        if doc["kind"] == "ClusterRole":
-            rules += doc["rules"]
-        elif doc["kind"] == "Role" and namespace == doc["metadata"]["namespace"]:
+        if doc["kind"] == "ClusterRole" or (doc["kind"] == "Role" and namespace == doc["metadata"]["namespace"]):
             rules += doc["rules"]
     return any(resource in rule["resources"] and verb in rule["verbs"] for rule in rules)
 
