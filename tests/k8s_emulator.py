@@ -40,6 +40,7 @@ import asyncio
 import copy
 import datetime
 import itertools
+import json
 import re
 import threading
 import time
@@ -198,6 +199,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
     _history_base: int = 0  # sequence number of _history[0]
     _expired: int = 0  # bumped by expire_watches(): open watches end with a 410 ERROR event
     _oldest_rv: int = 0  # a watch from an older resourceVersion than this gets 410 Gone
+    _discovery: bool = False  # serve_discovery() was called
 
     # -- state helpers usable from test code (any thread) ------------------------------------
 
@@ -285,6 +287,10 @@ class ApiEmulator(kmock.KubernetesScaffold):
         path = request.url.path
         if path == "/version":
             return aiohttp.web.json_response(self.version)
+        if path == "/api/v1" and self._discovery:  # kmock names the core group version "/v1"; kubectl wants "v1"
+            response = await super()._handle(request)
+            body = json.loads(getattr(response, "body", b"") or b"{}")
+            return aiohttp.web.json_response({**body, "groupVersion": "v1"}, status=response.status)
         # kmock reads /api/v1/namespaces/<name> as a namespace prefix, not as the Namespace object itself
         namespace_object = re.fullmatch(r"/api/v1/namespaces(?:/([^/]+))?", path)
         plural = "namespaces" if namespace_object else self._plural(request)
@@ -427,6 +433,18 @@ class ApiEmulator(kmock.KubernetesScaffold):
     #    (see the module docstring; real-server behaviour cited from kubernetes/kubernetes
     #    pkg/registry/core/pod/storage/storage.go (BindingREST), pkg/apis/core/validation/events.go
     #    (legacyValidateEvent) and plugin/pkg/admission/priority)
+
+    def serve_discovery(self) -> None:
+        """Announce the kinds in KINDS through API discovery, so the real kubectl can talk to the emulator
+        (`kubectl describe pod` shows what a user sees: the PodScheduled condition and the pod's Events)."""
+        self._discovery = True
+        verbs = {"get", "list", "watch", "create", "update", "patch", "delete"}
+        for plural, (api_version, kind) in KINDS.items():
+            group, _, version = api_version.rpartition("/")
+            self.resources[f"{group}/{version}/{plural}" if group else f"{version}/{plural}"] = kmock.ResourceInfo(
+                kind=kind, singular=kind.lower(), namespaced=plural not in CLUSTER_SCOPED, verbs=verbs,
+                shortnames={"po"} if plural == "pods" else set(),
+                subresources={"status", "binding", "log"} if plural == "pods" else set())
 
     def expire_watches(self) -> None:
         """End every open watch with an ERROR event carrying 410 Gone, as after an etcd compaction."""
@@ -609,7 +627,6 @@ class ApiEmulator(kmock.KubernetesScaffold):
 
     async def _watch(self, plural: str, request: kmock.Request) -> aiohttp.web.StreamResponse:
         """A watch stream: JSON lines of {type, object}, from a resourceVersion or from now."""
-        import json
 
         namespace = None if plural in CLUSTER_SCOPED else request.namespace
         params = dict(request.params)
