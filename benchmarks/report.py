@@ -51,7 +51,7 @@ def render(results: dict[str, Any]) -> str:
     if results.get("quick"):
         lines += ["> **Quick run** (tiny sizes): this checks that the harness works; the figures mean nothing.", ""]
     lines += [f"Measured on {machine['date']} with `{command}` at commit {machine['commit']}. Reproduce with",
-              "`.venv/bin/pip install -e '.[bench]' && .venv/bin/python -m benchmarks` (about 5 minutes; data is",
+              "`.venv/bin/pip install -e '.[bench]' && .venv/bin/python -m benchmarks` (about 10 minutes; data is",
               "generated into the git-ignored `benchmarks/data/`); `--quick` is a smoke run, `--baseline REF` adds",
               "the before/after columns. What each benchmark does exactly is in its module's docstring.", ""]
     lines += _table(["machine", ""], [
