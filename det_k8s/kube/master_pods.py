@@ -68,6 +68,10 @@ class MasterPods:
                 queue.append(as_pod_group(group))
             elif group.bound:
                 running.append(as_running_group(group))
+                more = group.extra
+                if more is not None:
+                    self.groups[more.id] = more
+                    queue.append(as_pod_group(more))
         return queue, running
 
     def _confirm(self, group: MasterGroup) -> MasterGroup:

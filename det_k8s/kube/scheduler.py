@@ -109,8 +109,8 @@ class LiveScheduler:
             self._renewed = time.monotonic()
             self._wrote_pods = False
             try:
-                if self.view is not None and not self.view.catch_up(lease.previous_fence):
-                    pass  # the view listed the pods afresh instead: as current as a one-shot pass
+                if self.view is not None:  # caught up with the previous holder's writes, or listed afresh
+                    self.view.catch_up(lease.previous_fence)
                 return self._pass()
             finally:
                 self._held = None
@@ -162,8 +162,10 @@ class LiveScheduler:
         entries = {e.id: e for e in everything if e.state in (QUEUED, RUNNING)}
         state = self._cluster()
         snapshot = state.snapshot  # holds only pods that hold resources (not finished ones)
+        # (without queue entries and without det-k8s pods here there is nothing of det-k8s's own to read)
+        needed = bool(everything) or any(p.namespace == self.namespace and L.is_managed(p.labels) for p in snapshot.pods)
         ours = [pod_from_object(obj) for obj in self.api.iter_list(
-            PODS, self.namespace, label_selector=f"{L.MANAGED_BY}={L.MANAGER},{L.GROUP}")] if everything else []
+            PODS, self.namespace, label_selector=f"{L.MANAGED_BY}={L.MANAGER},{L.GROUP}")] if needed else []
         by_group: dict[str, list[Pod]] = {}
         for pod in ours:
             by_group.setdefault(pod.labels[L.GROUP], []).append(pod)

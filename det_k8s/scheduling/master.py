@@ -140,11 +140,20 @@ class MasterGroup:
         if any(p.pod.deleting or p.preempting for p in self.pods):
             return State.LEAVING
         bound, pending = len(self.bound), len(self.pending)
-        if bound and pending:
+        if bound and pending and bound < self.size:
             return State.PARTIAL
         if bound:
-            return State.RUNNING
+            return State.RUNNING  # (pods beyond min-available may still be pending: `extra`)
         return State.READY if pending >= self.size else State.INCOMPLETE
+
+    @property
+    def extra(self) -> MasterGroup | None:
+        """A running group's pods beyond min-available that are still pending (only with a min-available
+        smaller than the pod count, which a user's pod spec can set): a group of their own, queued."""
+        if self.state is not State.RUNNING or not self.pending:
+            return None
+        return MasterGroup(f"{self.id}+more", self.namespace, self.name, self.allocation, len(self.pending),
+                           self.pending, self.user, self.trial)
 
     @property
     def created(self) -> str:

@@ -128,3 +128,17 @@ def test_the_why_pending_condition_det_k8s_wrote_is_read_back():
     (group,) = master_groups([pod])
     assert group.pods[0].waiting == "det-k8s: waits"
     assert group.pods[0].waiting_since == "2026-01-01T10:00:01Z"
+
+
+def test_pods_beyond_a_smaller_min_available_are_queued_not_torn_down():
+    # the master keeps gang labels a user's pod spec already has: min-available 1 for a trial of two pods
+    task = master_task("0.26.2", slots_per_trial=8)
+    pods = as_stored(task)
+    for pod in pods:
+        pod["metadata"]["labels"]["pod-group.scheduling.sigs.k8s.io/min-available"] = "1"
+    pods[0]["spec"]["nodeName"] = "gpu-0"
+    (group,) = master_groups(pods)
+    assert group.state is State.RUNNING  # min-available is met: nothing is partly bound
+    more = group.extra
+    assert more is not None and [p.name for p in more.pending] == [pods[1]["metadata"]["name"]]
+    assert as_pod_group(more).id == f"{group.id}+more"
