@@ -103,17 +103,19 @@ def run(
 
 
 def _print_changes(report: Any, shown: dict[str, str]) -> None:
-    """The loop's output: what each pass did, and why a group waits only when that changed."""
+    """The loop's output: what each pass did, and why a group waits only when that changed (its headline,
+    the text before the first "; ": free capacity and queue positions change every pass)."""
+    from ..kube.binder import headline
     from .experiment import _print_pass
 
     waiting = dict(report.waiting)
     report.waiting = {}
     _print_pass(report)
     for gid, why in waiting.items():
-        if shown.get(gid) != why:
+        if shown.get(gid) != headline(why):
             output.message(f"{gid}: waiting: {why}")
     shown.clear()
-    shown.update(waiting)
+    shown.update({gid: headline(why) for gid, why in waiting.items()})
 
 
 @app.command("policy")
