@@ -428,7 +428,6 @@ class ApiEmulator(kmock.KubernetesScaffold):
                                           "items": [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")}
                                                     for o in page]})
 
-
     # -- scheduling the master's pods: subresources, admission, validation, watch ---------------
     #    (see the module docstring; real-server behaviour cited from kubernetes/kubernetes
     #    pkg/registry/core/pod/storage/storage.go (BindingREST), pkg/apis/core/validation/events.go
