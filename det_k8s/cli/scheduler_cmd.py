@@ -62,8 +62,11 @@ def run(
     failures = 0
     shown: dict[str, str] = {}
     # One scheduler for the whole loop: its Lease remembers how long another holder has been silent.
+    # A loop tells other clients' passes (`experiment create`) in the Lease that it serves the master's pods, so
+    # that they plan them too (read-only) and keep one priority order; the word lapses if the loop stops.
     scheduler = LiveScheduler(api, api.namespace, Policy(), holder, lease_wait=0 if not once else 10, serve=serve,
-                              view=view, renew_every=DEFAULT_DURATION / 3 if view is not None else 0.0)
+                              view=view, renew_every=DEFAULT_DURATION / 3 if view is not None else 0.0,
+                              advertise_for=max(120.0, 3 * interval) if view is not None else 0.0)
     policy_read = -math.inf
     while True:
         try:

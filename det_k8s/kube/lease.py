@@ -34,6 +34,7 @@ from .kinds import LEASES
 
 LEASE_NAME = "det-k8s-scheduler"
 FENCE = "det-k8s.io/pods-version"  # annotation: the newest pod revision the last holder's writes are within
+SERVING = "det-k8s.io/serving"  # annotation: "<scheduler name> until <RFC 3339>": a loop binds the master's pods
 NAMESPACE_ENV = "DET_K8S_LEASE_NAMESPACE"
 DEFAULT_DURATION = 30  # seconds a pass may hold the Lease without renewing it
 SKEW_ALLOWANCE = 60  # seconds of clock difference tolerated when judging a renewTime we never watched
@@ -99,6 +100,7 @@ class SchedulingLease:
     name: str = LEASE_NAME
     monotonic: Callable[[], float] = time.monotonic
     fence: str = ""  # written with the release (FENCE), for the next holder's watch to catch up to
+    serving: str = ""  # written with the release (SERVING): "<scheduler name> until <time>" ("" leaves it)
     _watched: tuple[tuple[str, str], float] | None = field(default=None, repr=False)
     _written: dict[str, Any] | None = field(default=None, repr=False)  # the Lease as our own last write left it
     _released: dict[str, Any] | None = field(default=None, repr=False)  # ... as our own release left it
@@ -193,6 +195,13 @@ class SchedulingLease:
             raise LeaseLost(f"the scheduling lease was taken over by {who} during the pass; "
                             "it stopped before writing anything more", hint=hint) from None
 
+    def served_by_loop(self) -> str:
+        """The scheduler name a `scheduler run` loop said it serves (SERVING, not yet expired), or ""."""
+        annotations = ((self._written or {}).get("metadata") or {}).get("annotations") or {}
+        name, _, until = str(annotations.get(SERVING) or "").partition(" until ")
+        moment = _parse(until)
+        return name if moment is not None and moment > self.clock() else ""
+
     @property
     def previous_fence(self) -> str:
         """The FENCE the Lease held when this client took it (the previous holder's writes), or ""."""
@@ -219,9 +228,10 @@ class SchedulingLease:
             if LeaseState.of(current).holder != self.holder:
                 return
         body = {**current, "spec": {**(current.get("spec") or {}), "holderIdentity": "", "renewTime": None}}
-        if self.fence:
+        added = {key: value for key, value in ((FENCE, self.fence), (SERVING, self.serving)) if value}
+        if added:
             meta = dict(current.get("metadata") or {})
-            meta["annotations"] = {**(meta.get("annotations") or {}), FENCE: self.fence}
+            meta["annotations"] = {**(meta.get("annotations") or {}), **added}
             body["metadata"] = meta
         # Taken over or deleted meanwhile: either way it is no longer ours to release.
         self._written = None

@@ -3,6 +3,10 @@
 `LiveScheduler` calls `collect` before planning (the ready groups join its queue, the bound ones its
 running groups) and `act` after (bind, mark victims, say why the rest wait). Between the two is the
 one `schedule()` of the pass, over det-k8s's own queue and these groups together.
+
+A pass that does not serve the master's pods itself (`experiment create`) still plans them, read-only,
+while a `scheduler run` loop says in the Lease that it serves them: its own groups then keep the one
+priority order and never take capacity a higher-priority trial of the master is about to get.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class MasterPods:
     scheduler_name: str
     view: ClusterView | None = None
     still_ours: Callable[[], None] = lambda: None
+    read_only: bool = False  # a pass of `experiment create` while a loop serves them: planned, never touched
     groups: dict[str, MasterGroup] = field(default_factory=dict)
 
     def collect(self, state: ClusterState, report: PassReport) -> tuple[list[PodGroup], list[RunningGroup]]:
@@ -58,6 +63,8 @@ class MasterPods:
         running: list[RunningGroup] = []
         for group in master_groups(state.served, self.scheduler_name):
             self.groups[group.id] = group
+            if group.state is State.PARTIAL and self.read_only:
+                continue  # the loop that serves them repairs it
             if group.state is State.PARTIAL:
                 group = self._confirm(group)
                 self.groups[group.id] = group
@@ -67,7 +74,8 @@ class MasterPods:
             if group.state is State.READY:
                 queue.append(as_pod_group(group))
             elif group.bound:
-                running.append(as_running_group(group))
+                found = as_running_group(group)
+                running.append(replace(found, preemptible=False) if self.read_only else found)
                 more = group.extra
                 if more is not None:
                     self.groups[more.id] = more

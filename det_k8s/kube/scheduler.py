@@ -77,6 +77,7 @@ class LiveScheduler:
     serve: str | None = None  # the scheduler name of the master's pods to bind (None: det-k8s's own queue only)
     view: ClusterView | None = None  # the loop's watch-fed cluster (None: list the cluster every pass)
     renew_every: float = 0.0  # seconds between Lease renewals before writes (0: before every write)
+    advertise_for: float = 0.0  # with serve: tell passes without it, for this long, that the master's pods are served
 
     _held: SchedulingLease | None = field(default=None, repr=False)
     _lease: SchedulingLease | None = field(default=None, repr=False)
@@ -104,6 +105,10 @@ class LiveScheduler:
         """
         lease = self.lease()
         lease.fence = ""
+        lease.serving = ""
+        if self.serve and self.advertise_for > 0:
+            until = self.clock() + datetime.timedelta(seconds=self.advertise_for)
+            lease.serving = f"{self.serve} until {until.astimezone(datetime.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
         with lease.held(wait=self.lease_wait):
             self._held = lease
             self._renewed = time.monotonic()
@@ -144,8 +149,14 @@ class LiveScheduler:
             self._binder = Binder(self.api, recorder, workers=self.workers, clock=self.clock)
         return self._binder
 
+    def _served_name(self) -> str | None:
+        """The scheduler name whose pods this pass plans: its own, or (read-only) the one a loop serves."""
+        if self.serve:
+            return self.serve
+        return (self._held.served_by_loop() if self._held is not None else "") or None
+
     def _cluster(self) -> ClusterState:
-        return self.view.state() if self.view is not None else read_cluster(self.api, self.serve)
+        return self.view.state() if self.view is not None else read_cluster(self.api, self._served_name())
 
     # -- the pass ----------------------------------------------------------------------------
 
@@ -197,8 +208,10 @@ class LiveScheduler:
         # namespaces' det-k8s groups hold capacity like any other pods. The master's groups join both.
         mine = list(running_groups(p for p in snapshot.pods if p.namespace == self.namespace))
         master = None
-        if self.serve:
-            master = MasterPods(self.api, self.binder(), self.serve, self.view, self._still_ours)
+        served = self._served_name()
+        if served:  # the master's pods: served by this pass, or planned read-only while a loop serves them
+            master = MasterPods(self.api, self.binder(), served, self.view, self._still_ours,
+                                read_only=not self.serve)
             ready, bound = master.collect(state, report)
             queue += ready
             mine += bound
@@ -221,7 +234,7 @@ class LiveScheduler:
             text = describe(reason)
             report.waiting[group_id] = text
             entries[group_id] = self._note(entries[group_id], text, report)
-        if master is not None:
+        if master is not None and self.serve:
             master.act(plan, report, {group.id: group.priority for group in queue})
         return report
 

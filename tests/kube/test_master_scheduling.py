@@ -283,3 +283,34 @@ def test_a_masters_trial_preempts_a_lower_det_k8s_group_and_the_reverse(cluster)
     submit_experiment(cluster, "bbbb0002", 4, 2, priority=90)
     report = run_pass(cluster, policy=Policy(preemption=True))
     assert report.marked == {master_pod_group_id(trial): "bbbb0002"}
+
+
+def test_experiment_create_passes_keep_the_one_priority_order_while_a_loop_serves_the_master(cluster):
+    from det_k8s.kube.queue import QueueStore
+    from tests.kube.test_live_scheduler import submit as submit_experiment
+
+    nodes(cluster, 1)
+    api = cluster.connect()
+    loop = LiveScheduler(api, "default", Policy(), "loop", serve="coscheduler", advertise_for=120)
+    busy = submit(cluster, "0.38.1", experiment=1, slots_per_trial=4, priority=50)
+    loop.run_pass()  # the loop binds it, and says in the Lease that it serves coscheduler
+    trial = submit(cluster, "0.38.1", experiment=2, slots_per_trial=4, priority=80)  # waits for busy's GPUs
+    submit_experiment(cluster, "aaaa0001", 4, 1, priority=20)
+    for pod in pods_of(cluster, busy):  # busy ends: 4 GPUs free, wanted by the trial (80) and aaaa0001 (20)
+        cluster.api.update("pods", pod["metadata"]["name"], {"status": {"phase": "Succeeded"}})
+    create_pass = LiveScheduler(api, "default", Policy(), "someone").run_pass()  # what `experiment create` runs
+    assert create_pass.placed == {} and "aaaa0001" in create_pass.waiting  # the trial comes first, even here
+    assert not any(p["spec"].get("nodeName") for p in pods_of(cluster, trial))  # and it only planned it
+    assert QueueStore(api, "default").get("aaaa0001").state == "queued"
+    loop.run_pass()
+    assert all(p["spec"].get("nodeName") for p in pods_of(cluster, trial))
+
+
+def test_without_a_serving_loop_experiment_create_ignores_the_masters_pending_pods(cluster):
+    from tests.kube.test_live_scheduler import submit as submit_experiment
+
+    nodes(cluster, 1)
+    submit(cluster, "0.38.1", slots_per_trial=4, priority=80)  # nobody serves coscheduler: it stays pending
+    submit_experiment(cluster, "aaaa0001", 4, 1, priority=20)
+    report = LiveScheduler(cluster.connect(), "default", Policy(), "someone").run_pass()
+    assert list(report.placed) == ["aaaa0001"]
