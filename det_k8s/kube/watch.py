@@ -12,8 +12,9 @@
 - a *relevant* change wakes the loop (`wait_for_change`, debounced: a burst of pods from one task is
   one pass): a node's schedulable shape, a served or det-k8s pod, a pod that stops holding resources,
   a queue entry. Heartbeats and container statuses wake nothing;
-- what this process wrote is applied at once (`assume_bound`, `assume`), so its next pass never sees
-  the pods it just bound as pending; an older event cannot undo a binding it has not confirmed yet;
+- what this process wrote is applied at once (`assume_bound`, `assume_created`, `assume_deleting`), so its
+  next pass never sees the pods it just bound as pending, or misses the ones it created; an older event
+  cannot undo a binding it has not confirmed yet;
 - `pods_version` is the newest pod revision seen; `catch_up(version)` waits until the watch has
   delivered it: the fence with which a scheduler taking the Lease over makes sure it has seen every
   pod the previous holder wrote (compared as integers, as Kubernetes allows for one resource since
@@ -256,12 +257,6 @@ class ClusterView:
                 leaving = replace(model, deleting=True)
                 self._pods[(namespace, name)] = (leaving, replace(served, pod=leaving) if served else None, version)
 
-    def assume(self, obj: Mapping[str, Any]) -> None:
-        """An object this process wrote, as the API server answered it (a patch, a graceful deletion)."""
-        if obj.get("kind") not in (None, "Pod") or not (obj.get("metadata") or {}).get("name"):
-            return
-        self._apply_pod("MODIFIED", obj, relevant_change=False)
-
     # -- the informers -----------------------------------------------------------------------
 
     def _run(self, kind: Kind, namespace: str | None, labels: str | None, fields: str | None) -> None:
@@ -347,31 +342,30 @@ class ClusterView:
             self.queue_changes += 1
             self._changed()
 
-    def _apply_pod(self, kind_of_event: str, obj: Mapping[str, Any], relevant_change: bool = True) -> None:
+    def _apply_pod(self, kind_of_event: str, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
         version = _rv(obj)
         with self._lock:
-            if relevant_change and version and self._floor and not newer(version, self._floor):
+            if version and self._floor and not newer(version, self._floor):
                 return  # from before the last list, which already holds its outcome
             before = self._pods.get(key)
-            if relevant_change:
-                self._advance(version)
-                if self._created.pop(key, None) is not None:
-                    self._lock.notify_all()
+            self._advance(version)
+            if self._created.pop(key, None) is not None:
+                self._lock.notify_all()
             if before is not None and version and before[2] and not newer(version, before[2]):
                 return  # older than what we hold (our own write was faster than its event)
             if kind_of_event == "DELETED":
                 self._pods.pop(key, None)
                 if self._assumed.pop(key, None) is not None:
                     self._lock.notify_all()
-                if before is not None and relevant_change and (before[1] is not None or before[0].active):
+                if before is not None and (before[1] is not None or before[0].active):
                     self._changed()
                 return
             model = self._store_pod(obj)
             if before is not None and _signature(before[0]) == _signature(model):
                 return
-            if relevant_change and self._relevant(before[0] if before else None, model):
+            if self._relevant(before[0] if before else None, model):
                 self._changed()
 
     def _store_pod(self, obj: Mapping[str, Any]) -> Pod:
