@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import DetK8sError
+from ..errors import DetK8sError, Forbidden
 from . import output
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
@@ -33,8 +33,12 @@ def doctor(
     api = current().connect()
     with output.spinner("reading the cluster"):
         snapshot = read_snapshot(api)
-        events = [e for reason in FAILURE_REASONS for e in api.iter_list(
-            EVENTS, api.namespace, all_namespaces=all_namespaces, field_selector=f"reason={reason}")]
+        try:
+            events = [e for reason in FAILURE_REASONS for e in api.iter_list(
+                EVENTS, api.namespace, all_namespaces=all_namespaces, field_selector=f"reason={reason}")]
+        except Forbidden as exc:  # the partly-started groups are still worth reporting
+            output.warning(f"cannot list events, so the groups det-k8s tore down are not shown: {exc.message}")
+            events = []
     failures = recorded_failures(events, FAILURE_REASONS)
     diagnosis = find_partial_groups(snapshot)
     groups = [g for g in diagnosis.partial if all_namespaces or g.namespace == api.namespace]
