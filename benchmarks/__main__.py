@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import constraints, contention, machine, occupancy, quality, report, scheduling, startup, submission
+from . import binding, constraints, contention, machine, occupancy, quality, report, scheduling, startup, submission
 from .timing import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ("scheduling", "quality", "contention", "submission", "startup", "occupancy", "constraints")
+NAMES = ("scheduling", "quality", "contention", "submission", "startup", "occupancy", "constraints", "binding")
 
 FULL: dict[str, dict[str, Any]] = {
     "scheduling": {"pass_nodes": [1000, 5000, 10000], "pass_groups": [1000, 10000], "runs": 3, "cli_runs": 5,
@@ -34,6 +34,8 @@ FULL: dict[str, dict[str, Any]] = {
     "startup": {"runs": 20},
     "occupancy": {"nodes": 5000, "pods": 30000, "experiments": 200, "runs": 5},
     "constraints": {"nodes": 5000, "pods": 30000, "experiments": 200, "runs": 5},
+    "binding": {"nodes": 5000, "pods": 30000, "backlog_groups": 500, "arrivals": 200, "interval": 0.5, "seed": 1,
+                "limit": 900},
 }
 QUICK: dict[str, dict[str, Any]] = {
     "scheduling": {"pass_nodes": [60, 120], "pass_groups": [20, 100], "runs": 1, "cli_runs": 1,
@@ -44,6 +46,8 @@ QUICK: dict[str, dict[str, Any]] = {
     "startup": {"runs": 2},
     "occupancy": {"nodes": 400, "pods": 2400, "experiments": 10, "runs": 1},
     "constraints": {"nodes": 100, "pods": 600, "experiments": 10, "runs": 1},
+    "binding": {"nodes": 60, "pods": 300, "backlog_groups": 5, "arrivals": 6, "interval": 0.2, "seed": 1,
+                "limit": 120},
 }
 
 
@@ -87,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"machine": machine.describe(), "quick": args.quick, "configs": configs,
                                "baseline": {"ref": args.baseline, "path": str(baseline)} if baseline else None}
     modules = {"scheduling": scheduling, "quality": quality, "contention": contention, "submission": submission,
-               "startup": startup, "occupancy": occupancy, "constraints": constraints}
+               "startup": startup, "occupancy": occupancy, "constraints": constraints, "binding": binding}
     for name in args.only:
         print(f"benchmarks: {name} ...", file=sys.stderr, flush=True)
         config = {**configs[name], "data": str(data), "baseline": baseline}

@@ -155,6 +155,10 @@ class Rejected(ClusterError):
     """The API server refused the object itself (HTTP 400/422): invalid, or denied by admission."""
 
 
+class Expired(ClusterError):
+    """A watch's resourceVersion is too old for the API server to replay (HTTP 410 Gone): list again."""
+
+
 class StorageError(DetK8sError):
     """A checkpoint storage probe could not run at all."""
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import DetK8sError
+from ..errors import DetK8sError, Forbidden
 from . import output
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
@@ -31,16 +31,27 @@ def doctor(
 ) -> None:
     """Find pod groups with some pods running and others stuck, also ones det-k8s did not create.
 
-    Exits 1 when it finds any, so it can guard a cron job or a CI step.
+    Exits 1 when it finds any, so it can guard a cron job or a CI step. Also lists the bindings of the
+    master's pods that failed part-way and the groups found partly bound, which det-k8s has already
+    torn down (from its Warning events, kept by Kubernetes for an hour).
     """
+    from ..kube.binder import FAILURE_REASONS
+    from ..kube.kinds import EVENTS
     from ..kube.queue import RUNNING, QueueStore
     from ..kube.snapshot import read_snapshot
     from ..scheduling import labels as L
-    from ..scheduling.doctor import find_partial_groups
+    from ..scheduling.doctor import find_partial_groups, recorded_failures
 
     api = current().connect()
     with output.spinner("reading the cluster"):
         snapshot = read_snapshot(api)
+        try:
+            events = [e for reason in FAILURE_REASONS for e in api.iter_list(
+                EVENTS, api.namespace, all_namespaces=all_namespaces, field_selector=f"reason={reason}")]
+        except Forbidden as exc:  # the partly-started groups are still worth reporting
+            output.warning(f"cannot list events, so the groups det-k8s tore down are not shown: {exc.message}")
+            events = []
+    failures = recorded_failures(events, FAILURE_REASONS)
     diagnosis = find_partial_groups(snapshot)
     groups = [g for g in diagnosis.partial if all_namespaces or g.namespace == api.namespace]
     stale = []
@@ -54,9 +65,11 @@ def doctor(
     records = [{"group": g.key, "owner": g.owner, "namespace": g.namespace, "running": list(g.running),
                 "waiting": list(g.waiting), "missing": g.missing, "gpusHeld": g.held_gpus, "advice": g.advice,
                 "deadlocked": g.key in diagnosis.deadlocked} for g in groups]
+    repaired = [{"namespace": f.namespace, "reason": f.reason, "pods": list(f.pods), "count": f.count,
+                 "lastSeen": f.last, "message": f.message} for f in failures]
     if output_format is not OutputFormat.table:
         output.data({"partialGroups": records, "staleRunningEntries": stale, "failedCreationPods": leftovers,
-                     "unreadableEntries": list(store.skipped)}, output_format)
+                     "unreadableEntries": list(store.skipped), "repairedGroups": repaired}, output_format)
     else:
         if groups:
             output.table(["group", "owner", "namespace", "running", "waiting", "gpus held", "advice"],
@@ -66,6 +79,10 @@ def doctor(
         if diagnosis.deadlocked:
             output.warning(f"deadlock: {', '.join(diagnosis.deadlocked)} each wait for resources the others hold; "
                            "stop one of them to let the others start")
+        if failures:
+            output.table(["namespace", "reason", "pods", "times", "last", "what det-k8s did"],
+                         [[f.namespace, f.reason, len(f.pods), f.count, f.last, f.message] for f in failures],
+                         title="Groups det-k8s tore down (a binding failed part-way, or found partly bound)")
         for entry_id in stale:
             output.warning(f"{entry_id} is recorded as running but has no pods; the next pass "
                            "(`det-k8s scheduler run --once`) requeues it")

@@ -46,6 +46,13 @@ def _print_pass(report: PassReport, focus: str | None = None) -> None:
     for victim, by in report.preempted.items():
         if focus in (None, by, victim):
             output.warning(f"{victim}: preempted by {by}: its pods are deleted and it is back in the queue")
+    for victim, by in report.marked.items():
+        if focus in (None, by, victim):
+            output.warning(f"{victim}: preempted by {by}: marked determined-preemption; Determined checkpoints and "
+                           "stops it")
+    for gid, why in report.repaired.items():
+        if focus in (None, gid):
+            output.warning(f"{gid}: {why}")
     for gid, why in report.requeued.items():
         if focus in (None, gid):
             output.warning(f"{gid}: {why}")

@@ -40,20 +40,28 @@ def reserve_after_seconds(text: str | None) -> float | None:
 @with_global_options
 def run(
     once: Annotated[bool, typer.Option("--once", help="Run one pass and exit.")] = False,
-    interval_text: Annotated[str, typer.Option("--interval", metavar="DURATION",
-                                               help=f"Time between passes (at least 1s): {DURATION_HELP}.")] = "10s",
+    interval_text: Annotated[str, typer.Option(
+        "--interval", metavar="DURATION",
+        help=f"Time between passes when nothing changes (at least 1s): {DURATION_HELP}.")] = "10s",
     preemption: Annotated[bool, typer.Option("--preemption",
                                              help="Preempt lower-priority groups, even if the policy does not.")]
     = False,
+    scheduler_name: Annotated[str, typer.Option(
+        "--scheduler-name", metavar="NAME",
+        help="Also schedule the Determined master's task pods that name this scheduler (its defaultScheduler); "
+             "'' for det-k8s's own queue only.")] = "coscheduler",
 ) -> None:
-    """Schedule the queue: one pass every --interval seconds until Ctrl-C (or one with --once).
+    """Schedule the queue and the Determined master's pods: a pass on every change until Ctrl-C (or one with --once).
 
     Each pass takes the cluster's scheduling Lease, so any number of these loops and of
     `experiment create` commands, in any namespaces, can run at once without handing out the
-    same GPUs twice.
+    same GPUs twice. The loop keeps nodes and pods from a watch and runs a pass when something
+    relevant changes (a pod of the master arrives, a pod ends, a node changes), or every
+    --interval seconds; it reads the policy (`scheduler policy`) again at least that often.
     """
-    from ..kube.lease import LeaseHeld
+    from ..kube.lease import DEFAULT_DURATION, LeaseHeld
     from ..kube.scheduler import LiveScheduler
+    from ..kube.watch import ClusterView
     from ..scheduling.model import Policy
     from .experiment import _print_pass, _require_cleared
     from .live import current_user, effective_policy, holder_id
@@ -61,19 +69,38 @@ def run(
     interval = interval_seconds(interval_text)
     api = current().connect()
     holder = holder_id(current_user(None))
+    serve = scheduler_name.strip() or None
     output.message(f"scheduling namespace {api.namespace} of {api.target.context} as {holder}"
-                   + ("" if once else f", every {interval:g}s; Ctrl-C stops"))
+                   + (f", and the pods of scheduler {serve} in every namespace" if serve else "")
+                   + ("" if once else f"; a pass on every change, at least every {interval:g}s; Ctrl-C stops"))
+    view = None
+    if not once:
+        view = ClusterView(api.clone(), serve, queue_namespace=api.namespace).start()
+        with output.spinner("listing nodes and pods"):
+            if not view.wait_synced(timeout=120.0):
+                raise DetK8sError("could not list the cluster's nodes and pods within 2 minutes: "
+                                  + ("; ".join(view.problems[-3:]) or "no answer"))
     announced = False
     failures = 0
+    shown: dict[str, str] = {}
     # One scheduler for the whole loop: its Lease remembers how long another holder has been silent.
-    scheduler = LiveScheduler(api, api.namespace, Policy(), holder, lease_wait=0 if not once else 10)
+    # A loop tells other clients' passes (`experiment create`) in the Lease that it serves the master's pods, so
+    # that they plan them too (read-only) and keep one priority order; the word lapses if the loop stops.
+    scheduler = LiveScheduler(api, api.namespace, Policy(), holder, lease_wait=0 if not once else 10, serve=serve,
+                              view=view, renew_every=DEFAULT_DURATION / 3 if view is not None else 0.0,
+                              advertise_for=max(120.0, 3 * interval) if view is not None else 0.0)
+    policy_read = -math.inf
     while True:
         try:
-            scheduler.policy = effective_policy(api, preemption=preemption)  # an admin may change it meanwhile
+            if once or time.monotonic() - policy_read >= interval:  # an admin may change it meanwhile: read it
+                scheduler.policy = effective_policy(api, preemption=preemption)  # at least every --interval
+                policy_read = time.monotonic()
             report = scheduler.run_pass()
-            _print_pass(report)
             if once:
+                _print_pass(report)
                 _require_cleared(report)
+            else:
+                _print_changes(report, shown)
             announced, failures = False, 0
         except LeaseHeld as exc:
             if once:
@@ -94,7 +121,27 @@ def run(
                          "please report it; the loop keeps going")
         if once:
             return
-        time.sleep(min(interval * 2 ** min(failures, 5), 300))  # back off while the cluster misbehaves
+        wait = min(interval * 2 ** min(failures, 5), 300)  # back off while the cluster misbehaves
+        if view is None or failures:
+            time.sleep(wait)
+        else:
+            view.wait_for_change(wait)
+
+
+def _print_changes(report: Any, shown: dict[str, str]) -> None:
+    """The loop's output: what each pass did, and why a group waits only when that changed (its headline,
+    the text before the first "; ": free capacity and queue positions change every pass)."""
+    from ..kube.binder import headline
+    from .experiment import _print_pass
+
+    waiting = dict(report.waiting)
+    report.waiting = {}
+    _print_pass(report)
+    for gid, why in waiting.items():
+        if shown.get(gid) != headline(why):
+            output.message(f"{gid}: waiting: {why}")
+    shown.clear()
+    shown.update({gid: headline(why) for gid, why in waiting.items()})
 
 
 @app.command("policy")
@@ -174,3 +221,41 @@ def policy(
                        "Topology": (f"{new.topology_key} ({'required' if new.topology_required else 'preferred'})"
                                     if new.topology_key else "off"),
                        "Admission": f"ExtendedResourceToleration {toleration}"})
+
+
+@app.command("manifest")
+@with_global_options
+def manifest(
+    image: Annotated[str, typer.Option("--image", metavar="IMAGE", show_default=False,
+                                       help="The det-k8s image (built from deploy/Dockerfile).")],
+    scheduler_name: Annotated[str, typer.Option("--scheduler-name", metavar="NAME",
+                                                help="The scheduler name of the master's pods to serve.")]
+    = "coscheduler",
+    replicas: Annotated[int, typer.Option("--replicas", min=1, max=5, metavar="N",
+                                          help="Scheduler pods (one binds at a time; the others take over).")] = 2,
+    lease_namespace: Annotated[str | None, typer.Option(
+        "--lease-namespace", metavar="NAME",
+        help="Namespace of the scheduling Lease every det-k8s client shares (default: DET_K8S_LEASE_NAMESPACE, "
+             "else default).")] = None,
+    preemption: Annotated[bool, typer.Option("--preemption",
+                                             help="Preempt lower-priority groups, even if the policy does not.")]
+    = False,
+    image_pull_secret: Annotated[str | None, typer.Option("--image-pull-secret", metavar="NAME",
+                                                          help="Secret to pull the image with.")] = None,
+) -> None:
+    """Print the manifests that run the scheduler in the cluster (`| kubectl apply -f -`): RBAC and a Deployment."""
+    import os
+    import sys
+
+    import yaml
+
+    from ..kube.deploy import scheduler_manifests
+    from ..kube.lease import NAMESPACE_ENV
+
+    namespace = current().namespace or os.environ.get("HELM_NAMESPACE") or "default"
+    if not image.strip() or any(c.isspace() for c in image):
+        raise UsageError(f"--image {image!r}: not an image reference", hint="e.g. --image registry.example.com/det-k8s:0.4")
+    documents = scheduler_manifests(image.strip(), namespace, scheduler_name=scheduler_name, replicas=replicas,
+                                    lease_namespace=lease_namespace or os.environ.get(NAMESPACE_ENV) or "default",
+                                    preemption=preemption, image_pull_secret=image_pull_secret)
+    sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False))

@@ -415,6 +415,8 @@ def _read_pod(obj: Mapping[str, Any]) -> Pod:
     namespace = str(meta.get("namespace") or "default")
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     node_name = spec.get("nodeName") or None
+    if node_name is not None and type(node_name) is not str:
+        raise TypeError(f"spec.nodeName: expected a string, found {type(node_name).__name__}")
     unschedulable, since = ("", "") if node_name else _scheduling_failure(status)
     annotations = meta.get("annotations")
     return Pod(

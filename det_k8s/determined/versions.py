@@ -245,6 +245,69 @@ FACTS: tuple[Fact, ...] = (
     Fact("searcher.max_concurrent_trials.default_16", "0.26.2 schemas/expconf/v0/searcher-random.json (default 16)",
          since=v("0.26.2"), value=16,
          note="0.17.15's schemas default it to 0 (no limit); the release that changed it lies between the two tags"),
+    # -- task pods: what det-k8s reads when it schedules the master's pods (`det_k8s/scheduling/master.py`)
+    #    and what the tests' master-shaped pods carry (`tests/master_pods.py`); facts section 6 --------
+    Fact("tasks.pod_name.bare", "0.17.15 master/internal/resourcemanagers/kubernetes/pod.go; 0.26.2 "
+         "master/internal/rm/kubernetesrm/pod.go", until=v("0.34.0"),
+         value="{description}-{rank}-{allocation}-{petname}",
+         note="one bare Pod (and one ConfigMap of the same name) per pod; trials: description exp-<E>-trial-<T>"),
+    Fact("tasks.pod_name.job", "v0.38.1 master/internal/rm/kubernetesrm/jobs.go, job.go", since=v("0.34.0"),
+         value="det-{cluster8}-{description}",
+         note="the Job (and its ConfigMap) is named so; its pods come from the Job controller as <job>-<5 chars>, "
+              "labelled batch.kubernetes.io/job-name (Kubernetes >= 1.27) and job-name"),
+    Fact("tasks.description.cmd_suffix", "0.26.2 master/internal/rm/kubernetesrm/spec.go (Description cmd-<id>, "
+         "gc-<exp>)", since=v("0.24.0"),
+         note="before 0.24.0 commands are described `cmd` and GC `gc` and get no gang labels; from 0.24.0 the "
+              "special cases no longer match [inferred in the facts document]"),
+    Fact("tasks.label.allocation", "0.17.15 master/internal/resourcemanagers/kubernetes/spec.go; v0.38.1 "
+         "master/internal/rm/kubernetesrm/spec.go", value="determined",
+         note="value: the allocation id (<task id>.<run>): unique per attempt of a trial"),
+    Fact("tasks.label.user", "0.32.0 master/internal/rm/kubernetesrm/spec.go (userLabel)", since=v("0.32.0"),
+         value="determined.ai/user"),
+    Fact("tasks.label.task_type", "0.32.0 master/internal/rm/kubernetesrm/spec.go (taskTypeLabel)",
+         since=v("0.32.0"), value="determined.ai/task_type", note="TRIAL, NOTEBOOK, SHELL, COMMAND, TENSORBOARD..."),
+    Fact("tasks.label.experiment", "0.32.0 master/internal/rm/kubernetesrm/spec.go (ExtraPodLabels of trials)",
+         since=v("0.32.0"), value="determined.ai/experiment_id"),
+    Fact("tasks.label.allocation_id", "0.34.0 master/internal/rm/kubernetesrm/jobs.go", since=v("0.34.0"),
+         value="determined.ai/allocation_id"),
+    Fact("tasks.label.job_name", "v0.38.1 master/internal/rm/kubernetesrm/jobs.go (kubernetesJobNameLabel)",
+         since=v("0.34.0"), value=("batch.kubernetes.io/job-name", "job-name")),
+    Fact("tasks.gang.name", "0.17.15 master/internal/resourcemanagers/kubernetes/spec.go (trialNameFromPod)",
+         until=v("0.34.0"), value="pod-group.scheduling.sigs.k8s.io/name",
+         note="the first four dash-separated fields of the pod name joined (exp-12-trial-34-... -> exp12trial34): the "
+              "same for every attempt of a trial, so attempts are told apart by the `determined` label"),
+    Fact("tasks.gang.job_name", "v0.38.1 master/internal/rm/kubernetesrm/spec.go (configureCoscheduler)",
+         since=v("0.34.0"), value="pod-group.scheduling.sigs.k8s.io/name",
+         note="the group name is the Job name: unique per attempt"),
+    Fact("tasks.gang.min_available", "0.17.15 master/internal/resourcemanagers/kubernetes/spec.go; v0.38.1 "
+         "master/internal/rm/kubernetesrm/spec.go", value="pod-group.scheduling.sigs.k8s.io/min-available",
+         note="ceil(slots_per_trial / slots per pod) for CUDA slots with slots per pod > 0, else 0 (no gang)"),
+    Fact("tasks.scheduler_name.preemption", "0.26.2 master/internal/rm/kubernetesrm/spec.go (modifyPodSpec)",
+         until=v("0.36.0"), value="preemption",
+         note="with default_scheduler: preemption the master names that scheduler; the 0.17.x chart writes coscheduler "
+              "for both choices, the chart passes the value through from 0.18.1"),
+    Fact("tasks.priority_class", "0.17.15 master/internal/resourcemanagers/kubernetes/spec.go (createPriorityClass)",
+         value="{id}-priorityclass",
+         note="value = resources.priority (default 50), preemptionPolicy Never; id = container id before 0.34.0, "
+              "allocation id from 0.34.0; without a priority: determined-medium-priority (50)"),
+    Fact("tasks.fluent_sidecar", "0.17.15 master/internal/resourcemanagers/kubernetes/spec.go "
+         "(determined-fluent-container)", until=v("0.25.1"), value="determined-fluent-container"),
+    Fact("tasks.node_disable_affinity", "0.26.2 master/internal/rm/kubernetesrm/spec.go "
+         "(addNodeDisabledAffinityToPodSpec)", since=v("0.26.0"),
+         note="required node affinity: <cluster-id node label> DoesNotExist [the exact first release is inferred]"),
+    Fact("tasks.preemption_label", "0.17.15 master/internal/resourcemanagers/kubernetes/preemptions.go; v0.38.1 "
+         "master/internal/rm/kubernetesrm/preemptions.go", value="determined-preemption",
+         note="the master watches pods carrying this label (any value) and asks their task to release its "
+              "resources: a trial checkpoints and stops"),
+    Fact("tasks.events.not_running_only", "0.17.15 master/internal/resourcemanagers/kubernetes/pod.go; 0.26.2 "
+         "master/internal/rm/kubernetesrm/pod.go", until=v("0.34.0"),
+         note="core/v1 Events of a pod go to the trial log only while the pod is not Running (v0.38.1: always; the "
+              "change is placed at 0.34.0, where Jobs came, but was read only at 0.26.2 and v0.38.1)"),
+    Fact("tasks.events.rewrite", "0.17.15 master/internal/resourcemanagers/kubernetes/pod.go; v0.38.1 "
+         "master/internal/rm/kubernetesrm/job.go (preparePodUpdateMessage)",
+         value=("nodes are available", "Successfully assigned", "pod triggered scale-up", "skip schedule deleting pod"),
+         note="an event message matching any of these (regular expressions, anywhere in the text) is replaced "
+              "by the master's own text before it reaches the trial log"),
 )
 
 _BY_KEY: dict[str, tuple[Fact, ...]] = {}

@@ -15,7 +15,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ClusterError, ClusterUnreachable, Conflict, Forbidden, NotFound, OperationTimeout, Rejected
+from ..errors import (
+    ClusterError,
+    ClusterUnreachable,
+    Conflict,
+    Expired,
+    Forbidden,
+    NotFound,
+    OperationTimeout,
+    Rejected,
+)
 from .config import Target, resolve, user_of
 from .credentials import Credential, plugin_of, run_plugin, with_credential
 from .kinds import NAMESPACES, Kind
@@ -23,6 +32,8 @@ from .kinds import NAMESPACES, Kind
 DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds
 PAGE_SIZE = 500
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+Objects = list[dict[str, Any]]  # (inside KubeApi, `list` names the method)
 
 
 @dataclass
@@ -44,33 +55,51 @@ class KubeApi:
         A context whose user has an exec credential plugin gets it run here, by det-k8s, with a time
         limit (`kube/credentials.py`): a plugin that fails or hangs stops the command with an error
         naming the context and the plugin, instead of the client carrying on without credentials.
+        Inside a pod with no kubeconfig file, the pod's service account is used (`incluster.py`).
         """
-        target, data = resolve(kubeconfig, context, namespace)
-        credential, renew = None, None
-        ctx = next((c.get("context") for c in data.get("contexts") or []
-                    if isinstance(c, dict) and c.get("name") == target.context), None) or {}
-        plugin = plugin_of(user_of(data, ctx))
-        if plugin is not None:
-            cluster = next((c.get("cluster") for c in data.get("clusters") or []
-                            if isinstance(c, dict) and c.get("name") == ctx.get("cluster")), None)
+        import os
 
-            def renew() -> Credential:
-                return run_plugin(plugin, target.context, cluster if isinstance(cluster, dict) else None)
-
-            credential = renew()
-            data = with_credential(data, str(ctx.get("user")), credential)
         from kubernetes import config as k8s_config
         from kubernetes.client import ApiClient, Configuration
         from kubernetes.config.config_exception import ConfigException
         from urllib3.util.retry import Retry
 
+        from .config import kubeconfig_paths
+        from .incluster import in_cluster_target
+
         configuration = Configuration()
-        try:
-            k8s_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
-                data, context=target.context, client_configuration=configuration, persist_config=False)
-        except (ConfigException, ValueError, TypeError, AttributeError, KeyError, OSError) as exc:
-            raise ClusterError(f"{target.kubeconfig}: context {target.context}: the kubernetes client cannot use it: "
-                               f"{str(exc)[:300] or type(exc).__name__}") from exc
+        credential: Credential | None = None
+        renew: Callable[[], Credential] | None = None
+        inside = None
+        if not kubeconfig and context is None and not any(p.is_file() for p in kubeconfig_paths(None)):
+            inside = in_cluster_target(os.environ, namespace)
+        if inside is not None:
+            target = inside
+            try:
+                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            except ConfigException as exc:
+                raise ClusterError(f"in-cluster configuration: {exc}") from exc
+        else:
+            target, data = resolve(kubeconfig, context, namespace)
+            ctx = next((c.get("context") for c in data.get("contexts") or []
+                        if isinstance(c, dict) and c.get("name") == target.context), None) or {}
+            plugin = plugin_of(user_of(data, ctx))
+            if plugin is not None:
+                cluster = next((c.get("cluster") for c in data.get("clusters") or []
+                                if isinstance(c, dict) and c.get("name") == ctx.get("cluster")), None)
+
+                def run_it() -> Credential:
+                    return run_plugin(plugin, target.context, cluster if isinstance(cluster, dict) else None)
+
+                renew = run_it
+                credential = renew()
+                data = with_credential(data, str(ctx.get("user")), credential)
+            try:
+                k8s_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+                    data, context=target.context, client_configuration=configuration, persist_config=False)
+            except (ConfigException, ValueError, TypeError, AttributeError, KeyError, OSError) as exc:
+                raise ClusterError(f"{target.kubeconfig}: context {target.context}: the kubernetes client cannot use "
+                                   f"it: {str(exc)[:300] or type(exc).__name__}") from exc
         # Set before the client builds its connection pool, or urllib3's default (3 retries) applies.
         # One retry of a connection that never opened is safe for any verb; nothing sent is ever resent.
         configuration.retries = Retry(total=1, connect=1, read=0, status=0, redirect=0, other=0)
@@ -88,6 +117,13 @@ class KubeApi:
     @property
     def namespace(self) -> str:
         return self.target.namespace
+
+    def clone(self) -> KubeApi:
+        """The same cluster and credentials over its own connection pool (for a watch in another thread)."""
+        from kubernetes.client import ApiClient
+
+        return KubeApi(self.target, ApiClient(configuration=self._client.configuration), self.timeout,
+                       self._credential, self._renew)
 
     def close(self) -> None:
         self._client.close()
@@ -258,6 +294,113 @@ class KubeApi:
 
     def namespace_exists(self, name: str) -> bool:
         return self.exists(NAMESPACES, name)
+
+    # -- subresources and watch (det-k8s as the scheduler of the master's pods) ---------------
+
+    def create_subresource(self, kind: Kind, name: str, subresource: str, body: Mapping[str, Any],
+                           namespace: str | None = None) -> dict[str, Any]:
+        """POST to a subresource, e.g. a Binding to pods/<name>/binding."""
+        ns = self._ns(kind, namespace)
+        result: dict[str, Any] = self.request("POST", kind.path(ns, name, subresource), body=dict(body),
+                                              what=f"{_what(kind, name, ns)} ({subresource})")
+        return result
+
+    def patch_subresource(self, kind: Kind, name: str, subresource: str, patch: Mapping[str, Any],
+                          namespace: str | None = None, *, strategic: bool = True) -> dict[str, Any]:
+        """PATCH a subresource (pods/<name>/status); strategic merge merges lists by their key (conditions by type)."""
+        ns = self._ns(kind, namespace)
+        result: dict[str, Any] = self.request(
+            "PATCH", kind.path(ns, name, subresource), body=dict(patch),
+            content_type=STRATEGIC_MERGE_PATCH if strategic else MERGE_PATCH,
+            what=f"{_what(kind, name, ns)} ({subresource})")
+        return result
+
+    def list_page(self, kind: Kind, namespace: str | None = None, *, all_namespaces: bool = False,
+                  label_selector: str | None = None, field_selector: str | None = None) -> tuple[Objects, str]:
+        """Every object of a kind (paged) and the list's resourceVersion, to watch from."""
+        ns = None if all_namespaces or not kind.namespaced else self._ns(kind, namespace)
+        query: list[tuple[str, Any]] = [("limit", PAGE_SIZE)]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        items: Objects = []
+        token, version = None, ""
+        while True:
+            page = self.request("GET", kind.path(ns), query=query + ([("continue", token)] if token else []),
+                                what=kind.plural)
+            item_kind = str(page.get("kind", "")).removesuffix("List")
+            for item in page.get("items") or []:
+                items.append({"kind": item_kind, **item} if item_kind and "kind" not in item else item)
+            meta = page.get("metadata") or {}
+            version = str(meta.get("resourceVersion") or version)  # the first page's is the list's snapshot
+            token = meta.get("continue")
+            if not token:
+                return items, version
+
+    def watch(self, kind: Kind, namespace: str | None = None, *, all_namespaces: bool = False,
+              resource_version: str = "", label_selector: str | None = None, field_selector: str | None = None,
+              timeout_seconds: int = 300, bookmarks: bool = True) -> Iterator[dict[str, Any]]:
+        """Watch events ({type, object}) from `resource_version` until the server ends the stream.
+
+        Raises Expired (HTTP 410 Gone, at the start or as an ERROR event) when the version is too old
+        to replay: the caller lists again. The read timeout exceeds the server-side timeout, so a quiet
+        stream is not mistaken for a dead one.
+        """
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError
+
+        self._fresh_credential()
+        ns = None if all_namespaces or not kind.namespaced else self._ns(kind, namespace)
+        query: list[tuple[str, Any]] = [("watch", "true"), ("timeoutSeconds", timeout_seconds)]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        if bookmarks:
+            query.append(("allowWatchBookmarks", "true"))
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        headers = {"Accept": "application/json"}
+        method_, url, headers_, _body, _ = self._client.param_serialize(
+            method="GET", resource_path=kind.path(ns), query_params=query, header_params=headers,
+            auth_settings=["BearerToken"])
+        try:
+            response = self._client.call_api(method_, url, header_params=headers_,
+                                             _request_timeout=(self.timeout[0], timeout_seconds + 30))
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Expired(f"watch of {kind.plural}: {_status_message(exc.body or '')}") from exc
+            raise self._error(exc.status or 0, exc.body or "", f"watch of {kind.plural}") from exc
+        except (HTTPError, OSError) as exc:
+            raise ClusterUnreachable(f"cannot reach the Kubernetes API at {self.target.server} "
+                                     f"(context {self.target.context}): {_short(getattr(exc, 'reason', None) or exc)}"
+                                     ) from exc
+        raw = response.response
+        try:
+            if response.status == 410:
+                raise Expired(f"watch of {kind.plural} from resourceVersion {resource_version}: "
+                              f"{_status_message(raw.data)}")
+            if not 200 <= response.status < 300:
+                raise self._error(response.status, raw.data, f"watch of {kind.plural}")
+            buffered = b""
+            for chunk in raw.stream(65536, decode_content=True):
+                buffered += chunk
+                *lines, buffered = buffered.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        if status.get("code") == 410:
+                            raise Expired(f"watch of {kind.plural}: {status.get('message') or 'expired'}")
+                        raise self._error(int(status.get("code") or 500), json.dumps(status), f"watch of {kind.plural}")
+                    yield event
+        except (ProtocolError, ReadTimeoutError, HTTPError, OSError) as exc:
+            raise ClusterUnreachable(f"the watch of {kind.plural} broke off: {_short(exc)}") from exc
+        finally:
+            raw.close()  # an unfinished stream cannot go back to the pool
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -39,6 +39,8 @@ from .api import KubeApi
 from .kinds import LEASES
 
 LEASE_NAME = "det-k8s-scheduler"
+FENCE = "det-k8s.io/pods-version"  # annotation: the newest pod revision the last holder's writes are within
+SERVING = "det-k8s.io/serving"  # annotation: "<scheduler name> until <RFC 3339>": a loop binds the master's pods
 NAMESPACE_ENV = "DET_K8S_LEASE_NAMESPACE"
 DEFAULT_DURATION = 30  # seconds a pass may hold the Lease without renewing it
 SKEW_ALLOWANCE = 60  # seconds of clock difference tolerated when judging a renewTime we never watched
@@ -114,8 +116,11 @@ class SchedulingLease:
     clock: Clock = utcnow
     name: str = LEASE_NAME
     monotonic: Callable[[], float] = time.monotonic
+    fence: str = ""  # written with the release (FENCE), for the next holder's watch to catch up to
+    serving: str = ""  # written with the release (SERVING): "<scheduler name> until <time>" ("" leaves it)
     _watched: tuple[tuple[str, str], float] | None = field(default=None, repr=False)
     _written: dict[str, Any] | None = field(default=None, repr=False)  # the Lease as our own last write left it
+    _released: dict[str, Any] | None = field(default=None, repr=False)  # ... as our own release left it
 
     def _gone(self, current: dict[str, Any], state: LeaseState) -> bool:
         """Has the holder stopped renewing? (see the module docstring)"""
@@ -145,6 +150,15 @@ class SchedulingLease:
         now = self.clock()
         spec = {"holderIdentity": self.holder, "leaseDurationSeconds": self.duration,
                 "renewTime": _format(now), "acquireTime": _format(now)}
+        released, self._released = self._released, None
+        if released is not None:
+            # Nobody wrote it since our own release? Then one conditional write takes it back (no read first).
+            try:
+                self._written = self.api.replace(LEASES, self.name, {**released, "spec": {
+                    **(released.get("spec") or {}), **spec}}, self.namespace)
+                return True
+            except (Conflict, NotFound):
+                pass  # someone else has written it since: decide on what it holds now
         try:
             current = self.api.get(LEASES, self.name, self.namespace)
         except NotFound:
@@ -198,6 +212,19 @@ class SchedulingLease:
             raise LeaseLost(f"the scheduling lease was taken over by {who} during the pass; "
                             "it stopped before writing anything more", hint=hint) from None
 
+    def served_by_loop(self) -> str:
+        """The scheduler name a `scheduler run` loop said it serves (SERVING, not yet expired), or ""."""
+        annotations = ((self._written or {}).get("metadata") or {}).get("annotations") or {}
+        name, _, until = str(annotations.get(SERVING) or "").partition(" until ")
+        moment = _parse(until)
+        return name if moment is not None and moment > self.clock() else ""
+
+    @property
+    def previous_fence(self) -> str:
+        """The FENCE the Lease held when this client took it (the previous holder's writes), or ""."""
+        annotations = ((self._written or {}).get("metadata") or {}).get("annotations") or {}
+        return str(annotations.get(FENCE) or "")
+
     def holder_now(self) -> LeaseState | None:
         try:
             return LeaseState.of(self.api.get(LEASES, self.name, self.namespace))
@@ -207,24 +234,30 @@ class SchedulingLease:
     def release(self, passed: bool = True) -> None:
         """Give the Lease back at once (only if we still hold it), so the next pass need not wait.
 
+        One write conditional on our own last one; without it (an interrupted acquisition), read it first.
         With `passed`, the Lease records when this pass ended (LAST_PASS), which is how clients at
         another location see that this one is in use between passes.
         """
-        try:
-            current = self.api.get(LEASES, self.name, self.namespace)
-        except NotFound:
-            return
-        if LeaseState.of(current).holder != self.holder:
-            return
+        current = self._written
+        if current is None:
+            try:
+                current = self.api.get(LEASES, self.name, self.namespace)
+            except NotFound:
+                return
+            if LeaseState.of(current).holder != self.holder:
+                return
         body = {**current, "spec": {**(current.get("spec") or {}), "holderIdentity": "", "renewTime": None}}
+        added = {key: value for key, value in ((FENCE, self.fence), (SERVING, self.serving)) if value}
         if passed:
+            added[LAST_PASS] = _format(self.clock())
+        if added:
             meta = dict(current.get("metadata") or {})
-            meta["annotations"] = {**(meta.get("annotations") or {}), LAST_PASS: _format(self.clock())}
+            meta["annotations"] = {**(meta.get("annotations") or {}), **added}
             body["metadata"] = meta
         # Taken over or deleted meanwhile: either way it is no longer ours to release.
         self._written = None
         with contextlib.suppress(Conflict, NotFound):
-            self.api.replace(LEASES, self.name, body, self.namespace)
+            self._released = self.api.replace(LEASES, self.name, body, self.namespace)
 
     # -- one location for everyone -----------------------------------------------------------
 
@@ -282,16 +315,22 @@ class SchedulingLease:
         """
         self._refuse_if_split()
         deadline = time.monotonic() + wait
-        while not self.try_acquire():
-            if time.monotonic() >= deadline:
-                state = self.holder_now()
-                who = state.holder if state else "another client"
-                until = ""
-                if state and state.renewed:
-                    until = f" (until {_format(state.renewed + datetime.timedelta(seconds=state.duration))} unless renewed)"
-                raise LeaseHeld(f"the scheduling lease {self.namespace}/{self.name} is held by {who}{until}",
-                                hint="another det-k8s client is scheduling; try again in a few seconds")
-            sleep(poll)
+        try:
+            while not self.try_acquire():
+                if time.monotonic() >= deadline:
+                    state = self.holder_now()
+                    who = state.holder if state else "another client"
+                    until = ""
+                    if state and state.renewed:
+                        until = f" (until {_format(state.renewed + datetime.timedelta(seconds=state.duration))} " \
+                                "unless renewed)"
+                    raise LeaseHeld(f"the scheduling lease {self.namespace}/{self.name} is held by {who}{until}",
+                                    hint="another det-k8s client is scheduling; try again in a few seconds")
+                sleep(poll)
+        except KeyboardInterrupt:  # Ctrl-C between our write and its answer: give back what may be ours
+            with contextlib.suppress(DetK8sError):
+                self.release(passed=False)
+            raise
         try:
             self._refuse_if_split()
         except BaseException:

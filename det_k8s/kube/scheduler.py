@@ -8,13 +8,22 @@ Pods are pinned at creation by a required node affinity on their node's name (`g
 DaemonSet controller's way), so pods this pass created count as used on that node in the next
 pass's snapshot even before kube-scheduler binds them: two passes never hand out the same GPUs,
 and the Lease makes sure two clients never plan at the same time.
+
+With `serve` (the scheduler name the Determined master puts in its task pods), the master's pods
+join the same pass (`master_pods.py`): its ready groups are queued with det-k8s's own, its bound
+ones count as running groups, and the plan is carried out by binding them (`binder.py`). With a
+`view` (`watch.py`), the pass reads the cluster from a watch instead of listing it; the Lease then
+carries a fence (the newest pod revision this pass's writes are within) so that the next holder's
+view first catches up with them.
 """
 
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from ..cluster.model import Pod, Snapshot
@@ -28,12 +37,15 @@ from ..scheduling.model import Plan, PodGroup, Policy
 from ..scheduling.plan import running_in, schedule
 from ..scheduling.serialize import group_from_dict
 from .api import KubeApi
+from .binder import Binder
 from .doomed import mark_failed, new_attempt, sweep_namespace, uncleared
+from .events import EventRecorder
 from .kinds import PODS, SERVICES
 from .lease import SchedulingLease, lease_namespace, utcnow
+from .master_pods import MasterPods
 from .queue import COMPLETED, FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueEntry, QueueStore
-from .snapshot import read_snapshot
 from .submit import GroupCreationFailed, create_group, delete_group
+from .watch import ClusterState, ClusterView, read_cluster
 
 Log = Callable[[str], None]
 
@@ -51,6 +63,8 @@ class PassReport:
     problems: list[str] = field(default_factory=list)
     plan: Plan | None = None
     uncleared: dict[str, str] = field(default_factory=dict)  # id -> a creation whose pods may remain (kube/doomed.py)
+    marked: dict[str, str] = field(default_factory=dict)  # master victim id -> preemptor id (determined-preemption)
+    repaired: dict[str, str] = field(default_factory=dict)  # master group id -> why its bound pods were deleted
 
 
 @dataclass
@@ -63,9 +77,17 @@ class LiveScheduler:
     workers: int = 8
     lease_wait: float = 10.0
     clock: Callable[[], datetime.datetime] = utcnow
+    serve: str | None = None  # the scheduler name of the master's pods to bind (None: det-k8s's own queue only)
+    view: ClusterView | None = None  # the loop's watch-fed cluster (None: list the cluster every pass)
+    renew_every: float = 0.0  # seconds between Lease renewals before writes (0: before every write)
+    advertise_for: float = 0.0  # with serve: tell passes without it, for this long, that the master's pods are served
 
     _held: SchedulingLease | None = field(default=None, repr=False)
     _lease: SchedulingLease | None = field(default=None, repr=False)
+    _binder: Binder | None = field(default=None, repr=False)
+    _renewed: float = field(default=0.0, repr=False)
+    _wrote_pods: bool = field(default=False, repr=False)
+    _empty_queue_at: int = field(default=-1, repr=False)  # the view's queue_changes when the queue was last empty
 
     @property
     def store(self) -> QueueStore:
@@ -85,29 +107,80 @@ class LiveScheduler:
         (the pass was slower than the Lease's duration), LeaseLost stops the pass there.
         """
         lease = self.lease()
+        lease.fence = ""
+        lease.serving = ""
+        if self.serve and self.advertise_for > 0:
+            until = self.clock() + datetime.timedelta(seconds=self.advertise_for)
+            lease.serving = f"{self.serve} until {until.astimezone(datetime.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
         with lease.held(wait=self.lease_wait):
             self._held = lease
+            self._renewed = time.monotonic()
+            self._wrote_pods = False
             try:
+                if self.view is not None:  # caught up with the previous holder's writes, or listed afresh
+                    self.view.catch_up(lease.previous_fence)
                 return self._pass()
             finally:
                 self._held = None
+                lease.fence = self._fence()
+
+    def _fence(self) -> str:
+        """The newest pod revision this pass's writes are within, for the next holder (see the module docstring)."""
+        if not self._wrote_pods:
+            return ""
+        try:
+            if self.view is not None:
+                return self.view.settled_version()
+            # an empty list's resourceVersion: the current revision, newer than every write of this pass
+            return self.api.list_page(PODS, all_namespaces=True, field_selector="metadata.name=det-k8s-fence")[1]
+        except DetK8sError:
+            return ""
 
     def _still_ours(self) -> None:
+        """Before any write: renew the Lease (at most every `renew_every` seconds); raises LeaseLost."""
         if self._held is not None:
-            self._held.renew()
+            self._wrote_pods = True
+            now = time.monotonic()
+            if not self.renew_every or now - self._renewed >= self.renew_every:
+                self._held.renew()
+                self._renewed = now
+
+    def binder(self) -> Binder:
+        if self._binder is None:
+            # the loop (a view) writes events in the background; a one-shot pass has written them when it ends
+            recorder = EventRecorder(self.api, self.holder, clock=self.clock, asynchronous=self.view is not None)
+            self._binder = Binder(self.api, recorder, workers=self.workers, clock=self.clock)
+        return self._binder
+
+    def _served_name(self) -> str | None:
+        """The scheduler name whose pods this pass plans: its own, or (read-only) the one a loop serves."""
+        if self.serve:
+            return self.serve
+        return (self._held.served_by_loop() if self._held is not None else "") or None
+
+    def _cluster(self) -> ClusterState:
+        return self.view.state() if self.view is not None else read_cluster(self.api, self._served_name())
 
     # -- the pass ----------------------------------------------------------------------------
 
     def _pass(self) -> PassReport:
         report = PassReport()
         store = self.store
-        everything = store.entries()
+        if self.view is not None and self.view.queue_changes == self._empty_queue_at:
+            everything = []  # the queue was empty and no entry has changed since: no need to list it again
+        else:
+            seen = self.view.queue_changes if self.view is not None else -1
+            everything = store.entries()
+            self._empty_queue_at = seen if not everything and not store.skipped else -1
         report.problems.extend(store.skipped)
         report.problems.extend(s.message for s in sweep_namespace(self.api, self.namespace, everything))
         entries = {e.id: e for e in everything if e.state in (QUEUED, RUNNING)}
-        snapshot = read_snapshot(self.api)  # holds only pods that hold resources (not finished ones)
+        state = self._cluster()
+        snapshot = state.snapshot  # holds only pods that hold resources (not finished ones)
+        # (without queue entries and without det-k8s pods here there is nothing of det-k8s's own to read)
+        needed = bool(everything) or any(p.namespace == self.namespace and L.is_managed(p.labels) for p in snapshot.pods)
         ours = [pod_from_object(obj) for obj in self.api.iter_list(
-            PODS, self.namespace, label_selector=f"{L.MANAGED_BY}={L.MANAGER},{L.GROUP}")]  # every phase
+            PODS, self.namespace, label_selector=f"{L.MANAGED_BY}={L.MANAGER},{L.GROUP}")] if needed else []
         by_group: dict[str, list[Pod]] = {}
         for pod in ours:
             by_group.setdefault(pod.labels[L.GROUP], []).append(pod)
@@ -136,12 +209,24 @@ class LiveScheduler:
                 continue
             queue.append(group_from_dict(entry.group))
         # Only groups of this queue may be evicted: their pods are the ones this pass can delete. Other
-        # namespaces' det-k8s groups hold capacity like any other pods (`plan` uses the same scope).
-        plan = schedule(snapshot, queue, self.policy, running_in(snapshot, self.namespace), now=self.clock())
+        # namespaces' det-k8s groups hold capacity like any other pods (`plan` uses the same scope). The master's
+        # groups join both.
+        mine = list(running_in(snapshot, self.namespace))
+        master = None
+        served = self._served_name()
+        if served:  # the master's pods: served by this pass, or planned read-only while a loop serves them
+            master = MasterPods(self.api, self.binder(), served, self.view, self._still_ours,
+                                read_only=not self.serve)
+            ready, bound = master.collect(state, report)
+            queue += ready
+            mine += bound
+        plan = schedule(snapshot, queue, self.policy, mine, now=self.clock())
         report.plan = plan
         report.problems.extend(plan.warnings)
-        self._evict(plan, entries, by_group, report)
+        self._evict(plan, entries, by_group, report, skip=master.groups if master else {})
         for group_id, placement in plan.placements.items():
+            if group_id not in entries:
+                continue  # the master's: bound below
             entry = entries[group_id]
             waits_for = plan.preempting.get(group_id, ())
             if waits_for:
@@ -150,9 +235,13 @@ class LiveScheduler:
                 continue
             entries[group_id] = self._create(entry, placement, report)
         for group_id, reason in {**plan.waiting, **plan.rejected}.items():
+            if group_id not in entries:
+                continue
             text = describe(reason)
             report.waiting[group_id] = text
             entries[group_id] = self._note(entries[group_id], text, report)
+        if master is not None and self.serve:
+            master.act(plan, report, {group.id: group.priority for group in queue})
         return report
 
     def _ensure_service(self, entry: QueueEntry) -> str:
@@ -258,9 +347,11 @@ class LiveScheduler:
         return self._write(changed, report)
 
     def _evict(self, plan: Plan, entries: dict[str, QueueEntry], by_group: Mapping[str, Sequence[Pod]],
-               report: PassReport) -> None:
+               report: PassReport, skip: Mapping[str, object] = MappingProxyType({})) -> None:
         preemptor_of = {victim: group for group, victims in plan.preempting.items() for victim in victims}
         for victim in plan.victims:
+            if victim in skip:
+                continue  # the master's: marked for preemption, not deleted
             by = preemptor_of.get(victim, "")
             pods = [p.name for p in by_group.get(victim, [])]
             self._still_ours()
@@ -303,6 +394,9 @@ class LiveScheduler:
                 report.failed[entry.id] = why
             return self._write(entry.with_event(f"{self._now()} {why}", attempts=attempts, reason=why,
                                                 state=QUEUED if again else FAILED), report)
+        if self.view is not None:  # the next pass must see them before the watch brings them
+            for manifest in manifests:
+                self.view.assume_created({**manifest, "metadata": {**manifest["metadata"], "namespace": self.namespace}})
         report.placed[entry.id] = tuple(placement)
         where = ", ".join(f"{pod} on {node}" for pod, node in placement)
         return self._write(entry.with_event(f"{self._now()} placed: {where}", state=RUNNING, reason="",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Mapping
 from typing import Any
 
-from ..cluster.model import Node, Snapshot
+from ..cluster.model import Node, Pod, Snapshot
 from ..cluster.read import (
     claim_from_object,
     node_from_object,
@@ -25,12 +25,55 @@ def read_nodes(api: KubeApi) -> tuple[Node, ...]:
         raise exc.at(f"cluster {api.target.context}") from exc
 
 
-def _optional(api: KubeApi, kind: Kind, read: Callable[[Any], Any]) -> tuple[list[Any], bool]:
-    """Every object of a kind placement only sometimes needs; ([], False) when it cannot be listed (RBAC)."""
-    try:
-        return [read(obj) for obj in api.iter_list(kind, all_namespaces=kind.namespaced)], True
-    except DetK8sError:
-        return [], False
+# What placement reads besides nodes and pods: claims, volumes and classes (volume binding), namespaces (pod
+# affinity's namespace selectors), by the kind name `Snapshot.listed` uses.
+PLACEMENT_KINDS: dict[Kind, str] = {PVCS: "PersistentVolumeClaim", PVS: "PersistentVolume",
+                                    STORAGECLASSES: "StorageClass", NAMESPACES: "Namespace"}
+
+
+def placement_object(kind: Kind, obj: Mapping[str, Any]) -> Any:
+    """One object of a PLACEMENT_KINDS kind in the model (a Namespace: its labels)."""
+    if kind is PVCS:
+        return claim_from_object(obj)
+    if kind is PVS:
+        return volume_from_object(obj)
+    if kind is STORAGECLASSES:
+        return storage_class_from_object(obj)
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+
+
+def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def snapshot_of(nodes: tuple[Node, ...], pods: tuple[Pod, ...], found: Mapping[Kind, Mapping[tuple[str, str], Any]]
+                ) -> Snapshot:
+    """A Snapshot of nodes, pods and the placement objects `found` (kind -> key -> model); the kinds missing from
+    `found` were not listed (planning then warns about the pods that need them instead of guessing)."""
+    def models(kind: Kind) -> tuple[Any, ...]:
+        return tuple(model for _, model in sorted((found.get(kind) or {}).items()))
+
+    namespaces = {name: labels for (_, name), labels in sorted((found.get(NAMESPACES) or {}).items())}
+    return Snapshot(nodes, pods, models(PVCS), models(PVS), models(STORAGECLASSES), namespaces,
+                    frozenset({"Node", "Pod", *(PLACEMENT_KINDS[kind] for kind in found)}))
+
+
+def read_placement_objects(api: KubeApi) -> dict[Kind, dict[tuple[str, str], Any]]:
+    """Every object of the PLACEMENT_KINDS the credentials may list (a kind they may not is left out)."""
+    found: dict[Kind, dict[tuple[str, str], Any]] = {}
+    for kind in PLACEMENT_KINDS:
+        try:
+            found[kind] = {object_key(obj): placement_object(kind, obj)
+                           for obj in api.iter_list(kind, all_namespaces=kind.namespaced)}
+        except MalformedObject as exc:
+            raise exc.at(f"cluster {api.target.context}") from exc
+        except DetK8sError:
+            continue
+    return found
 
 
 def read_snapshot(api: KubeApi) -> Snapshot:
@@ -48,17 +91,4 @@ def read_snapshot(api: KubeApi) -> Snapshot:
         )
     except MalformedObject as exc:
         raise exc.at(f"cluster {api.target.context}") from exc
-    listed = {"Node", "Pod"}
-    claims, ok = _optional(api, PVCS, claim_from_object)
-    listed |= {"PersistentVolumeClaim"} if ok else set()
-    volumes, ok = _optional(api, PVS, volume_from_object)
-    listed |= {"PersistentVolume"} if ok else set()
-    classes, ok = _optional(api, STORAGECLASSES, storage_class_from_object)
-    listed |= {"StorageClass"} if ok else set()
-    names: Iterable[Any]
-    names, ok = _optional(api, NAMESPACES, lambda obj: obj.get("metadata") or {})
-    listed |= {"Namespace"} if ok else set()
-    namespaces = {str(meta.get("name") or ""): {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-                  for meta in names}
-    return Snapshot(read_nodes(api), pods, tuple(claims), tuple(volumes), tuple(classes), namespaces,
-                    frozenset(listed))
+    return snapshot_of(read_nodes(api), pods, read_placement_objects(api))

@@ -46,9 +46,10 @@ class PartialGroup:
             return (f"det-k8s tears partial groups down and requeues them on its next pass "
                     f"(`det-k8s scheduler run --once`), or stop it now: `det-k8s experiment kill {self.key}`")
         if self.owner == "determined":
-            return ("pause or kill this experiment in Determined (its pods share the label "
-                    f"determined={self.key}); submitting it through `det-k8s experiment create` starts all its "
-                    "pods or none")
+            return ("if det-k8s serves its scheduler name (`det-k8s scheduler run`), its next pass deletes the bound "
+                    "pods so Determined restarts the task whole; otherwise pause or kill this experiment in Determined "
+                    f"(its pods share the label determined={self.key}); submitting it through `det-k8s experiment "
+                    "create` starts all its pods or none")
         return f"delete the group's pods (label {POD_GROUP_LABELS[0]}={self.key}) or give it room to start"
 
 
@@ -66,6 +67,9 @@ def _group_key(pod: Pod) -> tuple[str, str] | None:
     labels = pod.labels
     if labels.get(DET_K8S_GROUP):
         return "det-k8s", labels[DET_K8S_GROUP]
+    if labels.get(DETERMINED) and any(labels.get(label) for label in POD_GROUP_LABELS):
+        # the master's gang: before 0.34 every attempt of a trial shares the pod-group name; the allocation does not
+        return "determined", labels[DETERMINED]
     for label in POD_GROUP_LABELS:
         if labels.get(label):
             return "pod-group", labels[label]
@@ -126,3 +130,36 @@ def _deadlocked(snapshot: Snapshot, partial: Sequence[PartialGroup]) -> tuple[st
         if fits(group.needed, others_held):
             stuck.append(group.key)
     return tuple(stuck) if len(stuck) >= 2 else ()
+
+
+@dataclass(frozen=True)
+class RecordedFailure:
+    """A binding that failed part-way, or a group found partly bound, as det-k8s recorded it (Warning events)."""
+
+    namespace: str
+    reason: str  # GangBindingFailed or GangPartlyBound
+    message: str
+    pods: tuple[str, ...]
+    count: int  # times recorded (over all its pods)
+    last: str  # lastTimestamp, RFC 3339
+
+
+def recorded_failures(events: Sequence[Mapping[str, object]], reasons: Sequence[str]) -> tuple[RecordedFailure, ...]:
+    """det-k8s's failure events grouped by what they say (one line per group and failure), newest first."""
+    found: dict[tuple[str, str, str], list[Mapping[str, object]]] = defaultdict(list)
+    for event in events:
+        source = event.get("source")
+        component = source.get("component") if isinstance(source, Mapping) else None
+        if event.get("reason") not in reasons or component != "det-k8s":
+            continue
+        meta = event.get("metadata")
+        namespace = str(meta.get("namespace") or "") if isinstance(meta, Mapping) else ""
+        found[(namespace, str(event.get("reason")), str(event.get("message") or ""))].append(event)
+    out = []
+    for (namespace, reason, message), group in found.items():
+        pods = sorted({str(involved.get("name") or "") for e in group
+                       if isinstance(involved := e.get("involvedObject"), Mapping)})
+        count = sum(int(str(e.get("count") or 1)) for e in group)
+        last = max(str(e.get("lastTimestamp") or "") for e in group)
+        out.append(RecordedFailure(namespace, reason, message, tuple(pods), count, last))
+    return tuple(sorted(out, key=lambda f: (f.last, f.message), reverse=True))

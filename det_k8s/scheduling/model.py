@@ -93,6 +93,7 @@ class RunningGroup:
     started_at: str = ""
     terminating: bool = False  # a pod is being deleted: the group is already leaving, never a victim
     size: int = 0  # pods the group was created with (det-k8s.io/size); fewer active pods means lost pods
+    preemptible: bool = True  # False: never a victim (the master's commands and notebooks cannot checkpoint)
 
     @property
     def total_request(self) -> dict[str, int]:

@@ -116,6 +116,9 @@ class _Pass:
         leaving = {pod.labels.get(GROUP) for pod in snapshot.pods if pod.deleting and is_managed(pod.labels)}
         returning = [g for g in running_groups(p for p in snapshot.pods if p.labels.get(GROUP) in leaving)
                      if g.terminating and not any(pod.node in unready for pod in g.pods)] if leaving else []
+        known = {g.id for g in returning}  # and the caller's running groups already leaving (the master's trials)
+        returning += [g for g in self.running if g.terminating and g.id not in known
+                      and not any(pod.node in unready for pod in g.pods)]
         self.evictions = Evictions(self.fitter, self.running, returning)
         self.decided: list[str] = []
         self.queued: list[PodGroup] = []  # waiting groups, in order: "who is ahead of me"

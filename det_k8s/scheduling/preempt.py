@@ -2,7 +2,8 @@
 
 The victim rule (README, "Preemption"): candidates are the running det-k8s groups of the queue's
 own namespace with strictly lower priority than the preemptor (never equal or higher, never pods
-det-k8s does not manage, never a group already leaving). Capacity that is coming back anyway is
+det-k8s does not schedule, never a group already leaving, never one that is not preemptible: the
+master's commands and notebooks). Capacity that is coming back anyway is
 counted first and costs no victim: groups already terminating (in any namespace), and what this
 pass's earlier victims of lower priority free and nobody was promised. Among the sets of
 candidates whose eviction lets the preemptor fit, the chosen set is the one with
@@ -19,7 +20,9 @@ no victim can be spared, and no smaller set exists among the sizes the exact sea
 
 What victims will free is not free yet (their pods still run): only later preemptors of
 *higher* priority than the victim may plan on it, since their pods are created once the
-victims are gone. Within a pass, what a preemptor of priority p could reach only shrinks
+victims are gone. Groups already leaving when the pass starts (preempted by an earlier pass and
+still checkpointing, or stopping) are booked the same way: a preemptor waits for them instead of
+evicting a second victim for the same capacity. Within a pass, what a preemptor of priority p could reach only shrinks
 (placements, reservations and promises take capacity, nothing gives it back), so a shape that
 failed at priority p with k pods fails for any later group asking as much at no higher
 priority: such attempts are answered from a memo instead of re-walking every candidate.
@@ -136,7 +139,7 @@ class Evictions:
     def __init__(self, fitter: Fitter, running: Sequence[RunningGroup],
                  returning: Sequence[RunningGroup] = ()) -> None:
         self.fitter = fitter
-        self.order = eviction_order([g for g in running if not g.terminating])
+        self.order = eviction_order([g for g in running if not g.terminating and g.preemptible])
         self.age = {g.id: rank for rank, g in enumerate(
             sorted(self.order, key=lambda g: (g.started_at, g.id), reverse=True))}
         self._priorities = [g.priority for g in self.order]  # ascending

@@ -38,12 +38,12 @@ pytestmark = pytest.mark.emulator
 def test_the_report_has_the_machine_every_section_and_a_verdict_per_goal(quick_run):
     results, report = quick_run
     assert results["quick"] is True and results["machine"]["cores"] >= 1 and results["machine"]["python"]
-    for heading in ("## Goals", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7.",
+    for heading in ("## Goals", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7.", "## 8.",
                     "## Against the published anchors"):
         assert heading in report, heading
     goals = report.split("## Goals")[1].split("## 1.")[0].splitlines()
     rows = [line for line in goals if line.startswith("| ") and line[2].isdigit()]
-    assert [row[2] for row in rows] == ["1", "2", "3", "4", "5", "6", "7"]
+    assert [row[2] for row in rows] == ["1", "2", "3", "4", "5", "6", "7", "8"]
     assert all("**met**" in row or "**not met**" in row for row in rows if not row.startswith("| 4."))
     assert "Quick run" in report
 
@@ -136,3 +136,14 @@ def test_the_own_order_optimum_follows_the_order_it_is_given():
     case = Instance(Snapshot((node,), ()), [group("small", 2), group("big", 8)], {"n0": 8}, {"n0": "a100"})
     assert order_optimum(case, ["small", "big"]) == 2  # the small one first: the big one no longer fits
     assert order_optimum(case, ["big", "small"]) == 8
+
+
+def test_the_binding_benchmark_binds_every_group_whole_from_a_watch(quick_run):
+    data = quick_run[0]["binding"]
+    config = quick_run[0]["configs"]["binding"]
+    assert data["throughput"]["pods"] == config["backlog_groups"] * 4 and data["throughput"]["pods_per_second"] > 0
+    assert data["latency"]["bound"] == data["latency"]["groups"] == config["arrivals"]
+    assert 0 < data["latency"]["p50_s"] <= data["latency"]["p99_s"] <= data["latency"]["max_s"]
+    requests = data["requests"]
+    assert requests["full_lists_of_pods_or_nodes"] == 0  # listed once at the start, then only the watch
+    assert requests["by_kind"]["create pods/binding"] >= config["arrivals"] and requests["per_bound_group"] > 0

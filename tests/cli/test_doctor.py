@@ -53,3 +53,15 @@ def test_other_namespaces_only_with_all_namespaces(run_cli, cluster):
                         requests={"nvidia.com/gpu": "4"}))
     assert run_cli("doctor").code == 0
     assert run_cli("doctor", "-A").code == 1
+
+
+def test_without_permission_to_list_events_it_still_reports_partial_groups(run_cli, cluster):
+    four_gpu_nodes(cluster)
+    for i, where in enumerate(["gpu-0", None]):
+        cluster.api.put(pod(f"a-{i}", labels={"determined": "a"}, node_name=where,
+                            phase="Running" if where else "Pending", requests={"nvidia.com/gpu": "4"}))
+    cluster.api.fail("GET", "events", 403, 'events is forbidden: User "u" cannot list resource "events"')
+    result = run_cli("doctor")
+    assert result.code == 1
+    assert "cannot list events, so the groups det-k8s tore down are not shown" in result.err
+    assert "1 partly-started group(s) holding 4 GPU(s)" in result.err

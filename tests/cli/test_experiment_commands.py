@@ -295,9 +295,10 @@ def test_the_scheduler_loop_survives_a_failed_pass(cluster, tmp_path):
 
     from tests.cli.test_scheduler_loop import start, wait_until
 
-    cluster.api.fail("GET", "configmaps", 500, "etcdserver: leader changed", times=1)
+    # (a Lease write: the loop's watch makes the first reads of configmaps and pods, and survives their failures)
+    cluster.api.fail("POST", "leases", 500, "etcdserver: leader changed", times=1)
     loop = start(["scheduler", "run", "--interval", "1"], cluster.kubeconfig)
-    wait_until(lambda: cluster.api.count("GET", "leases") >= 1, "a pass after the failed one")
+    wait_until(lambda: cluster.api.count("POST", "leases") >= 2, "a pass after the failed one")
     time.sleep(0.5)
     assert loop.poll() is None  # still running after the failure
     loop.send_signal(signal.SIGINT)

@@ -152,3 +152,40 @@ def test_the_preemptor_is_reported_with_its_reason_empty():
     plan = schedule(full, [gang("g", 1, 8, priority=90)], PREEMPT)
     assert plan.reason("g") is None and plan.status("g") == "placed"
     assert ReasonCode.INSUFFICIENT not in {r.code for r in plan.waiting.values()}
+
+
+def test_a_group_already_leaving_is_waited_for_not_joined_by_a_second_victim():
+    # "low" was preempted by an earlier pass and is still checkpointing (its pods are being deleted): the
+    # preemptor waits for it instead of evicting "spare" for the same GPUs
+    full = cluster(
+        task_pods("low", ["n0"], gpus=8, priority=10, deleting=True),
+        task_pods("spare", ["n1"], gpus=8, priority=10),
+        task_pods("other", ["n2", "n3"], gpus=8, priority=60),
+    )
+    plan = schedule(full, [gang("urgent", 1, 8, priority=90)], PREEMPT)
+    assert plan.victims == ()
+    assert plan.preempting == {"urgent": ("low",)}
+    assert plan.placements["urgent"] == (("urgent-0", "n0"),)
+
+
+def test_a_leaving_group_of_any_priority_gives_its_capacity_back_without_a_victim():
+    # "same" is leaving whatever this pass does (killed, or preempted earlier): its GPUs are coming back, so they
+    # cost no victim, whatever its priority (the rule of README "Preemption": capacity coming back is counted first)
+    full = cluster(
+        task_pods("same", ["n0"], gpus=8, priority=90, deleting=True),
+        task_pods("low", ["n1"], gpus=8, priority=10),
+        task_pods("other", ["n2", "n3"], gpus=8, priority=95),
+    )
+    plan = schedule(full, [gang("urgent", 1, 8, priority=90)], PREEMPT)
+    assert plan.victims == () and plan.preempting == {"urgent": ("same",)}
+
+
+def test_a_running_group_that_is_not_preemptible_is_never_a_victim():
+    from dataclasses import replace
+
+    from det_k8s.scheduling.labels import running_groups
+
+    full = cluster(task_pods("notebook", ["n0", "n1", "n2", "n3"], gpus=8, priority=10))
+    running = [replace(g, preemptible=False) for g in running_groups(full.pods)]
+    plan = schedule(full, [gang("urgent", 1, 8, priority=90)], PREEMPT, running)
+    assert plan.victims == () and plan.status("urgent") == "queued"

@@ -1,0 +1,241 @@
+"""Carrying out a plan for the master's pods: bind a group all or none, mark victims, say why groups wait.
+
+The pods already exist (the master created them); det-k8s only chooses their nodes, through the
+`pods/binding` subresource, as kube-scheduler does. Kubernetes has no transaction for "these N
+bindings", so:
+
+- a group is bound only as a whole plan (every pod has a node, and the plan fits);
+- if a binding fails part-way (the pod vanished, 409 because it is bound already or being deleted,
+  a lost answer), no more are sent, and every pod that is or may be bound is deleted at once: the
+  master sees its pods go and restarts the trial whole, instead of a partly started trial holding
+  GPUs idle. The failure is recorded as a Warning event on every pod of the group (and so in the trial
+  log), and `det-k8s doctor` lists it;
+- a victim of preemption gets the label `determined-preemption` on every pod: the master asks the
+  trial to checkpoint and stop, and its pods go away; the preemptor is bound in a later pass, once
+  they are gone (never a partial group, never a victim of equal or higher priority: `schedule()`);
+- a waiting group's pending pods get the condition PodScheduled=False (reason Unschedulable) holding
+  det-k8s's one-line reason, and an Event, written only when the reason's headline (the text before
+  the first "; ") changes, so numbers that change every pass cause no writes.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ..errors import Conflict, DetK8sError, Forbidden, NotFound, Rejected
+from ..scheduling.master import PREEMPTION, UNSCHEDULABLE, MasterGroup, MasterPod
+from .api import KubeApi
+from .events import EventRecorder, safe_message
+from .kinds import PODS
+
+# Event reasons (CamelCase, as Kubernetes' own: FailedScheduling, Preempted, Scheduled)
+WAITING = "GangWaiting"
+INCOMPLETE = "GangIncomplete"
+RESERVING = "GangReserving"
+PREEMPTING = "GangPreempting"
+UNSCHEDULABLE_EVENT = "GangUnschedulable"
+BINDING_FAILED = "GangBindingFailed"
+PARTLY_BOUND = "GangPartlyBound"
+PREEMPTED = "Preempted"
+SCHEDULED = "Scheduled"
+FAILURE_REASONS = (BINDING_FAILED, PARTLY_BOUND)  # what `doctor` reports
+
+
+def headline(message: str) -> str:
+    """The part of a reason that counts as a change: the text before the first "; "."""
+    return message.split("; ", 1)[0]
+
+
+def binding(pod: MasterPod, node: str) -> dict[str, object]:
+    """A Binding of the pod (preconditioned on its uid, as kube-scheduler sends it) to the node."""
+    meta: dict[str, object] = {"name": pod.name, "namespace": pod.namespace}
+    if pod.uid:
+        meta["uid"] = pod.uid
+    return {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+
+
+@dataclass(frozen=True)
+class BindResult:
+    bound: tuple[str, ...]
+    failure: str = ""  # empty when every pod was bound
+    removed: tuple[str, ...] = ()  # pods deleted again because the group could not be bound whole
+    leftovers: tuple[str, ...] = ()  # pods that could not be deleted (the next pass finds the group partly bound)
+
+
+def _ambiguous(error: DetK8sError) -> bool:
+    """A failure after which the binding may still have happened: anything but a definite refusal
+    (a lost answer, a timeout, a 5xx)."""
+    return not isinstance(error, (Conflict, NotFound, Rejected, Forbidden))
+
+
+def delete_pods(api: KubeApi, pods: Sequence[MasterPod]) -> list[str]:
+    """Delete (gracefully: their GPUs count as used until kubelet has stopped them); returns what failed."""
+    leftovers = []
+    for pod in pods:
+        try:
+            api.delete(PODS, pod.name, pod.namespace, missing_ok=True)
+        except DetK8sError:
+            leftovers.append(pod.name)
+    return leftovers
+
+
+@dataclass
+class Binder:
+    api: KubeApi
+    recorder: EventRecorder
+    workers: int = 8
+    scheduled_events: bool = True  # a Scheduled event per bound pod, as kube-scheduler writes
+    clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)
+    problems: list[str] = field(default_factory=list)  # events that could not be written (the caller drains it)
+
+    def bind(self, group: MasterGroup, placement: Sequence[tuple[str, str]],
+             before: Callable[[], None] = lambda: None) -> BindResult:
+        """Bind every pod of the group to its planned node, or leave none bound (see the module docstring)."""
+        return self.bind_all([(group, placement)], before)[group.id]
+
+    def bind_all(self, plans: Sequence[tuple[MasterGroup, Sequence[tuple[str, str]]]],
+                 before: Callable[[], None] = lambda: None) -> dict[str, BindResult]:
+        """Bind several groups, each all or none, their bindings interleaved on one pool of `workers` threads.
+
+        The plan placed the groups on disjoint capacity, so they are independent: a failing group stops only
+        its own bindings and deletes only its own bound pods. `before` runs ahead of the first write (the
+        Lease renewal: it raises when the Lease was lost).
+        """
+        results: dict[str, BindResult] = {}
+        work: list[tuple[MasterGroup, MasterPod, str]] = []
+        for group, placement in plans:
+            pods = {p.name: p for p in group.pending}
+            missing = [name for name, _ in placement if name not in pods]
+            if missing or len(placement) != len(pods):
+                results[group.id] = BindResult((), "the plan does not match the group's pods "
+                                               f"({', '.join(missing) or 'count'})")
+                continue
+            work += [(group, pods[name], node) for name, node in placement]
+        if not work:
+            return results
+        before()
+        bound: dict[str, list[str]] = {}
+        maybe: dict[str, list[str]] = {}
+        failures: dict[str, list[tuple[str, DetK8sError]]] = {}
+
+        def one(item: tuple[MasterGroup, MasterPod, str]) -> None:
+            group, pod, node = item
+            if failures.get(group.id):
+                return  # the group is failing: binding more of it would only mean more to delete
+            try:
+                self.api.create_subresource(PODS, pod.name, "binding", binding(pod, node), pod.namespace)
+            except DetK8sError as exc:
+                failures.setdefault(group.id, []).append((pod.name, exc))
+                if _ambiguous(exc):
+                    maybe.setdefault(group.id, []).append(pod.name)
+                return
+            bound.setdefault(group.id, []).append(pod.name)
+
+        if self.workers <= 1 or len(work) == 1:
+            for item in work:
+                one(item)
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(work)), thread_name_prefix="det-k8s-bind") as pool:
+                list(pool.map(one, work))
+        for group, placement in plans:
+            if group.id in results:
+                continue
+            done = bound.get(group.id, [])
+            if not failures.get(group.id):
+                results[group.id] = BindResult(tuple(done))
+                if self.scheduled_events:
+                    nodes = dict(placement)
+                    for pod in group.pending:
+                        self._event(pod, SCHEDULED, f"Successfully assigned {pod.namespace}/{pod.name} to "
+                                    f"{nodes[pod.name]}", verbatim=True)
+                continue
+            results[group.id] = self._undo(group, done + maybe.get(group.id, []), failures[group.id][0], done)
+        return results
+
+    def _undo(self, group: MasterGroup, doomed_names: Sequence[str], first: tuple[str, DetK8sError],
+              bound: Sequence[str]) -> BindResult:
+        """A group whose binding failed part-way: delete every pod that is or may be bound, and say so."""
+        by_name = {p.name: p for p in group.pods}
+        doomed = [by_name[n] for n in doomed_names]
+        leftovers = delete_pods(self.api, doomed)
+        removed = tuple(p.name for p in doomed if p.name not in leftovers)
+        name, error = first
+        why = f"binding {name} failed: {error.message}"
+        text = (f"det-k8s: could not bind gang {group.name} whole ({why}); "
+                + (f"deleted the {len(removed)} pod(s) already bound, so Determined restarts the task whole"
+                   if removed else "no pod was bound"))
+        if leftovers:
+            text += f"; could not delete {', '.join(leftovers)} (the next pass tries again)"
+        for pod in group.pods:
+            self._event(pod, BINDING_FAILED, text, warning=True)
+        return BindResult(tuple(bound), why, removed, tuple(leftovers))
+
+    def repair(self, group: MasterGroup, before: Callable[[], None] = lambda: None) -> BindResult:
+        """A group found partly bound: delete its bound pods so the master restarts it whole."""
+        before()
+        doomed = list(group.bound)
+        leftovers = delete_pods(self.api, doomed)
+        removed = tuple(p.name for p in doomed if p.name not in leftovers)
+        text = (f"det-k8s: found gang {group.name} partly bound ({len(doomed)} of {len(group.pods)} pods on nodes: "
+                "a binding that failed half-way, or a scheduler that stopped between bindings); deleted the bound "
+                "pods so Determined restarts the task whole")
+        if leftovers:
+            text += f"; could not delete {', '.join(leftovers)} (the next pass tries again)"
+        for pod in group.pods:
+            self._event(pod, PARTLY_BOUND, text, warning=True)
+        return BindResult((), "partly bound", removed, tuple(leftovers))
+
+    def preempt(self, group: MasterGroup, by: str, priority: int,
+                before: Callable[[], None] = lambda: None) -> list[str]:
+        """Mark every pod of a victim for preemption; returns the pods that could not be marked."""
+        before()
+        failed = []
+        for pod in group.pods:
+            try:
+                self.api.patch(PODS, pod.name, {"metadata": {"labels": {PREEMPTION: "true"}}}, pod.namespace)
+            except NotFound:
+                continue  # already gone: what preemption wants
+            except DetK8sError:
+                failed.append(pod.name)
+                continue
+            self._event(pod, PREEMPTED, f"det-k8s: preempted by {by} (priority {priority} > {group.priority}); "
+                        "Determined checkpoints the trial and stops it, and it waits in the queue again")
+        return failed
+
+    def report_waiting(self, group: MasterGroup, reason: str, message: str, *, warning: bool = False,
+                       before: Callable[[], None] = lambda: None) -> int:
+        """Condition and event on each pending pod whose reason's headline changed; returns the pods written."""
+        message = safe_message(message)
+        written = 0
+        for pod in group.pending:
+            if pod.waiting and headline(pod.waiting) == headline(message):
+                continue
+            if not written:
+                before()
+            since = pod.waiting_since if pod.waiting else self._now()
+            condition = {"type": "PodScheduled", "status": "False", "reason": UNSCHEDULABLE, "message": message,
+                         "lastTransitionTime": since or self._now()}
+            try:  # conditional on the pod as read: never turns a pod someone just bound back to unscheduled
+                self.api.patch_subresource(PODS, pod.name, "status", {
+                    "metadata": {"resourceVersion": pod.resource_version}, "status": {"conditions": [condition]}},
+                    pod.namespace)
+            except (Conflict, NotFound):
+                continue  # it changed or went meanwhile: the next pass looks again
+            self._event(pod, reason, message, warning=warning)
+            written += 1
+        return written
+
+    def _event(self, pod: MasterPod, reason: str, message: str, *, warning: bool = False,
+               verbatim: bool = False) -> None:
+        try:
+            self.recorder.record(pod.namespace, pod.name, pod.uid, reason, message, warning=warning,
+                                 verbatim=verbatim)
+        except DetK8sError as exc:  # an event is information: the decision it reports stands without it
+            self.problems.append(f"could not record event {reason} on pod {pod.namespace}/{pod.name}: {exc.message}")
+
+    def _now(self) -> str:
+        return self.clock().astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,172 @@
+"""The master's pods in a live pass: the source adapter's groups in, the binder's actions out.
+
+`LiveScheduler` calls `collect` before planning (the ready groups join its queue, the bound ones its
+running groups) and `act` after (bind, mark victims, say why the rest wait). Between the two is the
+one `schedule()` of the pass, over det-k8s's own queue and these groups together.
+
+A pass that does not serve the master's pods itself (`experiment create`) still plans them, read-only,
+while a `scheduler run` loop says in the Lease that it serves them: its own groups then keep the one
+priority order and never take capacity a higher-priority trial of the master is about to get.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from ..errors import DetK8sError
+from ..scheduling.explain import describe
+from ..scheduling.master import MasterGroup, State, as_pod_group, as_running_group, master_groups, master_pod
+from ..scheduling.model import Plan, PodGroup, Reason, ReasonCode, RunningGroup
+from . import binder as B
+from .api import KubeApi
+from .kinds import PODS
+
+if TYPE_CHECKING:
+    from .scheduler import PassReport
+    from .watch import ClusterState, ClusterView
+
+_EVENT_OF = {ReasonCode.RESERVING: B.RESERVING, ReasonCode.WAITING_FOR_NODES: B.WAITING}
+_WORDS = {
+    ReasonCode.INSUFFICIENT: "waiting for resources",
+    ReasonCode.RESERVING: "waiting for resources, nodes reserved for it",
+    ReasonCode.BEHIND_RESERVATION: "waiting behind a reservation",
+    ReasonCode.STRICT_ORDER: "waiting in strict order",
+    ReasonCode.WAITING_FOR_NODES: "waiting for nodes to be added",
+}
+
+
+def reason_text(group: MasterGroup, reason: Reason) -> str:
+    """det-k8s's one line for a waiting or rejected group (`headline; details`)."""
+    what = f"gang {group.name}" if group.size > 1 else f"pod {group.name}"
+    text = describe(reason)
+    if reason.code.rejected:  # describe() already says "never fits this cluster: ..." for most rejections
+        return f"det-k8s: {what} {text}" if text.startswith("never fits") else (
+            f"det-k8s: {what} can never be placed on this cluster: {text}")
+    return f"det-k8s: {what} {_WORDS.get(reason.code, 'waiting')}: {text}"
+
+
+@dataclass
+class MasterPods:
+    """One pass's view of the master's pods (create one per pass)."""
+
+    api: KubeApi
+    binder: B.Binder
+    scheduler_name: str
+    view: ClusterView | None = None
+    still_ours: Callable[[], None] = lambda: None
+    read_only: bool = False  # a pass of `experiment create` while a loop serves them: planned, never touched
+    groups: dict[str, MasterGroup] = field(default_factory=dict)
+
+    def collect(self, state: ClusterState, report: PassReport) -> tuple[list[PodGroup], list[RunningGroup]]:
+        """The ready groups for the queue, the bound ones as running groups; partly bound ones are torn down."""
+        queue: list[PodGroup] = []
+        running: list[RunningGroup] = []
+        for group in master_groups(state.served, self.scheduler_name):
+            self.groups[group.id] = group
+            if group.state is State.PARTIAL and self.read_only:
+                continue  # the loop that serves them repairs it
+            if group.state is State.PARTIAL:
+                group = self._confirm(group)
+                self.groups[group.id] = group
+                if group.state is State.PARTIAL:
+                    self._repair(group, report)
+                    continue
+            if group.state is State.READY:
+                queue.append(as_pod_group(group))
+            elif group.bound:
+                found = as_running_group(group)
+                running.append(replace(found, preemptible=False) if self.read_only else found)
+                more = group.extra
+                if more is not None:
+                    self.groups[more.id] = more
+                    queue.append(as_pod_group(more))
+        return queue, running
+
+    def _confirm(self, group: MasterGroup) -> MasterGroup:
+        """Read the group's pods afresh before tearing it down: a view that lags must not cause a deletion."""
+        fresh = []
+        for pod in group.pods:
+            try:
+                fresh.append(master_pod(self.api.get(PODS, pod.name, pod.namespace)))
+            except DetK8sError:
+                continue  # gone (or unreadable): without it the group is not what the view showed
+        found = [g for g in master_groups(fresh, self.scheduler_name) if g.id == group.id]
+        return found[0] if found else replace(group, pods=())
+
+    def _repair(self, group: MasterGroup, report: PassReport) -> None:
+        result = self.binder.repair(group, self.still_ours)
+        self._assume_deleted(group, result.removed)
+        report.repaired[group.id] = (f"found partly bound ({len(group.bound)} of {len(group.pods)} pods); deleted "
+                                     f"{len(result.removed)} bound pod(s) so Determined restarts it whole")
+        if result.leftovers:
+            report.problems.append(f"{group.id}: could not delete {', '.join(result.leftovers)}")
+
+    def act(self, plan: Plan, report: PassReport, priorities: Mapping[str, int]) -> None:
+        """Carry out the plan for the master's groups; `priorities` are the queued groups' (for messages)."""
+        preemptor_of = {victim: g for g, victims in plan.preempting.items() for victim in victims}
+        for victim in plan.victims:
+            group = self.groups.get(victim)
+            if group is None:
+                continue
+            by = preemptor_of.get(victim, "")
+            failed = self.binder.preempt(group, by, priorities.get(by, group.priority + 1), self.still_ours)
+            report.marked[victim] = by
+            if failed:
+                report.problems.append(f"{victim}: could not mark {', '.join(failed)} for preemption")
+        to_bind: list[tuple[MasterGroup, Sequence[tuple[str, str]]]] = []
+        for group_id, placement in plan.placements.items():
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            waits_for = plan.preempting.get(group_id, ())
+            if waits_for:
+                text = (f"det-k8s: gang {group.name} waits for preempted group(s) to stop: {', '.join(waits_for)}; "
+                        "Determined checkpoints them first")
+                report.waiting[group_id] = text
+                self.binder.report_waiting(group, B.PREEMPTING, text, before=self.still_ours)
+                continue
+            to_bind.append((group, placement))
+        if to_bind:
+            results = self.binder.bind_all(to_bind, self.still_ours)
+            for group, planned in to_bind:
+                self._bound(group, planned, results[group.id], report)
+        for group_id, reason in {**plan.waiting, **plan.rejected}.items():
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            text = reason_text(group, reason)
+            report.waiting[group_id] = text
+            event = B.UNSCHEDULABLE_EVENT if reason.code.rejected else _EVENT_OF.get(reason.code, B.WAITING)
+            self.binder.report_waiting(group, event, text, warning=reason.code.rejected, before=self.still_ours)
+        for group in self.groups.values():
+            if group.state is State.INCOMPLETE and group.pending:
+                text = (f"det-k8s: gang {group.name} waits for its pods: {len(group.pending)} of {group.size} exist; "
+                        "it is placed once Determined has created them all")
+                report.waiting[group.id] = text
+                self.binder.report_waiting(group, B.INCOMPLETE, text, before=self.still_ours)
+        for problems in (self.binder.problems, self.binder.recorder.problems):
+            report.problems.extend(problems)
+            problems.clear()
+
+    def _bound(self, group: MasterGroup, placement: Sequence[tuple[str, str]], result: B.BindResult,
+               report: PassReport) -> None:
+        if self.view is not None:
+            nodes = dict(placement)
+            for name in result.bound:
+                self.view.assume_bound(group.namespace, name, nodes[name])
+        if not result.failure:
+            report.placed[group.id] = tuple(placement)
+            return
+        self._assume_deleted(group, result.removed)
+        report.repaired[group.id] = (f"binding failed part-way ({result.failure}); deleted {len(result.removed)} "
+                                     "bound pod(s) so Determined restarts it whole")
+        if result.leftovers:
+            report.problems.append(f"{group.id}: could not delete {', '.join(result.leftovers)}")
+
+    def _assume_deleted(self, group: MasterGroup, removed: Sequence[str]) -> None:
+        if self.view is not None:
+            for pod in group.pods:
+                if pod.name in removed:
+                    self.view.assume_deleting(pod.namespace, pod.name)

@@ -1,0 +1,244 @@
+"""The Determined master's task pods as pod groups: the source adapter that puts them in det-k8s's one queue.
+
+With `defaultScheduler: coscheduler` (or `preemption` before 0.36) every supported master names a scheduler
+in its task pods (`schedulerName`) and labels them for the old coscheduling plugin; kube-scheduler leaves
+them Pending. det-k8s serves that scheduler name: it reads the pods back into the same `PodGroup`s as its
+own experiments, plans them in the same `schedule()` pass, and binds them (`det_k8s.kube.binder`).
+
+How pods become groups (facts in `det_k8s.determined.versions`, "task pods" rows):
+
+- a pod with `pod-group.scheduling.sigs.k8s.io/min-available` > 0 belongs to the gang named by
+  `pod-group.scheduling.sigs.k8s.io/name` *and* its `determined` allocation label: before 0.34 the gang
+  name is the trial's (`exp12trial34`), the same for every attempt, so the allocation tells a restarted
+  trial's new pods from its old, still-terminating ones; from 0.34 it is the Job's name;
+- any other pod (no gang labels, min-available 0: CPU slots, commands, notebooks, TensorBoards) is a
+  single-pod group of its own, still queued, prioritised and fair-shared like every group;
+- a group is queued only once all of its pods exist (min-available of them pending); until then it waits
+  for the master to create the rest;
+- priority is the pod's resolved `spec.priority` (the master's per-task PriorityClass carries
+  `resources.priority`); fair share goes by `determined.ai/user` where the master sets it (0.32+), else by
+  experiment, else by the group;
+- bound pods form running groups: they count for fair share and, when they are trials, may be preempted
+  (gracefully, by the `determined-preemption` label). A group with a pod being deleted or already marked
+  for preemption is leaving: never bound, never a victim again.
+- a group with pods both bound and pending is *partly bound* (a binding that failed half-way, or an
+  earlier det-k8s that crashed between bindings): the live scheduler deletes its bound pods so the
+  master restarts the trial whole.
+
+Placement constraints (selectors, affinity, tolerations, ...) and requests come from
+`cluster.read.pod_from_object`, the one reading of a pod spec the whole scheduler shares.
+
+Pure: objects in, frozen data out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from ..cluster.model import GPU, Pod
+from ..cluster.read import pod_from_object
+from ..determined.versions import fact
+from .model import PodGroup, PodRequest, RunningGroup, RunningPod
+
+DEFAULT_SCHEDULER_NAME = "coscheduler"
+GANG_NAME = str(fact("tasks.gang.name").value)
+MIN_AVAILABLE = str(fact("tasks.gang.min_available").value)
+ALLOCATION = str(fact("tasks.label.allocation").value)
+USER = str(fact("tasks.label.user").value)
+TASK_TYPE = str(fact("tasks.label.task_type").value)
+EXPERIMENT_ID = str(fact("tasks.label.experiment").value)
+JOB_NAME = tuple(str(label) for label in fact("tasks.label.job_name").value)
+PREEMPTION = str(fact("tasks.preemption_label").value)
+UNSCHEDULABLE = "Unschedulable"  # reason of the PodScheduled=False condition det-k8s writes
+_TRIAL_NAME = re.compile(r"(?:^|-)exp-([0-9]+)-trial-[0-9]+(?:-|$)")
+
+
+@dataclass(frozen=True)
+class MasterPod:
+    """One task pod of the master, as the scheduler needs it."""
+
+    pod: Pod  # requests, constraints, node, phase, labels (cluster.read.pod_from_object)
+    uid: str
+    resource_version: str
+    priority: int
+    scheduler: str
+    waiting: str = ""  # message of the PodScheduled=False/Unschedulable condition (what det-k8s last wrote)
+    waiting_since: str = ""  # that condition's lastTransitionTime
+
+    @property
+    def name(self) -> str:
+        return self.pod.name
+
+    @property
+    def namespace(self) -> str:
+        return self.pod.namespace
+
+    @property
+    def bound(self) -> bool:
+        return self.pod.node_name is not None
+
+    @property
+    def preempting(self) -> bool:
+        return PREEMPTION in self.pod.labels
+
+
+def master_pod(obj: Mapping[str, Any]) -> MasterPod:
+    """Read one pod object (as the API returns it); MalformedObject, naming the field, for another shape."""
+    pod = pod_from_object(obj)  # checks the shape of what is read below
+    spec = obj.get("spec") or {}
+    meta = obj.get("metadata") or {}
+    priority = spec.get("priority")
+    waiting, since = "", ""
+    for condition in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled" \
+                and condition.get("status") == "False" and condition.get("reason") == UNSCHEDULABLE:
+            waiting, since = str(condition.get("message") or ""), str(condition.get("lastTransitionTime") or "")
+    return MasterPod(pod, str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""),
+                     priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
+                     str(spec.get("schedulerName") or "default-scheduler"), waiting, since)
+
+
+class State(StrEnum):
+    INCOMPLETE = "incomplete"  # not every pod exists yet: waits for the master to create the rest
+    READY = "ready"  # every pod exists, none bound: queued
+    RUNNING = "running"  # bound, none pending
+    PARTIAL = "partial"  # some bound, some pending: to be torn down whole
+    LEAVING = "leaving"  # a pod is being deleted or marked for preemption
+
+
+@dataclass(frozen=True)
+class MasterGroup:
+    """The pods of one allocation of a master task (or one pod without gang labels)."""
+
+    id: str  # "<namespace>/<name>", plus "#<allocation>" where the name is shared by a trial's attempts
+    namespace: str
+    name: str  # the gang name (trial name before 0.34, Job name from 0.34), or the pod's name
+    allocation: str
+    size: int  # min-available: pods that must all exist and run together (1 without gang labels)
+    pods: tuple[MasterPod, ...]  # its pods that are not finished, by name
+    user: str  # the fair-share key
+    trial: bool  # only trials are preempted (they checkpoint); commands and notebooks never are
+
+    @property
+    def pending(self) -> tuple[MasterPod, ...]:
+        return tuple(p for p in self.pods if not p.bound and not p.pod.deleting)
+
+    @property
+    def bound(self) -> tuple[MasterPod, ...]:
+        return tuple(p for p in self.pods if p.pod.active)
+
+    @property
+    def priority(self) -> int:
+        return max((p.priority for p in self.pods), default=0)
+
+    @property
+    def state(self) -> State:
+        if any(p.pod.deleting or p.preempting for p in self.pods):
+            return State.LEAVING
+        bound, pending = len(self.bound), len(self.pending)
+        if bound and pending and bound < self.size:
+            return State.PARTIAL
+        if bound:
+            return State.RUNNING  # (pods beyond min-available may still be pending: `extra`)
+        return State.READY if pending >= self.size else State.INCOMPLETE
+
+    @property
+    def extra(self) -> MasterGroup | None:
+        """A running group's pods beyond min-available that are still pending (only with a min-available
+        smaller than the pod count, which a user's pod spec can set): a group of their own, queued."""
+        if self.state is not State.RUNNING or not self.pending:
+            return None
+        return MasterGroup(f"{self.id}+more", self.namespace, self.name, self.allocation, len(self.pending),
+                           self.pending, self.user, self.trial)
+
+    @property
+    def created(self) -> str:
+        return min((p.pod.created for p in self.pods if p.pod.created), default="")
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text or "0")
+    except ValueError:
+        return 0
+
+
+def _experiment(pod: Pod) -> str:
+    found = pod.labels.get(EXPERIMENT_ID)
+    if found:
+        return found
+    match = _TRIAL_NAME.search(pod.name) or _TRIAL_NAME.search(pod.labels.get(GANG_NAME, ""))
+    return match.group(1) if match else ""
+
+
+def _is_trial(pod: Pod) -> bool:
+    task_type = pod.labels.get(TASK_TYPE)
+    if task_type is not None:
+        return task_type.upper() == "TRIAL"
+    return bool(_TRIAL_NAME.search(pod.name))
+
+
+def _key(pod: MasterPod) -> tuple[str, str, str, int]:
+    """(namespace, name, allocation, size) of the group a pod belongs to."""
+    labels = pod.pod.labels
+    size = _int(labels.get(MIN_AVAILABLE))
+    name = labels.get(GANG_NAME, "")
+    if size > 0 and name:
+        return pod.namespace, name, labels.get(ALLOCATION, ""), size
+    return pod.namespace, pod.name, "", 1
+
+
+def master_groups(objects: Iterable[Mapping[str, Any] | MasterPod],
+                  scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> tuple[MasterGroup, ...]:
+    """The groups of the pods that name `scheduler_name` (finished pods are left out), sorted by id."""
+    found: dict[tuple[str, str, str, int], list[MasterPod]] = {}
+    for item in objects:
+        pod = item if isinstance(item, MasterPod) else master_pod(item)
+        if pod.scheduler != scheduler_name or not pod.pod.name or pod.pod.phase in ("Succeeded", "Failed"):
+            continue
+        found.setdefault(_key(pod), []).append(pod)
+    names: dict[tuple[str, str], int] = {}
+    for namespace, name, _, _ in found:
+        names[(namespace, name)] = names.get((namespace, name), 0) + 1
+    groups = []
+    for (namespace, name, allocation, size), pods in found.items():
+        pods.sort(key=lambda p: p.name)
+        first = pods[0].pod
+        job = any(first.labels.get(label) for label in JOB_NAME)
+        shared = allocation and (names[(namespace, name)] > 1 or not job)  # attempts of a trial share the name
+        group_id = f"{namespace}/{name}" + (f"#{allocation}" if shared else "")
+        experiment = _experiment(first)
+        user = first.labels.get(USER) or (f"experiment {experiment}" if experiment else f"{namespace}/{name}")
+        groups.append(MasterGroup(group_id, namespace, name, allocation, size, tuple(pods), user, _is_trial(first)))
+    return tuple(sorted(groups, key=lambda g: g.id))
+
+
+def _micros(timestamp: str) -> int:
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return 0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1_000_000)
+
+
+def as_pod_group(group: MasterGroup) -> PodGroup:
+    """The queued form of a ready group: its pending pods, all or none (det-k8s groups' sequence is
+    microseconds since the epoch at submission, so creation time orders both kinds alike)."""
+    pods = tuple(PodRequest(p.name, rank, p.pod.requests, p.pod.constraints) for rank, p in enumerate(group.pending))
+    gpus = sum(p.requests.get(GPU, 0) for p in pods) // 1000
+    return PodGroup(group.id, group.name, group.user, group.priority, group.created, _micros(group.created), pods,
+                    slots=gpus)
+
+
+def as_running_group(group: MasterGroup) -> RunningGroup:
+    """The running form of a group with bound pods: fair-share usage, and a victim only if it is a trial."""
+    pods = tuple(RunningPod(p.name, p.pod.node_name or "", p.pod.requests) for p in group.bound)
+    return RunningGroup(group.id, group.name, group.user, group.priority, pods, started_at=group.created,
+                        terminating=group.state is State.LEAVING, size=group.size, preemptible=group.trial)

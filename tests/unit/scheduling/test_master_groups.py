@@ -1,0 +1,144 @@
+"""The master's task pods, as each supported version creates them, read back into pod groups."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from det_k8s.cluster.model import GPU
+from det_k8s.scheduling.master import State, as_pod_group, as_running_group, master_groups
+from tests.master_pods import VERSIONS, master_task
+
+
+def as_stored(task, *, priority: int = 50, created: str = "2026-01-01T10:00:00Z", node: str | None = None):
+    """The task's pods as the API server returns them: priority resolved, metadata filled, Pending."""
+    pods = []
+    for i, pod in enumerate(copy.deepcopy(task.pods)):
+        pod["metadata"].update(uid=f"uid-{i}", resourceVersion=str(100 + i), creationTimestamp=created)
+        pod["spec"]["priority"] = priority
+        if node:
+            pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": "Running" if node else "Pending"}
+        pods.append(pod)
+    return pods
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_distributed_trial_is_one_gang_of_all_its_pods(version):
+    task = master_task(version, experiment=3, trial=7, slots_per_trial=16, max_slots_per_pod=4, priority=60,
+                       user="alice")
+    (group,) = master_groups(as_stored(task, priority=60))
+    assert group.state is State.READY
+    assert group.size == 4 and len(group.pending) == 4
+    assert group.priority == 60 and group.trial
+    # fair share: by the user where the master labels it (0.32+), else by the experiment
+    assert group.user == ("alice" if version == "0.38.1" else "experiment 3")
+    queued = as_pod_group(group)
+    assert queued.size == 4 and queued.slots == 16
+    assert all(p.requests[GPU] == 4000 for p in queued.pods)
+    assert queued.submitted_at == "2026-01-01T10:00:00Z" and queued.sequence == 1_767_261_600_000_000
+    if version == "0.38.1":
+        assert group.name.startswith("det-") and group.name.endswith("-exp-3-trial-7-attempt-1")
+        assert group.id == f"default/{group.name}"
+    else:
+        assert group.name == "exp3trial7"
+        assert group.id == f"default/exp3trial7#{task.allocation}"
+
+
+@pytest.mark.parametrize("version", ["0.26.2", "0.38.1"])
+def test_placement_constraints_come_from_the_shared_pod_reader(version):
+    task = master_task(version, slots_per_trial=4)
+    (group,) = master_groups(as_stored(task))
+    (pod,) = as_pod_group(group).pods
+    (term,) = pod.constraints.required_terms  # the master's node-disable affinity
+    assert term[0].operator == "DoesNotExist" and term[0].key.startswith("determined.ai/cluster-id-")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_gang_waits_until_every_pod_exists(version):
+    task = master_task(version, slots_per_trial=12, max_slots_per_pod=4)
+    (group,) = master_groups(as_stored(task)[:2])
+    assert group.state is State.INCOMPLETE and group.size == 3
+
+
+@pytest.mark.parametrize("version", ["0.17.15", "0.26.2"])
+def test_a_restarted_trials_new_pods_are_not_mixed_with_its_old_ones(version):
+    old = master_task(version, experiment=5, trial=1, slots_per_trial=8, run=1)
+    new = master_task(version, experiment=5, trial=1, slots_per_trial=8, run=2)
+    leaving = as_stored(old, node="gpu-0")
+    for pod in leaving:
+        pod["metadata"]["deletionTimestamp"] = "2026-01-01T10:05:00Z"
+    groups = {g.allocation: g for g in master_groups(leaving + as_stored(new))}
+    assert groups[old.allocation].name == groups[new.allocation].name == "exp5trial1"  # the same gang name
+    assert groups[old.allocation].state is State.LEAVING
+    assert groups[new.allocation].state is State.READY and len(groups[new.allocation].pending) == 2
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_cpu_slots_and_commands_are_single_pod_groups(version):
+    cpu = master_task(version, slots_per_trial=2, max_slots_per_pod=1, slot_type="cpu")
+    command = master_task(version, task_type="COMMAND", slots_per_trial=1)
+    groups = master_groups(as_stored(cpu) + as_stored(command, created="2026-01-01T11:00:00Z"))
+    assert [g.size for g in groups] == [1] * len(groups)
+    if version == "0.17.15":  # the master leaves `cmd` tasks to kube-scheduler: no schedulerName, no gang
+        assert len(groups) == 2 and not command.pods[0]["spec"].get("schedulerName")
+        return
+    assert len(groups) == 3  # two CPU pods alone, and the command
+    running = as_running_group(master_groups(as_stored(command, node="cpu-0"))[0])
+    assert not running.preemptible  # a command cannot checkpoint: never a victim
+
+
+def test_only_pods_naming_the_served_scheduler_are_taken():
+    plain = master_task("0.38.1", scheduler=None)
+    preempting = master_task("0.26.2", scheduler="preemption")
+    assert master_groups(as_stored(plain)) == ()
+    assert master_groups(as_stored(preempting)) == ()
+    assert len(master_groups(as_stored(preempting), "preemption")) == 1
+
+
+def test_finished_pods_are_left_out():
+    task = master_task("0.38.1", slots_per_trial=8)
+    pods = as_stored(task, node="gpu-0")
+    for pod in pods:
+        pod["status"]["phase"] = "Succeeded"
+    assert master_groups(pods) == ()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_partly_bound_and_preempted_groups_are_recognised(version):
+    task = master_task(version, slots_per_trial=8)
+    pods = as_stored(task)
+    pods[0]["spec"]["nodeName"] = "gpu-0"
+    (group,) = master_groups(pods)
+    assert group.state is State.PARTIAL
+    bound = as_stored(task, node="gpu-0")
+    bound[1]["metadata"]["labels"]["determined-preemption"] = "true"
+    (group,) = master_groups(bound)
+    assert group.state is State.LEAVING
+    running = as_running_group(group)
+    assert running.terminating and running.preemptible and len(running.pods) == 2
+
+
+def test_the_why_pending_condition_det_k8s_wrote_is_read_back():
+    task = master_task("0.38.1")
+    (pod,) = as_stored(task)
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                    "message": "det-k8s: waits", "lastTransitionTime": "2026-01-01T10:00:01Z"}]
+    (group,) = master_groups([pod])
+    assert group.pods[0].waiting == "det-k8s: waits"
+    assert group.pods[0].waiting_since == "2026-01-01T10:00:01Z"
+
+
+def test_pods_beyond_a_smaller_min_available_are_queued_not_torn_down():
+    # the master keeps gang labels a user's pod spec already has: min-available 1 for a trial of two pods
+    task = master_task("0.26.2", slots_per_trial=8)
+    pods = as_stored(task)
+    for pod in pods:
+        pod["metadata"]["labels"]["pod-group.scheduling.sigs.k8s.io/min-available"] = "1"
+    pods[0]["spec"]["nodeName"] = "gpu-0"
+    (group,) = master_groups(pods)
+    assert group.state is State.RUNNING  # min-available is met: nothing is partly bound
+    more = group.extra
+    assert more is not None and [p.name for p in more.pending] == [pods[1]["metadata"]["name"]]
+    assert as_pod_group(more).id == f"{group.id}+more"
