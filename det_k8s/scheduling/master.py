@@ -231,7 +231,9 @@ def _micros(timestamp: str) -> int:
 def as_pod_group(group: MasterGroup) -> PodGroup:
     """The queued form of a ready group: its pending pods, all or none (det-k8s groups' sequence is
     microseconds since the epoch at submission, so creation time orders both kinds alike)."""
-    pods = tuple(PodRequest(p.name, rank, p.pod.requests, p.pod.constraints) for rank, p in enumerate(group.pending))
+    # with their labels and namespace: other pods' anti-affinity and spread match them, the group's own
+    # rules judge its pods against each other, and their claims are the claims of their namespace
+    pods = tuple(PodRequest.from_pod(p.pod, rank) for rank, p in enumerate(group.pending))
     gpus = sum(p.requests.get(GPU, 0) for p in pods) // 1000
     return PodGroup(group.id, group.name, group.user, group.priority, group.created, _micros(group.created), pods,
                     slots=gpus)

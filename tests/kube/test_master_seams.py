@@ -1,0 +1,95 @@
+"""The seams between the master's pods (issue 11) and placement Kubernetes agrees with (issue 12).
+
+The master's pods are bound through `pods/binding`, which skips kube-scheduler: whatever its filters would
+hold for them, det-k8s's model must hold. Each test creates master-shaped pods (`tests/master_pods.py`), adds
+what a user's `environment.pod_spec` would add, runs a live pass against the emulator and checks where the pods
+went with the independent model (`tests/kube_model.py`) where one applies.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from det_k8s.kube.scheduler import LiveScheduler
+from det_k8s.scheduling.model import Policy
+from tests.k8s_emulator import node
+from tests.master_pods import create_task, master_task
+
+DEFAULT_POLICY = Policy()
+
+
+def run_pass(cluster, *, policy: Policy = DEFAULT_POLICY, namespace: str = "default"):
+    return LiveScheduler(cluster.connect(), namespace, policy, "sched", serve="coscheduler").run_pass()
+
+
+def pods_of(cluster, task):
+    return [p for p in cluster.api.items("pods") if p["metadata"]["labels"].get("determined") == task.allocation]
+
+
+def where(cluster, task) -> list[str | None]:
+    return sorted((p["spec"].get("nodeName") or "-") for p in pods_of(cluster, task))
+
+
+def with_spec(task, **extra):
+    """The task's pods with pod-spec fields added (what `environment.pod_spec` merges into them)."""
+    for pod in task.pods:
+        pod["spec"].update(extra)
+    return task
+
+
+@pytest.mark.parametrize("version", ["0.26.2", "0.38.1"])
+def test_a_trials_anti_affinity_among_its_own_pods_holds(cluster, version):
+    """One pod per node (required anti-affinity on the trial's own label): kube-scheduler would never put two
+    on one node, and the kubelet does not check it, so binding must not either."""
+    for i in range(2):
+        cluster.api.put(node(f"gpu-{i}", gpus=8))
+    task = master_task(version, slots_per_trial=8, max_slots_per_pod=4)
+    with_spec(task, affinity={**task.pods[0]["spec"].get("affinity", {}), "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"determined": task.allocation}},
+            "topologyKey": "kubernetes.io/hostname"}]}})
+    for i in range(2):
+        cluster.api.update("nodes", f"gpu-{i}", {"metadata": {"labels": {"kubernetes.io/hostname": f"gpu-{i}"}}}, None)
+    create_task(cluster.connect(), task)
+    run_pass(cluster)
+    assert where(cluster, task) == ["gpu-0", "gpu-1"]
+
+
+def test_another_pods_anti_affinity_against_the_masters_pods_holds(cluster):
+    """A running pod that keeps Determined's pods off its node (anti-affinity on the `determined` label)."""
+    cluster.api.put(node("gpu-0", gpus=4, labels={"kubernetes.io/hostname": "gpu-0"}))  # the best fit, but
+    cluster.api.put(node("gpu-1", gpus=8, labels={"kubernetes.io/hostname": "gpu-1"}))
+    cluster.api.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "loner", "namespace": "default", "labels": {}},
+                     "spec": {"nodeName": "gpu-0", "containers": [{"name": "c", "image": "busybox"}],
+                              "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                                  "labelSelector": {"matchExpressions": [{"key": "determined",
+                                                                          "operator": "Exists"}]},
+                                  "topologyKey": "kubernetes.io/hostname"}]}}},
+                     "status": {"phase": "Running"}})
+    task = create_task(cluster.connect(), master_task("0.38.1", slots_per_trial=4))
+    run_pass(cluster)
+    assert where(cluster, task) == ["gpu-1"]
+
+
+def test_a_claim_in_the_masters_namespace_is_found_there(cluster):
+    """The master's pods in namespace `det` mount a claim of namespace `det`, bound to a volume on gpu-1."""
+    for i in range(2):
+        cluster.api.put(node(f"gpu-{i}", gpus=4, labels={"kubernetes.io/hostname": f"gpu-{i}"}))
+    cluster.api.put({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-data"},
+                     "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                              "storageClassName": "local", "local": {"path": "/data"},
+                              "claimRef": {"namespace": "det", "name": "data"},
+                              "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                                  {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-1"]}]}]}}},
+                     "status": {"phase": "Bound"}})
+    cluster.api.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "metadata": {"name": "data", "namespace": "det"},
+                     "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local", "volumeName": "pv-data",
+                              "resources": {"requests": {"storage": "10Gi"}}},
+                     "status": {"phase": "Bound"}})
+    task = master_task("0.38.1", slots_per_trial=4, namespace="det")
+    for pod in task.pods:
+        pod["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "data"}})
+    create_task(cluster.connect(), task)
+    report = run_pass(cluster)
+    assert where(cluster, task) == ["gpu-1"], report.waiting
