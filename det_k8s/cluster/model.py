@@ -400,15 +400,17 @@ class Pod:
     unschedulable: str = ""  # the message of a PodScheduled=False condition with reason Unschedulable
     unschedulable_since: str = ""  # that condition's lastTransitionTime
     mirror: bool = False  # a static pod's mirror (kubelet-managed, never leaves its node)
+    bound_by_det_k8s: bool = False  # its scheduler is det-k8s itself (the master's pods): on no node until bound
 
     @property
     def node(self) -> str | None:
         """The node the pod holds resources on: where it is bound, else where it is pinned or nominated.
 
         An unbound pod pinned by required node affinity to one node (det-k8s's own pods, DaemonSet
-        pods) will be bound there by kube-scheduler; a nominated one has that node held for it.
+        pods) will be bound there by kube-scheduler; a nominated one has that node held for it. A pod
+        det-k8s binds itself holds nothing until it does: its pinning is a constraint of the plan.
         """
-        if self.node_name:
+        if self.node_name or self.bound_by_det_k8s:
             return self.node_name
         return self.constraints.pinned_node or self.nominated_node
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -90,6 +90,8 @@ class MasterPod:
 def master_pod(obj: Mapping[str, Any]) -> MasterPod:
     """Read one pod object (as the API returns it); MalformedObject, naming the field, for another shape."""
     pod = pod_from_object(obj)  # checks the shape of what is read below
+    if not pod.node_name:  # pinned by its pod spec, it is still only where det-k8s binds it
+        pod = replace(pod, bound_by_det_k8s=True)
     spec = obj.get("spec") or {}
     meta = obj.get("metadata") or {}
     priority = spec.get("priority")

@@ -93,3 +93,19 @@ def test_a_claim_in_the_masters_namespace_is_found_there(cluster):
     create_task(cluster.connect(), task)
     report = run_pass(cluster)
     assert where(cluster, task) == ["gpu-1"], report.waiting
+
+
+@pytest.mark.parametrize("version", ["0.17.15", "0.38.1"])
+def test_a_trial_pinned_to_a_node_by_its_pod_spec_is_bound_there(cluster, version):
+    """matchFields `metadata.name In [gpu-1]` in the user's pod spec: the pod is pending, not on gpu-1 yet."""
+    for i in range(2):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+    task = master_task(version, slots_per_trial=4)
+    pin = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}
+    terms = (task.pods[0]["spec"].get("affinity") or {}).get("nodeAffinity", {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms") or [{}]
+    with_spec(task, affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{**term, **pin} for term in terms]}}})
+    create_task(cluster.connect(), task)
+    report = run_pass(cluster)
+    assert where(cluster, task) == ["gpu-1"], (report.waiting, report.placed)

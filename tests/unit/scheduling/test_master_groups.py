@@ -55,6 +55,26 @@ def test_placement_constraints_come_from_the_shared_pod_reader(version):
     assert term[0].operator == "DoesNotExist" and term[0].key.startswith("determined.ai/cluster-id-")
 
 
+def test_a_pod_pinned_by_its_pod_spec_is_pending_until_det_k8s_binds_it():
+    """matchFields `metadata.name In [gpu-1]` (what a user's pod spec can say) does not put a pod det-k8s binds on
+    that node: it is queued, holds nothing there yet, and keeps its labels and namespace for the pod rules."""
+    from det_k8s.cluster.read import snapshot_from_objects
+    from det_k8s.scheduling.master import master_pod
+
+    task = master_task("0.38.1", slots_per_trial=4, namespace="det")
+    stored = as_stored(task)
+    stored[0]["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}]}}}
+    (group,) = master_groups(stored)
+    assert group.state is State.READY and not group.bound
+    (pod,) = as_pod_group(group).pods
+    assert pod.constraints.pinned_node == "gpu-1"
+    assert pod.namespace == "det" and pod.labels["determined"] == task.allocation
+    served = master_pod(stored[0]).pod
+    assert served.node is None and not served.active
+    assert snapshot_from_objects([stored[0]]).pods[0].node == "gpu-1"  # read as any pod, it would hold gpu-1
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_gang_waits_until_every_pod_exists(version):
     task = master_task(version, slots_per_trial=12, max_slots_per_pod=4)
