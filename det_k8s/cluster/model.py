@@ -87,6 +87,7 @@ NAME_FIELD = "metadata.name"  # the one node field a matchFields requirement may
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"  # tolerating it lets a pod onto a cordoned node
 HOSTNAME = "kubernetes.io/hostname"
 OS_LABEL = "kubernetes.io/os"
+RUNTIME_CLASS_MERGE = "the node selector and tolerations RuntimeClass"  # unmodelled until admission merged them
 
 
 @dataclass(frozen=True, slots=True)

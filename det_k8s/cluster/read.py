@@ -23,6 +23,7 @@ from .model import (
     NO_CONSTRAINTS,
     NOTHING,
     PODS,
+    RUNTIME_CLASS_MERGE,
     Claim,
     Constraints,
     HostPort,
@@ -307,7 +308,7 @@ def _constraints(spec: Mapping[str, Any], namespace: str = "default",
     if spec.get("schedulingGates"):
         unmodelled.append("scheduling gates (spec.schedulingGates)")
     if spec.get("runtimeClassName"):
-        unmodelled.append(f"the node selector and tolerations RuntimeClass {spec['runtimeClassName']} adds at admission")
+        unmodelled.append(f"{RUNTIME_CLASS_MERGE} {spec['runtimeClassName']} adds at admission")
     os_name = (spec.get("os") or {}).get("name") if isinstance(spec.get("os"), Mapping) else None
     return Constraints(
         {str(k): str(v) for k, v in selector.items()} if isinstance(selector, Mapping) else {},

@@ -195,17 +195,17 @@ class Shaper:
         self.admission = admission
         self.space = space
         self.classes: dict[tuple[object, ...], int] = {}
-        self._pods: dict[tuple[int, Demand, str], tuple[Constraints, Constraints, VolumeRule, int]] = {}
+        self._pods: dict[tuple[int, Demand, str, bool], tuple[Constraints, Constraints, VolumeRule, int]] = {}
 
     def kind(self, pod: PodRequest, demand: Demand) -> tuple[Constraints, VolumeRule, int]:
         """(constraints once admitted, volume rule, class) of one pod."""
         namespace = pod.namespace or "default"
         ephemeral = any(claim.ephemeral for claim in pod.constraints.claims)
-        memo = (id(pod.constraints), demand, namespace if not ephemeral else f"{namespace}/{pod.name}")
+        memo = (id(pod.constraints), demand, namespace if not ephemeral else f"{namespace}/{pod.name}", pod.admitted)
         found = self._pods.get(memo)
         if found is None:
             constraints = pod.constraints
-            if self.admission is not None:
+            if self.admission is not None and not pod.admitted:  # a pod that exists went through admission
                 constraints = self.admission.admit(constraints, (name for name, _ in demand))
             volumes = (self.storage.rule(namespace, constraints.claims, pod.name) if self.storage is not None
                        else NO_VOLUMES)
@@ -255,7 +255,7 @@ def _with_constraints(pod: PodRequest, constraints: Constraints) -> PodRequest:
     if pod.constraints.tolerations == constraints.tolerations:
         return pod
     return PodRequest(pod.name, pod.rank, pod.requests, pod.constraints.with_tolerations(constraints.tolerations),
-                      pod.labels, pod.namespace)
+                      pod.labels, pod.namespace, pod.admitted)
 
 
 Taken = list[tuple[Shape, list[tuple[str, int]]]]

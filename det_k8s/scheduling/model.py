@@ -7,11 +7,11 @@ sent to another process. Resources are integer milli-units (see `det_k8s.cluster
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import NamedTuple
 
-from ..cluster.model import GPU, NO_CONSTRAINTS, Constraints, Pod, Resources
+from ..cluster.model import GPU, NO_CONSTRAINTS, RUNTIME_CLASS_MERGE, Constraints, Pod, Resources
 
 DEFAULT_PRIORITY = 50  # Determined on Kubernetes: higher is more important, 50 when unset
 DEFAULT_RESERVE_AFTER = 300.0  # seconds a group waits before the starvation guard reserves nodes for it
@@ -34,6 +34,8 @@ class PodRequest:
     `labels` and `namespace` are the pod's own (the namespace its group's queue is in; "" means
     `default`): inter-pod rules match them (other pods' anti-affinity, spread selectors) and its
     volume claims are looked up there. `from_pod` builds one from a pod read from the cluster.
+    `admitted`: the pod exists, so the API server's admission has had its say already (the tolerations
+    and RuntimeClass scheduling it adds are in its spec); planning adds nothing to it.
     """
 
     name: str
@@ -42,11 +44,16 @@ class PodRequest:
     constraints: Constraints = NO_CONSTRAINTS
     labels: Mapping[str, str] = field(default_factory=dict)
     namespace: str = ""
+    admitted: bool = False
 
     @classmethod
     def from_pod(cls, pod: Pod, rank: int) -> PodRequest:
         """A queued pod from a pod object that exists already (e.g. one the Determined master created)."""
-        return cls(pod.name, rank, pod.requests, pod.constraints, pod.labels, pod.namespace)
+        constraints = pod.constraints
+        unmodelled = tuple(what for what in constraints.unmodelled if not what.startswith(RUNTIME_CLASS_MERGE))
+        if unmodelled != constraints.unmodelled:  # admission merged the RuntimeClass's scheduling into the spec
+            constraints = replace(constraints, unmodelled=unmodelled)
+        return cls(pod.name, rank, pod.requests, constraints, pod.labels, pod.namespace, admitted=True)
 
 
 @dataclass(frozen=True)

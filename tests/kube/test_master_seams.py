@@ -109,3 +109,30 @@ def test_a_trial_pinned_to_a_node_by_its_pod_spec_is_bound_there(cluster, versio
     create_task(cluster.connect(), task)
     report = run_pass(cluster)
     assert where(cluster, task) == ["gpu-1"], (report.waiting, report.placed)
+
+
+def test_a_masters_pod_without_the_gpu_toleration_is_not_bound_to_a_tainted_node(cluster):
+    """With the policy saying the ExtendedResourceToleration plugin runs, a pod that exists already and carries
+    no such toleration (it went through admission without it) must still not go to a GPU-tainted node: binding
+    skips kube-scheduler's TaintToleration filter, and the kubelet checks NoExecute taints only."""
+    taint = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    cluster.api.put(node("gpu-0", gpus=4, taints=taint))
+    cluster.api.put(node("gpu-1", gpus=4))
+    busy = create_task(cluster.connect(), master_task("0.38.1", experiment=1, slots_per_trial=4))
+    run_pass(cluster, policy=Policy(extended_resource_toleration=True))
+    assert where(cluster, busy) == ["gpu-1"]
+    task = create_task(cluster.connect(), master_task("0.38.1", experiment=2, slots_per_trial=4))
+    report = run_pass(cluster, policy=Policy(extended_resource_toleration=True))
+    assert where(cluster, task) == ["-"]
+    assert "1 taint nvidia.com/gpu=present:NoSchedule" in next(iter(report.waiting.values()))
+
+
+def test_a_masters_pod_with_a_runtime_class_is_planned_without_a_warning(cluster):
+    """`runtimeClassName: nvidia` (the GPU operator's): admission merged the class's scheduling into the pod's
+    spec when the master created it, so nothing is left unmodelled; only pods det-k8s has yet to create warn."""
+    cluster.api.put(node("gpu-0", gpus=4))
+    task = create_task(cluster.connect(), with_spec(master_task("0.38.1", slots_per_trial=4),
+                                                    runtimeClassName="nvidia"))
+    report = run_pass(cluster)
+    assert where(cluster, task) == ["gpu-0"]
+    assert not [p for p in report.problems if "RuntimeClass" in p], report.problems
