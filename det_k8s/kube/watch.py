@@ -34,7 +34,7 @@ from typing import Any
 from ..cluster.model import Node, Pod, Snapshot
 from ..cluster.read import node_from_object, pod_from_object
 from ..errors import DetK8sError, Expired, Forbidden, MalformedObject, NotFound
-from ..scheduling.labels import MANAGED_BY, MANAGER
+from ..scheduling.labels import MANAGED_BY, MANAGER, is_managed
 from ..scheduling.master import MasterPod, master_pod
 from .api import KubeApi
 from .kinds import CONFIGMAPS, NODES, PODS, Kind
@@ -55,8 +55,14 @@ class ClusterState:
 
 
 def _served(obj: Mapping[str, Any], scheduler_name: str | None) -> bool:
+    """A pod det-k8s binds: it names the served scheduler and is not one of det-k8s's own (those are pinned by
+    node affinity and bound by their scheduler, whatever its name; never also bound or marked as the master's)."""
     spec = obj.get("spec")
-    return bool(scheduler_name) and isinstance(spec, Mapping) and spec.get("schedulerName") == scheduler_name
+    if not (scheduler_name and isinstance(spec, Mapping) and spec.get("schedulerName") == scheduler_name):
+        return False
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return not (isinstance(labels, Mapping) and is_managed(labels))
 
 
 def read_cluster(api: KubeApi, scheduler_name: str | None = None) -> ClusterState:

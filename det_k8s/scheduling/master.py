@@ -43,6 +43,7 @@ from typing import Any
 from ..cluster.model import GPU, Pod
 from ..cluster.read import pod_from_object
 from ..determined.versions import fact
+from .labels import is_managed
 from .model import PodGroup, PodRequest, RunningGroup, RunningPod
 
 DEFAULT_SCHEDULER_NAME = "coscheduler"
@@ -203,6 +204,8 @@ def master_groups(objects: Iterable[Mapping[str, Any] | MasterPod],
         pod = item if isinstance(item, MasterPod) else master_pod(item)
         if pod.scheduler != scheduler_name or not pod.pod.name or pod.pod.phase in ("Succeeded", "Failed"):
             continue
+        if is_managed(pod.pod.labels):
+            continue  # det-k8s's own pod whose pod spec names this scheduler: its group is det-k8s's, never the master's
         found.setdefault(_key(pod), []).append(pod)
     names: dict[tuple[str, str], int] = {}
     for namespace, name, _, _ in found:

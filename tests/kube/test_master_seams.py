@@ -136,3 +136,29 @@ def test_a_masters_pod_with_a_runtime_class_is_planned_without_a_warning(cluster
     report = run_pass(cluster)
     assert where(cluster, task) == ["gpu-0"]
     assert not [p for p in report.problems if "RuntimeClass" in p], report.problems
+
+
+def test_det_k8s_pods_naming_the_served_scheduler_are_never_taken_for_the_masters(cluster):
+    """An experiment's pod spec naming `schedulerName: coscheduler` (copied from a Determined pod spec): its pods
+    stay det-k8s's group, pinned to their node and counted there; the binder never binds, marks or reasons them."""
+    from det_k8s.cli.live import entry_for
+    from det_k8s.kube.queue import QueueStore
+    from det_k8s.scheduling.experiments import parse_experiment
+    from det_k8s.scheduling.groups import build_group
+    from tests.kube.test_live_scheduler import SETTINGS
+
+    cluster.api.put(node("gpu-0", gpus=4))
+    text = ("name: exp-a\nresources: {slots_per_trial: 4, priority: 50}\n"
+            "environment: {pod_spec: {spec: {schedulerName: coscheduler}}}\n")
+    experiment = parse_experiment(text, "a.yaml").get()
+    group = build_group(experiment, SETTINGS, group_id="aaaa0001", user="u", submitted_at="2026-11-21T12:00:00Z",
+                        sequence=1)
+    QueueStore(cluster.connect(), "default").add(entry_for(experiment, text, SETTINGS, group, "default"))
+    assert list(run_pass(cluster).placed) == ["aaaa0001"]  # created, pinned to gpu-0, left to its scheduler
+    trial = create_task(cluster.connect(), master_task("0.38.1", slots_per_trial=4, priority=70))
+    report = run_pass(cluster)
+    assert report.placed == {}  # gpu-0's GPUs are the experiment's
+    assert where(cluster, trial) == ["-"]
+    (ours,) = [p for p in cluster.api.items("pods") if p["metadata"]["name"].startswith("exp-a")]
+    assert not ours["spec"].get("nodeName") and not (ours.get("status") or {}).get("conditions")
+    assert not [e for e in cluster.api.items("events") if e["involvedObject"]["name"] == ours["metadata"]["name"]]
