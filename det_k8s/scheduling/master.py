@@ -70,6 +70,7 @@ class MasterPod:
     scheduler: str
     waiting: str = ""  # message of the PodScheduled=False/Unschedulable condition (what det-k8s last wrote)
     waiting_since: str = ""  # that condition's lastTransitionTime
+    started: str = ""  # when it was bound (PodScheduled=True's lastTransitionTime, else status.startTime)
 
     @property
     def name(self) -> str:
@@ -96,14 +97,20 @@ def master_pod(obj: Mapping[str, Any]) -> MasterPod:
     spec = obj.get("spec") or {}
     meta = obj.get("metadata") or {}
     priority = spec.get("priority")
-    waiting, since = "", ""
-    for condition in (obj.get("status") or {}).get("conditions") or ():
-        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled" \
-                and condition.get("status") == "False" and condition.get("reason") == UNSCHEDULABLE:
+    waiting, since, started = "", "", ""
+    status = obj.get("status") or {}
+    for condition in status.get("conditions") or ():
+        if not isinstance(condition, Mapping) or condition.get("type") != "PodScheduled":
+            continue
+        if condition.get("status") == "False" and condition.get("reason") == UNSCHEDULABLE:
             waiting, since = str(condition.get("message") or ""), str(condition.get("lastTransitionTime") or "")
+        elif condition.get("status") == "True" and pod.node_name:  # the API server sets it when binding
+            started = str(condition.get("lastTransitionTime") or "")
+    if pod.node_name and not started:
+        started = str(status.get("startTime") or "")  # the kubelet's: when it took the pod
     return MasterPod(pod, str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""),
                      priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
-                     str(spec.get("schedulerName") or "default-scheduler"), waiting, since)
+                     str(spec.get("schedulerName") or "default-scheduler"), waiting, since, started)
 
 
 class State(StrEnum):
@@ -245,7 +252,12 @@ def as_pod_group(group: MasterGroup) -> PodGroup:
 
 
 def as_running_group(group: MasterGroup) -> RunningGroup:
-    """The running form of a group with bound pods: fair-share usage, and a victim only if it is a trial."""
+    """The running form of a group with bound pods: fair-share usage, and a victim only if it is a trial.
+
+    It started when it was bound, not when the master created its pods (it may have waited in the queue for
+    hours): the victim rule's "newest first" compares how much work each group would lose, and det-k8s's own
+    groups start when their pods are created."""
     pods = tuple(RunningPod(p.name, p.pod.node_name or "", p.pod.requests) for p in group.bound)
-    return RunningGroup(group.id, group.name, group.user, group.priority, pods, started_at=group.created,
+    started = min((p.started for p in group.bound if p.started), default="") or group.created
+    return RunningGroup(group.id, group.name, group.user, group.priority, pods, started_at=started,
                         terminating=group.state is State.LEAVING, size=group.size, preemptible=group.trial)

@@ -162,3 +162,32 @@ def test_pods_beyond_a_smaller_min_available_are_queued_not_torn_down():
     more = group.extra
     assert more is not None and [p.name for p in more.pending] == [pods[1]["metadata"]["name"]]
     assert as_pod_group(more).id == f"{group.id}+more"
+
+
+def test_a_running_trial_started_when_it_was_bound_and_is_the_newest_victim():
+    """The victim rule's "newest first" (least work lost) across both kinds: a trial created at 10:00 that waited
+    in the queue and was bound at 10:50 has run for less time than a det-k8s group created at 10:30."""
+    from det_k8s.cluster.read import constraints_from_spec, effective_requests, snapshot_from_objects
+    from det_k8s.scheduling.model import PodGroup, PodRequest, Policy
+    from det_k8s.scheduling.plan import running_in, schedule
+    from tests.kube_objects import node, running, spec
+
+    task = master_task("0.38.1", slots_per_trial=4, priority=10)
+    (bound,) = as_stored(task, priority=10, created="2026-01-01T10:00:00Z", node="gpu-0")
+    bound["status"]["conditions"] = [{"type": "PodScheduled", "status": "True",
+                                      "lastTransitionTime": "2026-01-01T10:50:00Z"}]
+    bound["status"]["startTime"] = "2026-01-01T10:50:02Z"
+    (group,) = master_groups([bound])
+    trial = as_running_group(group)
+    assert trial.started_at == "2026-01-01T10:50:00Z"
+    del bound["status"]["conditions"]
+    assert as_running_group(master_groups([bound])[0]).started_at == "2026-01-01T10:50:02Z"  # the kubelet's
+    ours = running("mine", ["gpu-1"], gpus=4, priority=10, created="2026-01-01T10:30:00Z")
+    objects = [node("gpu-0", 4), node("gpu-1", 4), bound, *ours]
+    snapshot = snapshot_from_objects(objects)
+    body = spec(4)
+    urgent = PodGroup("urgent", "urgent", "carol", 90, "2026-01-01T11:00:00Z", 1, (PodRequest(
+        "urgent-0", 0, effective_requests(body), constraints_from_spec(body, "research", {}), {}, "research"),), 4)
+    plan = schedule(snapshot, [urgent], Policy(preemption=True),
+                    [*running_in(snapshot, "research"), trial])
+    assert plan.victims == (group.id,)
