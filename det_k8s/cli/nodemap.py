@@ -62,14 +62,15 @@ def selected_nodes(snapshot: Snapshot, selector: str | None) -> list[str] | None
 
 
 def occupancy(snapshot: Snapshot, settings: Settings | None, request: MapRequest, *, plan: Plan | None = None,
-              queue: Sequence[PodGroup] = ()) -> OccupancyMap:
+              queue: Sequence[PodGroup] = (), extended_resource_toleration: bool | None = None) -> OccupancyMap:
     from ..scheduling.occupancy import build, default_group_by, slot_unit, task_pod_constraints
 
     names = selected_nodes(snapshot, request.selector)
     picked = set(names) if names is not None else None
     chosen = snapshot.nodes if picked is None else [n for n in snapshot.nodes if n.name in picked]
     group_by = request.group_by or default_group_by(chosen)
-    return build(snapshot, slot_unit(settings), constraints=task_pod_constraints(settings), group_by=group_by,
+    constraints = task_pod_constraints(settings, snapshot, extended_resource_toleration)  # as planning admits them
+    return build(snapshot, slot_unit(settings), constraints=constraints, group_by=group_by,
                  plan=plan, queue=queue, nodes=names)
 
 
@@ -176,5 +177,9 @@ def group_map(snapshot: Snapshot, group_id: str, group_data: Mapping[str, Any] |
                 reservations={group_id: reserved} if reserved else {})
     unit = group_unit(group) if group is not None else GPU_SLOTS
     constraints = group.pods[0].constraints if group is not None and group.pods else NO_CONSTRAINTS
+    if group is not None and group.pods:  # as planning takes its pods: admitted (tolerations the API server adds)
+        from ..scheduling.admission import detect
+
+        constraints = detect(snapshot).admit(constraints, group.pods[0].requests)
     return build(snapshot, unit, constraints=constraints, plan=mine, queue=[group] if group is not None else [],
                  nodes=nodes)

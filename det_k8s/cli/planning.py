@@ -259,7 +259,8 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
         if map_request is not None:
             from .nodemap import occupancy
 
-            omap = occupancy(snapshot, settings, map_request, plan=result, queue=queue)
+            omap = occupancy(snapshot, settings, map_request, plan=result, queue=queue,
+                             extended_resource_toleration=extended_resource_toleration)
     for warning in result.warnings:
         output.warning(warning)
     show(entries, result, running, output_format, namespace, omap if show_map else None,

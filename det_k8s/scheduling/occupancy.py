@@ -34,6 +34,7 @@ from ..quantity import format_decimal
 from ..settings.model import Settings
 from ..settings.node_rules import task_constraints
 from . import labels as L
+from .admission import detect
 from .model import Plan, PodGroup
 
 SYSTEM_LABEL = "determined-system"  # the chart's master and database pods
@@ -79,8 +80,16 @@ def group_unit(group: PodGroup) -> SlotUnit:
     return SlotUnit("cpu", max(1, request["cpu"] // group.slots_per_pod))
 
 
-def task_pod_constraints(settings: Settings | None) -> Constraints:
-    return task_constraints(settings) if settings is not None else NO_CONSTRAINTS
+def task_pod_constraints(settings: Settings | None, snapshot: Snapshot | None = None,
+                         extended_resource_toleration: bool | None = None) -> Constraints:
+    """What Determined's task pods are once admitted: the settings' pod spec, plus, with `snapshot`, the
+    tolerations the ExtendedResourceToleration admission plugin gives pods asking for the slot resource where
+    the cluster runs it (`admission.detect`, as planning decides it; GKE taints GPU pools with
+    `nvidia.com/gpu=present:NoSchedule` and relies on it)."""
+    constraints = task_constraints(settings) if settings is not None else NO_CONSTRAINTS
+    if snapshot is None:
+        return constraints
+    return detect(snapshot, extended_resource_toleration).admit(constraints, (slot_unit(settings).resource,))
 
 
 class CellKind(StrEnum):

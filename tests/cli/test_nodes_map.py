@@ -353,3 +353,24 @@ def test_names_from_a_hand_edited_snapshot_never_drive_the_terminal(run_cli, tmp
     assert result.code == 0, result.err
     assert "\x1b" not in result.out and "\x07" not in result.out
     assert "a?[2Jb: 1 node, 2 slots, 1 free" in result.out and "  A  e?  " in result.out
+
+
+CLOUDS = Path(__file__).resolve().parents[1] / "data" / "clouds"
+
+
+@pytest.mark.parametrize("cloud", ["gke", "eks", "aks"])
+def test_a_clouds_gpu_taint_that_admission_tolerates_does_not_keep_determined_off(run_cli, cloud, tmp_path):
+    """GKE taints GPU pools `nvidia.com/gpu=present:NoSchedule` and its API server's ExtendedResourceToleration
+    plugin adds the toleration to every pod asking for GPUs: the map's node states agree with `plan` (issue 12's
+    admission detection), they do not call every GPU node blocked. AKS's `sku=gpu:NoSchedule` is no resource's
+    name: there both keep Determined's pods off (until the pod spec tolerates it)."""
+    snapshot = str(CLOUDS / f"{cloud}.yaml")
+    data = json.loads(run_cli("nodes", "map", "--snapshot", snapshot, "-o", "json").out)
+    gpu_rows = [row for row in data["nodes"] if row["slots"]]
+    assert gpu_rows and not [row for row in gpu_rows if any(s.startswith("taint nvidia.com/gpu") for s in row["state"])]
+    usable = {row["name"] for row in gpu_rows if not row["state"] and row["free"]}
+    experiment = tmp_path / "e.yaml"
+    experiment.write_text("name: one-gpu\nresources: {slots_per_trial: 1}\n")
+    plan = json.loads(run_cli("plan", str(experiment), "--snapshot", snapshot, "-o", "json").out)
+    placed = {pod["node"] for e in plan["experiments"] for pod in e.get("pods") or ()}
+    assert bool(usable) == bool(placed) == (cloud != "aks") and placed <= usable, (usable, plan)
