@@ -22,10 +22,9 @@ from .inputs import SetOpt, SetStringOpt, ValuesOpt, read_text
 from .options import OutputFormat, OutputOpt, cluster_pod_spec_version, current, with_global_options
 
 if TYPE_CHECKING:
-    from ..cluster.model import Snapshot
     from ..kube.api import KubeApi
     from ..kube.queue import QueueEntry
-    from ..kube.scheduler import PassReport
+    from ..kube.scheduler import DryCluster, PassReport
     from ..scheduling.model import Plan
 
 app = typer.Typer(name="experiment", no_args_is_help=True,
@@ -107,7 +106,7 @@ def create(
     from ..errors import ExperimentError
     from ..kube.lease import LeaseHeld, utcnow
     from ..kube.queue import QUEUED, RUNNING, QueueStore
-    from ..kube.scheduler import dry_plan
+    from ..kube.scheduler import dry_cluster, dry_plan
     from ..kube.snapshot import read_snapshot
     from ..scheduling.experiments import parse_experiment
     from ..scheduling.explain import describe
@@ -141,8 +140,9 @@ def create(
     if autoscaling:
         policy = replace(policy, autoscaling=True)
     with output.spinner("reading the cluster"):
-        snapshot = read_snapshot(api)
-        plan = dry_plan(snapshot, store.entries([QUEUED, RUNNING]), policy, extra=[group], now=utcnow(),
+        # whether it can ever fit does not depend on the master's groups; what --dry-run shows does
+        seen = dry_cluster(api) if dry_run else read_snapshot(api)
+        plan = dry_plan(seen, store.entries([QUEUED, RUNNING]), policy, extra=[group], now=utcnow(),
                         namespace=api.namespace)
     if group.id in plan.rejected:
         raise Unschedulable(f"{experiment.name} can never run here: {describe(plan.rejected[group.id])}",
@@ -245,15 +245,15 @@ def _entry_data(entry: QueueEntry, position: int | None = None, reason: str | No
             "events": list(entry.events)}
 
 
-def _fresh_plan(api: KubeApi, entries: list[QueueEntry], snapshot: Snapshot | None = None) -> Plan:
+def _fresh_plan(api: KubeApi, entries: list[QueueEntry], cluster: DryCluster | None = None) -> Plan:
+    """What the next pass will do (the master's groups in it while a loop serves them), writing nothing."""
     from ..kube.lease import utcnow
     from ..kube.queue import QUEUED, RUNNING
-    from ..kube.scheduler import dry_plan
-    from ..kube.snapshot import read_snapshot
+    from ..kube.scheduler import dry_cluster, dry_plan
     from .live import effective_policy
 
     with output.spinner("reading the cluster"):
-        return dry_plan(snapshot if snapshot is not None else read_snapshot(api),
+        return dry_plan(cluster if cluster is not None else dry_cluster(api),
                         [e for e in entries if e.state in (QUEUED, RUNNING)],
                         effective_policy(api), now=utcnow(), namespace=api.namespace)
 
@@ -303,7 +303,7 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     """One experiment: where its pods run, or exactly why it waits and who is ahead of it."""
     from ..kube.kinds import PODS
     from ..kube.queue import QUEUED, QueueStore
-    from ..kube.snapshot import read_snapshot
+    from ..kube.scheduler import dry_cluster
     from ..scheduling import labels as L
     from ..scheduling.explain import describe
     from ..scheduling.occupancy import CellKind
@@ -315,8 +315,9 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     everything = store.entries()
     _sweep(api, everything)
     with output.spinner("reading the cluster"):
-        snapshot = read_snapshot(api)
-    plan = _fresh_plan(api, everything, snapshot)
+        cluster = dry_cluster(api)
+    snapshot = cluster.snapshot
+    plan = _fresh_plan(api, everything, cluster)
     rows = group_map(snapshot, entry.id, entry.group, plan)
     reason = plan.reason(entry.id) if entry.state == QUEUED else None
     data = _entry_data(entry, _queue_positions(plan).get(entry.id), describe(reason) if reason else None)

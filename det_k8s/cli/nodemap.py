@@ -22,6 +22,7 @@ from .options import OutputFormat
 if TYPE_CHECKING:
     from ..cluster.model import Snapshot
     from ..kube.api import KubeApi
+    from ..kube.scheduler import DryCluster
     from ..scheduling.model import Plan, PodGroup
     from ..scheduling.occupancy import OccupancyMap
     from ..settings import Settings
@@ -97,18 +98,20 @@ def _live_settings(api: KubeApi) -> Settings | None:
         return None
 
 
-def _reservation(api: KubeApi, snapshot: Snapshot) -> tuple[Plan | None, list[PodGroup]]:
-    """Nodes the starvation guard holds now for a waiting group of this namespace's queue, if any."""
+def _reservation(api: KubeApi, snapshot: Snapshot | DryCluster) -> tuple[Plan | None, list[PodGroup]]:
+    """Nodes the starvation guard holds now for a waiting group of this namespace's queue, if any (planned with
+    the master's groups while a loop serves them, as that loop's next pass plans)."""
     from ..kube.lease import utcnow
     from ..kube.queue import QUEUED, RUNNING, QueueStore
-    from ..kube.scheduler import dry_plan
+    from ..kube.scheduler import DryCluster, dry_plan
     from ..scheduling.model import Plan
     from ..scheduling.serialize import group_from_dict
     from .live import effective_policy
 
+    master = list(snapshot.master_queue) if isinstance(snapshot, DryCluster) else []
     try:
         entries = QueueStore(api, api.namespace).entries([QUEUED, RUNNING])
-        if not any(e.state == QUEUED for e in entries):
+        if not master and not any(e.state == QUEUED for e in entries):
             return None, []
         plan = dry_plan(snapshot, entries, effective_policy(api), now=utcnow(), namespace=api.namespace)
     except DetK8sError as exc:  # no right to read the queue: the map is still worth drawing
@@ -117,7 +120,7 @@ def _reservation(api: KubeApi, snapshot: Snapshot) -> tuple[Plan | None, list[Po
         return None, []
     if not plan.reservations:
         return None, []
-    queue = [group_from_dict(e.group) for e in entries if e.state == QUEUED]
+    queue = [group_from_dict(e.group) for e in entries if e.state == QUEUED] + master
     return Plan({}, {}, {}, reservations=plan.reservations), queue
 
 
@@ -136,14 +139,15 @@ def run_map(snapshot_file: Path | None, values: Sequence[str] | None, sets: Sequ
         if snapshot_file is not None:
             snapshot = load_snapshot(snapshot_file)
         else:
-            from ..kube.snapshot import read_snapshot
+            from ..kube.scheduler import dry_cluster
 
             api = current().connect()
             with output.spinner("reading the cluster"):
-                snapshot = read_snapshot(api)
+                cluster = dry_cluster(api)
+                snapshot = cluster.snapshot
                 if settings is None:
                     settings = _live_settings(api)
-                plan, queue = _reservation(api, snapshot)
+                plan, queue = _reservation(api, cluster)
         omap = occupancy(snapshot, settings, request, plan=plan, queue=queue)
     if request.selector and not omap.rows and not omap.without_slots:
         output.warning(f"no node matches the selector {request.selector!r}")

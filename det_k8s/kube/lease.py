@@ -100,6 +100,19 @@ class LeaseLocationConflict(DetK8sError):
     """Another det-k8s scheduler uses a Lease at another location: scheduling here could double-book GPUs."""
 
 
+def served_now(api: KubeApi, clock: Callable[[], datetime.datetime] | None = None) -> str:
+    """The scheduler name a `scheduler run` loop says in the Lease it serves now (SERVING, not expired), or ""
+    (no Lease, no loop, or the Lease cannot be read): whose pods the next pass will plan with the queue's."""
+    try:
+        found = api.get(LEASES, LEASE_NAME, lease_namespace())
+    except DetK8sError:
+        return ""
+    annotations = (found.get("metadata") or {}).get("annotations") or {}
+    name, _, until = str(annotations.get(SERVING) or "").partition(" until ")
+    moment = _parse(until)
+    return name if moment is not None and moment > (clock or utcnow)() else ""
+
+
 def lease_namespace() -> str:
     from ..names import check_namespace
 

@@ -33,7 +33,8 @@ from ..scheduling import labels as L
 from ..scheduling.explain import describe
 from ..scheduling.groups import pin
 from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS, FREE_REJECTIONS, Health, Verdict, charge, group_health, next_attempt
-from ..scheduling.model import Plan, PodGroup, Policy
+from ..scheduling.master import master_groups, planned_forms
+from ..scheduling.model import Plan, PodGroup, Policy, RunningGroup
 from ..scheduling.plan import running_in, schedule
 from ..scheduling.serialize import group_from_dict
 from .api import KubeApi
@@ -41,9 +42,10 @@ from .binder import Binder
 from .doomed import mark_failed, new_attempt, sweep_namespace, uncleared
 from .events import EventRecorder
 from .kinds import PODS, SERVICES
-from .lease import SchedulingLease, lease_namespace, utcnow
+from .lease import SchedulingLease, lease_namespace, served_now, utcnow
 from .master_pods import MasterPods
 from .queue import COMPLETED, FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueEntry, QueueStore
+from .snapshot import read_snapshot
 from .submit import GroupCreationFailed, create_group, delete_group
 from .watch import ClusterState, ClusterView, read_cluster
 
@@ -447,8 +449,33 @@ def _pinned(manifest: Mapping[str, Any], nodes: Mapping[str, str]) -> dict[str, 
     return {**manifest, "spec": pin(manifest.get("spec") or {}, nodes[name])}
 
 
-def dry_plan(snapshot: Snapshot, entries: Sequence[QueueEntry], policy: Policy,
+@dataclass(frozen=True)
+class DryCluster:
+    """The cluster as the next pass will see it: the snapshot and, while a `scheduler run` loop serves them (it
+    says so in the Lease), the master's groups it will plan with the queue's (ready ones queued, bound ones
+    running)."""
+
+    snapshot: Snapshot
+    master_queue: tuple[PodGroup, ...] = ()
+    master_running: tuple[RunningGroup, ...] = ()
+
+
+def dry_cluster(api: KubeApi) -> DryCluster:
+    """Read the cluster for a plan that writes nothing (list, describe, --dry-run, the map's reservation)."""
+    served = served_now(api)
+    if not served:
+        return DryCluster(read_snapshot(api))
+    state = read_cluster(api, served)
+    queue, running = planned_forms(master_groups(state.served, served))
+    return DryCluster(state.snapshot, tuple(queue), tuple(running))
+
+
+def dry_plan(snapshot: Snapshot | DryCluster, entries: Sequence[QueueEntry], policy: Policy,
              extra: Sequence[PodGroup] = (), *, now: datetime.datetime, namespace: str) -> Plan:
-    """The plan a pass in `namespace` would make at `now`, without writing anything (list, describe, --dry-run)."""
+    """The plan a pass in `namespace` would make at `now`, without writing anything (list, describe, --dry-run);
+    with a `DryCluster`, the master's groups a serving loop plans are in it, as in that loop's pass."""
+    cluster = snapshot if isinstance(snapshot, DryCluster) else DryCluster(snapshot)
     queue = [group_from_dict(e.group) for e in entries if e.state == QUEUED] + list(extra)
-    return schedule(snapshot, queue, policy, running_in(snapshot, namespace), now=now)
+    queue += cluster.master_queue
+    running = [*running_in(cluster.snapshot, namespace), *cluster.master_running]
+    return schedule(cluster.snapshot, queue, policy, running, now=now)

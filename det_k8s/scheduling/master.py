@@ -261,3 +261,20 @@ def as_running_group(group: MasterGroup) -> RunningGroup:
     started = min((p.started for p in group.bound if p.started), default="") or group.created
     return RunningGroup(group.id, group.name, group.user, group.priority, pods, started_at=started,
                         terminating=group.state is State.LEAVING, size=group.size, preemptible=group.trial)
+
+
+def planned_forms(groups: Iterable[MasterGroup]) -> tuple[list[PodGroup], list[RunningGroup]]:
+    """What the pass that serves these groups queues (ready groups, and pods beyond a smaller min-available) and
+    counts as running (bound groups); a partly bound group is neither, that pass tears it down. For plans made
+    without binding (`experiment list`, `describe`, `nodes map`), so that they answer as the next pass will."""
+    queue: list[PodGroup] = []
+    running: list[RunningGroup] = []
+    for group in groups:
+        if group.state is State.READY:
+            queue.append(as_pod_group(group))
+        elif group.state is not State.PARTIAL and group.bound:
+            running.append(as_running_group(group))
+            if group.extra is not None:
+                queue.append(as_pod_group(group.extra))
+    return queue, running
+
