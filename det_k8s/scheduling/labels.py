@@ -62,6 +62,27 @@ def is_managed(labels: Mapping[str, str]) -> bool:
     return labels.get(MANAGED_BY) == MANAGER and bool(labels.get(GROUP))
 
 
+_TRIAL = re.compile(r"exp-(\d+)-trial-(\d+)")
+
+
+def determined_task(pod: Pod) -> str | None:
+    """How a pod the Determined master created is known to its users (`exp 12 trial 34`, `command <id>`, else its
+    allocation), or None for any other pod (det-k8s's own never carry the `determined` label)."""
+    labels = pod.labels
+    allocation = labels.get(DETERMINED)
+    if allocation is None or is_managed(labels):
+        return None
+    experiment, trial = labels.get("determined.ai/experiment_id"), labels.get("determined.ai/trial_id")
+    if experiment and trial:
+        return f"exp {experiment} trial {trial}"
+    if match := _TRIAL.search(pod.name):
+        return f"exp {match[1]} trial {match[2]}"
+    task_type = labels.get("determined.ai/task_type")
+    if task_type:
+        return f"{task_type.lower()} {labels.get('determined.ai/task_id', '')}".strip()
+    return allocation
+
+
 def _int(text: str | None, default: int) -> int:
     try:
         return int(text) if text is not None else default

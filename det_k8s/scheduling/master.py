@@ -43,7 +43,7 @@ from typing import Any
 from ..cluster.model import GPU, Pod
 from ..cluster.read import pod_from_object
 from ..determined.versions import fact
-from .labels import is_managed
+from .labels import determined_task, is_managed
 from .model import PodGroup, PodRequest, RunningGroup, RunningPod
 
 DEFAULT_SCHEDULER_NAME = "coscheduler"
@@ -247,8 +247,13 @@ def as_pod_group(group: MasterGroup) -> PodGroup:
     # rules judge its pods against each other, and their claims are the claims of their namespace
     pods = tuple(PodRequest.from_pod(p.pod, rank) for rank, p in enumerate(group.pending))
     gpus = sum(p.requests.get(GPU, 0) for p in pods) // 1000
-    return PodGroup(group.id, group.name, group.user, group.priority, group.created, _micros(group.created), pods,
-                    slots=gpus)
+    return PodGroup(group.id, _known_as(group), group.user, group.priority, group.created, _micros(group.created),
+                    pods, slots=gpus)
+
+
+def _known_as(group: MasterGroup) -> str:
+    """How users know the task (`exp 12 trial 34`, as the map names it), for why-pending's "ahead" and "held by"."""
+    return (determined_task(group.pods[0].pod) if group.pods else None) or group.name
 
 
 def as_running_group(group: MasterGroup) -> RunningGroup:
@@ -259,7 +264,7 @@ def as_running_group(group: MasterGroup) -> RunningGroup:
     groups start when their pods are created."""
     pods = tuple(RunningPod(p.name, p.pod.node_name or "", p.pod.requests) for p in group.bound)
     started = min((p.started for p in group.bound if p.started), default="") or group.created
-    return RunningGroup(group.id, group.name, group.user, group.priority, pods, started_at=started,
+    return RunningGroup(group.id, _known_as(group), group.user, group.priority, pods, started_at=started,
                         terminating=group.state is State.LEAVING, size=group.size, preemptible=group.trial)
 
 

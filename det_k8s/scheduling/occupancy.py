@@ -43,7 +43,6 @@ POOL_LABELS = (  # --group-by's default: the first of these any node carries
     "karpenter.sh/nodepool", "node-pool", "nodepool", "topology.kubernetes.io/zone",
 )
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWYZ"  # no X: a lowercase x marks an evicted slot
-_TRIAL = re.compile(r"exp-(\d+)-trial-(\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,19 +296,6 @@ class _Draft:
     slots: int = 0
 
 
-def _determined_name(pod: Pod) -> str:
-    labels = pod.labels
-    experiment, trial = labels.get("determined.ai/experiment_id"), labels.get("determined.ai/trial_id")
-    if experiment and trial:
-        return f"exp {experiment} trial {trial}"
-    if match := _TRIAL.search(pod.name):
-        return f"exp {match[1]} trial {match[2]}"
-    task_type = labels.get("determined.ai/task_type")
-    if task_type:
-        return f"{task_type.lower()} {labels.get('determined.ai/task_id', '')}".strip()
-    return labels[L.DETERMINED]
-
-
 def _ident(labels: Mapping[str, str]) -> _Ident | None:
     """Which holder a pod belongs to: its det-k8s group, its Determined allocation, or none."""
     if L.is_managed(labels):
@@ -327,7 +313,7 @@ def _draft(pod: Pod, ident: _Ident) -> _Draft:
             priority = None
         return _Draft(L.MANAGER, ident[1], labels.get(L.EXPERIMENT, ident[1]), labels.get(L.USER, ""), priority,
                       pod.namespace)
-    return _Draft("determined", ident[1], _determined_name(pod), labels.get("determined.ai/user", ""),
+    return _Draft("determined", ident[1], L.determined_task(pod) or ident[1], labels.get("determined.ai/user", ""),
                   pod.priority, pod.namespace)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..cluster.model import Snapshot
 from .fit import SHOWN_NODES, Failure, Fitter, Limits, Nodes, Shape
-from .labels import EXPERIMENT, GROUP, is_managed
+from .labels import EXPERIMENT, GROUP, determined_task, is_managed
 from .model import PodGroup, Reason, ReasonCode
 from .reserve import Reservations
 
@@ -101,7 +101,9 @@ class Explainer:
     # -- waiting ---------------------------------------------------------------------------------
 
     def holders(self, resource: str) -> dict[str, list[tuple[tuple[str, str], int]]]:
-        """Per node, who holds `resource`: ("group", experiment) for det-k8s groups, ("pods", namespace) for others."""
+        """Per node, who holds `resource`: ("group", experiment) for det-k8s groups, ("task", `exp 3 trial 1`) for
+        the Determined master's tasks (running groups too, in a pass that serves them), ("pods", namespace) for
+        others."""
         found = self._holders.get(resource)
         if found is None:
             per_node: dict[str, dict[tuple[str, str], int]] = {}
@@ -110,7 +112,11 @@ class Explainer:
                 if amount <= 0 or not pod.active:
                     continue
                 labels = pod.labels
-                who = ("group", labels.get(EXPERIMENT) or labels[GROUP]) if is_managed(labels) else ("pods", pod.namespace)
+                if is_managed(labels):
+                    who = ("group", labels.get(EXPERIMENT) or labels[GROUP])
+                else:
+                    task = determined_task(pod)
+                    who = ("task", task) if task is not None else ("pods", pod.namespace)
                 bucket = per_node.setdefault(pod.node or "", {})
                 bucket[who] = bucket.get(who, 0) + amount
             found = self._holders[resource] = {node: list(items.items()) for node, items in per_node.items()}

@@ -162,3 +162,20 @@ def test_det_k8s_pods_naming_the_served_scheduler_are_never_taken_for_the_master
     (ours,) = [p for p in cluster.api.items("pods") if p["metadata"]["name"].startswith("exp-a")]
     assert not ours["spec"].get("nodeName") and not (ours.get("status") or {}).get("conditions")
     assert not [e for e in cluster.api.items("events") if e["involvedObject"]["name"] == ours["metadata"]["name"]]
+
+
+def test_why_pending_names_the_masters_trials_that_hold_the_gpus(cluster):
+    """A group waiting behind the master's bound trials is told which trials hold the GPUs, as the map names them
+    (and as det-k8s's own groups are named), not "pods in default"."""
+    from tests.kube.test_live_scheduler import submit as submit_experiment
+
+    cluster.api.put(node("gpu-0", gpus=4))
+    create_task(cluster.connect(), master_task("0.38.1", experiment=7, trial=3, slots_per_trial=4, priority=80))
+    create_task(cluster.connect(), master_task("0.26.2", experiment=8, trial=5, slots_per_trial=4, priority=70))
+    run_pass(cluster)
+    submit_experiment(cluster, "aaaa0001", 4, 1, priority=20)
+    report = run_pass(cluster)
+    assert "held by exp 7 trial 3 4" in report.waiting["aaaa0001"], report.waiting
+    (trial,) = [why for gid, why in report.waiting.items() if "exp8trial5" in gid]
+    assert "held by exp 7 trial 3 4" in trial and "pods in default" not in trial
+    assert "1 group ahead: exp 8 trial 5" in report.waiting["aaaa0001"]
