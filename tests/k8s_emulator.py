@@ -466,8 +466,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
                 self._record("MODIFIED", key, obj, before)
             return obj
         del self.objects[key]
-        self._record_deleted(key, obj)
-        return obj
+        return self._record_deleted(key, obj)
 
     def _collect_dependents(self, uid: str | None, policy: str) -> None:
         """The garbage collector: dependents of a deleted owner go (Background, Foreground) or lose the reference
@@ -548,10 +547,11 @@ class ApiEmulator(kmock.KubernetesScaffold):
             del self._history[:drop]
             self._history_base += drop
 
-    def _record_deleted(self, key: Key, obj: dict[str, Any]) -> None:
+    def _record_deleted(self, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
         gone = copy.deepcopy(obj)
         gone["metadata"]["resourceVersion"] = str(next(self._rv))  # the deletion's own revision
         self._record("DELETED", key, gone, obj)
+        return gone  # what DELETE answers: etcd3's store decodes the object at the deletion's revision
 
     def _invalid(self, plural: str, obj: Mapping[str, Any]) -> aiohttp.web.Response | None:
         """422 Invalid when the object breaks the Kubernetes OpenAPI schema (or a rule the server adds)."""

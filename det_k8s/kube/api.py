@@ -46,6 +46,9 @@ class KubeApi:
     _credential: Credential | None = None  # from the context's exec plugin, which det-k8s runs itself
     _renew: Callable[[], Credential] | None = None
     _version: dict[str, Any] | None = field(default=None, repr=False)  # /version, asked once
+    # Told of every write (any method but GET): (method, path, the answer, or None when it failed). A pass
+    # without a watch uses it to leave a precise fence (kube/scheduler.py). Not copied by clone().
+    observe_writes: Callable[[str, str, Any], None] | None = field(default=None, repr=False)
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None,
@@ -133,6 +136,20 @@ class KubeApi:
     def request(self, method: str, path: str, *, query: Sequence[tuple[str, Any]] = (), body: Any = None,
                 content_type: str = "application/json", what: str = "", raw: bool = False) -> Any:
         """One HTTP request through the official client; JSON (or text with raw=True) back."""
+        observer = self.observe_writes if method != "GET" else None
+        if observer is None:
+            return self._request(method, path, query=query, body=body, content_type=content_type, what=what, raw=raw)
+        try:
+            answer = self._request(method, path, query=query, body=body, content_type=content_type, what=what,
+                                   raw=raw)
+        except BaseException:
+            observer(method, path, None)
+            raise
+        observer(method, path, answer)
+        return answer
+
+    def _request(self, method: str, path: str, *, query: Sequence[tuple[str, Any]], body: Any,
+                 content_type: str, what: str, raw: bool) -> Any:
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import (
             ConnectTimeoutError,

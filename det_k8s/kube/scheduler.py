@@ -12,14 +12,18 @@ and the Lease makes sure two clients never plan at the same time.
 With `serve` (the scheduler name the Determined master puts in its task pods), the master's pods
 join the same pass (`master_pods.py`): its ready groups are queued with det-k8s's own, its bound
 ones count as running groups, and the plan is carried out by binding them (`binder.py`). With a
-`view` (`watch.py`), the pass reads the cluster from a watch instead of listing it; the Lease then
-carries a fence (the newest pod revision this pass's writes are within) so that the next holder's
-view first catches up with them.
+`view` (`watch.py`), the pass reads the cluster from a watch instead of listing it. Every pass that
+wrote pods leaves a fence in the Lease (the newest pod revision its writes are within) so that the
+next holder's view first catches up with them: a loop's, once its watch confirmed them; a pass
+without a view (`experiment create`, `--once`), the revision its own pod writes answered with, so the
+loop's watch reaches it at once (the cluster's current revision only when a write's revision is not
+known: a binding, a failed write).
 """
 
 from __future__ import annotations
 
 import datetime
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -50,6 +54,7 @@ from .submit import GroupCreationFailed, create_group, delete_group
 from .watch import ClusterState, ClusterView, read_cluster
 
 Log = Callable[[str], None]
+_POD_PATH = re.compile(r"^/api/v1/namespaces/[^/]+/pods(?:/|$)")
 
 
 @dataclass
@@ -89,6 +94,7 @@ class LiveScheduler:
     _binder: Binder | None = field(default=None, repr=False)
     _renewed: float = field(default=0.0, repr=False)
     _wrote_pods: bool = field(default=False, repr=False)
+    _pod_writes: list[str] = field(default_factory=list, repr=False)  # without a view: revisions of pod writes
     _empty_queue_at: int = field(default=-1, repr=False)  # the view's queue_changes when the queue was last empty
 
     @property
@@ -118,13 +124,28 @@ class LiveScheduler:
             self._held = lease
             self._renewed = time.monotonic()
             self._wrote_pods = False
+            self._pod_writes = []
+            observed = self.view is None and self.api.observe_writes is None
+            if observed:
+                self.api.observe_writes = self._observe
             try:
                 if self.view is not None:  # caught up with the previous holder's writes, or listed afresh
                     self.view.catch_up(lease.previous_fence)
                 return self._pass()
             finally:
+                if observed:
+                    self.api.observe_writes = None
                 self._held = None
                 lease.fence = self._fence()
+
+    def _observe(self, method: str, path: str, answer: object) -> None:
+        """A write of this pass (without a view): the revision a pod write left, or "?" when it is not known (a
+        binding answers with a Status, a failed write may still land)."""
+        if not _POD_PATH.match(path):
+            return
+        meta = answer.get("metadata") if isinstance(answer, Mapping) and answer.get("kind") == "Pod" else None
+        version = str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
+        self._pod_writes.append(version if version.isdigit() else "?")  # (list.append: safe from the binder's threads)
 
     def _fence(self) -> str:
         """The newest pod revision this pass's writes are within, for the next holder (see the module docstring)."""
@@ -133,7 +154,13 @@ class LiveScheduler:
         try:
             if self.view is not None:
                 return self.view.settled_version()
-            # an empty list's resourceVersion: the current revision, newer than every write of this pass
+            writes = list(self._pod_writes)
+            if not writes:
+                return ""  # no pod written (queue entries only): nothing the next holder's view must wait for
+            if "?" not in writes:  # the newest pod revision written: the next holder's watch delivers exactly it
+                return str(max(int(version) for version in writes))
+            # an empty list's resourceVersion: the current revision, newer than every write of this pass (only a
+            # bookmark or a later pod event reaches it, or the next holder lists its pods again)
             return self.api.list_page(PODS, all_namespaces=True, field_selector="metadata.name=det-k8s-fence")[1]
         except DetK8sError:
             return ""

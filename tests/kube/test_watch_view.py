@@ -103,3 +103,33 @@ def test_catching_up_with_a_fence_waits_for_the_watch_or_lists_again(cluster, vi
     cluster.api.put(pod("later", node_name="gpu-1", requests={"cpu": "1"}))
     assert view.catch_up(cluster.api.get("pods", "later")["metadata"]["resourceVersion"], timeout=20)
     assert "later" in names(view)
+
+
+def test_a_loop_is_not_sent_to_list_every_pod_again_after_another_clients_pass_created_pods(cluster):
+    """`experiment create` (a pass without a view) leaves a fence for the loop: the revision of its own pod writes.
+    The loop's watch delivers exactly those, so it catches up without listing 30,000 pods again (a global revision
+    newer than every pod event was only reached by a bookmark, a minute later on a real API server, or a relist)."""
+    from det_k8s.kube.scheduler import LiveScheduler
+    from det_k8s.scheduling.model import Policy
+    from tests.kube.test_live_scheduler import submit
+
+    cluster.api.bookmark_interval = 3600
+    cluster.api.put(node("gpu-0", gpus=4))
+    api = cluster.connect()
+    view = ClusterView(api.clone(), "coscheduler", queue_namespace="default").start()
+    try:
+        assert view.wait_synced()
+        loop = LiveScheduler(api, "default", Policy(), "loop", serve="coscheduler", view=view)
+        loop.run_pass()
+        submit(cluster, "aaaa0001", 4, 1)
+        created = LiveScheduler(cluster.connect(), "default", Policy(), "someone").run_pass()
+        assert list(created.placed) == ["aaaa0001"]
+        loop.run_pass()
+        assert view.stats.lists["pods"] == 1  # caught up from the watch, not listed again
+        trial = create_task(cluster.connect(), master_task("0.38.1", slots_per_trial=4, priority=90))
+        report = loop.run_pass()
+        assert report.placed == {} and all(not p["spec"].get("nodeName") for p in cluster.api.items("pods")
+                                           if p["metadata"]["name"] in trial.names)  # it saw the pinned pod
+    finally:
+        view.stop()
+        cluster.api.expire_watches()  # end the quiet watches now, not at their next bookmark
