@@ -462,6 +462,7 @@ class Volume:
     claim: tuple[str, str] | None = None  # spec.claimRef (namespace, name)
     capacity: int = 0  # storage, milli-bytes
     access_modes: tuple[str, ...] = ()
+    attacher: str = ""  # a volume attached to its node (CSI driver, in-tree disk type): counts to a per-node limit
 
 
 @dataclass(frozen=True, slots=True)

@@ -479,14 +479,21 @@ def volume_from_object(obj: Mapping[str, Any]) -> Volume:
     name = str(meta.get("name") or "")
     required = (spec.get("nodeAffinity") or {}).get("required")
     ref = spec.get("claimRef")
+    csi = spec.get("csi")
+    attacher = (str(csi.get("driver") or "csi") if isinstance(csi, Mapping)
+                else next((kind for kind in IN_TREE_ATTACHED if spec.get(kind)), ""))
     return Volume(
         name=name, node_terms=node_terms(required) if isinstance(required, Mapping) else (),
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
         storage_class=str(spec.get("storageClassName") or ""), phase=str(status.get("phase") or "Available"),
         claim=(str(ref.get("namespace") or ""), str(ref.get("name") or "")) if isinstance(ref, Mapping) else None,
         capacity=_storage_bytes(spec.get("capacity"), f"persistentvolume {name}"),
-        access_modes=tuple(map(str, spec.get("accessModes") or ())),
+        access_modes=tuple(map(str, spec.get("accessModes") or ())), attacher=attacher,
     )
+
+
+# in-tree volume types kube-scheduler's NodeVolumeLimits counts against a node's attach limit (CSI-migrated)
+IN_TREE_ATTACHED = ("awsElasticBlockStore", "gcePersistentDisk", "azureDisk", "cinder")
 
 
 def storage_class_from_object(obj: Mapping[str, Any]) -> StorageClass:

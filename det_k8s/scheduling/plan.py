@@ -159,6 +159,8 @@ class _Pass:
                 self.warnings[f"{where}: {what} not modelled; kube-scheduler may refuse or delay the placement"] = None
             for what in shape.volumes.unknown:
                 self.warnings[f"{where}: {what}, so where its volume can be used is not checked"] = None
+            for what in shape.volumes.unchecked:
+                self.warnings[f"{where}: {what} not modelled; kube-scheduler may refuse or delay the placement"] = None
             for term in shape.constraints.affinity + shape.constraints.anti_affinity:
                 chooser = term.namespace_selector
                 if chooser is not None and not chooser.empty and not self.snapshot.namespaces:

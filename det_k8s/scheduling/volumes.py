@@ -16,7 +16,9 @@ class decides as for an unbound claim. What the snapshot does not hold (it lists
 or classes) is not guessed: the rule says so in `unknown`, and planning warns.
 
 Not modelled (kube-scheduler checks them too): CSI storage capacity tracking (CSIStorageCapacity)
-and per-node volume attach limits (NodeVolumeLimits, from CSINode).
+and per-node volume attach limits (NodeVolumeLimits, from CSINode). A rule names them in `unchecked`
+for a pod that mounts an attachable volume (CSI, or an in-tree cloud disk) or one its class
+provisions when the pod is scheduled, and planning warns: never silently.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class VolumeRule:
     checks: tuple[Check, ...] = ()
     waiting: str = ""  # non-empty: the pod cannot be placed anywhere until this changes
     unknown: tuple[str, ...] = ()
+    unchecked: tuple[str, ...] = ()  # filters kube-scheduler applies to these volumes that det-k8s does not model
 
     def cause(self, node: Node) -> str | None:
         for cause, test in self.checks:
@@ -78,6 +81,11 @@ def _zone_test(volume: Volume) -> Callable[[Node], bool] | None:
                 return False
         return True
     return test
+
+
+def _provisioned(what: str, klass: StorageClass) -> str:
+    return (f"{what}: whether class {klass.name} has the capacity to provision it on the node (CSIStorageCapacity) "
+            "and the per-node attach limit of its driver (NodeVolumeLimits)")
 
 
 class Storage:
@@ -117,6 +125,7 @@ class Storage:
                resolved: Sequence[tuple[str, Claim | None, VolumeClaim]], pod: str) -> VolumeRule:
         checks: list[Check] = []
         unknown: list[str] = []
+        unchecked: list[str] = []
         for name, claim, wanted in resolved:
             if claim is None and wanted.ephemeral:
                 klass = self._class(wanted.storage_class)
@@ -128,9 +137,11 @@ class Storage:
                                    "wherever its provisioner chooses")
                 elif klass.provisioner == NO_PROVISIONER:
                     checks.append(self._static(what, None, klass, 0, ("ReadWriteOnce",)))
-                elif klass.allowed_topologies:
-                    checks.append((f"{what}: allowed topologies of class {klass.name}",
-                                   _any_term(klass.allowed_topologies)))
+                else:
+                    unchecked.append(_provisioned(what, klass))
+                    if klass.allowed_topologies:
+                        checks.append((f"{what}: allowed topologies of class {klass.name}",
+                                       _any_term(klass.allowed_topologies)))
                 continue
             what = f"persistentvolumeclaim {name}"
             if claim is None:
@@ -157,10 +168,13 @@ class Storage:
                 zone = _zone_test(volume)
                 if zone is not None:
                     checks.append((f"volume zone ({name})", zone))
+                if volume.attacher:
+                    unchecked.append(f"{what}: the per-node attach limit of {volume.attacher} (NodeVolumeLimits)")
                 continue
             if claim.selected_node:
                 checks.append((f"volume being provisioned on {claim.selected_node} ({name})",
                                _on_node(claim.selected_node)))
+                unchecked.append(f"{what}: the per-node attach limit of its driver (NodeVolumeLimits)")
                 continue
             klass = self._class(claim.storage_class)
             if claim.storage_class == "" or (klass is not None and klass.binding_mode != "WaitForFirstConsumer"):
@@ -177,9 +191,11 @@ class Storage:
                                    "does not list")
                     continue
                 checks.append(self._static(what, claim, klass, claim.request, claim.access_modes))
-            elif klass.allowed_topologies:
+                continue
+            unchecked.append(_provisioned(what, klass))
+            if klass.allowed_topologies:
                 checks.append((f"allowed topologies of class {klass.name} ({name})", _any_term(klass.allowed_topologies)))
-        return VolumeRule(key, tuple(checks), "", tuple(unknown))
+        return VolumeRule(key, tuple(checks), "", tuple(unknown), tuple(unchecked))
 
     def _class(self, name: str | None) -> StorageClass | None:
         if name is None:

@@ -320,3 +320,38 @@ def test_with_strict_order_a_group_waiting_for_its_volume_holds_the_queue():
     strict = plan(objects, groups, Policy(backfill=False))
     assert strict.waiting["next"].code is ReasonCode.STRICT_ORDER and "next" not in strict.placements
     assert "next" in plan(objects, groups).placements
+
+
+def test_volume_attach_limits_and_csi_capacity_are_warnings_naming_the_pod():
+    """kube-scheduler's NodeVolumeLimits (the CSINode's attach limit per driver) and CSIStorageCapacity filters are
+    not modelled: a pod that mounts an attachable volume, or one its class provisions when the pod is scheduled,
+    is planned with a warning saying so, never silently. Volumes that attach nowhere (local, NFS) warn nothing."""
+    zone = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": HOST, "operator": "In", "values": ["n0"]}]}]}}
+    objects = [node("n0", 4), *volume_objects(),
+               {"kind": "StorageClass", "metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com",
+                "volumeBindingMode": "WaitForFirstConsumer"},
+               {"kind": "PersistentVolume", "metadata": {"name": "pv-ebs"},
+                "spec": {"capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "fast",
+                         "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0a1b"}, "nodeAffinity": zone,
+                         "claimRef": {"namespace": "research", "name": "ebs"}}, "status": {"phase": "Bound"}},
+               {"kind": "PersistentVolume", "metadata": {"name": "pv-nfs"},
+                "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                         "nfs": {"server": "nfs.example.com", "path": "/data"},
+                         "claimRef": {"namespace": "research", "name": "shared"}}, "status": {"phase": "Bound"}},
+               *({"kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": "research"},
+                  "spec": {"storageClassName": klass, "accessModes": ["ReadWriteOnce"], "volumeName": volume,
+                           "resources": {"requests": {"storage": "10Gi"}}}, "status": {"phase": phase}}
+                 for name, klass, volume, phase in (("ebs", "fast", "pv-ebs", "Bound"), ("shared", "", "pv-nfs", "Bound"),
+                                                    ("fresh", "gp3", None, "Pending")))]
+    mounts = {"e": "ebs", "s": "shared", "f": "fresh"}
+    groups = {name: queued(name, 1, spec(1, volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]))
+              for name, claim in mounts.items()}
+    result = plan(objects, groups, NO_TOPOLOGY)
+    assert result.warnings == (
+        "e: pod e-0: persistentvolumeclaim ebs: the per-node attach limit of ebs.csi.aws.com (NodeVolumeLimits) "
+        "not modelled; kube-scheduler may refuse or delay the placement",
+        "f: pod f-0: persistentvolumeclaim fresh: whether class gp3 has the capacity to provision it on the node "
+        "(CSIStorageCapacity) and the per-node attach limit of its driver (NodeVolumeLimits) not modelled; "
+        "kube-scheduler may refuse or delay the placement")
+    assert nodes_of(result, "e") == ["n0"] and nodes_of(result, "s") == ["n0"] and nodes_of(result, "f") == ["n0"]
