@@ -80,7 +80,7 @@ def validate(
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Report every problem in the settings at once: errors exit 1, warnings alone exit 0."""
-    from ..settings.node_rules import check_nodes
+    from ..settings.node_rules import check_nodes, without_pods
     from ..settings.podspec import checking_against, recheck_settings
 
     checked = pod_spec_version(kube_version)
@@ -108,6 +108,9 @@ def validate(
                     node_list, pod_list = read_nodes(api), ()
             problems.extend(recheck_settings(loaded.values, loaded.sources, checked, cluster))
         problems.extend(check_nodes(loaded.settings(), node_list, loaded.sources, origin, pod_list))
+        unread = without_pods(loaded.settings(), loaded.sources, origin) if node_list and not pod_list else None
+        if unread is not None:
+            problems.append(unread)
     elif nodes is not None or live:
         output.message("node checks skipped: fix the errors first")
     errors = [p for p in problems if p.is_error or strict]

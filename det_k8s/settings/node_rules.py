@@ -62,6 +62,32 @@ def taken_cpu(nodes: Sequence[Node], pods: Sequence[Pod]) -> dict[str, Taken]:
     return out
 
 
+def without_pods(settings: Settings, sources: SourceMap, origin: str) -> Problem | None:
+    """On a CPU-slot cluster, a warning that nodes read without their pods (a `kubectl get nodes` file, or pods
+    that may not be listed) make the slot check's room an upper bound; GPU checks do not depend on pods."""
+    if settings.slot_type != "cpu" or not settings.cpu_per_slot:
+        return None
+    path = ("slotResourceRequests", "cpu")
+    return Problem(Severity.WARNING, format_path(path),
+                   f"{origin}: no pods were read, so each node's whole allocatable CPU counts as room for CPU slots; "
+                   "DaemonSet and determined-system pods take some of it",
+                   "take the file with `kubectl get nodes,pods -A -o json` (or give validate a context to read the "
+                   "cluster) to check the room that is really left", sources.find(path))
+
+
+def admitted_task_constraints(settings: Settings, nodes: Sequence[Node], pods: Sequence[Pod] = ()) -> Constraints:
+    """Task pods' constraints once the API server admitted them: a GPU task pod gets the ExtendedResourceToleration
+    plugin's `nvidia.com/gpu` toleration where the cluster runs it (decided as planning decides it,
+    `scheduling.admission.detect`; GKE and EKS taint GPU nodes with that name and rely on it)."""
+    from ..cluster.model import GPU, Snapshot
+    from ..scheduling.admission import detect
+
+    constraints = task_constraints(settings)
+    if settings.slot_type == "cpu":
+        return constraints
+    return detect(Snapshot(tuple(nodes), tuple(pods))).admit(constraints, (GPU,))
+
+
 def task_constraints(settings: Settings) -> Constraints:
     """Where task pods may go, from the default pod spec of the slot type."""
     spec = settings.task_defaults.gpu_pod_spec if settings.slot_type != "cpu" else settings.task_defaults.cpu_pod_spec
@@ -107,7 +133,7 @@ def check_nodes(settings: Settings, nodes: Sequence[Node], sources: SourceMap, o
     def add(severity: Severity, path: tuple[str, ...], message: str, hint: str | None = None) -> None:
         problems.append(Problem(severity, format_path(path), message, hint, sources.find(path)))
 
-    usable, excluded = eligible_nodes(nodes, task_constraints(settings))
+    usable, excluded = eligible_nodes(nodes, admitted_task_constraints(settings, nodes, pods))
     if not nodes:
         add(Severity.ERROR, (), f"{origin} lists no nodes, so the node checks cannot run",
             "take it with `kubectl get nodes -o yaml`, or pass --kube-context to read the cluster's nodes")

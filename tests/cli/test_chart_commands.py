@@ -232,3 +232,42 @@ def test_validate_against_an_empty_node_list_fails(run_cli, tmp_path):
     empty.write_text("apiVersion: v1\nkind: List\nitems: []\n")
     result = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--nodes", empty)
     assert result.code == 1 and f"error: {empty}: no Node objects in it; nothing can be checked" in result.err
+
+
+CLOUDS = example("gpu-cluster.yaml").parents[1] / "tests" / "data" / "clouds"
+
+
+def test_validate_against_a_clouds_gpu_nodes_counts_the_toleration_admission_adds(run_cli, tmp_path):
+    """GKE and EKS taint GPU nodes with `nvidia.com/gpu` and their admission gives GPU pods the toleration (issue
+    12's detection, as plan and the map decide it): the GPU checks run on those nodes, they are not 'no usable
+    node offers nvidia.com/gpu'. A maxSlotsPerPod that does not divide their 8 GPUs is the error it is."""
+    settings = tmp_path / "s.yaml"
+    settings.write_text("maxSlotsPerPod: 3\ncheckpointStorage: {type: s3, bucket: b}\n")
+    for cloud in ("gke", "eks"):
+        result = run_cli("validate", "-f", settings, "--nodes", CLOUDS / f"{cloud}.yaml")
+        assert result.code == 1 and "maxSlotsPerPod: 3 does not divide the GPUs of" in result.out, result.out
+        assert "no usable node" not in result.out + result.err
+        settings.write_text("maxSlotsPerPod: 8\ncheckpointStorage: {type: s3, bucket: b}\n")
+        assert run_cli("validate", "-f", settings, "--nodes", CLOUDS / f"{cloud}.yaml").code == 0
+        settings.write_text("maxSlotsPerPod: 3\ncheckpointStorage: {type: s3, bucket: b}\n")
+
+
+def test_validate_warns_that_a_nodes_only_file_overstates_the_room_for_cpu_slots(run_cli, tmp_path):
+    """On a CPU-slot cluster the slot check subtracts DaemonSet and determined-system pods' CPU: a file without pods
+    (`kubectl get nodes`) makes every node look roomier than it is, so validate says so. GPU checks do not depend
+    on pods (the GPUs per node), so a nodes-only file is all they need and nothing is said."""
+    cpu = run_cli("validate", "-f", example("cpu-azure.yaml"), "--nodes", example("nodes-cpu.yaml"))
+    assert cpu.code == 0 and "no pods were read" in cpu.out and "kubectl get nodes,pods -A -o json" in cpu.out
+    gpu = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--nodes", example("nodes-mixed-gpu.yaml"))
+    assert gpu.code == 0 and "no pods" not in gpu.out + gpu.err
+    with_pods = tmp_path / "cluster.yaml"
+    nodes = yaml.safe_load(example("nodes-cpu.yaml").read_text())
+    nodes["items"].append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kube-proxy-x", "namespace":
+                           "kube-system", "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name":
+                                                               "kube-proxy", "uid": "1", "controller": True}]},
+                           "spec": {"containers": [{"name": "p", "image": "x", "resources": {"requests": {"cpu":
+                                                                                                           "100m"}}}]},
+                           "status": {"phase": "Running"}})
+    with_pods.write_text(yaml.safe_dump(nodes))
+    listed = run_cli("validate", "-f", example("cpu-azure.yaml"), "--nodes", with_pods)
+    assert listed.code == 0 and "no pods were read" not in listed.out
