@@ -120,6 +120,8 @@ class _Pass:
         returning += [g for g in self.running if g.terminating and g.id not in known
                       and not any(pod.node in unready for pod in g.pods)]
         self.evictions = Evictions(self.fitter, self.running, returning)
+        self._leaving_or_lower = (*returning, *(g for g in self.running if g.id not in known))
+        self._pods_named: dict[str, list[Pod]] | None = None
         self.decided: list[str] = []
         self.queued: list[PodGroup] = []  # waiting groups, in order: "who is ahead of me"
         self.reservation = Reservations(snapshot, self.running, self.fitter)
@@ -321,11 +323,11 @@ class _Pass:
         outcome = ""
         if code in (ReasonCode.INSUFFICIENT, ReasonCode.TOPOLOGY, ReasonCode.RESERVING,
                     ReasonCode.BEHIND_RESERVATION):
-            if self.policy.preemption and self.enabling(shapes):
+            if self.policy.preemption and self.enabling(shapes, group.priority):
                 outcome = "not-for-pod-rules"
             elif self.policy.preemption:
                 outcome = "not-enough" if preemptible else "none-lower"
-            elif preemptible and not self.enabling(shapes):
+            elif preemptible and not self.enabling(shapes, group.priority):
                 # capacity and candidates only shrink in a pass: a "no" stays a no, a "yes" holds while nothing changed
                 memo = (shapes[0].klass, tuple((s.demand, s.pods) for s in shapes), group.priority)
                 would_start = self._would_start.get(memo + (self.capacity.version,), self._would_start.get(memo))
@@ -338,13 +340,33 @@ class _Pass:
             preemptible=preemptible, would_start=would_start, detail=detail, failure=failure,
             preemption=outcome, topology_key=self.policy.topology_key if self.fitter.topology_applies(shapes) else "")
 
-    @staticmethod
-    def enabling(shapes: Sequence[Shape]) -> bool:
-        """Pod affinity or spread: rules judged against pods that victims' departure would change."""
-        return any(m.constraints.affinity or m.constraints.spread for shape in shapes for m in shape.members)
+    def enabling(self, shapes: Sequence[Shape], priority: int) -> bool:
+        """Pod affinity or spread whose judgement victims' departure would change: a term or spread selector
+        matching a pod of a group that could be evicted for it (lower priority) or is leaving anyway. Rules that
+        select only the group's own pods, or pods that stay, are judged the same before and after."""
+        members = [m for shape in shapes for m in shape.members]
+        affinity = [term for m in members for term in m.constraints.affinity]
+        spread = [(c, m.namespace or "default") for m in members for c in m.constraints.spread]
+        if not affinity and not spread:
+            return False
+        if self._pods_named is None:
+            self._pods_named = {}
+            for pod in self.snapshot.pods:
+                self._pods_named.setdefault(pod.name, []).append(pod)
+        namespaces = self.snapshot.namespaces
+        for running in self._leaving_or_lower:
+            if running.priority >= priority and not running.terminating:
+                continue
+            for member in running.pods:
+                for pod in self._pods_named.get(member.name, ()):
+                    if any(term.matches(pod.labels, pod.namespace, namespaces) for term in affinity):
+                        return True
+                    if any(pod.namespace == ns and c.selector.matches(pod.labels) for c, ns in spread):
+                        return True
+        return False
 
     def try_preempt(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
-        if self.enabling(shapes):
+        if self.enabling(shapes, group.priority):
             return False  # its rules would be judged without the victims: not modelled, it waits instead
         self.fitter.counting = False
         try:

@@ -355,3 +355,31 @@ def test_volume_attach_limits_and_csi_capacity_are_warnings_naming_the_pod():
         "(CSIStorageCapacity) and the per-node attach limit of its driver (NodeVolumeLimits) not modelled; "
         "kube-scheduler may refuse or delay the placement")
     assert nodes_of(result, "e") == ["n0"] and nodes_of(result, "s") == ["n0"] and nodes_of(result, "f") == ["n0"]
+
+
+def test_a_group_whose_spread_and_affinity_select_only_its_own_pods_is_placed_by_preemption():
+    """Spread and affinity are not judged with victims gone, so such a group was never placed by preemption, and a
+    high-priority trial spread one pod per node (matchLabelKeys on its own group) starved behind low-priority work.
+    When no candidate victim's pod matches its selectors, evicting victims cannot change what the rules say:
+    it is placed by preemption like any group. A rule that selects a victim's pods still keeps it waiting."""
+    own = {"labelSelector": {}, "matchLabelKeys": ["det-k8s.io/group"]}
+    body = spec(4, topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "DoNotSchedule",
+                                               **own}],
+                affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {**own, "topologyKey": "topology.kubernetes.io/region"}]}})
+    region = {"topology.kubernetes.io/region": "r1"}
+    objects = [node("n0", 4, labels=region), node("n1", 4, labels=region),
+               *running("low-a", ["n0"], gpus=4, priority=10), *running("low-b", ["n1"], gpus=4, priority=20)]
+    result = plan(objects, {"hi": queued("hi", 2, body, priority=90)}, Policy(preemption=True))
+    assert sorted(result.victims) == ["low-a", "low-b"] and sorted(nodes_of(result, "hi")) == ["n0", "n1"]
+    survivors = [o for o in objects if (o.get("metadata") or {}).get("labels", {}).get("det-k8s.io/group")
+                 not in result.victims]
+    kube_cluster = kube.Cluster(survivors)
+    for pod_object, where in zip(queued("hi", 2, body, priority=90), nodes_of(result, "hi"), strict=True):
+        assert kube_cluster.refusal(pod_object, where) is None
+        kube_cluster.add(pod_object, where)
+    # a spread whose selector also counts the victims' pods: not judged with them gone, so it waits
+    theirs = spec(4, topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "DoNotSchedule",
+                                                 "labelSelector": {"matchLabels": {"det-k8s.io/user": "bob"}}}])
+    waiting = plan(objects, {"hi": queued("hi", 2, theirs, priority=90)}, Policy(preemption=True))
+    assert waiting.victims == () and "hi" in waiting.waiting
