@@ -1,0 +1,111 @@
+"""Hostile input on the surfaces built beside issue 14 (review 3): each reproduction failed before its fix.
+
+URLs for `-f`, searches in experiment files, the GPU map, helm's `history`/`get manifest`/`get values` output of
+another shape, the scheduler's manifest and names. Every case ends as the README documents: one `error:` line
+naming what is wrong, exit 1 (2 for usage), never a traceback, an `internal error` or a hang.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import example
+
+GPU = example("gpu-cluster.yaml")
+SNAPSHOT = example("snapshots") / "three-4gpu-nodes.yaml"
+
+
+def one_error(result, code: int = 1) -> str:
+    """The single `error:` line of a failed command (no traceback, no internal error)."""
+    assert result.code == code, (result.code, result.out[-2000:], result.err[-2000:])
+    text = result.out + result.err
+    assert "internal error" not in text and "Traceback" not in text, text[-2000:]
+    errors = [line for line in result.err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.err
+    return errors[0]
+
+
+# -- `-f https://...` ----------------------------------------------------------------------------------------
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path == "/loop":
+            self._redirect("/loop")
+        elif self.path == "/nowhere":
+            self.send_response(302)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path == "/drip":  # a byte at a time, each well within the read timeout, forever
+            self.send_response(200)
+            self.send_header("Content-Length", str(2**20))
+            self.end_headers()
+            try:
+                for _ in range(600):
+                    self.wfile.write(b"#")
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:
+                pass
+        elif self.path == "/garbage":
+            self.wfile.write(b"NOT HTTP AT ALL\r\n\r\n")
+        else:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    def _redirect(self, where: str) -> None:
+        self.send_response(302)
+        self.send_header("Location", where)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hostile_web() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize(("url", "secret", "expected"), [
+    ("https://admin:My Secret@127.0.0.1:9/site.yaml", "My Secret", "error: https://***@127.0.0.1:9/site.yaml: not a "
+     "valid URL: it holds a space or a control character"),
+    ("https://127.0.0.1:9/site.yaml?sig=abc def", "abc", "error: https://127.0.0.1:9/site.yaml?***: not a valid URL"),
+    ("https://127.0.0.1:9/a\nb.yaml", "", "error: https://127.0.0.1:9/a\\nb.yaml: not a valid URL"),
+])
+def test_a_url_with_a_space_or_a_control_character_is_refused_without_showing_it(run_cli, url, secret, expected):
+    line = one_error(run_cli("validate", "-f", url))
+    assert line.startswith(expected), line
+    assert not secret or secret not in line
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("/loop", "redirected more than 5 times (or in a loop); not followed further"),
+    ("/nowhere", "the server answered HTTP 302 Found without saying where to (no Location)"),
+    ("/garbage", "the answer is not HTTP"),
+])
+def test_url_redirect_loops_and_odd_answers_are_named(run_cli, hostile_web, path, message):
+    line = one_error(run_cli("validate", "-f", f"{hostile_web}{path}"))
+    assert line == f"error: {hostile_web}{path}: {message}"
+
+
+def test_a_url_that_drips_forever_stops_at_the_overall_limit(run_cli, hostile_web, monkeypatch):
+    from det_k8s.cli import sources
+
+    monkeypatch.setattr(sources, "URL_DEADLINE", 1.0)
+    line = one_error(run_cli("validate", "-f", f"{hostile_web}/drip"))
+    assert line == f"error: {hostile_web}/drip: not read completely within 1s (the server sends too slowly)"
