@@ -109,3 +109,48 @@ def test_a_url_that_drips_forever_stops_at_the_overall_limit(run_cli, hostile_we
     monkeypatch.setattr(sources, "URL_DEADLINE", 1.0)
     line = one_error(run_cli("validate", "-f", f"{hostile_web}/drip"))
     assert line == f"error: {hostile_web}/drip: not read completely within 1s (the server sends too slowly)"
+
+
+# -- searches in experiment files ----------------------------------------------------------------------------
+
+
+def experiment(tmp_path, searcher: str, extra: str = ""):
+    path = tmp_path / "search.yaml"
+    path.write_text(f"name: search\nresources: {{slots_per_trial: 4}}\nsearcher: {searcher}\n{extra}")
+    return path
+
+
+@pytest.mark.parametrize(("searcher", "extra", "expected"), [
+    ("{name: adaptive_asha, metric: x, max_trials: 5, divisor: 1}", "",
+     "error: searcher.divisor: must be a number above 1, found 1"),
+    ("{name: adaptive_asha, metric: x, max_trials: 5, divisor: -2}", "",
+     "error: searcher.divisor: must be a number above 1, found -2"),
+    ("{name: adaptive_asha, metric: x, max_trials: 5, divisor: .nan}", "",
+     "error: searcher.divisor: must be a number above 1, found nan"),
+    ("{name: grid, metric: x}", "hyperparameters: {a: {type: int, minval: 0, maxval: .inf, count: 5}}\n",
+     "error: hyperparameters.a.maxval: expected an integer, found a number"),
+    ("{name: random, metric: x, max_trials: 0}", "", "error: searcher.max_trials: must be at least 1, found 0"),
+])
+def test_searcher_values_determined_refuses_are_errors_not_crashes(run_cli, tmp_path, searcher, extra, expected):
+    result = run_cli("plan", experiment(tmp_path, searcher, extra), "--snapshot", SNAPSHOT, "-f", GPU)
+    assert one_error(result).startswith(expected), result.err
+    assert "Determined's master refuses the experiment (" in result.err + result.out
+
+
+@pytest.mark.parametrize("searcher", [
+    "{name: async_halving, metric: x, max_trials: 5, num_rungs: 1000000000, max_concurrent_trials: 0}",
+    "{name: adaptive_asha, metric: x, max_trials: 5, bracket_rungs: [100000]}",
+    "{name: adaptive_asha, metric: x, max_trials: 100, divisor: 1.0e+300, max_rungs: 1000000000}",
+])
+def test_huge_but_valid_searcher_values_are_planned(run_cli, tmp_path, searcher):
+    result = run_cli("plan", experiment(tmp_path, searcher), "--snapshot", SNAPSHOT, "-f", GPU)
+    assert result.code == 0, result.err
+    assert "search, " in result.err and "internal error" not in result.err
+
+
+def test_a_search_of_a_billion_trials_at_once_is_answered_at_once(run_cli, tmp_path):
+    path = experiment(tmp_path, "{name: random, metric: x, max_trials: 1000000000, max_concurrent_trials: 0}")
+    result = run_cli("plan", path, "--snapshot", SNAPSHOT, "-f", GPU, "-o", "json")  # ran for minutes
+    assert result.code == 0, result.err
+    assert "random search, 1000 trials at once (max_trials 1000000000, max_concurrent_trials 0: 1000000000 at " \
+           "once, of which det-k8s plans the first 1000)" in result.err
