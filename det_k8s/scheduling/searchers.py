@@ -94,18 +94,18 @@ def searcher_problems(config: Mapping[str, Any]) -> list[tuple[tuple[str | int, 
     does not have are `check_keys`'s to report; a value that is missing is the schema's default."""
     problems: list[tuple[tuple[str | int, ...], str]] = []
 
-    def integer(value: Any, path: tuple[str | int, ...], low: int) -> None:
+    def integer(value: Any, path: tuple[str | int, ...], low: int | None) -> None:
         if value is None:
             return
         if _int(value) is None:
             problems.append((path, f"expected an integer, found {_kind(value)}"))
-        elif value < low:
+        elif low is not None and value < low:
             problems.append((path, f"must be at least {low}, found {value}"))
 
     searcher = config.get("searcher")
     if isinstance(searcher, Mapping):
         for key, low in (("max_trials", 1), ("max_concurrent_trials", 0), ("num_rungs", 1), ("max_rungs", 1),
-                         ("population_size", 1), ("num_rounds", 1), ("max_time", -(2**63))):
+                         ("population_size", 1), ("num_rounds", 1), ("max_time", None)):
             integer(searcher.get(key), ("searcher", key), low)
         divisor = searcher.get("divisor")
         if divisor is not None:
@@ -136,13 +136,13 @@ def searcher_problems(config: Mapping[str, Any]) -> list[tuple[tuple[str | int, 
             elif kind in ("int", "double", "log"):
                 integer(value.get("count"), (*path, "count"), 1)
                 for bound in ("minval", "maxval"):
-                    found = value.get(bound)
-                    if found is None:
+                    given = value.get(bound)
+                    if given is None:
                         continue
-                    if kind == "int" and _int(found) is None:
-                        problems.append(((*path, bound), f"expected an integer, found {_kind(found)}"))
-                    elif kind != "int" and _number(found) is None:
-                        problems.append(((*path, bound), f"expected a finite number, found {_shown_number(found)}"))
+                    if kind == "int" and _int(given) is None:
+                        problems.append(((*path, bound), f"expected an integer, found {_kind(given)}"))
+                    elif kind != "int" and _number(given) is None:
+                        problems.append(((*path, bound), f"expected a finite number, found {_shown_number(given)}"))
             elif kind == "categorical" and "vals" in value and not isinstance(value.get("vals"), list):
                 problems.append(((*path, "vals"), f"expected a list, found {_kind(value.get('vals'))}"))
     return problems
