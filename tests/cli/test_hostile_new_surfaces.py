@@ -154,3 +154,70 @@ def test_a_search_of_a_billion_trials_at_once_is_answered_at_once(run_cli, tmp_p
     assert result.code == 0, result.err
     assert "random search, 1000 trials at once (max_trials 1000000000, max_concurrent_trials 0: 1000000000 at " \
            "once, of which det-k8s plans the first 1000)" in result.err
+
+
+# -- the GPU map ---------------------------------------------------------------------------------------------
+
+
+def huge_node_snapshot(tmp_path):
+    import json
+
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps({"kind": "List", "items": [
+        {"kind": "Node", "metadata": {"name": "huge", "labels": {"node-pool": "a"}},
+         "status": {"allocatable": {"nvidia.com/gpu": str(10**9), "cpu": "64", "pods": "110"}}},
+        {"kind": "Node", "metadata": {"name": "n2", "labels": {"node-pool": "a"}},
+         "status": {"allocatable": {"nvidia.com/gpu": "4", "cpu": "8", "pods": "110"}}},
+        {"kind": "Pod", "metadata": {"name": "p", "namespace": "x"}, "status": {"phase": "Running"},
+         "spec": {"nodeName": "huge", "containers": [{"name": "c", "resources": {
+             "requests": {"nvidia.com/gpu": str(10**9 - 1)}}}]}}]}))
+    return path
+
+
+@pytest.mark.parametrize("args", [[], ["--no-summary"], ["--summary"]])
+def test_the_map_of_a_node_with_a_billion_gpus_is_drawn_at_once(run_cli, tmp_path, args):
+    result = run_cli("nodes", "map", "--snapshot", huge_node_snapshot(tmp_path), *args)  # took minutes and 11 GB
+    assert result.code == 0, result.err
+    assert result.out.startswith("Now: 1,000,000,004 GPU slots (nvidia.com/gpu) on 2 nodes, by node-pool\n"
+                                 "0 held by det-k8s and Determined, 999,999,999 by other pods, 5 free\n")
+    assert max(len(line) for line in result.out.splitlines()) < 2000
+
+
+def test_the_maps_data_counts_every_slot_and_draws_the_first_1024(run_cli, tmp_path):
+    import json
+
+    result = run_cli("nodes", "map", "--snapshot", huge_node_snapshot(tmp_path), "-o", "json")
+    assert result.code == 0, result.err
+    huge = json.loads(result.out)["nodes"][0]
+    assert (huge["name"], huge["slots"], huge["free"], len(huge["cells"])) == ("huge", 10**9, 1, 1024)
+    assert huge["notDrawn"] == {"foreign": 10**9 - 1 - 1024, "free": 1}
+    assert huge["state"] == ["only the first 1,024 of its 1,000,000,000 slots drawn (no real node has that many)"]
+
+
+def test_plan_map_and_pictures_of_a_huge_node(run_cli, tmp_path):
+    result = run_cli("plan", example("experiments") / "distributed-16gpu.yaml", "--snapshot",
+                     huge_node_snapshot(tmp_path), "--map", "--svg", tmp_path / "m.svg", "--html", tmp_path / "m.html")
+    assert result.code == 0, result.err
+    assert (tmp_path / "m.svg").stat().st_size < 2**20 and (tmp_path / "m.html").stat().st_size < 2**20
+
+
+@pytest.mark.parametrize(("option", "path", "message"), [
+    ("--svg", ".", "cannot write the SVG file: Is a directory"),
+    ("--html", "/nonexistent-dir/map.html", "cannot write the HTML file: No such file or directory"),
+])
+def test_pictures_to_a_directory_or_nowhere_are_one_line(run_cli, option, path, message):
+    line = one_error(run_cli("nodes", "map", "--snapshot", example("snapshots") / "fragmented.yaml", option, path))
+    assert line == f"error: {path}: {message}"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--group-by", "a b"], "error: --group-by 'a b': not a node label key"),
+    (["--group-by", "pool\n"], "error: --group-by 'pool\\n': not a node label key"),
+    (["-l", "a in ()"], "error: label selector 'a in ()': 'a in ()' names no value"),
+    (["-l", "Upper.Case/pool=a"], "error: label selector 'Upper.Case/pool=a': 'Upper.Case/pool' is not a label key"),
+    (["-l", "pool=" + "v" * 64], "is not a label value"),
+    (["-l", "k" * 64], "is not a label key"),
+])
+def test_selectors_and_group_by_kubectl_would_refuse_are_usage_errors(run_cli, args, message):
+    line = one_error(run_cli("nodes", "map", "--snapshot", example("snapshots") / "fragmented.yaml", *args), code=2)
+    assert line.startswith(message) or message in line, line
