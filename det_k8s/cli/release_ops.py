@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import DetK8sError, NotFound, UsageError
+from ..errors import DetK8sError, NotFound, ToolFailed, UsageError
 from ..release.diff import Change, diff_manifests, parse_manifests, summary
 from ..release.names import validate_release_name
 from ..tools.helm import (
@@ -99,11 +99,29 @@ def diff(
     return CHANGES if changes else 0
 
 
+_HISTORY_FIELDS = ("updated", "status", "chart", "app_version", "description")
+
+
 def _history(tool: Helm, release: str, kube: KubeFlags, max_revisions: int | None = None) -> list[dict[str, Any]]:
-    entries = tool.json(history_argv(release, kube, max_revisions)) or []
-    if not isinstance(entries, list) or not entries:
+    """helm history's entries by revision, each {revision: int, and the text fields as strings}; helm printing JSON
+    of another shape (no list, an entry without a revision number) is one error line, never a crash."""
+    entries = tool.json(history_argv(release, kube, max_revisions))
+    if entries is None or entries == []:
         raise NotFound(f"no release {release} in namespace {kube.namespace}", hint="det-k8s list -A shows the releases")
-    return sorted((e for e in entries if isinstance(e, dict)), key=lambda e: int(e.get("revision") or 0))
+    if not isinstance(entries, list):
+        raise ToolFailed("helm history -o json printed JSON of another shape (expected a list of revisions)",
+                         returncode=0, hint="is --helm-binary / DET_K8S_HELM really helm 3 or 4?")
+    out = []
+    for index, entry in enumerate(entries):
+        revision = entry.get("revision") if isinstance(entry, dict) else None
+        if isinstance(revision, str) and revision.isdigit() and len(revision) < 10:
+            revision = int(revision)
+        if not isinstance(revision, int) or isinstance(revision, bool) or not 0 < revision < 2**31:
+            raise ToolFailed(f"helm history -o json printed JSON of another shape (entry {index + 1} has no revision "
+                             "number)", returncode=0, hint="is --helm-binary / DET_K8S_HELM really helm 3 or 4?")
+        fields = {key: entry.get(key) for key in _HISTORY_FIELDS}
+        out.append({"revision": revision, **{k: v if isinstance(v, str) else "" for k, v in fields.items()}})
+    return sorted(out, key=lambda e: e["revision"])
 
 
 def _when(entry: dict[str, Any]) -> str:

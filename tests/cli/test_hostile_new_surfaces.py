@@ -221,3 +221,73 @@ def test_pictures_to_a_directory_or_nowhere_are_one_line(run_cli, option, path, 
 def test_selectors_and_group_by_kubectl_would_refuse_are_usage_errors(run_cli, args, message):
     line = one_error(run_cli("nodes", "map", "--snapshot", example("snapshots") / "fragmented.yaml", *args), code=2)
     assert line.startswith(message) or message in line, line
+
+
+# -- helm's history, manifests and values of another shape ---------------------------------------------------
+
+
+@pytest.fixture
+def demo(cluster, fake_helm):
+    """Release demo at revision 3, as tests/cli/test_release_ops.py's `released`."""
+    import json
+
+    from tests.cli.test_install_upgrade import DETERMINED, ready_cluster
+    from tests.cli.test_release_ops import HISTORY, MANIFEST, NS, VALUES
+
+    ready_cluster(cluster)
+    fake_helm.respond("list", stdout=json.dumps(DETERMINED))
+    fake_helm.respond("history", "demo", stdout=json.dumps(HISTORY))
+    fake_helm.respond("get", "manifest", "demo", stdout=MANIFEST.format(version="0.26.2", password="Pw-Three-333"))
+    fake_helm.respond("get", "hooks", "demo", stdout="")
+    for revision in (1, 2):
+        fake_helm.respond("get", "manifest", "demo", *NS, "--revision", str(revision),
+                          stdout=MANIFEST.format(version="0.17.15", password=f"Pw-Old-{revision}{revision}"))
+        fake_helm.respond("get", "values", "demo", "--output", "json", *NS, "--revision", str(revision),
+                          stdout=json.dumps(VALUES))
+    return fake_helm
+
+
+HISTORIES = ['[{"revision": "abc"}]', '[{"revision": [1]}]', "[1, 2]", '{"a": 1}', '[{"revision": 1.5}]',
+             '[{"revision": 100000000000000000000000000000}]']
+
+
+@pytest.mark.parametrize("text", HISTORIES)
+def test_helm_history_of_another_shape_is_one_line(run_cli, demo, text):
+    demo.respond("history", "demo", stdout=text)
+    for args in (["history", "demo"], ["rollback", "demo", "--skip-storage-check", "--dry-run"]):
+        line = one_error(run_cli(*args))  # internal error: ValueError, TypeError, IndexError
+        assert line.startswith("error: helm history -o json printed JSON of another shape ("), line
+
+
+def test_helm_history_fields_of_another_type_are_shown_empty(run_cli, demo):
+    import json
+
+    demo.respond("history", "demo", stdout=json.dumps([{"revision": 1, "chart": ["determined-1"], "app_version": 5,
+                                                        "updated": {"x": 1}, "status": None}]))
+    result = run_cli("history", "demo", "-o", "json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out) == [{"revision": 1, "updated": "", "status": "", "chart": "", "app_version": "",
+                                       "description": ""}]
+
+
+MANIFESTS = {
+    "a Secret whose data is a list": "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: [1, 2]\n",
+    "a Secret whose stringData is text": "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: x\n",
+    "annotations that are text": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, annotations: x}\n",
+    "a document nested 3000 deep": "a: " + "[" * 3000 + "]" * 3000 + "\n",
+    "a ConfigMap value nested 3000 deep": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {k: 'a: "
+                                          + "[" * 3000 + "]" * 3000 + "'}\n",
+    "a Secret value nested 3000 deep": "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {k: \"x: 1\\n"
+                                       "y: " + "[" * 3000 + "]" * 3000 + "\"}\n",
+    "a control character": "\x07\n",
+}
+
+
+@pytest.mark.parametrize("name", list(MANIFESTS))
+def test_manifests_of_another_shape_are_diffed_not_crashed_on(run_cli, demo, name):
+    from tests.cli.test_release_ops import NS
+
+    demo.respond("get", "manifest", "demo", *NS, "--revision", "2", stdout=MANIFESTS[name])
+    result = run_cli("rollback", "demo", "--skip-storage-check", "--dry-run", "--diff")  # AttributeError, RecursionError
+    assert result.code == 0, result.err
+    assert "internal error" not in result.err and "Rolling back release demo" in result.err
