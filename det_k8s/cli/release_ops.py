@@ -38,6 +38,24 @@ UnifiedOpt = Annotated[int, typer.Option("--unified", "-U", metavar="N", min=0,
                                          help="Lines of context around each change, as diff -U.")]
 
 
+def installed_secrets(tool: Helm, release: str, kube: KubeFlags, revision: int | None = None) -> tuple[str, ...]:
+    """Every secret a revision was installed with (`helm get values`), registered with the scrubber at once: the
+    revision's manifests may hold them where no Secret does (an official chart's database password in a
+    Deployment's env, the default password in a Job's args), and the new settings do not know old passwords."""
+    from ..errors import DetK8sError
+    from ..scrub import register
+    from ..settings.redact import secrets_in
+    from ..tools.helm import get_values_argv
+
+    try:
+        values = tool.json(get_values_argv(release, kube, all_values=False, revision=revision))
+    except DetK8sError:  # the manifests alone are still shown, secret-looking values hashed (release/diff.py)
+        return ()
+    found = tuple(dict.fromkeys(secrets_in(values))) if isinstance(values, dict) else ()
+    register(*found)
+    return found
+
+
 def installed_manifests(tool: Helm, release: str, kube: KubeFlags, revision: int | None = None) -> str:
     """A revision's manifests and hooks as one stream (the latest revision by default)."""
     manifest = tool.run(get_manifest_argv(release, kube, revision)).stdout
@@ -64,6 +82,7 @@ def show_upgrade_diff(tool: Helm, release: str, kube: KubeFlags, namespace: str,
     """The changes an upgrade of `release` to this rendered chart makes, shown; returned for the exit code."""
     new = rendered_manifests(tool, release, chart, values_file, namespace, secrets)
     old = installed_manifests(tool, release, kube)
+    secrets = (*secrets, *installed_secrets(tool, release, kube))
     changes = diff_manifests(parse_manifests(old, namespace, secrets), parse_manifests(new, namespace, secrets), context)
     show_changes(changes, f"upgrade of release {release} (namespace {namespace})")
     return changes
@@ -222,6 +241,7 @@ def rollback(
         raise UsageError(f"REVISION {wanted}: not in the history of {release} (revisions {shown})",
                          hint=f"det-k8s history {release}; helm keeps the last 10 by default")
     target = entries[revisions.index(wanted)]
+    known = (*installed_secrets(tool, release, kube), *installed_secrets(tool, release, kube, wanted))
     old = installed_manifests(tool, release, kube)
     new = installed_manifests(tool, release, kube, wanted)
     user_values = tool.json(get_values_argv(release, kube, all_values=False, revision=wanted)) or {}
@@ -230,7 +250,7 @@ def rollback(
                            set_strings=[f"appVersion={app}"] if app else [])
     from ..release.manifests import secret_values
 
-    secrets = secret_values(loaded.settings()) if not loaded.errors else ()
+    secrets = (*(secret_values(loaded.settings()) if not loaded.errors else ()), *known)
     changes = diff_manifests(parse_manifests(old, namespace, secrets), parse_manifests(new, namespace, secrets))
     output.message(f"Rolling back release {release} in namespace {namespace} from {_describe(now)} to "
                    f"{_describe(target)}, recorded as revision {current_revision + 1}.")

@@ -13,8 +13,11 @@ Nothing secret is ever shown:
   way, so a changed bucket shows and a changed password shows only as a changed hash;
 - values of ConfigMaps that are YAML mappings get the same treatment (older official charts keep
   the database password in the master's ConfigMap);
-- any of the `secrets` the caller knows (the settings' passwords and keys) left anywhere else is
-  hashed too.
+- in every other object, the `value` of an environment variable whose name looks secret
+  (`{name: POSTGRES_PASSWORD, value: ...}`, as the official charts write the database password) is
+  hashed the same way;
+- any of the `secrets` the caller knows (the settings' passwords and keys, and those the installed
+  revisions were given) left anywhere else is hashed too.
 The hash is keyed with a random key per run: equal hashes in one output mean an unchanged value,
 and no hash can be looked up or compared across runs (a bare SHA-256 of a short password could).
 
@@ -184,6 +187,21 @@ def _configmap_text(obj: dict[str, Any], text: str, known: Sequence[str]) -> str
     return _comments(text) + _dump({**obj, "data": masked})
 
 
+def _mask_env(value: Any) -> Any:
+    """`value` with each `{name: <secret-looking>, value: <text>}` entry's value hashed; `value` itself when none
+    is (so an object without one keeps helm's own text)."""
+    if isinstance(value, list):
+        items = [_mask_env(item) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if not isinstance(value, Mapping):
+        return value
+    name, text = value.get("name"), value.get("value")
+    if isinstance(name, str) and looks_secret(name) and isinstance(text, str) and text:
+        return {**value, "value": secret_token(text)}
+    items_ = {key: _mask_env(item) for key, item in value.items()}
+    return value if all(items_[key] is item for key, item in value.items()) else items_
+
+
 def _scrub(text: str, known: Sequence[str]) -> str:
     for value in sorted((k for k in known if k), key=len, reverse=True):
         text = text.replace(value, secret_token(value))
@@ -218,7 +236,8 @@ def parse_manifests(stream: str, namespace: str, secrets: Sequence[str] = ()) ->
         elif kind == "ConfigMap":
             shown = _configmap_text(obj, text, known)
         else:
-            shown = text.strip("\n") + "\n"
+            hidden = _mask_env(obj)
+            shown = text.strip("\n") + "\n" if hidden is obj else _comments(text) + _dump(hidden)
         annotations = meta.get("annotations")
         keep = isinstance(annotations, Mapping) and annotations.get(KEEP_POLICY) == "keep"
         out[key] = Manifest(key, kind, name, _scrub(shown, known), keep)

@@ -291,3 +291,89 @@ def test_manifests_of_another_shape_are_diffed_not_crashed_on(run_cli, demo, nam
     result = run_cli("rollback", "demo", "--skip-storage-check", "--dry-run", "--diff")  # AttributeError, RecursionError
     assert result.code == 0, result.err
     assert "internal error" not in result.err and "Rolling back release demo" in result.err
+
+
+# -- secrets on the release paths ----------------------------------------------------------------------------
+
+PLANTED = "Planted-Db-Pass-99"
+LEAKY = f"""---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: determined-db-deployment-demo, annotations: {{checksum: "{__import__('base64').b64encode(
+    PLANTED.encode()).decode()}"}}}}
+spec:
+  template:
+    spec:
+      containers:
+      - name: determined-db
+        image: postgres:10.14
+        env: [{{name: POSTGRES_PASSWORD, value: "{PLANTED}"}}, {{name: URL, value: "postgres://u:{PLANTED}@db/x"}}]
+      - name: change-password
+        image: determinedai/determined-master:0.17.15
+        args: ["8080", "false", "{PLANTED}"]
+"""
+
+
+def planted_forms(secret: str) -> list[str]:
+    import base64
+
+    return [secret, base64.b64encode(secret.encode()).decode()]
+
+
+@pytest.mark.parametrize("invalid", [False, True], ids=["valid-values", "values-det-k8s-refuses"])
+def test_rollback_never_shows_the_target_revisions_secrets(run_cli, demo, invalid):
+    import json
+
+    from tests.cli.test_release_ops import NS, VALUES
+
+    values = {**VALUES, "db": {**VALUES.get("db", {}), "password": PLANTED}}
+    if invalid:
+        values["maxSlotsPerPod"] = "x"  # its secrets were not registered at all: shown in plain text
+    demo.respond("get", "values", "demo", "--output", "json", *NS, "--revision", "2", stdout=json.dumps(values))
+    demo.respond("get", "manifest", "demo", *NS, "--revision", "2", stdout=LEAKY)
+    result = run_cli("rollback", "demo", "--skip-storage-check", "--dry-run", "--diff")
+    assert result.code == (1 if invalid else 0), result.err
+    assert "determined-db-deployment-demo, Deployment (apps) has been added:" in result.out
+    for form in planted_forms(PLANTED):
+        assert form not in result.out + result.err, form
+
+
+def test_rollback_never_shows_the_current_revisions_secrets(run_cli, demo):
+    import json
+
+    from tests.cli.test_release_ops import MANIFEST, NS, VALUES
+
+    demo.respond("get", "manifest", "demo", stdout=LEAKY)  # the current revision holds it
+    demo.respond("get", "manifest", "demo", *NS, "--revision", "2",
+                 stdout=MANIFEST.format(version="0.17.15", password="Pw-Old-22"))
+    demo.respond("get", "values", "demo", "--output", "json", "--namespace", "default",
+                 stdout=json.dumps({"db": {"password": PLANTED}}))
+    demo.respond("get", "values", "demo", "--output", "json", *NS, "--revision", "2", stdout=json.dumps(VALUES))
+    result = run_cli("rollback", "demo", "--skip-storage-check", "--dry-run", "--diff")
+    assert result.code == 0, result.err
+    assert "determined-db-deployment-demo, Deployment (apps) has been removed:" in result.out
+    for form in planted_forms(PLANTED):
+        assert form not in result.out + result.err, form
+
+
+def test_diff_hides_the_installed_revisions_old_password_and_secret_env_values(run_cli, cluster, fake_helm, helm3,
+                                                                               helm4):
+    import json
+
+    from tests.cli.test_install_upgrade import DETERMINED, ready_cluster
+
+    ready_cluster(cluster)
+    fake_helm.delegate_to(helm3 if fake_helm.major == 3 else helm4)
+    fake_helm.respond("list", stdout=json.dumps(DETERMINED))
+    fake_helm.respond("get", "manifest", "demo", stdout=LEAKY)
+    fake_helm.respond("get", "hooks", "demo", stdout="")
+    fake_helm.respond("get", "values", "demo", stdout=json.dumps({"db": {"password": PLANTED}}))
+    result = run_cli("diff", "demo", "-f", GPU)
+    assert result.code == 2, result.err
+    assert "determined-db-deployment-demo, Deployment (apps) has changed:" in result.out
+    for form in planted_forms(PLANTED):
+        assert form not in result.out + result.err, form
+    fake_helm.respond("get", "values", "demo", stderr="Error: forbidden\n", rc=1)  # unknown: hidden by its name
+    blind = run_cli("diff", "demo", "-f", GPU)
+    assert blind.code == 2, blind.err
+    assert "name: POSTGRES_PASSWORD\n" in blind.out and "value: <secret 18 bytes, hash " in blind.out
