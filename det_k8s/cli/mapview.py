@@ -111,7 +111,7 @@ def _key_width(omap: OccupancyMap) -> int:
 
 
 def _cells_width(row: NodeRow, key_width: int) -> int:
-    return row.slots * key_width + (row.slots - 1 if key_width > 1 and row.slots else 0)
+    return row.drawn * key_width + (row.drawn - 1 if key_width > 1 and row.drawn else 0)
 
 
 def _fit(text: str, room: int, plain: bool) -> str:

@@ -51,6 +51,20 @@ class MapRequest:
     svg: Path | None = None
     html: Path | None = None
 
+    def __post_init__(self) -> None:
+        """Usage errors before anything is read: a selector kubectl would refuse, a --group-by that is no label key."""
+        from ..names import is_label_key, shown
+
+        if self.selector:
+            from ..cluster.selector import parse_selector
+
+            parse_selector(self.selector)
+        if self.group_by and not is_label_key(self.group_by):
+            from ..errors import UsageError
+
+            raise UsageError(f"--group-by {shown(self.group_by)}: not a node label key",
+                             hint="e.g. --group-by node.kubernetes.io/instance-type")
+
 
 def selected_nodes(snapshot: Snapshot, selector: str | None) -> list[str] | None:
     """Names of the nodes a label selector picks (None: no selector, every node)."""

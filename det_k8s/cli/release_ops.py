@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import DetK8sError, NotFound, UsageError
+from ..errors import DetK8sError, NotFound, ToolFailed, UsageError
 from ..release.diff import Change, diff_manifests, parse_manifests, summary
 from ..release.names import validate_release_name
 from ..tools.helm import (
@@ -36,6 +36,24 @@ from .release import ChartOpt, ReleaseArg, SkipStorageOpt, TimeoutOpt
 CHANGES = 2  # `diff` exits 2 when the release would change (helm diff --detailed-exitcode)
 UnifiedOpt = Annotated[int, typer.Option("--unified", "-U", metavar="N", min=0,
                                          help="Lines of context around each change, as diff -U.")]
+
+
+def installed_secrets(tool: Helm, release: str, kube: KubeFlags, revision: int | None = None) -> tuple[str, ...]:
+    """Every secret a revision was installed with (`helm get values`), registered with the scrubber at once: the
+    revision's manifests may hold them where no Secret does (an official chart's database password in a
+    Deployment's env, the default password in a Job's args), and the new settings do not know old passwords."""
+    from ..errors import DetK8sError
+    from ..scrub import register
+    from ..settings.redact import secrets_in
+    from ..tools.helm import get_values_argv
+
+    try:
+        values = tool.json(get_values_argv(release, kube, all_values=False, revision=revision))
+    except DetK8sError:  # the manifests alone are still shown, secret-looking values hashed (release/diff.py)
+        return ()
+    found = tuple(dict.fromkeys(secrets_in(values))) if isinstance(values, dict) else ()
+    register(*found)
+    return found
 
 
 def installed_manifests(tool: Helm, release: str, kube: KubeFlags, revision: int | None = None) -> str:
@@ -64,6 +82,7 @@ def show_upgrade_diff(tool: Helm, release: str, kube: KubeFlags, namespace: str,
     """The changes an upgrade of `release` to this rendered chart makes, shown; returned for the exit code."""
     new = rendered_manifests(tool, release, chart, values_file, namespace, secrets)
     old = installed_manifests(tool, release, kube)
+    secrets = (*secrets, *installed_secrets(tool, release, kube))
     changes = diff_manifests(parse_manifests(old, namespace, secrets), parse_manifests(new, namespace, secrets), context)
     show_changes(changes, f"upgrade of release {release} (namespace {namespace})")
     return changes
@@ -99,11 +118,29 @@ def diff(
     return CHANGES if changes else 0
 
 
+_HISTORY_FIELDS = ("updated", "status", "chart", "app_version", "description")
+
+
 def _history(tool: Helm, release: str, kube: KubeFlags, max_revisions: int | None = None) -> list[dict[str, Any]]:
-    entries = tool.json(history_argv(release, kube, max_revisions)) or []
-    if not isinstance(entries, list) or not entries:
+    """helm history's entries by revision, each {revision: int, and the text fields as strings}; helm printing JSON
+    of another shape (no list, an entry without a revision number) is one error line, never a crash."""
+    entries = tool.json(history_argv(release, kube, max_revisions))
+    if entries is None or entries == []:
         raise NotFound(f"no release {release} in namespace {kube.namespace}", hint="det-k8s list -A shows the releases")
-    return sorted((e for e in entries if isinstance(e, dict)), key=lambda e: int(e.get("revision") or 0))
+    if not isinstance(entries, list):
+        raise ToolFailed("helm history -o json printed JSON of another shape (expected a list of revisions)",
+                         returncode=0, hint="is --helm-binary / DET_K8S_HELM really helm 3 or 4?")
+    out = []
+    for index, entry in enumerate(entries):
+        revision = entry.get("revision") if isinstance(entry, dict) else None
+        if isinstance(revision, str) and revision.isdigit() and len(revision) < 10:
+            revision = int(revision)
+        if not isinstance(revision, int) or isinstance(revision, bool) or not 0 < revision < 2**31:
+            raise ToolFailed(f"helm history -o json printed JSON of another shape (entry {index + 1} has no revision "
+                             "number)", returncode=0, hint="is --helm-binary / DET_K8S_HELM really helm 3 or 4?")
+        fields = {key: entry.get(key) for key in _HISTORY_FIELDS}
+        out.append({"revision": revision, **{k: v if isinstance(v, str) else "" for k, v in fields.items()}})
+    return sorted(out, key=lambda e: e["revision"])
 
 
 def _when(entry: dict[str, Any]) -> str:
@@ -204,6 +241,7 @@ def rollback(
         raise UsageError(f"REVISION {wanted}: not in the history of {release} (revisions {shown})",
                          hint=f"det-k8s history {release}; helm keeps the last 10 by default")
     target = entries[revisions.index(wanted)]
+    known = (*installed_secrets(tool, release, kube), *installed_secrets(tool, release, kube, wanted))
     old = installed_manifests(tool, release, kube)
     new = installed_manifests(tool, release, kube, wanted)
     user_values = tool.json(get_values_argv(release, kube, all_values=False, revision=wanted)) or {}
@@ -212,7 +250,7 @@ def rollback(
                            set_strings=[f"appVersion={app}"] if app else [])
     from ..release.manifests import secret_values
 
-    secrets = secret_values(loaded.settings()) if not loaded.errors else ()
+    secrets = (*(secret_values(loaded.settings()) if not loaded.errors else ()), *known)
     changes = diff_manifests(parse_manifests(old, namespace, secrets), parse_manifests(new, namespace, secrets))
     output.message(f"Rolling back release {release} in namespace {namespace} from {_describe(now)} to "
                    f"{_describe(target)}, recorded as revision {current_revision + 1}.")

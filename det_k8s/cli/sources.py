@@ -2,7 +2,9 @@
 
 helm accepts `--values https://...`; so does det-k8s: one GET, TLS verified, proxies from the
 environment as usual, at most `URL_TIMEOUT` seconds for the connection and each read, at most
-`limit` bytes (the same bound as a file), redirects only to http(s). The URL is kept whole
+`limit` bytes (the same bound as a file), at most `URL_DEADLINE` seconds in all (a server that sends a byte
+now and then never trips the per-read timeout), redirects only to http(s) and at most `MAX_REDIRECTS`. A URL
+holding a space or a control character is refused before anything is sent. The URL is kept whole
 (`pathlib` would turn `https://x` into `https:/x`); credentials in it are masked in messages.
 Any other scheme (`s3://`, `oci://`, `file://`) is refused in one line naming the URL.
 
@@ -14,10 +16,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from ..errors import InputError
 
 URL_TIMEOUT = 30.0  # seconds: to connect, and for each read
+URL_DEADLINE = 120.0  # seconds for the whole fetch, body included
 MAX_REDIRECTS = 5
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 
@@ -37,7 +41,11 @@ def read_source(given: str | Path, what: str, limit: int) -> tuple[str, str]:
         return ("stdin" if text == "-" else text), read_text(path, what, limit)
     from ..settings.redact import mask_url
 
-    shown = mask_url(text)
+    unsafe = any(not c.isprintable() or c.isspace() for c in text)
+    shown = mask_url("".join(c if c.isprintable() else repr(c)[1:-1] for c in text) if unsafe else text)
+    if unsafe:  # http.client would refuse it with a message quoting the part of the URL that holds it
+        raise InputError(f"{shown}: not a valid URL: it holds a space or a control character",
+                         hint="percent-encode it (a space is %20)")
     if scheme.group(1).lower() not in ("http", "https"):
         raise InputError(f"{shown}: det-k8s reads a {what} from a file, - (stdin) or an http(s) URL, not "
                          f"{scheme.group(1)}://", hint="download it first, or pipe it in with -f -")
@@ -46,8 +54,10 @@ def read_source(given: str | Path, what: str, limit: int) -> tuple[str, str]:
 
 def fetch(url: str, shown: str, what: str, limit: int, timeout: float | None = None) -> str:
     """The body of a GET of `url` as UTF-8 text, bounded in time and size; every failure one InputError."""
+    import http.client
     import socket
     import ssl
+    import time
     import urllib.error
     import urllib.request
 
@@ -61,7 +71,20 @@ def fetch(url: str, shown: str, what: str, limit: int, timeout: float | None = N
                 raise InputError(f"{shown}: redirected to a URL that is not http(s); not followed")
             return super().redirect_request(req, fp, code, msg, headers, newurl)
 
+    class _Deadline:
+        """The body, read as it arrives (`read1`), refused once the whole fetch has taken `deadline` seconds."""
+
+        def __init__(self, answer: Any, deadline: float) -> None:
+            self.answer, self.deadline = answer, deadline
+
+        def read(self, size: int) -> bytes:
+            if time.monotonic() > self.deadline:
+                raise InputError(f"{shown}: not read completely within {URL_DEADLINE:g}s (the server sends too "
+                                 "slowly)")
+            return bytes(self.answer.read1(size))
+
     timeout = URL_TIMEOUT if timeout is None else timeout
+    deadline = time.monotonic() + URL_DEADLINE
     opener = urllib.request.build_opener(_Redirects())
     request = urllib.request.Request(url, headers={"User-Agent": "det-k8s", "Accept": "*/*"})
     try:
@@ -70,11 +93,18 @@ def fetch(url: str, shown: str, what: str, limit: int, timeout: float | None = N
             if declared and declared.isdigit() and int(declared) > limit:
                 raise InputError(f"{shown}: {int(declared) // 2**20} MiB, more than a {what} can be "
                                  f"({limit // 2**20} MiB)")
-            return decode_bounded(answer, shown, what, limit)
+            return decode_bounded(_Deadline(answer, deadline), shown, what, limit)
     except urllib.error.HTTPError as exc:
-        if 300 <= exc.code < 400:  # urllib follows only http(s) and ftp; ftp is refused above
-            raise InputError(f"{shown}: redirected to a URL that is not http(s); not followed") from exc
-        raise InputError(f"{shown}: the server answered HTTP {exc.code} {exc.reason}") from exc
+        if 300 <= exc.code < 400:  # a redirect urllib did not follow: a loop, too many, or no Location
+            location = str(exc.headers.get("Location") or "") if exc.headers is not None else ""
+            if not location:
+                raise InputError(f"{shown}: the server answered HTTP {exc.code} {_reason(exc.reason)} without "
+                                 "saying where to (no Location)") from exc
+            if is_url(location) and not location.lower().startswith(("http://", "https://")):
+                raise InputError(f"{shown}: redirected to a URL that is not http(s); not followed") from exc
+            raise InputError(f"{shown}: redirected more than {MAX_REDIRECTS} times (or in a loop); not followed "
+                             "further") from exc
+        raise InputError(f"{shown}: the server answered HTTP {exc.code} {_reason(exc.reason)}") from exc
     except urllib.error.URLError as exc:
         reason = exc.reason
         if isinstance(reason, TimeoutError | socket.timeout):
@@ -85,5 +115,14 @@ def fetch(url: str, shown: str, what: str, limit: int, timeout: float | None = N
         raise InputError(f"{shown}: cannot fetch it ({reason})") from exc
     except TimeoutError as exc:
         raise InputError(f"{shown}: no answer within {timeout:g}s") from exc
+    except http.client.HTTPException as exc:  # its text may quote the server's bytes or the URL: named, not shown
+        raise InputError(f"{shown}: the answer is not HTTP" if isinstance(exc, http.client.BadStatusLine) else
+                         f"{shown}: the answer broke off or is not valid HTTP ({type(exc).__name__})") from exc
     except (OSError, ValueError) as exc:
         raise InputError(f"{shown}: cannot fetch it ({exc})") from exc
+
+
+def _reason(reason: object) -> str:
+    """An HTTP reason phrase as the server sent it, clipped and printable (it is the server's text)."""
+    text = "".join(c for c in str(reason or "") if c.isprintable())
+    return text[:60]

@@ -13,10 +13,17 @@ Nothing secret is ever shown:
   way, so a changed bucket shows and a changed password shows only as a changed hash;
 - values of ConfigMaps that are YAML mappings get the same treatment (older official charts keep
   the database password in the master's ConfigMap);
-- any of the `secrets` the caller knows (the settings' passwords and keys) left anywhere else is
-  hashed too.
+- in every other object, the `value` of an environment variable whose name looks secret
+  (`{name: POSTGRES_PASSWORD, value: ...}`, as the official charts write the database password) is
+  hashed the same way;
+- any of the `secrets` the caller knows (the settings' passwords and keys, and those the installed
+  revisions were given) left anywhere else is hashed too.
 The hash is keyed with a random key per run: equal hashes in one output mean an unchanged value,
 and no hash can be looked up or compared across runs (a bare SHA-256 of a short password could).
+
+Every document and every value parsed as YAML is bounded (`det_k8s.bounded`: depth, aliases, numbers)
+and read whatever its shape: a document that is no Kubernetes object, too deep, or a Secret's `data`
+that is not a mapping is shown as a hash, never a crash.
 
 Pure, except for that random key.
 """
@@ -109,12 +116,29 @@ def _mask_tree(value: Any, known: Sequence[str]) -> Any:
     return value
 
 
-def _parse_mapping(text: str) -> Mapping[str, Any] | None:
+def _load(text: str) -> Any:
+    """One YAML document, bounded; None when it is not one (a syntax error, too deep, too many aliases)."""
+    from ..bounded import load_yaml
+    from ..errors import InputError
+
     try:
-        parsed = yaml.safe_load(text)
-    except yaml.YAMLError:
+        return load_yaml(text, "manifest")
+    except InputError:
         return None
+
+
+def _parse_mapping(text: str) -> Mapping[str, Any] | None:
+    parsed = _load(text)
     return parsed if isinstance(parsed, Mapping) and parsed else None
+
+
+def _entries(value: Any) -> list[tuple[Any, Any]]:
+    """A Secret's `data`/`stringData` as (key, value) pairs; anything but a mapping is one value, to be hashed."""
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return list(value.items())
+    return [("(not a mapping)", _dump(value))]
 
 
 def _comments(text: str) -> str:
@@ -123,12 +147,12 @@ def _comments(text: str) -> str:
 
 def _secret_text(obj: dict[str, Any], text: str, known: Sequence[str]) -> str:
     values: dict[str, bytes] = {}
-    for key, item in (obj.get("data") or {}).items():
+    for key, item in _entries(obj.get("data")):
         try:
             values[str(key)] = base64.b64decode(str(item), validate=True)
         except (binascii.Error, ValueError):
             values[str(key)] = str(item).encode()
-    for key, item in (obj.get("stringData") or {}).items():
+    for key, item in _entries(obj.get("stringData")):
         values[str(key)] = ("" if item is None else str(item)).encode()  # the API server merges it into data
     shown: dict[str, str] = {}
     for key in sorted(values):
@@ -163,6 +187,21 @@ def _configmap_text(obj: dict[str, Any], text: str, known: Sequence[str]) -> str
     return _comments(text) + _dump({**obj, "data": masked})
 
 
+def _mask_env(value: Any) -> Any:
+    """`value` with each `{name: <secret-looking>, value: <text>}` entry's value hashed; `value` itself when none
+    is (so an object without one keeps helm's own text)."""
+    if isinstance(value, list):
+        items = [_mask_env(item) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if not isinstance(value, Mapping):
+        return value
+    name, text = value.get("name"), value.get("value")
+    if isinstance(name, str) and looks_secret(name) and isinstance(text, str) and text:
+        return {**value, "value": secret_token(text)}
+    items_ = {key: _mask_env(item) for key, item in value.items()}
+    return value if all(items_[key] is item for key, item in value.items()) else items_
+
+
 def _scrub(text: str, known: Sequence[str]) -> str:
     for value in sorted((k for k in known if k), key=len, reverse=True):
         text = text.replace(value, secret_token(value))
@@ -178,10 +217,7 @@ def parse_manifests(stream: str, namespace: str, secrets: Sequence[str] = ()) ->
     known = tuple(s for s in secrets if s)
     out: dict[str, Manifest] = {}
     for number, text in enumerate(d for d in _SEPARATOR.split(stream) if d.strip()):
-        try:
-            obj = yaml.safe_load(text)
-        except yaml.YAMLError:
-            obj = None
+        obj = _load(text)
         if obj is None and not text.strip().replace("#", "").strip():
             continue  # comments only (a template that rendered nothing)
         if not isinstance(obj, dict):
@@ -200,8 +236,10 @@ def parse_manifests(stream: str, namespace: str, secrets: Sequence[str] = ()) ->
         elif kind == "ConfigMap":
             shown = _configmap_text(obj, text, known)
         else:
-            shown = text.strip("\n") + "\n"
-        keep = str((meta.get("annotations") or {}).get(KEEP_POLICY) or "") == "keep"
+            hidden = _mask_env(obj)
+            shown = text.strip("\n") + "\n" if hidden is obj else _comments(text) + _dump(hidden)
+        annotations = meta.get("annotations")
+        keep = isinstance(annotations, Mapping) and annotations.get(KEEP_POLICY) == "keep"
         out[key] = Manifest(key, kind, name, _scrub(shown, known), keep)
     return out
 

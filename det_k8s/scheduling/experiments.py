@@ -27,6 +27,7 @@ from ..settings.podspec import check_pod_spec
 from ..settings.problems import HasProblems, ProblemCollector
 from ..settings.source import Path, SourceMap, format_path, load_yaml_text, type_name
 from .model import DEFAULT_PRIORITY
+from .searchers import searcher_problems
 
 DEVICE_TYPES = ("cpu", "gpu", "cuda", "rocm")  # the keys of per-device image and variable maps (expconf.DEVICE_KEYS)
 PRIORITY_RANGE = (1, 99)  # Determined's expconf bounds for resources.priority
@@ -194,6 +195,8 @@ def parse_experiment(text: str, source: str, *, default_name: str | None = None,
                      "an experiment file is YAML with keys such as name, resources and entrypoint")
         return ParsedExperiment(None, reader.problems)
     reader.problems.extend(check_keys(data, loaded.sources, version or DEFAULT))
+    for path, message in searcher_problems(data):  # values Determined's schema refuses, that plan would count with
+        reader.error(path, message, "Determined's master refuses the experiment")
     resources = reader.mapping(data.get("resources"), ("resources",))
     environment = reader.mapping(data.get("environment"), ("environment",))
     name = reader.string(data.get("name"), ("name",)) or default_name or source

@@ -18,6 +18,11 @@ Unlike the master's own count (other pods' CPU truncated per container), fractio
 never shown free: a cell is free only when a whole slot of the resource is. A node whose pods
 request more than its slots (it lost a GPU) is marked over-committed; its cells never exceed its
 slots. Holders get short keys (A, B, ..., AA, ...) in the order they first appear.
+
+A node offering more than `MAX_DRAWN` slots (no real node does: `nvidia.com/gpu: 1000000000` is a
+broken device plugin or a hand-written snapshot) has only its first `MAX_DRAWN` cells; the rest are
+counted by kind (`NodeRow.hidden`) and the row says so, so the map costs what its nodes cost, never
+what their numbers say.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ POOL_LABELS = (  # --group-by's default: the first of these any node carries
     "karpenter.sh/nodepool", "node-pool", "nodepool", "topology.kubernetes.io/zone",
 )
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWYZ"  # no X: a lowercase x marks an evicted slot
+MAX_DRAWN = 1024  # cells per node; beyond, slots are counted, not drawn
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,29 +149,38 @@ class NodeRow:
     pool: str
     cells: tuple[Cell, ...]
     states: tuple[str, ...] = ()  # NotReady, cordoned, the taint Determined's pods do not tolerate, ...
+    hidden: tuple[tuple[CellKind, int], ...] = ()  # slots beyond MAX_DRAWN, by kind: counted, not drawn
 
     @property
     def slots(self) -> int:
+        return len(self.cells) + sum(n for _, n in self.hidden)
+
+    @property
+    def drawn(self) -> int:
         return len(self.cells)
 
     @property
     def free(self) -> int:
-        return sum(cell.kind is CellKind.FREE for cell in self.cells)
+        return self.count(CellKind.FREE)
 
     @property
     def available(self) -> bool:
         """Determined's task pods may be placed here (nothing on the node's state keeps them off)."""
-        return all(state.startswith(OVERCOMMITTED) for state in self.states)
+        return all(state.startswith((OVERCOMMITTED, NOT_DRAWN)) for state in self.states)
 
     def count(self, kind: CellKind) -> int:
-        return sum(cell.kind is kind for cell in self.cells)
+        return sum(cell.kind is kind for cell in self.cells) + sum(n for k, n in self.hidden if k is kind)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "pool": self.pool, "slots": self.slots, "free": self.free,
-                "state": list(self.states), "cells": [cell.to_dict() for cell in self.cells]}
+        out = {"name": self.name, "pool": self.pool, "slots": self.slots, "free": self.free,
+               "state": list(self.states), "cells": [cell.to_dict() for cell in self.cells]}
+        if self.hidden:
+            out["notDrawn"] = {kind.value: n for kind, n in self.hidden}
+        return out
 
 
 OVERCOMMITTED = "over-committed"
+NOT_DRAWN = "only the first"  # a row's state when the node offers more than MAX_DRAWN slots
 
 
 @dataclass(frozen=True)
@@ -225,10 +240,12 @@ def _summary(name: str, rows: Sequence[NodeRow], largest: int) -> PoolSummary:
     for row in rows:
         for cell in row.cells:
             counts[cell.kind.value] = counts.get(cell.kind.value, 0) + 1
+        for kind, hidden in row.hidden:
+            counts[kind.value] = counts.get(kind.value, 0) + hidden
         if row.available:
             histogram[row.free] = histogram.get(row.free, 0) + 1
         else:
-            state = next(s for s in row.states if not s.startswith(OVERCOMMITTED))
+            state = next(s for s in row.states if not s.startswith((OVERCOMMITTED, NOT_DRAWN)))
             cause = "taint" if state.startswith("taint ") else state.split(" (")[0]
             unavailable[cause] = unavailable.get(cause, 0) + 1
     ranked = sorted((row for row in rows if row.available and row.free), key=lambda r: (-r.free, natural(r.name)))
@@ -327,6 +344,9 @@ class _Slot:
     planned: _Ident | None = None
 
 
+_Row = tuple[Node, str, list[_Slot], tuple[str, ...], tuple[tuple[CellKind, int], ...]]
+
+
 def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constraints = NO_CONSTRAINTS,
           group_by: str | None = None, plan: Plan | None = None, queue: Sequence[PodGroup] = (),
           nodes: Iterable[str] | None = None) -> OccupancyMap:
@@ -348,16 +368,21 @@ def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constr
     victims = set(plan.victims) if plan else set()
     placed_on = _placements_by_node(plan, groups, unit) if plan else {}
     reserved = {node: gid for gid, held in (plan.reservations if plan else {}).items() for node in held}
-    drafted_rows: list[tuple[Node, str, list[_Slot], tuple[str, ...]]] = []
+    drafted_rows: list[_Row] = []
     without_slots = []
     for node in sorted(selected, key=lambda n: (_pool(n, group_by) == "", _pool(n, group_by), natural(n.name))):
-        slots, states = _node_cells(node, on_node[node.name], unit, drafts, victims)
+        slots, states, hidden = _node_cells(node, on_node[node.name], unit, drafts, victims)
         if plan is not None:
             _apply_plan(slots, placed_on.get(node.name, ()), reserved.get(node.name), drafts, groups, plan)
+            holder = reserved.get(node.name)
+            if holder is not None and hidden.get(CellKind.FREE):  # the guard holds the undrawn free slots too
+                drafts[(PLANNED, holder)].slots += hidden[CellKind.FREE]
+                hidden[CellKind.RESERVED] = hidden.get(CellKind.RESERVED, 0) + hidden.pop(CellKind.FREE)
         if not slots:
             without_slots.append(node.name)
             continue
-        drafted_rows.append((node, _pool(node, group_by), slots, states + node_states(node, constraints)))
+        drafted_rows.append((node, _pool(node, group_by), slots, states + node_states(node, constraints),
+                             tuple(hidden.items())))
     return _finish(unit, group_by, drafted_rows, drafts, tuple(without_slots))
 
 
@@ -366,11 +391,14 @@ def _pool(node: Node, group_by: str | None) -> str:
 
 
 def _node_cells(node: Node, pods: list[Pod], unit: SlotUnit, drafts: dict[_Ident, _Draft],
-                victims: set[str]) -> tuple[list[_Slot], tuple[str, ...]]:
+                victims: set[str]) -> tuple[list[_Slot], tuple[str, ...], dict[CellKind, int]]:
+    """The node's first MAX_DRAWN cells, what keeps it from being drawn whole, and its other slots by kind.
+
+    Built from runs (a cell and how many slots it stands for), so a pod holding a billion slots costs one run."""
     resource, size = unit.resource, unit.size
     base = node.allocatable.get(resource, 0)
-    held: list[_Slot] = []
-    foreign: list[_Slot] = []
+    held: list[tuple[_Slot, int]] = []
+    foreign: list[tuple[_Slot, int]] = []
     used = 0
     holding = [pod for pod in pods if pod.requests.get(resource, 0) > 0]  # the others are not on the map
     for pod in sorted(holding, key=lambda p: (p.namespace, p.name)):
@@ -384,7 +412,7 @@ def _node_cells(node: Node, pods: list[Pod], unit: SlotUnit, drafts: dict[_Ident
         where = f"{pod.namespace}/{pod.name}"
         if ident is None:
             kind = CellKind.TERMINATING if pod.deleting else CellKind.FOREIGN
-            foreign += [_Slot(kind, None, where) for _ in range(whole)]
+            foreign.append((_Slot(kind, None, where), whole))
             continue
         record = drafts.get(ident)
         if record is None:
@@ -398,21 +426,43 @@ def _node_cells(node: Node, pods: list[Pod], unit: SlotUnit, drafts: dict[_Ident
             kind = CellKind.TERMINATING
         else:
             kind = CellKind(ident[0])
-        held += [_Slot(kind, ident, where) for _ in range(whole)]
+        held.append((_Slot(kind, ident, where), whole))
     total = max(base, 0) // size
     free = max(base - used, 0) // size
-    held.sort(key=lambda s: s.ident or ("", ""))
-    taken = held + foreign
+    held.sort(key=lambda run: run[0].ident or ("", ""))
+    taken = [run for run in held + foreign if run[1] > 0]
+    count = sum(n for _, n in taken)
     states: tuple[str, ...] = ()
-    if len(taken) > total:  # requests beyond allocatable: the node lost a device, or pods raced for it
-        states = (f"{OVERCOMMITTED}: pods hold {len(taken)} of {total} slots",)
-        taken, free = taken[:total], 0
-    rest = total - len(taken) - free  # other pods' fractions of a slot, added up
-    cells = taken + [_Slot(CellKind.FOREIGN) for _ in range(rest)] + [_Slot(CellKind.FREE) for _ in range(free)]
-    for cell in cells:
+    if count > total:  # requests beyond allocatable: the node lost a device, or pods raced for it
+        states = (f"{OVERCOMMITTED}: pods hold {count} of {total} slots",)
+        taken, free = _first_runs(taken, total), 0
+        count = total
+    rest = total - count - free  # other pods' fractions of a slot, added up
+    runs = [*taken, (_Slot(CellKind.FOREIGN), rest), (_Slot(CellKind.FREE), free)]
+    for cell, n in runs:
         if cell.ident is not None:
-            drafts[cell.ident].slots += 1
-    return cells, states
+            drafts[cell.ident].slots += n
+    if total > MAX_DRAWN:
+        states = (*states, f"{NOT_DRAWN} {MAX_DRAWN:,} of its {total:,} slots drawn (no real node has that many)")
+    cells: list[_Slot] = []
+    hidden: dict[CellKind, int] = {}
+    for cell, n in runs:
+        shown = max(min(n, MAX_DRAWN - len(cells)), 0)
+        cells += [_Slot(cell.kind, cell.ident, cell.pod) for _ in range(shown)]
+        if n > shown:
+            hidden[cell.kind] = hidden.get(cell.kind, 0) + n - shown
+    return cells, states, hidden
+
+
+def _first_runs(runs: list[tuple[_Slot, int]], limit: int) -> list[tuple[_Slot, int]]:
+    """The runs cut to `limit` slots in all."""
+    out = []
+    for cell, n in runs:
+        if limit <= 0:
+            break
+        out.append((cell, min(n, limit)))
+        limit -= n
+    return out
 
 
 def _placements_by_node(plan: Plan, groups: Mapping[str, PodGroup],
@@ -479,10 +529,10 @@ def _first(cells: list[_Slot], kind: CellKind, *, unplanned: bool = False, anony
     return None
 
 
-def _finish(unit: SlotUnit, group_by: str | None, drafted: list[tuple[Node, str, list[_Slot], tuple[str, ...]]],
+def _finish(unit: SlotUnit, group_by: str | None, drafted: list[_Row],
             drafts: dict[_Ident, _Draft], without_slots: tuple[str, ...]) -> OccupancyMap:
     order: dict[_Ident, None] = {}
-    for _, _, cells, _ in drafted:  # running holders by first appearance, then planned and reserving groups
+    for _, _, cells, _, _ in drafted:  # running holders by first appearance, then planned and reserving groups
         for cell in cells:
             if cell.ident is not None and cell.ident[0] != PLANNED:
                 order.setdefault(cell.ident)
@@ -497,7 +547,7 @@ def _finish(unit: SlotUnit, group_by: str | None, drafted: list[tuple[Node, str,
     rows = tuple(
         NodeRow(node.name, pool, tuple(
             Cell(cell.kind, key_of.get(cell.ident) if cell.ident else None, cell.pod,
-                 key_of.get(cell.planned) if cell.planned else None) for cell in cells), states)
-        for node, pool, cells, states in drafted)
+                 key_of.get(cell.planned) if cell.planned else None) for cell in cells), states, hidden)
+        for node, pool, cells, states, hidden in drafted)
     return OccupancyMap(unit, group_by, rows, holders, without_slots)
 

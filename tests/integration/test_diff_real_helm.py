@@ -5,6 +5,7 @@ every other call to the real binary."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -38,6 +39,7 @@ def installed(fake_helm, kubeconfig, tmp_path, helm3, helm4):
     assert OLD_PASSWORD in manifest  # the stored release holds the real secret
     fake_helm.respond("get", "manifest", "demo", stdout=manifest)
     fake_helm.respond("get", "hooks", "demo", stdout="")
+    fake_helm.respond("get", "values", "demo", stdout=json.dumps({"db": {"password": OLD_PASSWORD}}))
     forget_versions()
     return fake_helm
 
@@ -48,7 +50,8 @@ def test_the_same_settings_change_nothing_and_exit_0(run_cli, installed):
     assert result.out == "" and "upgrade of release demo (namespace default): no changes" in result.err
     gets = [c for c in installed.calls if c[0] == "get"]
     assert gets == [["get", "manifest", "demo", "--namespace", "default"], ["get", "hooks", "demo", "--namespace",
-                                                                             "default"]]
+                                                                             "default"],
+                    ["get", "values", "demo", "--output", "json", "--namespace", "default"]]  # its secrets, to hide
     (render_call,) = [c for c in installed.calls if c[0] in ("template", "install")]  # run by the real helm
     assert render_call[0] == "template" if installed.major == 3 else "--dry-run=client" in render_call
 
