@@ -18,7 +18,7 @@ import typer
 from ..errors import OperationTimeout, Unschedulable, UsageError
 from ..tools.duration import HELP as DURATION_HELP
 from . import output
-from .inputs import SetOpt, SetStringOpt, ValuesOpt, read_text
+from .inputs import SetOpt, SetStringOpt, ValuesOpt, read_text, stdin_once
 from .options import OutputFormat, OutputOpt, cluster_pod_spec_version, current, with_global_options
 
 if TYPE_CHECKING:
@@ -117,6 +117,7 @@ def create(
     from .live import current_user, effective_policy, entry_for, new_group_id, now, scheduling_settings
 
     seconds = parse_duration(timeout)
+    stdin_once(file, values)
     text = read_text(file, "experiment file")
     source, default_name = ("stdin", "experiment") if str(file) == "-" else (str(file), file.stem)
     api = current().connect()

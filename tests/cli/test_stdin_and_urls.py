@@ -47,6 +47,23 @@ def test_stdin_named_twice_is_a_usage_error(run_cli, monkeypatch):
     assert result.code == 2 and "error: - (stdin) is named twice; it can be read only once" in result.err
 
 
+@pytest.mark.parametrize("argv", [
+    ("plan", example("experiments") / "small-4gpu.yaml", "--snapshot", "-", "-f", "-"),
+    ("nodes", "map", "--snapshot", "-", "-f", "-"),
+    ("validate", "-f", "-", "--nodes", "-"),
+    ("experiment", "create", "-", "-f", "-"),
+])
+def test_stdin_named_in_two_options_is_refused_before_either_is_read(run_cli, monkeypatch, argv):
+    # Before, the first reader parsed stdin and blamed its content (a settings file read as a snapshot:
+    # "expected a Kubernetes List"; a snapshot read as settings: "apiVersion: unknown key").
+    stdin(monkeypatch, GPU.read_bytes())
+    result = run_cli(*argv)
+    assert result.code == 2
+    assert result.err.strip().splitlines() == [
+        "error: - (stdin) is named twice; it can be read only once; pipe one input in and pass the others as files"]
+    assert sys.stdin.read() == GPU.read_text()  # nothing was read
+
+
 def test_binary_on_stdin_is_named_as_stdin(run_cli, monkeypatch):
     stdin(monkeypatch, b"\x00\x01")
     result = run_cli("validate", "-f", "-")
