@@ -2,9 +2,11 @@
 
 helm accepts `--values https://...`; so does det-k8s: one GET, TLS verified, proxies from the
 environment as usual, at most `URL_TIMEOUT` seconds for the connection and each read, at most
-`limit` bytes (the same bound as a file), redirects only to http(s). The URL is kept whole
-(`pathlib` would turn `https://x` into `https:/x`); credentials in it are masked in messages.
-Any other scheme (`s3://`, `oci://`, `file://`) is refused in one line naming the URL.
+`limit` bytes (the same bound as a file), at most `MAX_REDIRECTS` redirects, only to http(s). The URL is
+kept whole (`pathlib` would turn `https://x` into `https:/x`); credentials in it are masked in messages.
+`user:password@` in the URL is sent as HTTP Basic authentication to that URL only, as Go's HTTP client (so
+helm) sends it: never to where it redirects. Any other scheme (`s3://`, `oci://`, `file://`) is refused in
+one line naming the URL.
 
 `read_source` is the one entry point: files and stdin go to `inputs.read_text`, so every input
 has the same bounds and the same error lines.
@@ -63,7 +65,11 @@ def fetch(url: str, shown: str, what: str, limit: int, timeout: float | None = N
 
     timeout = URL_TIMEOUT if timeout is None else timeout
     opener = urllib.request.build_opener(_Redirects())
-    request = urllib.request.Request(url, headers={"User-Agent": "det-k8s", "Accept": "*/*"})
+    url, authorization = _basic_auth(url)
+    headers = {"User-Agent": "det-k8s", "Accept": "*/*"}
+    request = urllib.request.Request(url, headers=headers)
+    if authorization:
+        request.add_unredirected_header("Authorization", authorization)  # this URL only, never a redirect's
     try:
         with opener.open(request, timeout=timeout) as answer:
             declared = answer.headers.get("Content-Length")
@@ -72,7 +78,10 @@ def fetch(url: str, shown: str, what: str, limit: int, timeout: float | None = N
                                  f"({limit // 2**20} MiB)")
             return decode_bounded(answer, shown, what, limit)
     except urllib.error.HTTPError as exc:
-        if 300 <= exc.code < 400:  # urllib follows only http(s) and ftp; ftp is refused above
+        if 300 <= exc.code < 400 and "infinite loop" in str(exc.msg):  # urllib's words for both
+            raise InputError(f"{shown}: redirected more than {MAX_REDIRECTS} times, or in a loop; not followed "
+                             "further") from exc
+        if 300 <= exc.code < 400 and "is not allowed" in str(exc.msg):  # urllib refuses a file:// (or other) target
             raise InputError(f"{shown}: redirected to a URL that is not http(s); not followed") from exc
         raise InputError(f"{shown}: the server answered HTTP {exc.code} {exc.reason}") from exc
     except urllib.error.URLError as exc:
@@ -87,3 +96,22 @@ def fetch(url: str, shown: str, what: str, limit: int, timeout: float | None = N
         raise InputError(f"{shown}: no answer within {timeout:g}s") from exc
     except (OSError, ValueError) as exc:
         raise InputError(f"{shown}: cannot fetch it ({exc})") from exc
+
+
+def _basic_auth(url: str) -> tuple[str, str | None]:
+    """The URL without `user:password@`, and the Basic `Authorization` value it carried (percent-decoded, as Go's
+    `url.User` reads it); the password is registered with the scrubber, so no message can show it."""
+    import base64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    from ..scrub import register
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    user, password = unquote(user), unquote(password)
+    register(password, userinfo)
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), f"Basic {token}"
