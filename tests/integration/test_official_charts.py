@@ -116,3 +116,26 @@ def test_install_goes_on_after_a_warning_about_the_chart(run_cli, helm, tmp_path
                      "--chart", CHARTS / "v0.38.1", "--dry-run", "--helm-binary", helm)
     assert result.code == 0, result.err
     assert "warning: defaultScheduler: --chart" in result.err and "would run:" in result.out + result.err
+
+
+@pytest.mark.parametrize("tag", list(RELEASE_OF))
+def test_the_default_task_images_det_k8s_calls_exact_are_the_official_charts(tag):
+    """At the tags read, the table's default images are the official chart's (its values.yaml from 0.23.2, the
+    references its master-config.yaml re-prefixes before); `versions.exact` calls them exact there and nowhere else."""
+    import re
+
+    from det_k8s.determined import versions
+
+    version = versions.v(RELEASE_OF[tag])
+    if tag == "0.17.15":
+        text = (CHARTS / tag / "templates" / "master-config.yaml").read_text()
+        refs = re.findall(r'split "/" "determinedai/([^"]+)"', text)
+        official = {"cpu": refs[0], "gpu": refs[1]}
+    else:
+        images = yaml.safe_load((CHARTS / tag / "values.yaml").read_text())["defaultImages"]
+        official = {"cpu": images["cpuImage"], "gpu": images["gpuImage"]}
+    for device in ("cpu", "gpu"):
+        assert versions.value_of(f"chart.image.{device}", version) == official[device]
+        assert versions.exact(f"chart.image.{device}", version)
+    between = versions.Version(version.major, version.minor, version.patch + 1)
+    assert not versions.exact("chart.image.cpu", between)
