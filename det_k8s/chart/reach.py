@@ -92,3 +92,21 @@ def unreached(user_values: Mapping[str, Any], config: Mapping[str, Any], chart: 
                 f"{'.'.join(theirs)}: the setting would be silently dropped",
                 "remove it, or use a chart that writes it (det-k8s's bundled chart does)", sources.find(ours)))
     return problems
+
+
+def deployed_schedulers(manifests: str) -> list[str]:
+    """The kube-schedulers a rendered stream deploys: `<Deployment> in <namespace> (<image>)` for each Deployment
+    whose containers run with `--scheduler-name` (the official charts' coscheduling plugin, kube-scheduler 1.18.9)."""
+    found = []
+    for doc in yaml.safe_load_all(manifests):
+        if not isinstance(doc, dict) or doc.get("kind") != "Deployment":
+            continue
+        meta = doc.get("metadata") or {}
+        pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in pod.get("containers") or ():
+            words = [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
+            if any(w.startswith("--scheduler-name") for w in words):
+                found.append(f"{meta.get('name')} in {meta.get('namespace') or 'the release namespace'} "
+                             f"({container.get('image')})")
+                break
+    return found

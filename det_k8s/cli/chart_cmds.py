@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 from ..errors import SettingsError, Severity
 from . import output
 from .common import HelmBinaryOpt, check_user_chart, helm
-from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot
+from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot, stdin_once
 from .options import (
     OFFLINE,
     KubeVersionOpt,
@@ -85,6 +85,7 @@ def validate(
 
     checked = pod_spec_version(kube_version)
     with checking_against(checked):
+        stdin_once(values, nodes)
         loaded = load_settings_from_cli(values, set_, set_string)
     problems = list(loaded.problems)
     options = current()

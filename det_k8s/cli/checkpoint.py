@@ -14,7 +14,7 @@ import typer
 from ..errors import StorageCheckFailed
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
-from .options import OutputFormat, OutputOpt, with_global_options
+from .options import OFFLINE, OutputFormat, OutputOpt, with_options
 
 if TYPE_CHECKING:  # the storage package and settings load when the command runs, not for --help
     from ..settings import Settings
@@ -73,7 +73,7 @@ def require_working_storage(settings: Settings, *, timeout: float | None = None,
     return report
 
 
-@with_global_options
+@with_options(*OFFLINE)  # the storage only: no cluster
 def check(
     values: ValuesOpt = None,
     set_: SetOpt = None,

@@ -133,7 +133,7 @@ def check_user_chart(tool: Helm, built: ChartResult, chart: Path, loaded: Loaded
                      severity: Severity) -> list[Problem]:
     """`helm template` a chart rendered into the user's `chart`, and report the settings its master configuration
     drops. A chart helm cannot template is an InputError (exit 1): nothing gets installed from it."""
-    from ..chart.reach import master_config, unreached
+    from ..chart.reach import deployed_schedulers, master_config, unreached
     from ..release.manifests import secret_values
     from ..tools.helm import manifests_from_render, render_argv
 
@@ -147,8 +147,16 @@ def check_user_chart(tool: Helm, built: ChartResult, chart: Path, loaded: Loaded
         detail = " ".join(lines[first:first + 3]).removeprefix("Error: ") or exc.message
         raise InputError(f"--chart {chart}: helm cannot template it with these settings: {detail}",
                          hint="fix the settings or the chart; nothing was installed") from exc
-    config = master_config(manifests_from_render(tool.major, rendered.stdout), release)
+    manifests = manifests_from_render(tool.major, rendered.stdout)
+    config = master_config(manifests, release)
+    schedulers = [] if settings.values.get("gangScheduler") == "plugin" else deployed_schedulers(manifests)
+    ours = [Problem(Severity.WARNING, "defaultScheduler", f"--chart {chart} deploys a kube-scheduler of its own for "
+                    f"defaultScheduler {settings.default_scheduler} ({', '.join(schedulers)}), whatever gangScheduler "
+                    "says: it binds the master's pods, so `det-k8s scheduler run` must not run as well (both would "
+                    "bind the same pods), and on Kubernetes 1.25 and later it does not start",
+                    "install det-k8s's bundled chart (gangScheduler: det-k8s deploys nothing), or leave "
+                    "defaultScheduler empty", loaded.sources.find(("defaultScheduler",)))] if schedulers else []
     if config is None:
-        return [Problem(Severity.WARNING, "", f"--chart {chart}: renders no determined-master-config-<release> "
-                        "with a master.yaml; cannot tell which settings reach the master")]
-    return unreached(loaded.user_values, config, f"--chart {chart}", loaded.sources, severity=severity)
+        return ours + [Problem(Severity.WARNING, "", f"--chart {chart}: renders no determined-master-config-<release> "
+                               "with a master.yaml; cannot tell which settings reach the master")]
+    return ours + unreached(loaded.user_values, config, f"--chart {chart}", loaded.sources, severity=severity)

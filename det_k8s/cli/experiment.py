@@ -18,7 +18,7 @@ import typer
 from ..errors import OperationTimeout, Unschedulable, UsageError
 from ..tools.duration import HELP as DURATION_HELP
 from . import output
-from .inputs import SetOpt, SetStringOpt, ValuesOpt, read_text
+from .inputs import SetOpt, SetStringOpt, ValuesOpt, read_text, stdin_once
 from .options import OutputFormat, OutputOpt, cluster_pod_spec_version, current, with_global_options
 
 if TYPE_CHECKING:
@@ -116,6 +116,7 @@ def create(
     from .live import current_user, effective_policy, entry_for, new_group_id, now, scheduling_settings
 
     seconds = parse_duration(timeout)
+    stdin_once(file, values)
     text = read_text(file, "experiment file")
     source, default_name = ("stdin", "experiment") if str(file) == "-" else (str(file), file.stem)
     api = current().connect()
@@ -130,7 +131,7 @@ def create(
     experiment = parsed.get()
     if priority is not None:
         experiment = replace(experiment, priority=priority)
-    refuse_searches(experiment.config, str(settings.app_version), file)
+    refuse_searches(experiment.config, str(settings.app_version), source)
     who = current_user(user)
     submitted, sequence = now()
     group = build_group(experiment, settings, group_id=new_group_id(), user=who, submitted_at=submitted,
@@ -178,18 +179,26 @@ def create(
     _show_entry_state(entry, output_format)
 
 
-def refuse_searches(config: Any, app_version: str, file: Path) -> None:
-    """A search of several trials at once is Determined's to run: det-k8s has no searcher to give each trial its
-    hyperparameters, so it would start copies of one trial. `det-k8s plan` plans such a search, trial by trial."""
+def refuse_searches(config: Any, app_version: str, source: str) -> None:
+    """A search of several trials is Determined's to run, at once or one after another: det-k8s has no searcher to
+    give each trial its hyperparameters and start the next, so it would run copies of one trial, or only the first.
+    `det-k8s plan` plans such a search, trial by trial."""
     from ..errors import DetK8sError
-    from ..scheduling.searchers import trials_at_once
+    from ..scheduling.searchers import total_trials, trials_at_once
 
+    hint = ("submit the search to Determined (det experiment create); `det-k8s plan` shows where its trials would "
+            "run, each as its own gang")
+    why_not = "det-k8s runs one trial per experiment and has no searcher to give each its hyperparameters"
     search = trials_at_once(config, app_version)
     if search.trials > 1:
-        raise DetK8sError(f"{file}: searcher {search.searcher} runs {search.trials} trials at once ({search.why}); "
-                          "det-k8s runs one trial per experiment and has no searcher to give each its hyperparameters",
-                          hint="submit the search to Determined (det experiment create); `det-k8s plan` shows where "
-                          "its trials would run, each as its own gang")
+        raise DetK8sError(f"{source}: searcher {search.searcher} runs {search.trials} trials at once ({search.why}); "
+                          f"{why_not}", hint=hint)
+    total, why = total_trials(config)
+    if total is None:
+        raise DetK8sError(f"{source}: searcher {search.searcher} is a search ({why}); {why_not}", hint=hint)
+    if total > 1:
+        raise DetK8sError(f"{source}: searcher {search.searcher} runs {total} trials ({why}), one at a time; "
+                          f"{why_not}", hint=hint)
 def _require_cleared(report: PassReport, group_id: str | None = None) -> None:
     """A creation whose rollback is not complete ends the command with exit 1, naming what remains."""
     from ..errors import DetK8sError

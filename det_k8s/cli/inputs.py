@@ -34,6 +34,8 @@ SNAPSHOT_LIMIT = 2 * 2**30  # `kubectl get nodes,pods -A -o json` of a very larg
 
 
 STDIN = "-"
+_TWICE = "- (stdin) is named twice; it can be read only once"
+_TWICE_HINT = "pipe one input in and pass the others as files"
 _stdin_read: list[Any] = []  # the stdin objects already read (one per process; tests swap sys.stdin)
 
 
@@ -48,13 +50,24 @@ def read_text(path: Path, what: str = "file", limit: int = SETTINGS_LIMIT) -> st
         import sys
 
         if any(seen is sys.stdin for seen in _stdin_read):
-            raise UsageError("- (stdin) is named twice; it can be read only once",
-                             hint="pipe one input in and pass the others as files")
+            raise UsageError(_TWICE, hint=_TWICE_HINT)
         _stdin_read.append(sys.stdin)
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError(f"- reads the {what} from stdin, and stdin is a terminal",
                              hint="pipe it in: cat site.yaml | det-k8s ... -f -")
     return read_file(path, what, limit)
+
+
+def stdin_once(*inputs: str | Path | Sequence[str | Path] | None) -> None:
+    """Stdin may be named once per command, across all its options and arguments (`plan - --snapshot -`,
+    `--snapshot - -f -`): named twice is a usage error raised before anything is read, so the first reader
+    never parses the other input's text and blames its content."""
+    named = 0
+    for given in inputs:
+        items = given if isinstance(given, list | tuple) else (given,)
+        named += sum(1 for item in items if item is not None and str(item) == STDIN)
+    if named > 1:
+        raise UsageError(_TWICE, hint=_TWICE_HINT)
 
 
 def decode_bounded(handle: Any, shown: str, what: str, limit: int) -> str:
@@ -75,6 +88,7 @@ def load_settings_from_cli(files: Sequence[str | Path] | None, sets: Sequence[st
     from ..scrub import register
     from ..settings.redact import secrets_in
 
+    stdin_once(files)
     documents = [Document(*read_source(given, "settings file", SETTINGS_LIMIT)) for given in files or ()]
     loaded = load_settings(documents, sets or (), set_strings or ())
     register(*secrets_in(loaded.user_values))  # from here on, no output can show them (cli/output.py)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 SCHEDULING_KEYS = ("maxSlotsPerPod", "slotType", "slotResourceRequests", "taskContainerDefaults",
-                   "defaultScheduler")
+                   "defaultScheduler", "defaultImages")  # defaultImages: the image of det-k8s's own task pods
 
 
 def scheduling_settings(api: KubeApi, values: Sequence[str | Path] | None, sets: Sequence[str] | None,

@@ -141,10 +141,11 @@ def _reservation(api: KubeApi, snapshot: Snapshot | DryCluster) -> tuple[Plan | 
 def run_map(snapshot_file: Path | None, values: Sequence[str] | None, sets: Sequence[str] | None,
             set_strings: Sequence[str] | None, request: MapRequest, output_format: OutputFormat) -> None:
     """`det-k8s nodes map`: read the cluster (or the snapshot file), draw who holds each slot."""
-    from .inputs import load_settings_from_cli, load_snapshot
+    from .inputs import load_settings_from_cli, load_snapshot, stdin_once
     from .options import current
     from .planning import no_gc
 
+    stdin_once(snapshot_file, values)
     given = bool(values or sets or set_strings)
     settings = load_settings_from_cli(values, sets, set_strings, required=False).settings() if given else None
     plan: Plan | None = None

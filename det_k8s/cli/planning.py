@@ -34,7 +34,7 @@ from ..scheduling.plan import running_in, schedule
 from ..scheduling.searchers import Search, trials_at_once
 from ..settings.model import Settings
 from . import output
-from .inputs import load_settings_from_cli, load_snapshot, read_text
+from .inputs import load_settings_from_cli, load_snapshot, read_text, stdin_once
 from .options import OutputFormat
 
 if TYPE_CHECKING:
@@ -237,6 +237,7 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
         show_map: bool = False, topology_key: str = ZONE, require_topology: bool = False,
         extended_resource_toleration: bool | None = None) -> None:
     """Load everything, plan one pass, print the answer (with `map_request`: the map after the plan)."""
+    stdin_once(experiments, snapshot_file, values)
     namespace = plan_namespace()
     with no_gc():
         snapshot = load_snapshot(snapshot_file)

@@ -7,6 +7,7 @@ prints and runs.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -128,9 +129,12 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
     tool = helm(helm_bin)
     with private_chart(loaded, settings, chart) as built:  # rendered first: a broken --chart fails before the cluster
         if chart is not None:  # helm must template it, and every setting must reach the master's configuration
-            dropped = check_user_chart(tool, built, chart, loaded, settings, severity=Severity.ERROR)
-            if dropped:
-                raise SettingsError(dropped)
+            found = check_user_chart(tool, built, chart, loaded, settings, severity=Severity.ERROR)
+            for item in found:
+                if item.severity is not Severity.ERROR:
+                    output.problem(item, stream=sys.stderr)
+            if any(item.severity is Severity.ERROR for item in found):
+                raise SettingsError([item for item in found if item.severity is Severity.ERROR])
         if dry_run:
             namespace = offline_namespace()
             spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube_flags(namespace), wait,
@@ -144,7 +148,8 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         with output.spinner(f"checking cluster {api.target.context}"):
             problems = live.run_preflight(api, tool, loaded, settings, release, kube,
                                           create_namespace=create_namespace, upgrading=command == "upgrade",
-                                          skip_storage_check=skip_storage_check, pod_specs_checked=checked)
+                                          skip_storage_check=skip_storage_check, pod_specs_checked=checked,
+                                          user_chart=chart is not None)
         report_problems(problems)
         if command == "upgrade":
             if show_diff:

@@ -12,7 +12,7 @@ from ..errors import DetK8sError, InputError, UsageError
 from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import parse_duration
 from . import output
-from .options import OutputFormat, OutputOpt, current, with_global_options
+from .options import OFFLINE, OutputFormat, OutputOpt, current, with_global_options, with_options
 
 MAX_RESERVE_AFTER = 7 * 86400.0
 app = typer.Typer(name="scheduler", no_args_is_help=True,
@@ -224,7 +224,7 @@ def policy(
 
 
 @app.command("manifest")
-@with_global_options
+@with_options("namespace", *OFFLINE)  # prints manifests: -n is where they go, no cluster is contacted
 def manifest(
     image: Annotated[str, typer.Option("--image", metavar="IMAGE", show_default=False,
                                        help="The det-k8s image (built from deploy/Dockerfile).")],

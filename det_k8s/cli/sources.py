@@ -6,7 +6,9 @@ environment as usual, at most `URL_TIMEOUT` seconds for the connection and each 
 now and then never trips the per-read timeout), redirects only to http(s) and at most `MAX_REDIRECTS`. A URL
 holding a space or a control character is refused before anything is sent. The URL is kept whole
 (`pathlib` would turn `https://x` into `https:/x`); credentials in it are masked in messages.
-Any other scheme (`s3://`, `oci://`, `file://`) is refused in one line naming the URL.
+`user:password@` in the URL is sent as HTTP Basic authentication to that URL only, as Go's HTTP client (so
+helm) sends it: never to where it redirects. Any other scheme (`s3://`, `oci://`, `file://`) is refused in
+one line naming the URL.
 
 `read_source` is the one entry point: files and stdin go to `inputs.read_text`, so every input
 has the same bounds and the same error lines.
@@ -86,7 +88,11 @@ def fetch(url: str, shown: str, what: str, limit: int, timeout: float | None = N
     timeout = URL_TIMEOUT if timeout is None else timeout
     deadline = time.monotonic() + URL_DEADLINE
     opener = urllib.request.build_opener(_Redirects())
-    request = urllib.request.Request(url, headers={"User-Agent": "det-k8s", "Accept": "*/*"})
+    url, authorization = _basic_auth(url)
+    headers = {"User-Agent": "det-k8s", "Accept": "*/*"}
+    request = urllib.request.Request(url, headers=headers)
+    if authorization:
+        request.add_unredirected_header("Authorization", authorization)  # this URL only, never a redirect's
     try:
         with opener.open(request, timeout=timeout) as answer:
             declared = answer.headers.get("Content-Length")
@@ -126,3 +132,22 @@ def _reason(reason: object) -> str:
     """An HTTP reason phrase as the server sent it, clipped and printable (it is the server's text)."""
     text = "".join(c for c in str(reason or "") if c.isprintable())
     return text[:60]
+
+
+def _basic_auth(url: str) -> tuple[str, str | None]:
+    """The URL without `user:password@`, and the Basic `Authorization` value it carried (percent-decoded, as Go's
+    `url.User` reads it); the password is registered with the scrubber, so no message can show it."""
+    import base64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    from ..scrub import register
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    user, password = unquote(user), unquote(password)
+    register(password, userinfo)
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), f"Basic {token}"

@@ -350,6 +350,18 @@ def value_of(key: str, version: Version) -> Any:
     return found.value if found is not None else None
 
 
+def read_at(found: Fact) -> Version | None:
+    """The release whose source a row was read from (the tag its `source` starts with), or None."""
+    return parse_version(found.source.split(" ", 1)[0])
+
+
+def exact(key: str, version: Version) -> bool:
+    """True when the value of `key` at `version` was read at that very release; False when it is a neighbouring
+    tag's, taken for the releases between (the default task images: each release's chart names its own builds)."""
+    found = row(key, version)
+    return found is not None and read_at(found) == version
+
+
 def needs(key: str, version: Version) -> str | None:
     """Why `version` lacks fact `key`, for messages: "added in 0.18.2" or "removed in 0.23.0"; None if it has it."""
     if has(key, version):

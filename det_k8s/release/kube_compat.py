@@ -6,13 +6,15 @@ problem in themselves: the chart and the master use GA APIs only (`apps/v1`, `ba
 at 0.17.15, 0.26.2 and v0.38.1). So det-k8s warns only about combinations known to break
 (../shared/research/determined-versions.md, sections 6 and 7):
 
-- `defaultScheduler: coscheduler` or `preemption` makes the chart run a second kube-scheduler built
-  on Kubernetes 1.18.9 (scheduler-plugins v0.18.9, determinedai/kube-scheduler 0.16/0.17). Such a
-  scheduler lists `policy/v1beta1` PodDisruptionBudgets and records `events.k8s.io/v1beta1`
-  Events, which Kubernetes 1.25 stopped serving (the deprecated-API migration guide), and a
-  kube-scheduler whose informers cannot list does not start scheduling: on 1.25+ Determined's pods
-  stay Pending. From 1.20 it is also outside Kubernetes' version-skew policy (a kube-scheduler at
-  most one minor version older than its API server).
+- `defaultScheduler: coscheduler` or `preemption` with `gangScheduler: plugin` (or with a chart of the
+  user's own, as the official charts do for any gang scheduler) runs a second kube-scheduler built on
+  Kubernetes 1.18.9 (scheduler-plugins v0.18.9, determinedai/kube-scheduler 0.16/0.17). Such a scheduler
+  lists `policy/v1beta1` PodDisruptionBudgets and records `events.k8s.io/v1beta1` Events, which Kubernetes
+  1.25 stopped serving (the deprecated-API migration guide), and a kube-scheduler whose informers cannot
+  list does not start scheduling: on 1.25+ Determined's pods stay Pending. From 1.20 it is also outside
+  Kubernetes' version-skew policy (a kube-scheduler at most one minor version older than its API server).
+  With det-k8s's bundled chart and `gangScheduler: det-k8s` (the default) nothing is deployed: `det-k8s
+  scheduler run` binds the pods, so no warning.
 - Determined 0.34+ runs tasks as `batch/v1` Jobs with `ttlSecondsAfterFinished: 900`. The TTL
   controller is beta (on by default) from Kubernetes 1.21 and GA in 1.23; before 1.21 it is off,
   so finished Jobs and their pods are never cleaned up.
@@ -52,8 +54,11 @@ def version_text(version: Mapping[str, Any]) -> str:
     return str(version.get("gitVersion") or f"v{version.get('major', '?')}.{version.get('minor', '?')}")
 
 
-def check_kubernetes(version: Mapping[str, Any], *, default_scheduler: str, app_version: str) -> list[Problem]:
-    """Warnings for what is known to break with this cluster's Kubernetes version and these settings."""
+def check_kubernetes(version: Mapping[str, Any], *, default_scheduler: str, app_version: str,
+                     plugin: bool = False, user_chart: bool = False) -> list[Problem]:
+    """Warnings for what is known to break with this cluster's Kubernetes version and these settings. `plugin`:
+    gangScheduler is plugin; `user_chart`: a chart of the user's own is installed (the official charts deploy the
+    plugin for any defaultScheduler); without either, the bundled chart deploys no scheduler."""
     found = kube_minor(version)
     if found is None:
         return [Problem(Severity.WARNING, "", "cannot tell the cluster's Kubernetes version from its /version answer",
@@ -63,20 +68,25 @@ def check_kubernetes(version: Mapping[str, Any], *, default_scheduler: str, app_
     if found < OLDEST_TESTED:
         problems.append(Problem(Severity.WARNING, "", f"Kubernetes {shown} is older than any the Determined documents "
                                 f"test (1.{OLDEST_TESTED[1]}-1.21)", "upgrade the cluster if the master fails to start"))
-    if default_scheduler in ("coscheduler", "preemption"):
+    if default_scheduler in ("coscheduler", "preemption") and (plugin or user_chart):
+        path, who, instead = (
+            ("defaultScheduler", f"{default_scheduler} with --chart", "leave defaultScheduler empty, or install "
+             "det-k8s's bundled chart, whose gangScheduler: det-k8s needs nothing installed in the cluster")
+            if user_chart else
+            ("gangScheduler", f"plugin (defaultScheduler {default_scheduler})", "use gangScheduler: det-k8s (the "
+             "default): `det-k8s scheduler run` binds the pods and needs nothing installed in the cluster"))
         if found >= V1BETA1_REMOVED:
             problems.append(Problem(
-                Severity.WARNING, "defaultScheduler",
-                f"{default_scheduler} runs a kube-scheduler {OLD_SCHEDULER}, which cannot work on Kubernetes {shown}: it "
+                Severity.WARNING, path,
+                f"{who} runs a kube-scheduler {OLD_SCHEDULER}, which cannot work on Kubernetes {shown}: it "
                 "lists policy/v1beta1 PodDisruptionBudgets, which Kubernetes 1.25 stopped serving, so Determined's "
-                "pods would stay Pending",
-                "leave defaultScheduler empty; det-k8s's own gang scheduling needs nothing installed in the cluster"))
+                "pods would stay Pending", instead))
         elif found > SKEW_LIMIT:
             problems.append(Problem(
-                Severity.WARNING, "defaultScheduler",
-                f"{default_scheduler} runs a kube-scheduler {OLD_SCHEDULER}, outside Kubernetes' version-skew policy "
+                Severity.WARNING, path,
+                f"{who} runs a kube-scheduler {OLD_SCHEDULER}, outside Kubernetes' version-skew policy "
                 f"against a {shown} API server (at most one minor version older)",
-                "watch its pod in kube-system, or leave defaultScheduler empty"))
+                f"watch its pod in kube-system, or {instead}"))
     determined = parse_version(app_version)
     if determined is not None and has("tasks.jobs", determined) and found < TTL_ON_BY_DEFAULT:
         problems.append(Problem(

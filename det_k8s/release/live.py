@@ -54,9 +54,11 @@ def other_releases(api: KubeApi, helm: Helm, kube: KubeFlags) -> tuple[list[pref
 
 def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Settings, release: str,
                   kube: KubeFlags, *, create_namespace: bool, upgrading: bool,
-                  skip_storage_check: bool, pod_specs_checked: KubeVersion = DEFAULT) -> list[Problem]:
+                  skip_storage_check: bool, pod_specs_checked: KubeVersion = DEFAULT,
+                  user_chart: bool = False) -> list[Problem]:
     """Everything the live cluster says about installing these settings; `pod_specs_checked` is the Kubernetes
-    version the settings' pod specs were checked against offline (they are checked again against the cluster's)."""
+    version the settings' pod specs were checked against offline (they are checked again against the cluster's);
+    `user_chart`: the chart is the user's (--chart), not det-k8s's bundled one."""
     namespace = kube.namespace or api.namespace
     try:
         version = api.server_version()  # also proves the cluster answers
@@ -65,7 +67,8 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
         problems = [_skipped("Kubernetes version checks (and pod specs against its version)", exc)]
     if version is not None:
         problems = check_kubernetes(version, default_scheduler=settings.default_scheduler,
-                                    app_version=settings.app_version)
+                                    app_version=settings.app_version, user_chart=user_chart,
+                                    plugin=settings.values.get("gangScheduler") == "plugin")
         problems += recheck_settings(loaded.values, loaded.sources, pod_specs_checked, cluster_version(version))
     try:
         nodes = read_nodes(api)

@@ -314,3 +314,27 @@ def _trials_at_once(config: Mapping[str, Any], app_version: str) -> Search:
     shares = bracket_max_concurrent_trials(concurrency, divisor, per_bracket)
     trials = sum(_async_halving(t, c, r, divisor) for t, c, r in zip(per_bracket, shares, brackets, strict=True))
     return Search(name, trials, f"max_trials {shown} in {len(brackets)} bracket(s), {why}")
+
+
+def total_trials(config: Mapping[str, Any]) -> tuple[int | None, str]:
+    """How many trials the search of experiment `config` runs in all (None: not known here), and why: `single` 1,
+    `random`, `async_halving` and `adaptive_asha` `max_trials`, `grid` its points, `pbt` `population_size` per
+    round for `num_rounds` rounds; the searchers not modelled are unknown."""
+    searcher = config.get("searcher")
+    if not isinstance(searcher, Mapping) or not isinstance(searcher.get("name"), str):
+        return 1, "no searcher"
+    name = str(searcher["name"])
+    if name == "single":
+        return 1, "a single trial"
+    if name in ("random", "async_halving", "adaptive_asha"):
+        max_trials = _int(searcher.get("max_trials"))
+        return (max_trials, f"max_trials {max_trials}") if max_trials and max_trials > 0 else (None, "max_trials unset")
+    if name == "grid":
+        points = grid_points(config.get("hyperparameters"))
+        return (points, f"{points} grid points") if points else (None, "grid size unknown")
+    if name == "pbt":
+        population, rounds = _int(searcher.get("population_size")), _int(searcher.get("num_rounds"))
+        if population and rounds and population > 0 and rounds > 0:
+            return population * rounds, f"population_size {population} x num_rounds {rounds}"
+        return None, "population_size or num_rounds unset"
+    return None, f"det-k8s does not model the {name} searcher"

@@ -26,7 +26,7 @@ def values_from_master_config(text: str, where: str) -> dict[str, Any]:
     if rm.get("max_slots_per_pod") is not None:
         values["maxSlotsPerPod"] = rm["max_slots_per_pod"]
     if rm.get("slot_type"):
-        values["slotType"] = "cpu" if rm["slot_type"] == "cpu" else "gpu"
+        values["slotType"] = rm["slot_type"] if rm["slot_type"] in ("cpu", "rocm") else "gpu"  # cuda is gpu
     cpu = (rm.get("slot_resource_requests") or {}).get("cpu")
     if cpu is not None:
         values["slotResourceRequests"] = {"cpu": cpu}

@@ -148,18 +148,21 @@ def check_nodes(settings: Settings, nodes: Sequence[Node], sources: SourceMap, o
             "untaint or uncordon nodes, or add tolerations to the task pod spec")
         return problems
     slots = settings.max_slots_per_pod
-    if settings.slot_type == "gpu":
-        gpu_nodes = [n for n in usable if n.gpus > 0]
+    if settings.slot_type in ("gpu", "rocm"):  # a slot is one device: nvidia.com/gpu, or amd.com/gpu for rocm
+        resource = settings.slot_resource
+        devices = {n.name: n.allocatable.get(resource, 0) // 1000 for n in usable}
+        gpu_nodes = [n for n in usable if devices[n.name] > 0]
         if not gpu_nodes:
-            add(Severity.WARNING, ("slotType",), f"no usable node in {origin} offers nvidia.com/gpu; GPU tasks will "
-                "stay Pending", "install the NVIDIA device plugin, or use slotType: cpu")
+            plugin = "the AMD GPU device plugin" if resource != "nvidia.com/gpu" else "the NVIDIA device plugin"
+            add(Severity.WARNING, ("slotType",), f"no usable node in {origin} offers {resource}; GPU tasks will "
+                f"stay Pending", f"install {plugin}, or use slotType: cpu")
             return problems
-        sizes = sorted({n.gpus for n in gpu_nodes})
+        sizes = sorted({devices[n.name] for n in gpu_nodes})
         gcd = math.gcd(*sizes)
         if slots is not None:
-            bad = [n for n in gpu_nodes if n.gpus % slots]
+            bad = [n for n in gpu_nodes if devices[n.name] % slots]
             if bad:
-                names = ", ".join(f"{n.name} ({n.gpus})" for n in bad[:3]) + (" ..." if len(bad) > 3 else "")
+                names = ", ".join(f"{n.name} ({devices[n.name]})" for n in bad[:3]) + (" ..." if len(bad) > 3 else "")
                 add(Severity.ERROR, ("maxSlotsPerPod",),
                     f"{slots} does not divide the GPUs of {len(bad)} node(s): {names}",
                     f"set maxSlotsPerPod to {gcd}, the greatest common divisor of the node sizes "

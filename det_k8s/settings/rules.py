@@ -292,6 +292,30 @@ def _rule_tasks(v: Mapping[str, Any], version: versions.Version | None, out: Pro
                         "init containers are not supported by Determined on Kubernetes")
 
 
+def _rule_default_images(v: Mapping[str, Any], user: Mapping[str, Any], version: versions.Version | None,
+                         out: ProblemCollector) -> None:
+    """The official chart of each release names its own default task images; det-k8s read them at 0.17.15, 0.26.2
+    and v0.38.1 only. Between those tags the nearest tag's are used: say so where a user sees it, with the fix."""
+    if version is None:
+        return
+    tcd, images = _map(user, "taskContainerDefaults"), _map(user, "defaultImages")
+    by_registry = versions.has("chart.image_registry_prefixes_task_images", version)
+    from_table = [device for device in ("cpu", "gpu") if not tcd.get(f"{device}Image")
+                  and (by_registry or not images.get(f"{device}Image"))]
+    if not from_table or versions.exact("chart.image.cpu", version):
+        return
+    found = versions.row("chart.image.cpu", version)
+    tag = versions.read_at(found) if found is not None else None
+    prefix = f"{v.get('imageRegistry') or 'determinedai'}/" if by_registry else ""
+    shown = ", ".join(f"{device}: {prefix}{versions.value_of(f'chart.image.{device}', version)}"
+                      for device in from_table)
+    where, keys = (("taskContainerDefaults",), "taskContainerDefaults.cpuImage and gpuImage") if by_registry else (
+        ("defaultImages",), "defaultImages.cpuImage and gpuImage")
+    out.warning(where, f"the default task images of Determined {version} are not known to det-k8s (it read the "
+                f"official charts of 0.17.15, 0.26.2 and 0.38.1): its master is given {tag}'s ({shown})",
+                f"set {keys} to the images your release's chart names (its values.yaml), or pull these")
+
+
 def _rule_logging(v: Mapping[str, Any], out: ProblemCollector) -> None:
     logging = _map(v, "logging")
     if logging.get("type") == "elastic":
@@ -430,6 +454,7 @@ def check_semantics(values: Mapping[str, Any], user_values: Mapping[str, Any], a
     for rule in RULES:
         rule(values, user_values, out)
     _rule_tasks(values, version, out)
+    _rule_default_images(values, user_values, version, out)
     _rule_logging(values, out)
     _rule_version(values, app_version, out)
     _rule_keys_of_the_release(values, user_values, version, out)

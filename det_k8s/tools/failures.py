@@ -18,7 +18,12 @@ from collections.abc import Sequence
 from ..errors import ClusterError, ClusterUnreachable, DetK8sError, Forbidden, NotFound, ToolFailed, UsageError
 
 _KLOG = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[\w./-]+:\d+\]\s?")
-_DIAL = re.compile(r"dial tcp (\S+): (?:connect: )?([^:\n]+?)\s*$", re.MULTILINE)
+# `dial tcp 10.0.0.9:6443: connect: connection refused`, also at the end of kubectl's structured klog lines
+# (`err="couldn't get ...: connection refused"`), whose closing quote is not part of the reason
+_DIAL = re.compile(r'dial tcp (\S+): (?:connect: )?([^:\n"\\]+?)\s*(?:\\?")?\s*$', re.MULTILINE)
+# `Get "https://10.0.0.9:6443/version": net/http: TLS handshake timeout`: the address, then Go's chain of causes
+_REQUEST = re.compile(r'"https?://([^/"\s]+)[^"\s]*":\s*([^\n]+?)\s*$', re.MULTILINE)
+_UNABLE = re.compile(r"Unable to connect to the server: ([^\n]+?)\s*$", re.MULTILINE)
 _CONTEXT = re.compile(r'context "([^"]*)" does not exist|context was not found for specified context: (\S+)')
 _UNREACHABLE = ("connection refused", "no such host", "i/o timeout", "kubernetes cluster unreachable",
                 "did you specify the right host or port", "network is unreachable", "tls handshake timeout",
@@ -55,6 +60,12 @@ def _detail(stderr: str, stdout: str) -> str:
     return joined if len(joined) <= LIMIT else joined[: LIMIT - 3] + "..."
 
 
+def _last_cause(chain: str) -> str:
+    """The innermost cause of a Go error chain (`dial tcp: lookup x on 10.0.0.2:53: no such host` -> `no such
+    host`; `net/http: TLS handshake timeout` -> `TLS handshake timeout`), without klog's closing quote."""
+    return chain.rstrip('"\\ ').rsplit(": ", 1)[-1]
+
+
 def _subcommand(argv: Sequence[str]) -> str:
     return " ".join(a for a in argv[1:3] if not a.startswith("-"))
 
@@ -83,8 +94,10 @@ def explain(tool: str, argv: Sequence[str], returncode: int, stderr: str, stdout
         return UsageError(f"{tool} {sub}: no context {name} in your kubeconfig",
                           hint="kubectl config get-contexts lists them; pass --kube-context NAME")
     if any(marker in low for marker in _UNREACHABLE):
-        dial = _DIAL.search(stderr)
-        reason = f"{dial.group(1)}: {dial.group(2)}" if dial else _detail(stderr, stdout)
+        dial, request, unable = _DIAL.search(stderr), _REQUEST.search(stderr), _UNABLE.search(stderr)
+        reason = (f"{dial.group(1)}: {dial.group(2)}" if dial else
+                  f"{request.group(1)}: {_last_cause(request.group(2))}" if request else
+                  _last_cause(unable.group(1)) if unable else _detail(stderr, stdout))
         hint = "is the cluster up? check --kube-context and your kubeconfig"
         if dial and dial.group(1) in ("127.0.0.1:8080", "[::1]:8080", "localhost:8080"):
             hint = (f"{tool} found no kubeconfig and tried localhost:8080; pass --kubeconfig PATH or set KUBECONFIG")

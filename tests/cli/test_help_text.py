@@ -49,13 +49,16 @@ def test_help_shows_no_python_types(run_cli, path):
     assert "{" not in usage, usage  # Click's {ARG} for a required argument is not how helm writes usage
 
 
-@pytest.mark.parametrize("path", [["render"], ["plan"]])
+@pytest.mark.parametrize("path", [["render"], ["plan"], ["checkpoint", "check"], ["scheduler", "manifest"]])
 def test_offline_commands_have_no_cluster_options(run_cli, path):
+    # checkpoint check talks to the storage only, scheduler manifest prints manifests: both offered --kube-context,
+    # --kubeconfig (and checkpoint check -n) that did nothing
     text = run_cli(*path, "--help").out
     for option in ("--kube-context", "--kubeconfig"):
         assert option not in text, f"{path} lists {option}"
-    # plan takes -n: the queue it plans for, whose groups alone it may preempt (as the live scheduler); no cluster
-    assert ("--namespace" in text) == (path == ["plan"])
+    # plan takes -n: the queue it plans for, whose groups alone it may preempt (as the live scheduler); scheduler
+    # manifest: the namespace its objects go to. No cluster.
+    assert ("--namespace" in text) == (path in (["plan"], ["scheduler", "manifest"]))
     assert "--verbose" in text and "--debug" in text
 
 

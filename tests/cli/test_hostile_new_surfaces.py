@@ -368,12 +368,12 @@ def test_diff_hides_the_installed_revisions_old_password_and_secret_env_values(r
     fake_helm.respond("get", "manifest", "demo", stdout=LEAKY)
     fake_helm.respond("get", "hooks", "demo", stdout="")
     fake_helm.respond("get", "values", "demo", stdout=json.dumps({"db": {"password": PLANTED}}))
-    result = run_cli("diff", "demo", "-f", GPU)
+    result = run_cli("diff", "demo", "-f", GPU, "--detailed-exitcode")
     assert result.code == 2, result.err
     assert "determined-db-deployment-demo, Deployment (apps) has changed:" in result.out
     for form in planted_forms(PLANTED):
         assert form not in result.out + result.err, form
     fake_helm.respond("get", "values", "demo", stderr="Error: forbidden\n", rc=1)  # unknown: hidden by its name
-    blind = run_cli("diff", "demo", "-f", GPU)
+    blind = run_cli("diff", "demo", "-f", GPU, "--detailed-exitcode")
     assert blind.code == 2, blind.err
     assert "name: POSTGRES_PASSWORD\n" in blind.out and "value: <secret 18 bytes, hash " in blind.out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import example
 from tests.k8s_emulator import node
 
@@ -59,3 +61,37 @@ def test_experiment_create_refuses_a_search_it_cannot_run(run_cli, cluster, tmp_
     (line,) = [ln for ln in result.err.splitlines() if ln.startswith("error:")]
     assert "searcher adaptive_asha runs 2 trials at once" in line and "det-k8s plan" in line
     assert cluster.api.items("pods") == [] and cluster.api.items("configmaps") == []
+
+
+@pytest.mark.parametrize(("searcher", "said"), [
+    ("{name: random, metric: loss, max_trials: 16, max_concurrent_trials: 1, max_length: 10}",
+     "searcher random runs 16 trials (max_trials 16), one at a time"),
+    ("{name: async_halving, metric: loss, max_trials: 8, max_concurrent_trials: 1, num_rungs: 3, max_length: 10}",
+     "searcher async_halving runs 8 trials (max_trials 8), one at a time"),
+    ("{name: custom, metric: loss}", "searcher custom is a search (det-k8s does not model the custom searcher)"),
+])
+def test_experiment_create_refuses_a_search_that_runs_its_trials_one_at_a_time(run_cli, cluster, tmp_path, searcher,
+                                                                               said):
+    # Only searches running several trials at once were refused: a search of 16 trials one at a time was submitted,
+    # and det-k8s (no searcher) ran its first trial and nothing else.
+    cluster.api.put(node("gpu-0", gpus=4))
+    exp = tmp_path / "search.yaml"
+    exp.write_text(f"name: seq\nresources: {{slots_per_trial: 4}}\nsearcher: {searcher}\n")
+    settings = tmp_path / "s.yaml"
+    settings.write_text("maxSlotsPerPod: 4\n")
+    result = run_cli("experiment", "create", exp, "-f", settings)
+    assert result.code == 1
+    (line,) = [ln for ln in result.err.splitlines() if ln.startswith("error:")]
+    assert line.startswith(f"error: {exp}: {said}; det-k8s runs one trial per experiment")
+    assert cluster.api.items("pods") == [] and cluster.api.items("configmaps") == []
+
+
+def test_experiment_create_runs_a_search_of_one_trial(run_cli, cluster, tmp_path):
+    cluster.api.put(node("gpu-0", gpus=4))
+    exp = tmp_path / "one.yaml"
+    exp.write_text("name: one\nresources: {slots_per_trial: 4}\n"
+                   "searcher: {name: random, metric: loss, max_trials: 1, max_length: 10}\n")
+    settings = tmp_path / "s.yaml"
+    settings.write_text("maxSlotsPerPod: 4\n")
+    result = run_cli("experiment", "create", exp, "-f", settings)
+    assert result.code == 0, result.err

@@ -3,6 +3,7 @@ size, or refused in one line that keeps the URL whole (the newcomer's `-f https:
 
 from __future__ import annotations
 
+import base64
 import http.server
 import io
 import subprocess
@@ -15,6 +16,9 @@ from tests.conftest import example
 
 GPU = example("gpu-cluster.yaml")
 SNAPSHOT = example("snapshots") / "three-4gpu-nodes.yaml"
+
+
+BASIC = "Basic " + base64.b64encode(b"det@ops:Pa55:w0rd").decode()  # user det@ops, password Pa55:w0rd
 
 
 def stdin(monkeypatch, data: bytes) -> None:
@@ -47,6 +51,23 @@ def test_stdin_named_twice_is_a_usage_error(run_cli, monkeypatch):
     assert result.code == 2 and "error: - (stdin) is named twice; it can be read only once" in result.err
 
 
+@pytest.mark.parametrize("argv", [
+    ("plan", example("experiments") / "small-4gpu.yaml", "--snapshot", "-", "-f", "-"),
+    ("nodes", "map", "--snapshot", "-", "-f", "-"),
+    ("validate", "-f", "-", "--nodes", "-"),
+    ("experiment", "create", "-", "-f", "-"),
+])
+def test_stdin_named_in_two_options_is_refused_before_either_is_read(run_cli, monkeypatch, argv):
+    # Before, the first reader parsed stdin and blamed its content (a settings file read as a snapshot:
+    # "expected a Kubernetes List"; a snapshot read as settings: "apiVersion: unknown key").
+    stdin(monkeypatch, GPU.read_bytes())
+    result = run_cli(*argv)
+    assert result.code == 2
+    assert result.err.strip().splitlines() == [
+        "error: - (stdin) is named twice; it can be read only once; pipe one input in and pass the others as files"]
+    assert sys.stdin.read() == GPU.read_text()  # nothing was read
+
+
 def test_binary_on_stdin_is_named_as_stdin(run_cli, monkeypatch):
     stdin(monkeypatch, b"\x00\x01")
     result = run_cli("validate", "-f", "-")
@@ -55,9 +76,13 @@ def test_binary_on_stdin_is_named_as_stdin(run_cli, monkeypatch):
 
 class _Files(http.server.BaseHTTPRequestHandler):
     routes: dict[str, tuple[int, bytes, dict[str, str]]] = {}
+    seen: list[tuple[str, str | None]] = []  # (path, Authorization header) of every request
 
     def do_GET(self) -> None:  # noqa: N802
+        self.seen.append((self.path, self.headers.get("Authorization")))
         status, body, headers = self.routes.get(self.path, (404, b"not here", {}))
+        if self.path.startswith("/private/") and self.headers.get("Authorization") != BASIC:
+            status, body, headers = 401, b"", {"WWW-Authenticate": 'Basic realm="values"'}
         self.send_response(status)
         for key, value in headers.items():
             self.send_header(key, value)
@@ -78,7 +103,12 @@ def web():
         "/typo.yaml": (200, b"maxSlotsPerPod: 4\nslotTyp: gpu\n", {}),
         "/moved": (302, b"", {"Location": "file:///etc/passwd"}),
         "/huge.yaml": (200, b"", {"Content-Length": str(64 * 2**20)}),
+        "/loop": (302, b"", {"Location": "/loop-again"}),
+        "/loop-again": (302, b"", {"Location": "/loop"}),
+        "/private/site.yaml": (200, GPU.read_bytes(), {}),
+        "/private/elsewhere": (302, b"", {"Location": "/site.yaml"}),
     }
+    _Files.seen = []
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 
@@ -94,6 +124,7 @@ def test_settings_from_a_url_like_helm(run_cli, web):
     ("/missing.yaml", "the server answered HTTP 404 Not Found"),
     ("/moved", "redirected to a URL that is not http(s); not followed"),
     ("/huge.yaml", "64 MiB, more than a settings file can be (16 MiB)"),
+    ("/loop", "redirected more than 5 times, or in a loop; not followed further"),  # was: "not http(s)"
 ])
 def test_url_failures_are_one_line_with_the_url_whole(run_cli, web, path, message):
     result = run_cli("validate", "-f", f"{web}{path}")
@@ -116,3 +147,24 @@ def test_other_schemes_are_refused_naming_the_url_and_credentials_are_masked(run
                                  "an http(s) URL, not s3://")
     secret = run_cli("validate", "-f", "https://user:Pa55word@127.0.0.1:9/site.yaml?sig=abc")
     assert "Pa55word" not in secret.err and "sig=abc" not in secret.err and "https://***@127.0.0.1:9" in secret.err
+
+
+def test_credentials_in_the_url_are_sent_as_basic_auth_like_helm_and_never_shown(run_cli, web):
+    # Go's HTTP client (so helm -f URL) sends user:password@ as Basic authentication; det-k8s sent the user info as
+    # part of the host name ("Name or service not known"). The password is percent-encoded in the URL.
+    host = web.removeprefix("http://")
+    result = run_cli("validate", "-f", f"http://det%40ops:Pa55%3Aw0rd@{host}/private/site.yaml")
+    assert result.code == 0, result.err
+    assert _Files.seen == [("/private/site.yaml", BASIC)]
+    wrong = run_cli("validate", "-f", f"http://det%40ops:Wr0ng-pass@{host}/private/site.yaml")
+    assert wrong.code == 1
+    assert wrong.err.strip().splitlines() == [f"error: http://***@{host}/private/site.yaml: the server answered "
+                                              "HTTP 401 Unauthorized"]
+    assert "Wr0ng-pass" not in wrong.out + wrong.err
+
+
+def test_basic_auth_from_the_url_never_follows_a_redirect(run_cli, web):
+    host = web.removeprefix("http://")
+    result = run_cli("validate", "-f", f"http://det%40ops:Pa55%3Aw0rd@{host}/private/elsewhere")
+    assert result.code == 0, result.err
+    assert _Files.seen == [("/private/elsewhere", BASIC), ("/site.yaml", None)]

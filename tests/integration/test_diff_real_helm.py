@@ -56,8 +56,9 @@ def test_the_same_settings_change_nothing_and_exit_0(run_cli, installed):
     assert render_call[0] == "template" if installed.major == 3 else "--dry-run=client" in render_call
 
 
-def test_a_changed_setting_shows_in_the_master_configuration_and_exits_2(run_cli, installed):
-    result = run_cli("diff", "demo", "-f", GPU, "--set", f"db.password={OLD_PASSWORD}", "--set", "maxSlotsPerPod=8")
+def test_a_changed_setting_shows_in_the_master_configuration_and_exits_2_with_detailed_exitcode(run_cli, installed):
+    result = run_cli("diff", "demo", "-f", GPU, "--set", f"db.password={OLD_PASSWORD}", "--set", "maxSlotsPerPod=8",
+                     "--detailed-exitcode")
     assert result.code == 2, result.err
     out = result.out.splitlines()
     # From 0.26.2 (the default release is newer) the master configuration is a Secret; its master.yaml still
@@ -71,9 +72,21 @@ def test_a_changed_setting_shows_in_the_master_configuration_and_exits_2(run_cli
     assert "upgrade of release demo (namespace default): 2 changed, 0 added, 0 removed" in result.err
 
 
+def test_changes_exit_0_as_helm_diff_does_so_exit_2_means_a_usage_error(run_cli, installed):
+    # helm diff upgrade exits 0 with changes unless --detailed-exitcode; det-k8s diff exited 2 for changes and for
+    # usage errors alike.
+    changed = run_cli("diff", "demo", "-f", GPU, "--set", f"db.password={OLD_PASSWORD}", "--set", "maxSlotsPerPod=8")
+    assert changed.code == 0, changed.err
+    assert "+      max_slots_per_pod: 8" in changed.out.splitlines()
+    usage = run_cli("diff", "demo", "-f", GPU, "--unified", "-1", "--detailed-exitcode")
+    assert usage.code == 2 and usage.out == "" and "--unified" in usage.err
+    same = run_cli("diff", "demo", "-f", GPU, "--set", f"db.password={OLD_PASSWORD}", "--detailed-exitcode")
+    assert same.code == 0, same.err
+
+
 def test_a_changed_password_shows_as_a_changed_hash_never_as_itself(run_cli, installed):
     result = run_cli("diff", "demo", "-f", GPU, "--set", f"db.password={NEW_PASSWORD}")
-    assert result.code == 2, result.err
+    assert result.code == 0, result.err
     assert OLD_PASSWORD not in result.out + result.err and NEW_PASSWORD not in result.out + result.err
     for name, key in (("determined-master-secrets-demo", "db-password"), ("determined-master-config-demo", "password")):
         secret = result.out.split(f"{name}, Secret (v1) has changed:")[1].split("\n\n")[0]

@@ -89,3 +89,53 @@ def test_a_values_file_of_the_official_chart_validates(run_cli, tmp_path, tag):
     path.write_text(yaml.safe_dump(data))
     result = run_cli("validate", "-f", path)
     assert result.code == 0, result.out + result.err
+
+
+@pytest.mark.parametrize("tag", list(RELEASE_OF))
+def test_the_official_charts_own_scheduler_is_named_whatever_gangscheduler_says(run_cli, helm, tmp_path, tag):
+    # The official chart deploys its kube-scheduler 1.18.9 plugin for defaultScheduler coscheduler; gangScheduler is
+    # det-k8s's key, which that chart does not read. det-k8s said nothing, and `det-k8s scheduler run` would bind the
+    # same pods as that plugin.
+    out = tmp_path / "out"
+    result = run_cli("render", "-f", settings(tmp_path, tag), "--set", "defaultScheduler=coscheduler",
+                     "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag, "-o", out, "--helm-binary", helm)
+    assert result.code == 0, result.err
+    (line,) = [ln for ln in result.err.splitlines() if "kube-scheduler of its own" in ln]
+    assert line.startswith(f"warning: defaultScheduler: --chart {CHARTS / tag} deploys a kube-scheduler of its own for "
+                           "defaultScheduler coscheduler (coscheduler in kube-system (k8s.gcr.io/scheduler-plugins/"
+                           "kube-scheduler:v0.18.9)), whatever gangScheduler says")
+    assert "`det-k8s scheduler run` must not run as well" in line
+    plain = run_cli("render", "-f", settings(tmp_path, tag), "--set", "checkpointStorage.prefix=null",
+                    "--chart", CHARTS / tag, "-o", tmp_path / "plain", "--helm-binary", helm)
+    assert plain.code == 0 and "kube-scheduler of its own" not in plain.err
+
+
+def test_install_goes_on_after_a_warning_about_the_chart(run_cli, helm, tmp_path):
+    # A warning from the --chart checks (its own scheduler) is printed; only errors stop the install.
+    result = run_cli("install", "demo", "-f", settings(tmp_path, "v0.38.1"), "--set", "defaultScheduler=coscheduler",
+                     "--chart", CHARTS / "v0.38.1", "--dry-run", "--helm-binary", helm)
+    assert result.code == 0, result.err
+    assert "warning: defaultScheduler: --chart" in result.err and "would run:" in result.out + result.err
+
+
+@pytest.mark.parametrize("tag", list(RELEASE_OF))
+def test_the_default_task_images_det_k8s_calls_exact_are_the_official_charts(tag):
+    """At the tags read, the table's default images are the official chart's (its values.yaml from 0.23.2, the
+    references its master-config.yaml re-prefixes before); `versions.exact` calls them exact there and nowhere else."""
+    import re
+
+    from det_k8s.determined import versions
+
+    version = versions.v(RELEASE_OF[tag])
+    if tag == "0.17.15":
+        text = (CHARTS / tag / "templates" / "master-config.yaml").read_text()
+        refs = re.findall(r'split "/" "determinedai/([^"]+)"', text)
+        official = {"cpu": refs[0], "gpu": refs[1]}
+    else:
+        images = yaml.safe_load((CHARTS / tag / "values.yaml").read_text())["defaultImages"]
+        official = {"cpu": images["cpuImage"], "gpu": images["gpuImage"]}
+    for device in ("cpu", "gpu"):
+        assert versions.value_of(f"chart.image.{device}", version) == official[device]
+        assert versions.exact(f"chart.image.{device}", version)
+    between = versions.Version(version.major, version.minor, version.patch + 1)
+    assert not versions.exact("chart.image.cpu", between)

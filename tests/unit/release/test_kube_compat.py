@@ -26,17 +26,28 @@ def test_managed_clusters_minor_versions_with_a_plus_are_read():
 
 @pytest.mark.parametrize("scheduler", ["coscheduler", "preemption"])
 def test_the_118_scheduler_plugin_is_named_on_125_and_later(scheduler):
-    (problem,) = check_kubernetes(version("25"), default_scheduler=scheduler, app_version="0.26.2")
-    assert problem.severity is Severity.WARNING and problem.path == "defaultScheduler"
-    assert "kube-scheduler 1.18.9, which cannot work on Kubernetes v1.25.2" in problem.message
+    (problem,) = check_kubernetes(version("25"), default_scheduler=scheduler, app_version="0.26.2", plugin=True)
+    assert problem.severity is Severity.WARNING and problem.path == "gangScheduler"
+    assert f"plugin (defaultScheduler {scheduler}) runs a kube-scheduler 1.18.9, which cannot work on Kubernetes " \
+           "v1.25.2" in problem.message
     assert "policy/v1beta1" in problem.message
-    assert "leave defaultScheduler empty" in (problem.hint or "")
+    assert "use gangScheduler: det-k8s" in (problem.hint or "")
+    (chart,) = check_kubernetes(version("25"), default_scheduler=scheduler, app_version="0.26.2", user_chart=True)
+    assert chart.path == "defaultScheduler" and chart.message.startswith(f"{scheduler} with --chart runs a kube-")
+
+
+@pytest.mark.parametrize("minor", ["22", "25", "31"])
+def test_det_k8s_as_the_gang_scheduler_deploys_nothing_so_nothing_breaks(minor):
+    # The README's recommended set-up (defaultScheduler: coscheduler, gangScheduler: det-k8s, `det-k8s scheduler
+    # run`) was warned about as if the bundled chart ran the 1.18 plugin, with "leave defaultScheduler empty".
+    for scheduler in ("coscheduler", "preemption"):
+        assert check_kubernetes(version(minor), default_scheduler=scheduler, app_version="0.26.2") == []
 
 
 def test_the_118_scheduler_plugin_between_120_and_124_is_outside_the_skew_policy():
-    (problem,) = check_kubernetes(version("22"), default_scheduler="coscheduler", app_version="0.17.15")
+    (problem,) = check_kubernetes(version("22"), default_scheduler="coscheduler", app_version="0.17.15", plugin=True)
     assert "version-skew policy" in problem.message
-    assert check_kubernetes(version("19"), default_scheduler="coscheduler", app_version="0.17.15") == []
+    assert check_kubernetes(version("19"), default_scheduler="coscheduler", app_version="0.17.15", plugin=True) == []
 
 
 def test_jobs_ttl_on_clusters_before_121_only_for_determined_with_jobs():

@@ -51,6 +51,19 @@ def test_no_gpu_nodes_is_a_warning():
     assert only.startswith("warning: slotType: no usable node in nodes.yaml offers nvidia.com/gpu")
 
 
+def test_rocm_slots_are_checked_against_amd_gpus_as_gpu_slots_against_nvidia_ones():
+    # slotType rocm (Determined 0.36+) fell into the CPU-slot branch, which has no slot size: nothing was checked.
+    rocm = "appVersion: 0.38.1\nslotType: rocm\n" + GPU_SETTINGS
+    amd = [Node("a", {"cpu": 64_000, "pods": 110_000, "amd.com/gpu": 4000}, {}, (), True, False),
+           Node("b", {"cpu": 64_000, "pods": 110_000, "amd.com/gpu": 8000}, {}, (), True, False)]
+    (only,) = check(rocm, amd)
+    assert only == ("error: maxSlotsPerPod: 8 does not divide the GPUs of 1 node(s): a (4); set maxSlotsPerPod to 4, "
+                    "the greatest common divisor of the node sizes (4, 8) (s.yaml:3)")
+    (none,) = check(rocm, [node("c", 8)])  # NVIDIA GPUs are no ROCm slots
+    assert none.startswith("warning: slotType: no usable node in nodes.yaml offers amd.com/gpu; GPU tasks will stay "
+                           "Pending; install the AMD GPU device plugin")
+
+
 def test_cpu_slot_must_fit_the_smallest_allocatable_and_a_value_is_suggested():
     (only,) = check(CPU_SETTINGS, [node("big", cpu="15910m"), node("small", cpu="7910m")])
     assert only == ("error: slotResourceRequests.cpu: 8 CPUs per slot do not fit node small, whose allocatable CPU is "

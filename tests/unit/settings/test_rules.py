@@ -432,3 +432,25 @@ def test_account_url_must_not_carry_a_sas_token():
     (only,) = errors(AZURE + "  account_url: 'https://a.blob.core.windows.net/?sv=1&sig=SIGSECRET'\n")
     assert only.startswith("error: checkpointStorage.account_url: must not carry a SAS token")
     assert "SIGSECRET" not in only
+
+
+@pytest.mark.parametrize(("version", "tag", "key"), [
+    ("0.17.0", "0.17.15", "taskContainerDefaults"), ("0.21.0", "0.17.15", "taskContainerDefaults"),
+    ("0.30.0", "0.26.2", "defaultImages"), ("0.38.0", "0.38.1", "defaultImages"),
+])
+def test_default_task_images_between_the_tags_read_are_named_as_the_nearest_tags(version, tag, key):
+    # Each release's chart names its own default images; det-k8s knows those of 0.17.15, 0.26.2 and 0.38.1 and
+    # silently gave every release between them the nearest tag's.
+    (only,) = warnings(BASE, f"appVersion={version}")
+    assert only.startswith(f"warning: {key}: the default task images of Determined {version} are not known to "
+                           f"det-k8s (it read the official charts of 0.17.15, 0.26.2 and 0.38.1): its master is given "
+                           f"{tag}'s (cpu: ")
+    assert f"; set {key}.cpuImage and gpuImage to the images your release's chart names" in only
+
+
+@pytest.mark.parametrize("version", ["0.17.15", "0.26.2", "0.38.1"])
+def test_default_task_images_of_the_tags_read_or_set_by_the_user_are_no_warning(version):
+    assert warnings(BASE, f"appVersion={version}") == []
+    assert warnings(BASE, "appVersion=0.30.0", "defaultImages.cpuImage=m/cpu:1", "defaultImages.gpuImage=m/gpu:1") == []
+    assert warnings(BASE, "appVersion=0.21.0", "taskContainerDefaults.cpuImage=m/cpu:1",
+                    "taskContainerDefaults.gpuImage=m/gpu:1") == []

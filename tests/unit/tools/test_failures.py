@@ -51,3 +51,19 @@ def test_anything_else_keeps_the_tools_error_line_and_scrubs_secrets():
     assert error.message == "helm install demo failed (exit 1): Error: INSTALLATION FAILED: template: x: password " \
                             "<redacted> is bad"
     assert "s3cr3t" not in error.stderr
+
+
+def test_a_silent_server_is_the_address_and_the_innermost_cause():
+    # helm 4.1 and kubectl 1.35 against a server that accepts connections and never answers (their exact stderr)
+    helm = explain("helm", ["helm", "list"], 1, 'Error: kubernetes cluster unreachable: Get '
+                   '"https://127.0.0.1:18766/version": net/http: TLS handshake timeout\n', context="silent")
+    assert isinstance(helm, ClusterUnreachable)
+    assert helm.message == "helm list: cannot reach the Kubernetes API (context silent): 127.0.0.1:18766: TLS " \
+                           "handshake timeout"
+    kubectl = explain("kubectl", ["kubectl", "label", "nodes", "a"], 1,
+                      "Unable to connect to the server: net/http: TLS handshake timeout\n", context="silent")
+    assert kubectl.message == "kubectl label nodes: cannot reach the Kubernetes API (context silent): TLS handshake " \
+                              "timeout"
+    lookup = explain("helm", ["helm", "list"], 1, 'Error: Kubernetes cluster unreachable: Get "https://x:6443/version": '
+                     "dial tcp: lookup x on 10.0.0.2:53: no such host\n", context="lab")
+    assert lookup.message == "helm list: cannot reach the Kubernetes API (context lab): x:6443: no such host"
