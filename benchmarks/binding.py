@@ -1,4 +1,4 @@
-"""Benchmark 6: det-k8s as the scheduler of the master's pods, at 5,000 nodes / 30,000 pods.
+"""Benchmark 8: det-k8s as the scheduler of the master's pods, at 5,000 nodes / 30,000 pods.
 
 Three processes on this machine, as in a cluster: the Kubernetes API emulator of the tests (schema
 validation, watch, bindings and events included) holding a generated cluster (`generate.snapshot`:

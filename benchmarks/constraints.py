@@ -1,4 +1,4 @@
-"""Benchmark 6: `det-k8s plan` with realistic placement constraints, against json.load of the snapshot.
+"""Benchmark 7: `det-k8s plan` with realistic placement constraints, against json.load of the snapshot.
 
 The cluster of benchmark 1 (`generate.snapshot`), with the constraints real clusters carry:
 

@@ -124,7 +124,7 @@ def test_settings_from_a_url_like_helm(run_cli, web):
     ("/missing.yaml", "the server answered HTTP 404 Not Found"),
     ("/moved", "redirected to a URL that is not http(s); not followed"),
     ("/huge.yaml", "64 MiB, more than a settings file can be (16 MiB)"),
-    ("/loop", "redirected more than 5 times, or in a loop; not followed further"),  # was: "not http(s)"
+    ("/loop", "redirected more than 5 times (or in a loop); not followed further"),  # was: "not http(s)"
 ])
 def test_url_failures_are_one_line_with_the_url_whole(run_cli, web, path, message):
     result = run_cli("validate", "-f", f"{web}{path}")
