@@ -2,9 +2,9 @@
 
 `diff` renders the chart from the settings (as `upgrade` would) and compares it with the installed
 revision (`helm get manifest` and `helm get hooks`), object by object, secrets as hashes
-(`release/diff.py`). Like `helm diff upgrade` it exits 0 whether or not something would change, so exit 2
-keeps meaning a usage error as everywhere in det-k8s; with `--detailed-exitcode` (helm-diff's flag) it exits 2
-when something would change. `rollback` names what it changes the same way, runs the
+(`release/diff.py`); it exits 0 when nothing would change and 2 when something would, as
+`helm diff --detailed-exitcode` does (the flag is accepted, for scripts written for helm-diff; a usage error also
+exits 2, with an `error:` line and no diff). `rollback` names what it changes the same way, runs the
 preflight `upgrade` runs (against the settings the target revision was installed with), names the
 running experiments and asks. Reads go through helm; only `rollback` changes anything.
 """
@@ -35,7 +35,7 @@ from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
 from .release import ReleaseArg, SkipStorageOpt, TimeoutOpt
 
-CHANGES = 2  # `diff --detailed-exitcode` exits 2 when the release would change, as helm diff does
+CHANGES = 2  # `diff` exits 2 when the release would change, as helm diff --detailed-exitcode does
 DiffChartOpt = Annotated[Path | None, typer.Option(
     "--chart", metavar="PATH", help="Render your copy of the Determined chart (directory or .tgz), as upgrade --chart "
     "would, instead of the bundled one; it is copied, never modified.")]
@@ -102,12 +102,12 @@ def diff(
     chart: DiffChartOpt = None,
     unified: UnifiedOpt = 3,
     detailed_exitcode: Annotated[bool, typer.Option(
-        "--detailed-exitcode", help="Exit 2 when the upgrade would change something, 0 when not, as helm diff "
-        "--detailed-exitcode does (a usage error also exits 2, with an error: line and no diff).")] = False,
+        "--detailed-exitcode", help="Accepted for scripts written for helm diff: det-k8s diff always exits 2 when the "
+        "upgrade would change something and 0 when not (a usage error also exits 2, with an error: line).")] = False,
     kube_version: KubeVersionOpt = None,
     helm_binary: HelmBinaryOpt = None,
 ) -> int:
-    """Show what an upgrade with these settings would change, as helm diff upgrade (--detailed-exitcode: exit 2)."""
+    """Show what an upgrade with these settings would change; exit 0 when nothing, 2 when something would."""
     from ..release.manifests import secret_values
     from ..settings.podspec import checking_against
     from .chart_cmds import report_warnings
@@ -123,7 +123,8 @@ def diff(
     with private_chart(loaded, settings, chart) as built:
         changes = show_upgrade_diff(tool, release, kube, target.namespace, str(built.directory),
                                     str(built.values_file), secret_values(settings), unified)
-    return CHANGES if changes and detailed_exitcode else 0
+    del detailed_exitcode  # always on (README, "diff")
+    return CHANGES if changes else 0
 
 
 _HISTORY_FIELDS = ("updated", "status", "chart", "app_version", "description")

@@ -72,11 +72,10 @@ def test_a_changed_setting_shows_in_the_master_configuration_and_exits_2_with_de
     assert "upgrade of release demo (namespace default): 2 changed, 0 added, 0 removed" in result.err
 
 
-def test_changes_exit_0_as_helm_diff_does_so_exit_2_means_a_usage_error(run_cli, installed):
-    # helm diff upgrade exits 0 with changes unless --detailed-exitcode; det-k8s diff exited 2 for changes and for
-    # usage errors alike.
+def test_changes_exit_2_with_or_without_helm_diffs_flag_and_a_usage_error_prints_no_diff(run_cli, installed):
+    # as helm diff --detailed-exitcode: 2 on changes; the flag is accepted for helm-diff's scripts
     changed = run_cli("diff", "demo", "-f", GPU, "--set", f"db.password={OLD_PASSWORD}", "--set", "maxSlotsPerPod=8")
-    assert changed.code == 0, changed.err
+    assert changed.code == 2, changed.err
     assert "+      max_slots_per_pod: 8" in changed.out.splitlines()
     usage = run_cli("diff", "demo", "-f", GPU, "--unified", "-1", "--detailed-exitcode")
     assert usage.code == 2 and usage.out == "" and "--unified" in usage.err
@@ -86,7 +85,7 @@ def test_changes_exit_0_as_helm_diff_does_so_exit_2_means_a_usage_error(run_cli,
 
 def test_a_changed_password_shows_as_a_changed_hash_never_as_itself(run_cli, installed):
     result = run_cli("diff", "demo", "-f", GPU, "--set", f"db.password={NEW_PASSWORD}")
-    assert result.code == 0, result.err
+    assert result.code == 2, result.err
     assert OLD_PASSWORD not in result.out + result.err and NEW_PASSWORD not in result.out + result.err
     for name, key in (("determined-master-secrets-demo", "db-password"), ("determined-master-config-demo", "password")):
         secret = result.out.split(f"{name}, Secret (v1) has changed:")[1].split("\n\n")[0]
