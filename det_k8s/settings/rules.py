@@ -344,6 +344,10 @@ def _rule_version(v: Mapping[str, Any], app_version: Any, out: ProblemCollector)
     elif not versions.supported(found):
         out.error(("appVersion",), f"Determined {found} is not supported: {supported}",
                   f"use a release from {versions.OLDEST} to {versions.NEWEST} (the default is {versions.DEFAULT})")
+    elif app_version != str(found):
+        out.error(("appVersion",), f"{app_version!r} is not an image tag of Determined's; use {str(found)!r}",
+                  "appVersion is the master image's tag (determined-master:<appVersion>), and Determined's images "
+                  "are tagged like 0.38.1, not like the git tag v0.38.1")
 
 
 def _rule_keys_of_the_release(v: Mapping[str, Any], user: Mapping[str, Any], version: versions.Version | None,

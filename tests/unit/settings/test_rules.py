@@ -301,6 +301,14 @@ def test_app_version_must_name_a_supported_release(version, says):
     assert only.startswith(f"error: appVersion: {says}"), only
 
 
+@pytest.mark.parametrize(("version", "tag"), [("v0.38.1", "0.38.1"), ("0.26.2 ", "0.26.2"), (" 0.17.15", "0.17.15")])
+def test_app_version_is_the_image_tag_exactly(version, tag):
+    # Chart.yaml's appVersion is the master image's tag (determinedai/determined-master:<appVersion>): the images are
+    # tagged 0.38.1, not like the git tag v0.38.1, and helm's semverCompare refuses a version with spaces.
+    (only,) = errors(BASE + f"appVersion: '{version}'\n")
+    assert only.startswith(f"error: appVersion: {version!r} is not an image tag of Determined's; use {tag!r}"), only
+
+
 def test_keys_of_other_releases_are_errors_naming_the_release_that_has_them():
     (only,) = errors(BASE + "appVersion: '0.34.2'\nresourceManager:\n  defaultNamespace: ml\n")
     assert only == ("error: resourceManager.defaultNamespace: Determined 0.34.2 has no resourceManager.defaultNamespace "
