@@ -5,7 +5,8 @@ official chart of some release). Such a chart may silently drop a setting: the 0
 `checkpointStorage.prefix`, so checkpoints land at the bucket's root while `det-k8s checkpoint check` probed
 under the prefix. After `helm template`, the master's configuration (the ConfigMap or Secret
 `determined-master-config-<release>`, key `master.yaml`) is read back and every setting the user gave that
-has a place in master.yaml but is not there is reported. Pure.
+has a place in master.yaml but is not there is reported, and a number it rewrote (the official charts' `default 1`
+turns a 0 into 1). Pure.
 """
 
 from __future__ import annotations
@@ -64,6 +65,14 @@ REACHES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 
+# settings that some charts rewrite rather than drop: the official charts write `{{ .x | default 1 }}`, and helm's
+# `default` takes 0 for unset, so a 0 reaches the master as 1
+CHANGES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = tuple(
+    (("checkpointStorage", ours), (_CS, theirs)) for ours, theirs in (
+        ("saveExperimentBest", "save_experiment_best"), ("saveTrialBest", "save_trial_best"),
+        ("saveTrialLatest", "save_trial_latest")))
+
+
 def master_config(manifests: str, release: str) -> dict[str, Any] | None:
     """master.yaml of `determined-master-config-<release>` (ConfigMap or Secret) in a rendered stream."""
     name = f"determined-master-config-{release}"
@@ -91,6 +100,13 @@ def unreached(user_values: Mapping[str, Any], config: Mapping[str, Any], chart: 
                 severity, format_path(ours), f"set, but the master configuration {chart} renders has no "
                 f"{'.'.join(theirs)}: the setting would be silently dropped",
                 "remove it, or use a chart that writes it (det-k8s's bundled chart does)", sources.find(ours)))
+    for ours, theirs in CHANGES:
+        value, rendered = get_path(user_values, ours), get_path(config, theirs)
+        if isinstance(value, int) and not isinstance(value, bool) and isinstance(rendered, int) and rendered != value:
+            problems.append(Problem(
+                severity, format_path(ours), f"set to {value}, but the master configuration {chart} renders it as "
+                f"{'.'.join(theirs)}: {rendered}", f"use det-k8s's bundled chart, which writes {value}",
+                sources.find(ours)))
     return problems
 
 

@@ -139,3 +139,21 @@ def test_the_default_task_images_det_k8s_calls_exact_are_the_official_charts(tag
         assert versions.exact(f"chart.image.{device}", version)
     between = versions.Version(version.major, version.minor, version.patch + 1)
     assert not versions.exact("chart.image.cpu", between)
+
+
+@pytest.mark.parametrize("tag", list(RELEASE_OF))
+def test_a_zero_the_official_chart_turns_into_its_default_is_reported(run_cli, helm, tmp_path, tag):
+    # The official charts write `save_trial_best: {{ .Values.checkpointStorage.saveTrialBest | default 1 }}`: helm's
+    # `default` takes 0 for unset, so saveTrialBest: 0 reaches the master as 1 (and saveTrialLatest likewise), and
+    # det-k8s said nothing although the master then keeps other checkpoints than the settings say.
+    result = run_cli("render", "-f", settings(tmp_path, tag), "--set", "checkpointStorage.saveTrialBest=0",
+                     "--set", "checkpointStorage.saveTrialLatest=0", "--set", "checkpointStorage.saveExperimentBest=0",
+                     "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag, "-o", tmp_path / "out",
+                     "--helm-binary", helm)
+    assert result.code == 0, result.err
+    changed = sorted(line for line in result.err.splitlines() if "renders it as" in line)
+    assert changed == [
+        f"warning: checkpointStorage.{ours}: set to 0, but the master configuration --chart {CHARTS / tag} renders it "
+        f"as checkpoint_storage.{theirs}: 1; use det-k8s's bundled chart, which writes 0 (--set "
+        f"checkpointStorage.{ours}=0)" for ours, theirs in (("saveTrialBest", "save_trial_best"),
+                                                          ("saveTrialLatest", "save_trial_latest"))], result.err
