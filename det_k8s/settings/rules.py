@@ -207,6 +207,8 @@ def _rule_storage(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCol
                 out.error((*base, name), "required when checkpointStorage.type is hdfs")
     if kind in ("s3", "gcs") and not cs.get("bucket"):
         out.error((*base, "bucket"), f"required when checkpointStorage.type is {kind}")
+    elif kind in ("s3", "gcs") and isinstance(cs.get("bucket"), str) and "/" in cs["bucket"]:
+        _bucket_not_a_name(cs["bucket"], base, out)
     if kind == "s3":
         has_access, has_secret = bool(cs.get("accessKey")), bool(cs.get("secretKey"))
         if has_access != has_secret:
@@ -242,6 +244,16 @@ def _rule_storage(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCol
         elif isinstance(url, str) and (urlparse(url).query or "@" in urlparse(url).netloc):
             out.error((*base, "account_url"), "must not carry a SAS token or credentials: it is written into the "
                       "master's ConfigMap", "put the SAS token in checkpointStorage.credential")
+
+
+def _bucket_not_a_name(bucket: str, base: tuple[str, ...], out: ProblemCollector) -> None:
+    """The master hands `bucket` to the cloud SDK as a name, and bucket names hold no '/': `gs://b` or `b/dir`
+    validated and then failed every checkpoint."""
+    scheme, _, rest = bucket.partition("://")
+    name, _, prefix = (rest if scheme in ("s3", "gs") else bucket if not rest else "").partition("/")
+    hint = (f"set bucket: {name}" + (f" and prefix: {prefix}" if prefix else "") if name else
+            "give the bucket's name alone, and the path inside it as prefix")
+    out.error((*base, "bucket"), f"must be the bucket's name, found {bucket!r}", hint)
 
 
 def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCollector) -> None:

@@ -462,3 +462,15 @@ def test_default_task_images_of_the_tags_read_or_set_by_the_user_are_no_warning(
     assert warnings(BASE, "appVersion=0.30.0", "defaultImages.cpuImage=m/cpu:1", "defaultImages.gpuImage=m/gpu:1") == []
     assert warnings(BASE, "appVersion=0.21.0", "taskContainerDefaults.cpuImage=m/cpu:1",
                     "taskContainerDefaults.gpuImage=m/gpu:1") == []
+
+
+@pytest.mark.parametrize(("kind", "bucket", "name", "prefix"), [
+    ("gcs", "gs://det-ckpt", "det-ckpt", None), ("s3", "s3://det-ckpt/team-a/", "det-ckpt", "team-a/"),
+    ("s3", "det-ckpt/team-a", "det-ckpt", "team-a"), ("gcs", "https://storage.googleapis.com/b", None, None)])
+def test_a_bucket_given_as_a_url_or_path_names_the_bucket_and_the_prefix(kind, bucket, name, prefix):
+    # The master hands `bucket` to the cloud SDK as a bucket name: 'gs://det-ckpt' validated and every checkpoint of
+    # every trial then failed. Bucket names hold no '/' in S3 or GCS.
+    (only,) = errors(BASE.replace("type: s3", f"type: {kind}").replace("bucket: b", f"bucket: '{bucket}'"))
+    assert only.startswith(f"error: checkpointStorage.bucket: must be the bucket's name, found {bucket!r}"), only
+    if name:
+        assert f"set bucket: {name}" in only and (f"and prefix: {prefix}" in only) == bool(prefix), only
