@@ -204,8 +204,9 @@ def _downgrade_warning(current: str, target: str) -> None:
 def rollback(
     release: ReleaseArg,
     revision: Annotated[int | None, typer.Argument(
-        metavar="[REVISION]", min=1, show_default=False,
-        help="The revision to go back to (default: the one before the current). See det-k8s history.")] = None,
+        metavar="[REVISION]", min=0, show_default=False,
+        help="The revision to go back to (default, or 0 as in helm: the one before the current). See det-k8s "
+        "history.")] = None,
     timeout: TimeoutOpt = "10m",
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Say what the rollback changes and run the preflight; roll nothing back.")] = False,
@@ -239,7 +240,7 @@ def rollback(
                          hint="det-k8s rolls back Determined releases only; use helm rollback for others")
     revisions = [int(e.get("revision") or 0) for e in entries]
     current_revision = revisions[-1]
-    wanted = revision if revision is not None else next((r for r in reversed(revisions) if r < current_revision), None)
+    wanted = revision if revision else next((r for r in reversed(revisions) if r < current_revision), None)
     if wanted is None:
         raise DetK8sError(f"release {release} has only revision {current_revision}: there is nothing to roll back to")
     if wanted == current_revision:

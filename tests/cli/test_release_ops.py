@@ -194,3 +194,12 @@ def test_upgrade_diff_shows_the_changes_before_asking(run_cli, cluster, fake_hel
     assert not [c for c in fake_helm.calls if c[0] == "upgrade"]
     dry = run_cli("upgrade", "demo", "-f", example("gpu-cluster.yaml"), "--diff", "--dry-run")
     assert dry.code == 2 and "--diff compares with the installed release, which --dry-run does not contact" in dry.err
+
+
+def test_rollback_to_revision_0_is_the_previous_revision_as_in_helm(run_cli, released):
+    # `helm rollback RELEASE 0` rolls back to the previous revision (helm's help: "If this argument is omitted or set
+    # to 0, it will roll back to the previous release"); det-k8s refused 0 as a usage error.
+    result = run_cli("rollback", "demo", "0", "--skip-storage-check", "--yes")
+    assert result.code == 0, result.err
+    wait = "--wait" if released.major == 3 else "--wait=watcher"
+    assert rollbacks(released) == [["rollback", "demo", "2", *NS, wait, "--timeout", "10m"]]
