@@ -41,12 +41,21 @@ def looks_secret(name: str) -> bool:
         difflib.get_close_matches(_norm(name), _SECRET_NORMS, n=1, cutoff=0.75))
 
 
+# Keys holding a Kubernetes pod spec: its field names are Kubernetes's (tolerations' and selectors' `key`,
+# `secretKeyRef`, `secretName`) and name no secret: a pod spec holds none (Kubernetes keeps them in Secrets), so
+# the name heuristic stops there; a toleration keyed nvidia.com/gpu must not mask every nvidia.com/gpu printed.
+POD_SPEC_KEYS = frozenset({"cpuPodSpec", "gpuPodSpec", "checkpointGcPodSpec", "cpu_pod_spec", "gpu_pod_spec",
+                           "checkpoint_gc_pod_spec", "pod_spec"})
+
+
 def is_secret(path: Sequence[str | int]) -> bool:
-    """A known secret key, or any key whose name looks like one (misspelt, or unknown to det-k8s)."""
+    """A known secret key, or any key whose name looks like one (misspelt, or unknown to det-k8s), above any pod
+    spec it is in."""
     names = tuple(part for part in path if isinstance(part, str))
     if any(names[: len(secret)] == secret for secret in schema.secret_paths()):
         return True
-    return any(looks_secret(name) for name in names)
+    inside = next((i for i, name in enumerate(names[:-1]) if name in POD_SPEC_KEYS), None)
+    return any(looks_secret(name) for name in (names if inside is None else names[: inside + 1]))
 
 
 def secrets_in(values: Any, path: tuple[str | int, ...] = ()) -> list[str]:

@@ -83,3 +83,22 @@ def test_set_locations_keep_ordinary_values():
     assert set_location("--set", ("db", "password"), "x") == "--set db.password=***"
     assert set_location("--set", ("telemetry", "enabled"), False) == "--set telemetry.enabled=false"
     assert mask_set_expression("maxSlotsPerPod=4,clusterName=x") == "maxSlotsPerPod=4,clusterName=x"
+
+
+def test_a_pod_specs_toleration_key_is_not_taken_for_a_secret(run_cli, tmp_path):
+    # `key` looks secret-like to the name heuristic, so the toleration key nvidia.com/gpu (the ExtendedResourceToleration
+    # every GPU cluster uses) was registered as a secret: every "nvidia.com/gpu" in plan's output became *** (even the
+    # JSON's keys), and `gpu` in messages (***PodSpec) for a toleration keyed gpu.
+    from tests.conftest import example
+
+    settings = tmp_path / "s.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\ntaskContainerDefaults:\n"
+                        "  gpuPodSpec:\n    spec:\n      tolerations:\n"
+                        "        - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}\n"
+                        "        - {key: gpu, operator: Exists}\n      priorityClassName: 5\n")
+    result = run_cli("validate", "-f", settings)
+    assert "error: taskContainerDefaults.gpuPodSpec.spec.priorityClassName: expected a string" in result.out, result.out
+    settings.write_text(settings.read_text().replace("      priorityClassName: 5\n", ""))
+    result = run_cli("plan", example("experiments") / "distributed-16gpu.yaml", "--snapshot",
+                     example("snapshots") / "three-4gpu-nodes.yaml", "-f", settings, "-o", "json")
+    assert '"resource": "nvidia.com/gpu"' in result.out and "***" not in result.out, result.out
