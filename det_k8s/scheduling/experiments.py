@@ -206,10 +206,15 @@ def parse_experiment(text: str, source: str, *, default_name: str | None = None,
     cpu_image, gpu_image = _images(reader, environment.get("image"), ("environment", "image"))
     variables = _variables(reader, environment.get("environment_variables"),
                            ("environment", "environment_variables"))
+    slots_per_trial = reader.integer(resources.get("slots_per_trial"), ("resources", "slots_per_trial"), 1, 0)
+    max_slots = resources.get("max_slots")
+    if isinstance(max_slots, int) and not isinstance(max_slots, bool) and max_slots < slots_per_trial:
+        reader.error(("resources", "max_slots"), f"{max_slots} is below resources.slots_per_trial {slots_per_trial}: "
+                     "the Determined master never starts a trial of this experiment (it keeps an experiment's running "
+                     f"trials within max_slots)", f"raise max_slots to at least {slots_per_trial}, or remove it")
     experiment = Experiment(
         name=name,
-        slots_per_trial=reader.integer(resources.get("slots_per_trial"), ("resources", "slots_per_trial"),
-                                       1, 0),
+        slots_per_trial=slots_per_trial,
         priority=reader.integer(resources.get("priority"), ("resources", "priority"), DEFAULT_PRIORITY,
                                 *PRIORITY_RANGE),
         image_cpu=cpu_image,

@@ -17,6 +17,9 @@ per searcher (master/pkg/searcher/*.go in determined-ai/determined):
 - `custom`, and the end-of-life `adaptive`, `adaptive_simple`, `sync_halving`: not modelled;
   planned as one trial, and the plan says so.
 
+Whatever the searcher, `resources.max_slots` caps the count at `max_slots // slots_per_trial` (the master's
+Kubernetes resource manager keeps an experiment's running trials within it).
+
 `max_concurrent_trials` defaults to 16 from Determined 0.26.2 and to 0 (no limit) at 0.17.15
 (`determined/versions.py`); the plan names the default it assumed.
 
@@ -268,12 +271,28 @@ def grid_points(hyperparameters: Any) -> int | None:
 def trials_at_once(config: Mapping[str, Any], app_version: str) -> Search:
     """How many trials the experiment `config` starts at once under Determined `app_version` (at most
     `MAX_TRIALS_AT_ONCE`), and why."""
-    search = _trials_at_once(config, app_version)
+    search = _max_slots(config, _trials_at_once(config, app_version))
     if search.trials > MAX_TRIALS_AT_ONCE:
         return Search(search.searcher, MAX_TRIALS_AT_ONCE,
                       f"{search.why}: {_count(search.trials)} at once, of which det-k8s plans the first "
                       f"{MAX_TRIALS_AT_ONCE}")
     return search
+
+
+def _max_slots(config: Mapping[str, Any], search: Search) -> Search:
+    """At most `resources.max_slots // slots_per_trial` trials at once: the master's Kubernetes resource manager
+    skips a trial while the experiment's running trials and it would exceed max_slots (`schedulePendingTasks`).
+    A max_slots below slots_per_trial starts none (`experiments.py` refuses it)."""
+    resources = config.get("resources")
+    resources = resources if isinstance(resources, Mapping) else {}
+    max_slots = _int(resources.get("max_slots"))
+    slots = _int(resources.get("slots_per_trial"))
+    slots = 1 if slots is None else slots
+    if max_slots is None or slots < 1 or not 1 <= max_slots // slots < search.trials:
+        return search
+    cap = max_slots // slots
+    return Search(search.searcher, cap, f"{search.why}; resources.max_slots {max_slots} lets {_count(cap)} trial(s) "
+                  f"of {slots} slots run at once")
 
 
 def _trials_at_once(config: Mapping[str, Any], app_version: str) -> Search:

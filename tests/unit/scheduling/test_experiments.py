@@ -220,3 +220,13 @@ def test_a_plain_mapping_of_variables_is_read_but_warned_as_det_k8s_only():
         "Determined's master refuses it (environment-variables.json takes a list, or a mapping of cpu, cuda and rocm "
         "to lists); write a list of KEY=VALUE, e.g. [NCCL_DEBUG=INFO], so the file also runs with det experiment "
         "create (exp.yaml:1)"]
+
+
+def test_max_slots_below_slots_per_trial_is_an_error_since_no_trial_ever_starts():
+    # The master's resource manager never starts a trial that alone exceeds the experiment's resources.max_slots; it
+    # stays queued for ever. det-k8s planned it as placed.
+    parsed = parse("name: e\nresources:\n  slots_per_trial: 4\n  max_slots: 2\n")
+    assert rendered(parsed) == [
+        "error: resources.max_slots: 2 is below resources.slots_per_trial 4: the Determined master never starts a "
+        "trial of this experiment (it keeps an experiment's running trials within max_slots); raise max_slots to at "
+        "least 4, or remove it (exp.yaml:4)"]

@@ -96,3 +96,15 @@ def test_no_searcher_or_a_wrong_one_is_one_trial():
     assert trials_at_once({}, "0.38.1").trials == 1
     assert trials_at_once({"searcher": "random"}, "0.38.1").trials == 1
     assert search(name="random").trials == 1  # no max_trials: Determined would reject it anyway
+
+
+@pytest.mark.parametrize(("max_slots", "slots", "expected"), [(8, 4, 2), (9, 4, 2), (4, 4, 1), (64, 4, 5), (None, 4, 5)])
+def test_resources_max_slots_caps_the_trials_running_at_once(max_slots, slots, expected):
+    # The master's Kubernetes resource manager skips a trial while the experiment's running trials plus it would
+    # exceed resources.max_slots (schedulePendingTasks: slotsUsedPerGroup[group] + SlotsNeeded > *maxSlots, in
+    # 0.17.15, 0.26.2 and v0.38.1): a random search with max_concurrent_trials 5 and max_slots 8 runs 2 4-GPU trials.
+    config = {"resources": {"slots_per_trial": slots, **({"max_slots": max_slots} if max_slots else {})},
+              "searcher": {"name": "random", "max_trials": 10, "max_concurrent_trials": 5}}
+    found = trials_at_once(config, "0.38.1")
+    assert found.trials == expected
+    assert (f"resources.max_slots {max_slots}" in found.why) == (expected < 5), found.why
