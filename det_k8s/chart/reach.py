@@ -11,6 +11,7 @@ turns a 0 into 1). Pure.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,11 +67,11 @@ REACHES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
 
 
 # settings that some charts rewrite rather than drop: the official charts write `{{ .x | default 1 }}`, and helm's
-# `default` takes 0 for unset, so a 0 reaches the master as 1
+# `default` takes 0 and false for unset, so a 0 reaches the master as 1 (and logColor: false as true)
 CHANGES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = tuple(
     (("checkpointStorage", ours), (_CS, theirs)) for ours, theirs in (
         ("saveExperimentBest", "save_experiment_best"), ("saveTrialBest", "save_trial_best"),
-        ("saveTrialLatest", "save_trial_latest")))
+        ("saveTrialLatest", "save_trial_latest"))) + ((("logColor",), ("log", "color")),)
 
 
 def master_config(manifests: str, release: str) -> dict[str, Any] | None:
@@ -102,10 +103,11 @@ def unreached(user_values: Mapping[str, Any], config: Mapping[str, Any], chart: 
                 "remove it, or use a chart that writes it (det-k8s's bundled chart does)", sources.find(ours)))
     for ours, theirs in CHANGES:
         value, rendered = get_path(user_values, ours), get_path(config, theirs)
-        if isinstance(value, int) and not isinstance(value, bool) and isinstance(rendered, int) and rendered != value:
+        if isinstance(value, int) and type(rendered) is type(value) and rendered != value:
+            shown, got = (json.dumps(v) for v in (value, rendered))  # false/true as in YAML
             problems.append(Problem(
-                severity, format_path(ours), f"set to {value}, but the master configuration {chart} renders it as "
-                f"{'.'.join(theirs)}: {rendered}", f"use det-k8s's bundled chart, which writes {value}",
+                severity, format_path(ours), f"set to {shown}, but the master configuration {chart} renders it as "
+                f"{'.'.join(theirs)}: {got}", f"use det-k8s's bundled chart, which writes {shown}",
                 sources.find(ours)))
     return problems
 

@@ -157,3 +157,13 @@ def test_a_zero_the_official_chart_turns_into_its_default_is_reported(run_cli, h
         f"as checkpoint_storage.{theirs}: 1; use det-k8s's bundled chart, which writes 0 (--set "
         f"checkpointStorage.{ours}=0)" for ours, theirs in (("saveTrialBest", "save_trial_best"),
                                                           ("saveTrialLatest", "save_trial_latest"))], result.err
+
+
+@pytest.mark.parametrize("tag", ["0.26.2", "v0.38.1"])
+def test_log_color_false_the_official_chart_turns_into_true_is_reported(run_cli, helm, tmp_path, tag):
+    # `color: {{ .Values.logColor | default true }}`: logColor: false reaches the master as true.
+    result = run_cli("render", "-f", settings(tmp_path, tag), "--set", "logColor=false", "--chart", CHARTS / tag,
+                     "-o", tmp_path / "out", "--helm-binary", helm)
+    assert result.code == 0, result.err
+    assert (f"warning: logColor: set to false, but the master configuration --chart {CHARTS / tag} renders it as "
+            "log.color: true; use det-k8s's bundled chart, which writes false") in result.err, result.err
