@@ -26,8 +26,7 @@ from ..tools.helm import (
     get_hooks_argv,
     get_manifest_argv,
     history_argv,
-    manifests_from_render,
-    render_argv,
+    upgrade_render_argv,
 )
 from . import output
 from .common import HelmBinaryOpt, YesOpt, cluster, helm, kube_flags, private_chart
@@ -70,9 +69,8 @@ def installed_manifests(tool: Helm, release: str, kube: KubeFlags, revision: int
 
 def rendered_manifests(tool: Helm, release: str, chart: str, values_file: str, namespace: str,
                        secrets: tuple[str, ...]) -> str:
-    """What the chart renders to with these values, without contacting a cluster."""
-    rendered = tool.run(render_argv(tool.major, release, chart, values_file, namespace), secrets=secrets)
-    return manifests_from_render(tool.major, rendered.stdout)
+    """What the chart renders to for an upgrade with these values, without contacting a cluster."""
+    return tool.run(upgrade_render_argv(release, chart, values_file, namespace), secrets=secrets).stdout
 
 
 def show_changes(changes: list[Change], where: str) -> None:

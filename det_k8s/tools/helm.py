@@ -10,6 +10,7 @@ and 4.1):
 | list every status | `--all` (default: deployed and failed only) | the default (`--all` is gone) |
 | render without a cluster | `helm template` (its `install --dry-run=client` still asks     | `install --dry-run=client` |
 |                          | the cluster for its version)                                 |                            |
+| render an upgrade offline (`diff`) | `helm template --is-upgrade` | `helm template --is-upgrade` |
 
 Values always travel as `--values <file>`: det-k8s writes them to a private 0600 file, so no
 password ever appears in an argv (visible in `ps`) or in a printed command.
@@ -165,6 +166,12 @@ def render_argv(major: int, release: str, chart: str, values_file: str, namespac
         return ["template", release, chart, "--values", values_file, "--namespace", namespace]
     return ["install", release, chart, "--values", values_file, "--namespace", namespace, "--dry-run=client",
             "--output", "json"]
+
+
+def upgrade_render_argv(release: str, chart: str, values_file: str, namespace: str) -> list[str]:
+    """Manifests of an upgrade without any cluster, as YAML (helm 3 and 4 alike): `template --is-upgrade`, so the
+    chart sees .Release.IsUpgrade as `helm upgrade` sets it (a check meant for a fresh install stays quiet)."""
+    return ["template", release, chart, "--values", values_file, "--namespace", namespace, "--is-upgrade"]
 
 
 def manifests_from_render(major: int, stdout: str) -> str:

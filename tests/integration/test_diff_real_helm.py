@@ -53,7 +53,7 @@ def test_the_same_settings_change_nothing_and_exit_0(run_cli, installed):
                                                                              "default"],
                     ["get", "values", "demo", "--output", "json", "--namespace", "default"]]  # its secrets, to hide
     (render_call,) = [c for c in installed.calls if c[0] in ("template", "install")]  # run by the real helm
-    assert render_call[0] == "template" if installed.major == 3 else "--dry-run=client" in render_call
+    assert render_call[0] == "template" and render_call[-1] == "--is-upgrade"  # an upgrade, helm 3 and 4 alike
 
 
 def test_a_changed_setting_shows_in_the_master_configuration_and_exits_2_with_detailed_exitcode(run_cli, installed):
@@ -105,3 +105,14 @@ def test_diff_needs_the_release(run_cli, fake_helm, kubeconfig, helm3, helm4):
     assert result.code == 1
     assert result.err.strip().splitlines()[-1] == ("error: no release demo in namespace ml (context prod); "
                                                    "det-k8s list -A shows the releases")
+
+
+def test_diff_of_an_upgrade_without_the_initial_password(run_cli, installed):
+    # An upgrade needs no initialUserPassword (the chart asks for one only on a fresh install: no database Service
+    # yet, found by helm's lookup), and `upgrade` accepts settings without it; diff renders offline, where lookup
+    # finds nothing, so it failed with "An initial password ... is required" for the settings upgrade would take.
+    result = run_cli("diff", "demo", "-f", GPU, "--set", f"db.password={OLD_PASSWORD}", "--set",
+                     "initialUserPassword=null")
+    assert "initial password" not in result.err, result.err
+    assert result.code == 2, result.err  # the password left the master configuration: that is a change
+    assert "default, determined-master-config-demo, Secret (v1) has changed:" in result.out

@@ -191,11 +191,12 @@ logging:
 
 {{/* The initial password of the admin and determined users (Determined 0.31 and later), checked as the
      official chart checks it: required on a fresh install (no database Service yet), 8+ characters with
-     upper, lower and digit. */}}
+     upper, lower and digit. An upgrade never needs it (the users exist), also when rendered offline
+     (`det-k8s diff`: helm template --is-upgrade, where lookup finds nothing). */}}
 {{- define "determined.initialPassword" -}}
 {{- if include "determined.has" (list . "master.security.initial_user_password") -}}
 {{- $password := coalesce .Values.initialUserPassword .Values.defaultPassword -}}
-{{- if empty (lookup "v1" "Service" .Release.Namespace (printf "determined-db-service-%s" .Release.Name)) -}}
+{{- if and (not .Release.IsUpgrade) (empty (lookup "v1" "Service" .Release.Namespace (printf "determined-db-service-%s" .Release.Name))) -}}
 {{- $password = $password | required "An initial password for admin and determined users is required (initialUserPassword)" | toString -}}
 {{- if not (gt (len $password) 7) }}{{ fail "initialUserPassword must have at least 8 characters" }}{{ end -}}
 {{- if not (regexMatch "[A-Z]" $password) }}{{ fail "initialUserPassword must include an uppercase letter" }}{{ end -}}
