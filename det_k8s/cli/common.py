@@ -129,18 +129,36 @@ def private_chart(loaded: LoadedSettings, settings: Settings, chart: Path | None
         shutil.rmtree(build, ignore_errors=True)
 
 
+# What the check render of an upgrade gives a chart that asks for an initial password on a fresh install (the
+# official charts from 0.31, through a lookup that finds nothing offline); never installed.
+UPGRADE_CHECK_PASSWORD = "Upgrade-Check-0"
+
+
+def upgrade_check_values(loaded: LoadedSettings, settings: Settings, upgrading: bool) -> list[str]:
+    """helm flags giving an offline render of an upgrade into a user's chart the placeholder initial password its
+    fresh-install check asks for (nothing when the settings have one, or for an install)."""
+    from ..settings.rules import missing_initial_password
+
+    if upgrading and missing_initial_password(loaded.values, settings.app_version):
+        return ["--set-string", f"initialUserPassword={UPGRADE_CHECK_PASSWORD}"]
+    return []
+
+
 def check_user_chart(tool: Helm, built: ChartResult, chart: Path, loaded: LoadedSettings, settings: Settings, *,
-                     severity: Severity) -> list[Problem]:
+                     severity: Severity, upgrading: bool = False) -> list[Problem]:
     """`helm template` a chart rendered into the user's `chart`, and report the settings its master configuration
-    drops. A chart helm cannot template is an InputError (exit 1): nothing gets installed from it."""
+    drops. A chart helm cannot template is an InputError (exit 1): nothing gets installed from it. For an upgrade
+    without an initial password, the check render gets a placeholder one: the chart's fresh-install check (a lookup
+    of the database Service) cannot see the installed release offline, and the upgrade needs none."""
     from ..chart.reach import deployed_schedulers, master_config, unreached
     from ..release.manifests import secret_values
     from ..tools.helm import manifests_from_render, render_argv
 
     release = "det-k8s-check"
+    argv = render_argv(tool.major, release, str(built.directory), str(built.values_file), "default")
+    argv += upgrade_check_values(loaded, settings, upgrading)
     try:
-        rendered = tool.run(render_argv(tool.major, release, str(built.directory), str(built.values_file), "default"),
-                            secrets=secret_values(settings))
+        rendered = tool.run(argv, secrets=secret_values(settings))
     except ToolFailed as exc:
         lines = [line.strip() for line in (exc.stderr or exc.message).strip().splitlines() if line.strip()]
         first = next((i for i, line in enumerate(lines) if line.startswith("Error:")), 0)

@@ -8,6 +8,7 @@ prints and runs.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -35,11 +36,13 @@ from ..tools.helm import (
     render_argv,
     uninstall_argv,
     upgrade_argv,
+    upgrade_render_argv,
 )
 from ..tools.process import display
 from . import output
 from .chart_cmds import report_warnings
 from .common import (
+    UPGRADE_CHECK_PASSWORD,
     AllNamespacesOpt,
     HelmBinaryOpt,
     YesOpt,
@@ -51,6 +54,7 @@ from .common import (
     offline_namespace,
     private_chart,
     report_problems,
+    upgrade_check_values,
 )
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
@@ -70,11 +74,17 @@ SkipStorageOpt = Annotated[bool, typer.Option("--skip-storage-check", help="Do n
 
 
 def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, values_file: str,
-             namespace: str, secrets: tuple[str, ...]) -> None:
+             namespace: str, secrets: tuple[str, ...], *, upgrading: bool = False, extra: Sequence[str] = ()) -> None:
+    """What would run, and the manifests it would apply, rendered offline (an upgrade as one: helm template
+    --is-upgrade, and `extra` values for a user's chart, see upgrade_check_values)."""
     output.message(f"would run: {display([tool.path, *spec_argv])}")
     output.message(f"  ({values_file} is a private copy, removed when det-k8s exits; nothing was sent to a cluster)")
-    rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=secrets)
-    text = redact_secrets(manifests_from_render(tool.major, rendered.stdout))
+    if upgrading:
+        argv = upgrade_render_argv(release, built_chart, values_file, namespace) + list(extra)
+        text = redact_secrets(tool.run(argv, secrets=secrets).stdout)
+    else:
+        rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=secrets)
+        text = redact_secrets(manifests_from_render(tool.major, rendered.stdout))
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):
         text = text.replace(secret, "<redacted>")  # charts that put a password outside a Secret (official 0.17.15)
     output.text(text)
@@ -129,7 +139,8 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
     tool = helm(helm_bin)
     with private_chart(loaded, settings, chart) as built:  # rendered first: a broken --chart fails before the cluster
         if chart is not None:  # helm must template it, and every setting must reach the master's configuration
-            found = check_user_chart(tool, built, chart, loaded, settings, severity=Severity.ERROR)
+            found = check_user_chart(tool, built, chart, loaded, settings, severity=Severity.ERROR,
+                                 upgrading=command == "upgrade")
             for item in found:
                 if item.severity is not Severity.ERROR:
                     output.problem(item, stream=sys.stderr)
@@ -139,8 +150,10 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
             namespace = offline_namespace()
             spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube_flags(namespace), wait,
                                go_duration(timeout), create_namespace, rollback)
+            upgrading = command == "upgrade"
             _dry_run(tool, release, build(tool.major, spec), str(built.directory), str(built.values_file), namespace,
-                     secret_values(settings))
+                     (*secret_values(settings), UPGRADE_CHECK_PASSWORD), upgrading=upgrading,
+                     extra=upgrade_check_values(loaded, settings, upgrading) if chart is not None else ())
             return
         api = current().connect()
         kube = kube_flags(api.namespace)

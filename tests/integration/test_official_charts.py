@@ -167,3 +167,30 @@ def test_log_color_false_the_official_chart_turns_into_true_is_reported(run_cli,
     assert result.code == 0, result.err
     assert (f"warning: logColor: set to false, but the master configuration --chart {CHARTS / tag} renders it as "
             "log.color: true; use det-k8s's bundled chart, which writes false") in result.err, result.err
+
+
+def test_upgrade_into_the_official_chart_needs_no_initial_password(run_cli, helm, tmp_path):
+    # The v0.38.1 official chart asks for initialUserPassword only on a fresh install (its lookup finds no database
+    # Service); det-k8s's check renders offline, where lookup finds nothing, so `upgrade --chart` without the password
+    # failed with "helm cannot template it", though helm upgrade itself would have gone through.
+    path = settings(tmp_path, "v0.38.1")
+    data = yaml.safe_load(path.read_text())
+    del data["initialUserPassword"]
+    path.write_text(yaml.safe_dump(data))
+    result = run_cli("upgrade", "demo", "-f", path, "--set", "checkpointStorage.prefix=null", "--chart",
+                     CHARTS / "v0.38.1", "--dry-run", "--helm-binary", helm)
+    assert "cannot template" not in result.err and "initial password" not in result.err, result.err
+    assert result.code == 0, result.err
+    install = run_cli("install", "demo", "-f", path, "--chart", CHARTS / "v0.38.1", "--dry-run", "--helm-binary", helm)
+    assert install.code == 1 and "initialUserPassword" in install.err  # a fresh install does need it
+
+
+def test_upgrade_dry_run_of_the_bundled_chart_needs_no_initial_password(run_cli, helm, tmp_path):
+    # The same for det-k8s's own chart: `upgrade --dry-run` rendered it as a fresh install, which asks for the password.
+    path = settings(tmp_path, "v0.38.1")
+    data = yaml.safe_load(path.read_text())
+    del data["initialUserPassword"]
+    path.write_text(yaml.safe_dump(data))
+    result = run_cli("upgrade", "demo", "-f", path, "--dry-run", "--helm-binary", helm)
+    assert result.code == 0, result.err
+    assert "kind: Deployment" in result.out and "Upgrade-Check-0" not in result.out + result.err
