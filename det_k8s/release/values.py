@@ -2,7 +2,8 @@
 
 A key det-k8s knows (the settings schema) is masked when the schema marks it secret, and only
 then: `imagePullSecretName` and `tlsSecret` name Secrets, they hold no secret themselves. A key it
-does not know (an older chart's, a user's own) is masked when its name looks secret. An
+does not know (an older chart's, a user's own) is masked when its name looks secret, except inside a pod spec,
+whose field names are Kubernetes's (a toleration's `key`). An
 environment variable in a pod spec (`{name: DB_PASSWORD, value: ...}`) is masked by its name, and
 credentials in URLs (`user:password@host`, SAS tokens) are masked wherever they appear. Pure.
 """
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..settings import schema
-from ..settings.redact import looks_secret, mask_url
+from ..settings.redact import POD_SPEC_KEYS, looks_secret, mask_url
 
 MASK = "<redacted>"
 
@@ -23,7 +24,8 @@ def _secret_key(path: tuple[str | int, ...]) -> bool:
     if key is not None:
         return key.secret
     name = path[-1]
-    return isinstance(name, str) and looks_secret(name)
+    in_pod_spec = any(part in POD_SPEC_KEYS for part in path[:-1])  # Kubernetes's field names: `key` is no secret
+    return isinstance(name, str) and not in_pod_spec and looks_secret(name)
 
 
 def redact_values(values: Any, path: tuple[str | int, ...] = ()) -> Any:

@@ -133,3 +133,18 @@ def test_get_values_masks_secret_keys_but_not_the_names_of_secrets():
     assert "pw" not in shown["db"]["hostAddress"] and shown["db"]["name"] == "determined"
     env = shown["taskContainerDefaults"]["gpuPodSpec"]["spec"]["containers"][0]["env"]
     assert env == [{"name": "HF_TOKEN", "value": MASK}, {"name": "MODE", "value": "fast"}]
+
+
+def test_get_values_shows_a_pod_specs_field_names_and_masks_its_secret_env():
+    # Inside a pod spec the field names are Kubernetes's: a toleration's `key` (nvidia.com/gpu) is no secret, and
+    # was shown as <redacted>; an env entry named like a secret is still masked.
+    spec = {"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                     "containers": [{"name": "c", "env": [{"name": "DB_PASSWORD", "value": "pw"},
+                                                          {"name": "x", "valueFrom": {"secretKeyRef": {
+                                                              "name": "s", "key": "token"}}}]}]}}
+    shown = redact_values({"taskContainerDefaults": {"gpuPodSpec": spec}})["taskContainerDefaults"]["gpuPodSpec"]
+    assert shown["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    env = shown["spec"]["containers"][0]["env"]
+    assert env[0] == {"name": "DB_PASSWORD", "value": MASK}
+    assert env[1]["valueFrom"] == {"secretKeyRef": {"name": "s", "key": "token"}}
+
