@@ -63,6 +63,22 @@ def _copy_user_chart(source: Path, target: Path) -> Mapping[str, Any]:
     return data
 
 
+def chart_app_version(source: Path) -> str | None:
+    """The appVersion a user's chart (directory or .tgz) names, when it names a Determined release det-k8s supports:
+    the release to install when the settings name none (the v0.38.1 chart's unpackaged placeholder 0.0.0 names
+    none). A chart that cannot be read is reported by `write_chart`, later, with its reason."""
+    from ..determined.versions import parse_version, supported
+
+    with tempfile.TemporaryDirectory(prefix="det-k8s-chart-") as scratch:
+        try:
+            data = _copy_user_chart(source, Path(scratch) / "chart")
+        except InputError:
+            return None
+    named = data.get("appVersion")
+    found = parse_version(named) if isinstance(named, str) else None
+    return str(found) if found is not None and supported(found) and named == str(found) else None
+
+
 MAX_CHART_BYTES = 100 * 2**20  # helm's own limit for a decompressed chart (loader.MaxDecompressedChartSize)
 MAX_FILE_BYTES = 5 * 2**20  # helm's own limit for one file of a chart (loader.MaxDecompressedFileSize)
 MAX_CHART_FILES = 5_000

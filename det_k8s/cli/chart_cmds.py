@@ -51,7 +51,7 @@ def render(
     from ..settings.podspec import checking_against
 
     with checking_against(pod_spec_version(kube_version)):
-        loaded = load_settings_from_cli(values, set_, set_string)
+        loaded = load_settings_from_cli(values, set_, set_string, chart=chart)
     settings = loaded.settings()  # raises SettingsError listing every error
     report_warnings(loaded)
     result = write_chart(out_dir, loaded.values, settings.app_version, chart)

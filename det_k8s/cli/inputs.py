@@ -78,8 +78,10 @@ def decode_bounded(handle: Any, shown: str, what: str, limit: int) -> str:
 
 
 def load_settings_from_cli(files: Sequence[str | Path] | None, sets: Sequence[str] | None,
-                           set_strings: Sequence[str] | None, *, required: bool = True) -> LoadedSettings:
-    """Read -f files (paths, - for stdin, URLs) and apply --set flags; problems are collected in the result."""
+                           set_strings: Sequence[str] | None, *, required: bool = True,
+                           chart: Path | None = None) -> LoadedSettings:
+    """Read -f files (paths, - for stdin, URLs) and apply --set flags; problems are collected in the result. With a
+    user's `chart`, settings that name no appVersion are for the release that chart names."""
     from ..settings import Document, load_settings
     from .sources import read_source
 
@@ -90,7 +92,12 @@ def load_settings_from_cli(files: Sequence[str | Path] | None, sets: Sequence[st
 
     stdin_once(files)
     documents = [Document(*read_source(given, "settings file", SETTINGS_LIMIT)) for given in files or ()]
-    loaded = load_settings(documents, sets or (), set_strings or ())
+    default = None
+    if chart is not None:
+        from ..chart.assemble import chart_app_version
+
+        default = chart_app_version(chart)
+    loaded = load_settings(documents, sets or (), set_strings or (), default_app_version=default)
     register(*secrets_in(loaded.user_values))  # from here on, no output can show them (cli/output.py)
     return loaded
 

@@ -130,7 +130,7 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
     seconds = parse_duration(timeout)
     checked = pod_spec_version(kube_version)
     with checking_against(checked):
-        loaded = load_settings_from_cli(values, set_, set_string)
+        loaded = load_settings_from_cli(values, set_, set_string, chart=chart)
     settings = loaded.settings()  # every error listed, exit 1, nothing run
     report_warnings(loaded)
     build = install_argv if command == "install" else upgrade_argv

@@ -112,7 +112,7 @@ def diff(
 
     validate_release_name(release)
     with checking_against(pod_spec_version(kube_version)):
-        loaded = load_settings_from_cli(values, set_, set_string)
+        loaded = load_settings_from_cli(values, set_, set_string, chart=chart)
     settings = loaded.settings()
     report_warnings(loaded)
     target = cluster()

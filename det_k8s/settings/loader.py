@@ -70,12 +70,14 @@ def combine(documents: Sequence[Document], sets: Sequence[str] = (), set_strings
 
 
 def load_settings(documents: Sequence[Document], sets: Sequence[str] = (),
-                  set_strings: Sequence[str] = ()) -> LoadedSettings:
-    """Combine and validate; problems are collected, never raised (use `.settings()` for that)."""
+                  set_strings: Sequence[str] = (), *, default_app_version: str | None = None) -> LoadedSettings:
+    """Combine and validate; problems are collected, never raised (use `.settings()` for that). Settings that name
+    no appVersion are for `default_app_version` (a user's chart's own), else det-k8s's default release."""
     user, sources, problems = combine(documents, sets, set_strings)
     problems.extend(check_structure(user, sources))
     values_part = {k: v for k, v in user.items() if k != "appVersion"}
-    app_version = user.get("appVersion") if user.get("appVersion") is not None else schema.DEFAULT_APP_VERSION
+    app_version = (user.get("appVersion") if user.get("appVersion") is not None else
+                   default_app_version or schema.DEFAULT_APP_VERSION)
     version = versions.parse_version(app_version) if isinstance(app_version, str) else None
     values = deep_merge(schema.defaults(version=version or versions.DEFAULT), values_part, null_deletes=True)
     problems.extend(check_semantics(values, user, app_version, sources))

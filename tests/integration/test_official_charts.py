@@ -194,3 +194,24 @@ def test_upgrade_dry_run_of_the_bundled_chart_needs_no_initial_password(run_cli,
     result = run_cli("upgrade", "demo", "-f", path, "--dry-run", "--helm-binary", helm)
     assert result.code == 0, result.err
     assert "kind: Deployment" in result.out and "Upgrade-Check-0" not in result.out + result.err
+
+
+@pytest.mark.parametrize("tag", ["0.17.15", "0.26.2"])
+def test_without_an_app_version_the_charts_own_is_installed(run_cli, helm, tmp_path, tag):
+    # `render --chart` into the official 0.17.15 chart with settings that name no appVersion wrote appVersion 0.38.1
+    # (det-k8s's default) into its Chart.yaml: a 0.38.1 master given the 0.17.15 chart's `namespace:`, which it
+    # refuses at start. The chart's own appVersion is the release an admin who passes it means.
+    data = yaml.safe_load(settings(tmp_path, tag).read_text())
+    del data["appVersion"]
+    path = tmp_path / "no-version.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    result = run_cli("render", "-f", path, "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag, "-o", out,
+                     "--helm-binary", helm)
+    assert result.code == 0, result.err
+    assert yaml.safe_load((out / "Chart.yaml").read_text())["appVersion"] == RELEASE_OF[tag]
+    assert f"(appVersion {RELEASE_OF[tag]})" in result.err + result.out
+    # and the settings are checked against that release: 0.17.15 and 0.26.2 have no initialUserPassword
+    refused = run_cli("render", "-f", path, "--set", "initialUserPassword=Abcdefg1", "--chart", CHARTS / tag,
+                      "-o", tmp_path / "o2", "--helm-binary", helm)
+    assert refused.code == 1 and f"Determined {RELEASE_OF[tag]} has no initialUserPassword" in refused.out + refused.err
