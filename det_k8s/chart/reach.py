@@ -112,6 +112,37 @@ def unreached(user_values: Mapping[str, Any], config: Mapping[str, Any], chart: 
     return problems
 
 
+# The parts of master.yaml the master parses strictly (unknown fields stop it at start, the facts document's §5.1);
+# task_container_defaults and resource_pools ignore unknown keys, and the free-form parts are not walked.
+_STRICT = ("port", "log", "db", "security", "telemetry", "resource_manager", "checkpoint_storage", "logging",
+           "cluster_name", "observability", "tensorboard_timeout", "notebook_timeout", "retention_policy")
+_FREE_FORM = frozenset({"checkpoint_storage", "security.authz"})
+
+
+def _leaves(config: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for key, value in config.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and path not in _FREE_FORM:
+            out.extend(_leaves(value, path + "."))
+        elif value is not None:
+            out.append(path)
+    return out
+
+
+def unparsed(config: Mapping[str, Any], version: Any, chart: str) -> list[Problem]:
+    """Keys a user's chart wrote into the strictly parsed parts of master.yaml that the release `version` does not
+    parse (the version table's `master.yaml:` rows): a chart of another release, whose master would not start."""
+    from ..determined.versions import master_keys
+
+    table = master_keys(version)
+    found = [path for path in _leaves(config) if path.split(".")[0] in _STRICT and path not in table]
+    return [Problem(Severity.WARNING, "appVersion", f"{chart} writes {path} into the master configuration, which "
+                    f"Determined {version} does not parse: its master refuses unknown keys there and does not start",
+                    "set appVersion to the release the chart is for, or use det-k8s's bundled chart")
+            for path in found]
+
+
 def deployed_schedulers(manifests: str) -> list[str]:
     """The kube-schedulers a rendered stream deploys: `<Deployment> in <namespace> (<image>)` for each Deployment
     whose containers run with `--scheduler-name` (the official charts' coscheduling plugin, kube-scheduler 1.18.9)."""

@@ -150,7 +150,7 @@ def check_user_chart(tool: Helm, built: ChartResult, chart: Path, loaded: Loaded
     drops. A chart helm cannot template is an InputError (exit 1): nothing gets installed from it. For an upgrade
     without an initial password, the check render gets a placeholder one: the chart's fresh-install check (a lookup
     of the database Service) cannot see the installed release offline, and the upgrade needs none."""
-    from ..chart.reach import deployed_schedulers, master_config, unreached
+    from ..chart.reach import deployed_schedulers, master_config, unparsed, unreached
     from ..release.manifests import secret_values
     from ..tools.helm import manifests_from_render, render_argv
 
@@ -177,4 +177,5 @@ def check_user_chart(tool: Helm, built: ChartResult, chart: Path, loaded: Loaded
     if config is None:
         return ours + [Problem(Severity.WARNING, "", f"--chart {chart}: renders no determined-master-config-<release> "
                                "with a master.yaml; cannot tell which settings reach the master")]
-    return ours + unreached(loaded.user_values, config, f"--chart {chart}", loaded.sources, severity=severity)
+    return ours + unparsed(config, settings.version, f"--chart {chart}") + unreached(
+        loaded.user_values, config, f"--chart {chart}", loaded.sources, severity=severity)

@@ -133,7 +133,7 @@ FACTS: tuple[Fact, ...] = (
          note="last seen at 0.17.15, gone from the 0.26.2 chart"),
     Fact("master.task_container_defaults.v0_38", f"v0.38.1 {_CHART}/templates/master-config.yaml "
          "(startup_hook, checkpoint_gc_pod_spec, log_policies)", since=v("0.38.0"),
-         what="this task container default", note="first seen at v0.38.1; absent from the 0.26.2 chart"),
+         what="startupHook, checkpointGcPodSpec or logPolicies", note="first seen at v0.38.1; absent from the 0.26.2 chart"),
     # -- master.yaml keys and their types: what the official chart of each tag writes, so what that master
     #    parses (unknown keys stop it: facts section 5.1). `value` is the type; note "required" marks the keys
     #    a config cannot go without. checkpoint_storage is checked against the release's JSON schemas instead.

@@ -215,3 +215,18 @@ def test_without_an_app_version_the_charts_own_is_installed(run_cli, helm, tmp_p
     refused = run_cli("render", "-f", path, "--set", "initialUserPassword=Abcdefg1", "--chart", CHARTS / tag,
                       "-o", tmp_path / "o2", "--helm-binary", helm)
     assert refused.code == 1 and f"Determined {RELEASE_OF[tag]} has no initialUserPassword" in refused.out + refused.err
+
+
+def test_a_chart_of_another_release_is_named_by_the_keys_its_master_would_refuse(run_cli, helm, tmp_path):
+    # appVersion 0.38.1 into the official 0.17.15 chart: that chart writes resource_manager.namespace, which the 0.38.1
+    # master refuses at start (unknown field; it reads default_namespace). det-k8s said nothing.
+    result = run_cli("render", "-f", settings(tmp_path, "0.17.15"), "--set-string", "appVersion=0.38.1",
+                     "--set", "defaultPassword=null", "--set", "initialUserPassword=Abcdefg1",
+                     "--chart", CHARTS / "0.17.15", "-o", tmp_path / "out", "--helm-binary", helm)
+    assert result.code == 0, result.err
+    (line,) = [ln for ln in result.err.splitlines() if "does not parse" in ln]
+    assert line.startswith(f"warning: appVersion: --chart {CHARTS / '0.17.15'} writes resource_manager.namespace into "
+                           "the master configuration, which Determined 0.38.1 does not parse")
+    same = run_cli("render", "-f", settings(tmp_path, "0.17.15"), "--chart", CHARTS / "0.17.15", "-o", tmp_path / "o2",
+                   "--helm-binary", helm)
+    assert same.code == 0 and "does not parse" not in same.err, same.err

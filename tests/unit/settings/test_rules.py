@@ -474,3 +474,9 @@ def test_a_bucket_given_as_a_url_or_path_names_the_bucket_and_the_prefix(kind, b
     assert only.startswith(f"error: checkpointStorage.bucket: must be the bucket's name, found {bucket!r}"), only
     if name:
         assert f"set bucket: {name}" in only and (f"and prefix: {prefix}" in only) == bool(prefix), only
+
+
+def test_a_038_task_container_default_on_an_older_release_reads_as_english():
+    (only,) = errors(BASE + "appVersion: '0.26.2'\ntaskContainerDefaults:\n  startupHook: echo\n")
+    assert only.startswith("error: taskContainerDefaults.startupHook: Determined 0.26.2 has no startupHook, "
+                           "checkpointGcPodSpec or logPolicies (added in 0.38.0)"), only
