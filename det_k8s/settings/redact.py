@@ -86,8 +86,9 @@ def _holds_secret(path: Sequence[str | int]) -> bool:
 
 
 def set_location(flag: str, path: Sequence[str | int], value: Any) -> str:
-    """How a --set assignment is named in messages: its key and value, the value masked when secret."""
-    if is_secret(path):
+    """How a --set assignment is named in messages: its key and value, the value masked when secret (a known key
+    as the schema says: tlsSecret names a Secret and holds none)."""
+    if _holds_secret(path):
         shown = MASK
     elif isinstance(value, str) and any(mark in value for mark in ("://", "?", "@")):
         shown = mask_url(value)

@@ -257,7 +257,8 @@ def _bucket_not_a_name(bucket: str, base: tuple[str, ...], out: ProblemCollector
 
 
 def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCollector) -> None:
-    if v.get("tlsSecret") and not v.get("useNodePortForMaster"):
+    route = _map(v, "openshiftRoute").get("enabled")  # the Route reaches the Service whatever its type
+    if v.get("tlsSecret") and not v.get("useNodePortForMaster") and not route:
         out.error(("tlsSecret",), "requires useNodePortForMaster: true",
                   "TLS terminates in the master behind a NodePort Service; set useNodePortForMaster: true")
     for path in (("imagePullSecretName",), ("tlsSecret",), ("db", "storageClassName")):

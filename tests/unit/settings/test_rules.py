@@ -480,3 +480,18 @@ def test_a_038_task_container_default_on_an_older_release_reads_as_english():
     (only,) = errors(BASE + "appVersion: '0.26.2'\ntaskContainerDefaults:\n  startupHook: echo\n")
     assert only.startswith("error: taskContainerDefaults.startupHook: Determined 0.26.2 has no startupHook, "
                            "checkpointGcPodSpec or logPolicies (added in 0.38.0)"), only
+
+
+def test_tls_in_the_master_behind_an_openshift_route_needs_no_node_port():
+    # The Route reaches the master's Service whatever its type (ClusterIP from 0.26.x's chart on), TLS passed through:
+    # useNodePortForMaster (for an Ingress, the documents say) is meaningless there and was required.
+    route = BASE + "tlsSecret: det-tls\nopenshiftRoute:\n  enabled: true\n  termination: passthrough\n"
+    assert errors(route) == []
+    (only,) = errors(BASE + "tlsSecret: det-tls\n")
+    assert only.startswith("error: tlsSecret: requires useNodePortForMaster: true")
+
+
+def test_a_set_of_a_key_that_names_a_secret_shows_its_value():
+    # tlsSecret names a Secret and holds none: `--set tlsSecret=det-tls` was shown as tlsSecret=***.
+    (only,) = errors(BASE, "tlsSecret=det-tls")
+    assert only.endswith("(--set tlsSecret=det-tls)"), only
