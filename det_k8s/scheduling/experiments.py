@@ -26,6 +26,7 @@ from ..errors import ExperimentError, Problem, Severity
 from ..settings.podspec import check_pod_spec
 from ..settings.problems import HasProblems, ProblemCollector
 from ..settings.source import Path, SourceMap, format_path, load_yaml_text, type_name
+from .labels import MASTER_LABELS
 from .model import DEFAULT_PRIORITY
 from .searchers import searcher_problems
 
@@ -159,6 +160,13 @@ def _images(reader: _Reader, value: Any, path: Path) -> tuple[str | None, str | 
 def _pod_spec(reader: _Reader, value: Any, path: Path) -> Mapping[str, Any] | None:
     spec = reader.mapping(value, path)
     reader.problems.extend(check_pod_spec(spec, path, reader.sources))  # the Kubernetes Pod schema
+    meta = spec.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    for key in (k for k in MASTER_LABELS if isinstance(labels, Mapping) and k in labels):
+        reader.error((*path, "metadata", "labels", key), "a label the Determined master acts on (it deletes pods "
+                     "labelled determined when it starts, preempts those labelled determined-preemption, counts "
+                     "determined-system pods as its own); det-k8s's pods must not carry it",
+                     "remove it, or use another label")
     return spec or None
 
 

@@ -164,7 +164,7 @@ def build_group(experiment: Experiment, settings: Settings, *, group_id: str, us
                           tuple(PodRequest(f"{service}-{rank}", rank, requests) for rank in range(count)),
                           experiment.slots_per_trial)
     meta = _base_pod(experiment, settings).get("metadata")
-    base_labels = {str(k): str(v) for k, v in ((meta.get("labels") if isinstance(meta, Mapping) else None) or {}).items()}
+    base_labels = _own_labels(meta.get("labels") if isinstance(meta, Mapping) else None)
     named = spec.get("nodeName")
     pods = []
     for pod in unlabelled.pods:
@@ -218,6 +218,14 @@ def _env(experiment: Experiment, settings: Settings, group: PodGroup, rank: int,
     return kept + [{"name": name, "value": value} for name, value in ours.items()]
 
 
+def _own_labels(labels: Any) -> dict[str, str]:
+    """The base pod spec's labels a det-k8s pod carries: never one the master acts on (`labels.MASTER_LABELS`; the
+    settings' default pod spec serves the master's pods too, where they are the master's business; an experiment's
+    own pod_spec with one is refused when it is read)."""
+    items = labels.items() if isinstance(labels, Mapping) else ()
+    return {str(k): str(v) for k, v in items if str(k) not in L.MASTER_LABELS}
+
+
 def pod_manifests(group: PodGroup, experiment: Experiment, settings: Settings,
                   placement: Mapping[str, str] | Sequence[tuple[str, str]],
                   namespace: str) -> list[dict[str, Any]]:
@@ -244,7 +252,7 @@ def pod_manifests(group: PodGroup, experiment: Experiment, settings: Settings,
             "metadata": {
                 "name": pod.name,
                 "namespace": namespace,
-                "labels": {**(base_meta.get("labels") or {}), **L.pod_labels(group, pod.rank)},
+                "labels": {**_own_labels(base_meta.get("labels")), **L.pod_labels(group, pod.rank)},
                 "annotations": {**(base_meta.get("annotations") or {}), L.SUBMITTED_AT: group.submitted_at},
             },
             "spec": spec,

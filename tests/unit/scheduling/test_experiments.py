@@ -230,3 +230,16 @@ def test_max_slots_below_slots_per_trial_is_an_error_since_no_trial_ever_starts(
         "error: resources.max_slots: 2 is below resources.slots_per_trial 4: the Determined master never starts a "
         "trial of this experiment (it keeps an experiment's running trials within max_slots); raise max_slots to at "
         "least 4, or remove it (exp.yaml:4)"]
+
+
+def test_a_pod_spec_label_the_master_acts_on_is_an_error():
+    # det-k8s's pods never carry a label the Determined master acts on: the 0.17 master deletes every pod labelled
+    # `determined` when it starts (a helm upgrade killed the experiment), and one labelled determined-preemption is
+    # asked to give its resources back. An experiment's pod_spec put them on det-k8s's pods unchecked.
+    parsed = parse("name: e\nenvironment:\n  pod_spec:\n    metadata:\n      labels:\n        determined: mine\n"
+                   "        team: a\n")
+    assert rendered(parsed) == [
+        "error: environment.pod_spec.metadata.labels.determined: a label the Determined master acts on (it deletes "
+        "pods labelled determined when it starts, preempts those labelled determined-preemption, counts "
+        "determined-system pods as its own); det-k8s's pods must not carry it; remove it, or use another label "
+        "(exp.yaml:6)"]

@@ -341,3 +341,15 @@ def test_a_group_round_trips_through_its_queue_entry_with_every_constraint():
     back = group_from_dict(old).pods[0]
     assert (back.labels, back.namespace, back.constraints.affinity, back.constraints.tolerations) == (
         {}, "", (), constraints.tolerations)
+
+
+def test_master_labels_of_the_settings_default_pod_spec_never_reach_det_k8s_pods():
+    # taskContainerDefaults.gpuPodSpec serves the master's pods too (which carry `determined` anyway); on det-k8s's own
+    # pods a `determined` label made the 0.17 master delete them when it started.
+    cfg = settings("maxSlotsPerPod: 4\ntaskContainerDefaults:\n  gpuPodSpec:\n    metadata:\n      labels:\n"
+                   "        determined: x\n        determined-preemption: 'true'\n        team: a\n")
+    exp = experiment("name: e\nresources: {slots_per_trial: 4}")
+    group = group_of(exp, cfg)
+    (manifest,) = pod_manifests(group, exp, cfg, {group.pods[0].name: "n1"}, "default")
+    for labels in (manifest["metadata"]["labels"], group.pods[0].labels):
+        assert labels["team"] == "a" and not set(L.MASTER_LABELS) & set(labels), labels
