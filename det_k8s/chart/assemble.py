@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tarfile
 import tempfile
@@ -45,8 +46,16 @@ def bundled_chart_dir() -> Path:
     return templates_dir() / "chart"
 
 
+_URL_AS_PATH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/(?!/)")  # https://x as a Path is https:/x
+
+
 def _copy_user_chart(source: Path, target: Path) -> Mapping[str, Any]:
     """Copy a chart directory or packaged .tgz into `target`; return its Chart.yaml data."""
+    scheme = _URL_AS_PATH.match(str(source))
+    if scheme and not source.exists():  # a URL or OCI reference read as a path: its `//` became `/`
+        url = str(source).replace(":/", "://", 1)
+        raise InputError(f"--chart {url}: det-k8s renders into a chart on disk, not one fetched from a URL or registry",
+                         hint=f"download it first (helm pull {url}) and pass the .tgz or its directory")
     if source.is_dir():
         if not (source / "Chart.yaml").is_file():
             raise InputError(f"{source}: not a Helm chart (no Chart.yaml)", hint="pass the chart's directory")
@@ -54,7 +63,8 @@ def _copy_user_chart(source: Path, target: Path) -> Mapping[str, Any]:
     elif source.is_file() and source.name.endswith((".tgz", ".tar.gz")):
         _extract_chart_archive(source, target)
     elif not source.exists():
-        raise InputError(f"{source}: no such chart directory or archive")
+        raise InputError(f"{source}: no such chart directory or archive",
+                         hint=f"a chart of a helm repository? helm pull {source}, then pass the .tgz")
     else:
         raise InputError(f"{source}: expected a chart directory or a .tgz made by `helm package`")
     data = load_yaml(read_file(target / "Chart.yaml", "Chart.yaml"), f"{source}/Chart.yaml") or {}
