@@ -24,6 +24,7 @@ what is wrong; nothing here lets a parser's own exception through.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterator
@@ -41,6 +42,7 @@ SNAPSHOT_LIMIT = 2 * 2**30  # `kubectl get nodes,pods -A -o json` of a very larg
 TEXT_LIMIT = 16 * 2**20  # text that is not a file: helm's output, a ConfigMap's value
 CHUNK = 2**20
 STDIN = "-"
+URL_AS_PATH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/(?!/)")  # https://x as a Path is https:/x
 
 try:  # the C loader is several times faster on big files
     Loader: type[yaml.SafeLoader] = yaml.CSafeLoader
@@ -92,6 +94,10 @@ def read_file(path: Path | str, what: str = "file", limit: int = SETTINGS_LIMIT)
                 raise InputError(f"{shown}: not a regular file; det-k8s reads only regular files and stdin")
             data = _read_stream(handle, shown, what, limit)
     except FileNotFoundError as exc:
+        if URL_AS_PATH.match(shown):  # a URL read as a path: its `//` became `/`
+            url = shown.replace(":/", "://", 1)
+            raise InputError(f"{url}: det-k8s reads a {what} from a file or {STDIN} (stdin), not from a URL",
+                             hint=f"download it first, or pipe it in: curl -fsSL {url} | det-k8s ... {STDIN}") from exc
         raise InputError(f"{shown}: no such {what}") from exc
     except IsADirectoryError as exc:
         raise InputError(f"{shown}: is a directory, expected a {what}") from exc

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tarfile
 import tempfile
@@ -22,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ..bounded import load_yaml, read_file
+from ..bounded import URL_AS_PATH, load_yaml, read_file
 from ..errors import InputError, UsageError
 from ..settings.jsonschema_export import values_json_schema
 from ..settings.merge import deep_merge
@@ -46,12 +45,9 @@ def bundled_chart_dir() -> Path:
     return templates_dir() / "chart"
 
 
-_URL_AS_PATH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/(?!/)")  # https://x as a Path is https:/x
-
-
 def _copy_user_chart(source: Path, target: Path) -> Mapping[str, Any]:
     """Copy a chart directory or packaged .tgz into `target`; return its Chart.yaml data."""
-    scheme = _URL_AS_PATH.match(str(source))
+    scheme = URL_AS_PATH.match(str(source))
     if scheme and not source.exists():  # a URL or OCI reference read as a path: its `//` became `/`
         url = str(source).replace(":/", "://", 1)
         raise InputError(f"--chart {url}: det-k8s renders into a chart on disk, not one fetched from a URL or registry",

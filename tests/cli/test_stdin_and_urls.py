@@ -187,3 +187,14 @@ def test_a_chart_that_is_not_there_suggests_helm_pull(run_cli, tmp_path):
     assert result.err.strip().splitlines()[-1] == (
         "error: determined-ai/determined: no such chart directory or archive; a chart of a helm repository? "
         "helm pull determined-ai/determined, then pass the .tgz")
+
+
+def test_a_snapshot_or_experiment_url_is_refused_with_the_url_whole(run_cli, tmp_path):
+    # Only -f fetches URLs; a URL given for a snapshot or an experiment file was read as a path and lost a slash
+    # ("https:/example.com/snap.json: no such snapshot file").
+    url = "https://example.com/snap.json"
+    result = run_cli("plan", example("experiments") / "small-4gpu.yaml", "--snapshot", url)
+    assert result.code == 1
+    assert result.err.strip().splitlines()[-1] == (
+        f"error: {url}: det-k8s reads a snapshot file from a file or - (stdin), not from a URL; download it first, "
+        f"or pipe it in: curl -fsSL {url} | det-k8s ... -")
