@@ -111,6 +111,10 @@ FACTS: tuple[Fact, ...] = (
          since=v("0.26.2"), what="fluent.uid or fluent.gid", note="0.17.15 writes fluent.image only; first seen at 0.26.2"),
     Fact("master.resource_pools", f"0.19.10 {_CHART}/values.yaml (resourcePools)", since=v("0.19.10"),
          what="resource pools on Kubernetes", note="0.17.x has one dummy pool named kubernetes"),
+    Fact("master.resource_pools.max_slots_per_pod", "0.26.2 master/internal/rm/kubernetesrm/"
+         "kubernetes_resource_manager.go (a pool's task_container_defaults.kubernetes.max_slots_per_pod over the "
+         "resource manager's)", since=v("0.26.1"), note="task_container_defaults.kubernetes exists from 0.26.1; "
+         "the same at v0.38.1"),
     Fact("master.resource_pools.kubernetes_namespace", "0.19.11 master/internal/config/resource_pool_config.go",
          since=v("0.19.11"), until=v("0.35.0"), note="ignored from 0.35.0 (workspace bindings replace it)"),
     Fact("master.log", f"0.23.2 {_CHART}/values.yaml (logLevel, logColor)", since=v("0.23.2"),

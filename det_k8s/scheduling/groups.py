@@ -156,7 +156,10 @@ def build_group(experiment: Experiment, settings: Settings, *, group_id: str, us
     spec: where it may run (a `nodeName` in the experiment's pod spec becomes a requirement on the
     node's name, as the pod is pinned by node affinity).
     """
-    count, per_pod = pods_for(experiment.slots_per_trial, settings.max_slots_per_pod)
+    resources = experiment.config.get("resources") if isinstance(experiment.config, Mapping) else None
+    pool = resources.get("resource_pool") if isinstance(resources, Mapping) else None
+    count, per_pod = pods_for(experiment.slots_per_trial, settings.max_slots_per_pod_in(
+        pool if isinstance(pool, str) and pool else None, experiment.slots_per_trial))
     spec = pod_spec(experiment, settings, per_pod)
     requests = effective_requests(spec, f"experiment {experiment.name}")
     service = service_name(experiment.name, group_id, count)

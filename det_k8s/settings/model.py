@@ -87,6 +87,22 @@ class Settings:
         chosen = get_path(self.values, ("defaultImages", "gpuImage" if gpu else "cpuImage"))
         return str(chosen) if chosen else image
 
+    def max_slots_per_pod_in(self, pool: str | None, slots: int) -> int | None:
+        """maxSlotsPerPod for a task of `slots` slots in resource pool `pool` (None: the default compute pool, or
+        aux pool for zero slots): the pool's own task_container_defaults.kubernetes.max_slots_per_pod where the
+        release reads it, as the master's Kubernetes resource manager does; else maxSlotsPerPod."""
+        if not has("master.resource_pools.max_slots_per_pod", self.version):
+            return self.max_slots_per_pod
+        default = "defaultComputeResourcePool" if slots > 0 else "defaultAuxResourcePool"
+        name = pool or get_path(self.values, (default,)) or "default"
+        pools = get_path(self.values, ("resourcePools",))
+        for entry in pools if isinstance(pools, list) else ():
+            if isinstance(entry, Mapping) and entry.get("pool_name") == name:
+                own = get_path(entry, ("task_container_defaults", "kubernetes", "max_slots_per_pod"))
+                if isinstance(own, int) and not isinstance(own, bool) and own >= 0:
+                    return own
+        return self.max_slots_per_pod
+
     @property
     def slot_resource(self) -> str:
         return {"cpu": "cpu", "rocm": "amd.com/gpu"}.get(self.slot_type, "nvidia.com/gpu")

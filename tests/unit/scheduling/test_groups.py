@@ -353,3 +353,29 @@ def test_master_labels_of_the_settings_default_pod_spec_never_reach_det_k8s_pods
     (manifest,) = pod_manifests(group, exp, cfg, {group.pods[0].name: "n1"}, "default")
     for labels in (manifest["metadata"]["labels"], group.pods[0].labels):
         assert labels["team"] == "a" and not set(L.MASTER_LABELS) & set(labels), labels
+
+
+POOLS = ("maxSlotsPerPod: 4\nresourcePools:\n  - pool_name: default\n  - pool_name: small\n"
+         "    task_container_defaults:\n      kubernetes:\n        max_slots_per_pod: 2\n")
+
+
+@pytest.mark.parametrize(("text", "app", "expected"), [
+    ("resources: {slots_per_trial: 4, resource_pool: small}", "0.38.1", (2, 2)),
+    ("resources: {slots_per_trial: 4, resource_pool: default}", "0.38.1", (1, 4)),
+    ("resources: {slots_per_trial: 4}", "0.38.1", (1, 4)),
+    ("resources: {slots_per_trial: 4, resource_pool: small}", "0.26.2", (2, 2)),
+    ("resources: {slots_per_trial: 4, resource_pool: small}", "0.26.0", (1, 4)),  # no per-pool override yet
+])
+def test_a_pools_own_max_slots_per_pod_splits_its_trials(text, app, expected):
+    # The master's Kubernetes resource manager gives each pool the max_slots_per_pod of its
+    # task_container_defaults.kubernetes when set (kubernetesrm, 0.26.x and v0.38.1): a 4-slot trial in pool `small`
+    # (2 per pod) runs as 2 pods of 2; det-k8s planned 1 pod of 4.
+    cfg = settings(POOLS, f"appVersion={app}")
+    group = group_of(experiment(f"name: e\n{text}"), cfg)
+    assert (len(group.pods), group.slots_per_pod) == expected
+
+
+def test_the_default_compute_pool_s_override_applies_to_an_experiment_naming_none():
+    cfg = settings(POOLS + "defaultComputeResourcePool: small\n")
+    group = group_of(experiment("name: e\nresources: {slots_per_trial: 4}"), cfg)
+    assert (len(group.pods), group.slots_per_pod) == (2, 2)
