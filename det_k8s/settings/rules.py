@@ -399,6 +399,15 @@ def _rule_keys_of_the_release(v: Mapping[str, Any], user: Mapping[str, Any], ver
     if v.get("slotType") == "rocm" and not versions.has("master.resource_manager.slot_type.rocm", version):
         message, hint = versions.missing("master.resource_manager.slot_type.rocm", version)
         out.error(("slotType",), message, hint)
+    pools = v.get("resourcePools")
+    if versions.has("master.resource_pools", version) and not versions.has(
+            "master.resource_pools.kubernetes_namespace", version):
+        for index, pool in enumerate(pools if isinstance(pools, list) else ()):
+            namespace = pool.get("kubernetes_namespace") if isinstance(pool, Mapping) else None
+            if namespace:
+                out.warning(("resourcePools", index, "kubernetes_namespace"), f"Determined {version} ignores it "
+                            "(removed in 0.35.0): the pool's tasks run in the default namespace",
+                            f"bind a workspace to namespace {namespace} instead, or remove it")
     scheduler = v.get("defaultScheduler")
     if isinstance(scheduler, str) and scheduler.strip() == "preemption" and not versions.has(
             "master.resource_manager.default_scheduler.preemption", version):

@@ -495,3 +495,15 @@ def test_a_set_of_a_key_that_names_a_secret_shows_its_value():
     # tlsSecret names a Secret and holds none: `--set tlsSecret=det-tls` was shown as tlsSecret=***.
     (only,) = errors(BASE, "tlsSecret=det-tls")
     assert only.endswith("(--set tlsSecret=det-tls)"), only
+
+
+def test_a_pool_namespace_the_master_ignores_is_a_warning():
+    # From 0.35.0 the master ignores resource_pools[].kubernetes_namespace (workspace-namespace bindings replace it),
+    # though v0.38.1's own values.yaml still shows it: a pool's tasks land in the default namespace, silently.
+    pools = BASE + "resourcePools:\n  - pool_name: a\n    kubernetes_namespace: team-a\n"
+    assert errors(pools) == []
+    found = [w for w in warnings(pools) if "kubernetes_namespace" in w]
+    assert found == ["warning: resourcePools[0].kubernetes_namespace: Determined 0.38.1 ignores it (removed in "
+                     "0.35.0): the pool's tasks run in the default namespace; bind a workspace to namespace team-a "
+                     "instead, or remove it (s.yaml:7)"], found
+    assert [w for w in warnings(pools, "appVersion=0.34.2") if "kubernetes_namespace" in w] == []
