@@ -78,7 +78,7 @@ def chart_app_version(source: Path) -> str | None:
     with tempfile.TemporaryDirectory(prefix="det-k8s-chart-") as scratch:
         try:
             data = _copy_user_chart(source, Path(scratch) / "chart")
-        except InputError:
+        except (InputError, OSError, ValueError, EOFError, tarfile.TarError, zlib.error):  # write_chart says why
             return None
     named = data.get("appVersion")
     found = parse_version(named) if isinstance(named, str) else None

@@ -51,8 +51,8 @@ def test_dry_run_reports_a_chart_error_with_helms_message(run_cli, helm, isolate
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: determined\nversion: 0.1.0\nappVersion: 0.17.15\n")
     (chart / "templates" / "bad.yaml").write_text("kind: ConfigMap\nmetadata:\n  name: {{ .Values.nope.deeper }}\n")
-    result = run_cli("install", "demo", "-f", example("gpu-cluster.yaml"), "--chart", chart, "--dry-run",
-                     "--helm-binary", helm)
+    result = run_cli("install", "demo", "-f", example("gpu-cluster.yaml"), "--set-string", "appVersion=0.38.1",
+                     "--chart", chart, "--dry-run", "--helm-binary", helm)  # the settings' release, not the chart's
     assert result.code == 1
     assert "helm cannot template it with these settings" in result.err and "nil pointer" in result.err
     assert "would run" not in result.out + result.err
