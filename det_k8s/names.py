@@ -40,6 +40,19 @@ def is_label_value(text: object) -> bool:
     return isinstance(text, str) and (text == "" or (len(text) <= LABEL_MAX and LABEL_NAME.fullmatch(text) is not None))
 
 
+# An image reference as the kubelet parses it (github.com/distribution/reference: domain[:port]/path[:tag][@digest],
+# path components lower-case); anything else ends in InvalidImageName.
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(
+    rf"(?:(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+
+
+def is_image_reference(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= 255 + 128 + 80 and IMAGE_REFERENCE.fullmatch(text) is not None
+
+
 def shown(text: str, width: int = 80) -> str:
     """A user's value for a message: repr (so a newline shows as \\n), clipped."""
     quoted = repr(text)

@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 from ..determined import versions
 from ..errors import Problem, Severity
+from ..names import is_image_reference
 from ..quantity import QuantityError, parse_quantity
 from .podspec import check_settings_pod_specs
 from .problems import ProblemCollector, get_path
@@ -329,6 +330,24 @@ def _rule_default_images(v: Mapping[str, Any], user: Mapping[str, Any], version:
                 f"set {keys} to the images your release's chart names (its values.yaml), or pull these")
 
 
+def _rule_images(v: Mapping[str, Any], app_version: Any, out: ProblemCollector) -> None:
+    """Every image the chart gives the kubelet is a reference it parses (else InvalidImageName): the master image
+    `<imageRegistry>/determined-master:<appVersion>`, the default and task images."""
+    registry = v.get("imageRegistry")
+    if isinstance(registry, str) and registry and not is_image_reference(f"{registry}/determined-master:0"):
+        image = f"{registry}/determined-master:{app_version}"
+        out.error(("imageRegistry",), f"makes the master image {image!r}, not a valid image reference (the kubelet "
+                  "refuses it: InvalidImageName)", "give host[:port]/path without a scheme or a trailing '/', the "
+                  "path in lower case, e.g. registry.example.com/determined")
+    for path in (*(("defaultImages", n) for n in ("postgreSQL", "kubeScheduler", "kubeSchedulerPreemption", "cpuImage",
+                                                   "gpuImage", "rocmImage")),
+                 *(("taskContainerDefaults", n) for n in ("cpuImage", "gpuImage", "rocmImage"))):
+        image = get_path(v, path)
+        if isinstance(image, str) and image and not is_image_reference(image):
+            out.error(path, f"{image!r} is not a valid image reference (the kubelet refuses it: InvalidImageName)",
+                      "e.g. registry.example.com/environments:cpu-1.0, lower-case, without a scheme")
+
+
 def _rule_logging(v: Mapping[str, Any], out: ProblemCollector) -> None:
     logging = _map(v, "logging")
     if logging.get("type") == "elastic":
@@ -482,6 +501,7 @@ def check_semantics(values: Mapping[str, Any], user_values: Mapping[str, Any], a
     _rule_tasks(values, version, out)
     _rule_default_images(values, user_values, version, out)
     _rule_logging(values, out)
+    _rule_images(values, app_version, out)
     _rule_version(values, app_version, out)
     _rule_keys_of_the_release(values, user_values, version, out)
     _rule_passwords(values, user_values, version, out)

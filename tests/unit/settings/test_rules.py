@@ -507,3 +507,22 @@ def test_a_pool_namespace_the_master_ignores_is_a_warning():
                      "0.35.0): the pool's tasks run in the default namespace; bind a workspace to namespace team-a "
                      "instead, or remove it (s.yaml:7)"], found
     assert [w for w in warnings(pools, "appVersion=0.34.2") if "kubernetes_namespace" in w] == []
+
+
+@pytest.mark.parametrize(("registry", "image"), [
+    ("reg.local/det/", "reg.local/det//determined-master:0.38.1"),
+    ("https://reg.local/det", "https://reg.local/det/determined-master:0.38.1"),
+    ("reg.local/Det", "reg.local/Det/determined-master:0.38.1")])
+def test_an_image_registry_that_makes_no_valid_image_reference_is_an_error(registry, image):
+    # The master image is <imageRegistry>/determined-master:<appVersion>: a trailing '/', a scheme or an upper-case
+    # repository path made a reference the kubelet refuses (InvalidImageName), and validate said the settings were fine.
+    (only,) = errors(BASE + f"imageRegistry: '{registry}'\n")
+    assert only.startswith(f"error: imageRegistry: makes the master image {image!r}, not a valid image reference "
+                           "(the kubelet refuses it: InvalidImageName)"), only
+    assert errors(BASE + "imageRegistry: 'reg.local:5000/det'\n") == []
+
+
+def test_a_task_image_that_is_no_image_reference_is_an_error():
+    (only,) = errors(BASE + "defaultImages:\n  cpuImage: 'my image:1'\n")
+    assert only.startswith("error: defaultImages.cpuImage: 'my image:1' is not a valid image reference"), only
+    assert errors(BASE + "defaultImages:\n  cpuImage: 'reg.local:5000/env/cpu:1.2@sha256:" + "a" * 64 + "'\n") == []
