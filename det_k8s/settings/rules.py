@@ -257,6 +257,25 @@ def _bucket_not_a_name(bucket: str, base: tuple[str, ...], out: ProblemCollector
     out.error((*base, "bucket"), f"must be the bucket's name, found {bucket!r}", hint)
 
 
+def _database_host(host: str, out: ProblemCollector) -> None:
+    """db.hostAddress is a host name or address: the master joins it with db.port into its connection, so a port or
+    a URL in it (`pg:5433`, `postgres://...`) makes one it cannot open."""
+    import ipaddress
+
+    if "://" in host or "@" in host or "/" in host:
+        out.error(("db", "hostAddress"), f"must be the database's host name or address, not a URL ({mask_url(host)!r})",
+                  "put the host in db.hostAddress and the rest in db.port, db.name, db.user and db.password")
+        return
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return  # an IPv6 address holds colons
+    except ValueError:
+        pass
+    name, _, port = host.rpartition(":")
+    if name and port.isdigit():
+        out.error(("db", "hostAddress"), f"holds a port; set db.hostAddress: {name} and db.port: {port}")
+
+
 def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCollector) -> None:
     route = _map(v, "openshiftRoute").get("enabled")  # the Route reaches the Service whatever its type
     if v.get("tlsSecret") and not v.get("useNodePortForMaster") and not route:
@@ -271,6 +290,9 @@ def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCol
         out.warning(("imagePullSecretName",), "the enterprise edition image is private",
                     "create a docker-registry Secret and set imagePullSecretName")
     db = _map(v, "db")
+    host = db.get("hostAddress")
+    if isinstance(host, str) and host:
+        _database_host(host, out)
     for name in ("name", "user", "password"):
         if db.get(name) in (None, ""):
             out.error(("db", name), "required", "the master cannot reach its database without it")

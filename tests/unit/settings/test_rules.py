@@ -526,3 +526,14 @@ def test_a_task_image_that_is_no_image_reference_is_an_error():
     (only,) = errors(BASE + "defaultImages:\n  cpuImage: 'my image:1'\n")
     assert only.startswith("error: defaultImages.cpuImage: 'my image:1' is not a valid image reference"), only
     assert errors(BASE + "defaultImages:\n  cpuImage: 'reg.local:5000/env/cpu:1.2@sha256:" + "a" * 64 + "'\n") == []
+
+
+@pytest.mark.parametrize(("host", "says"), [
+    ("pg.example.com:5433", "holds a port; set db.hostAddress: pg.example.com and db.port: 5433"),
+    ("postgres://det:pw@pg:5432/det", "must be the database's host name or address, not a URL"),
+])
+def test_a_database_host_with_a_port_or_a_url_is_an_error(host, says):
+    # The master joins db.host and db.port into its connection: 'pg:5433' made 'pg:5433:5432' and it never started.
+    (only,) = errors(BASE + f"db:\n  hostAddress: '{host}'\n")
+    assert only.startswith("error: db.hostAddress: ") and says in only and "pw" not in only, only
+    assert errors(BASE + "db:\n  hostAddress: 'fd00::5'\n") == errors(BASE + "db:\n  hostAddress: pg.local\n") == []
