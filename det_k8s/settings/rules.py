@@ -504,6 +504,10 @@ def _rule_database_tls(v: Mapping[str, Any], out: ProblemCollector) -> None:
     if route.get("enabled") and route.get("termination") not in (None, "", "edge", "passthrough", "reencrypt"):
         out.error(("openshiftRoute", "termination"), f"must be edge, passthrough or reencrypt, found "
                   f"{route.get('termination')!r}")
+    elif route.get("enabled") and v.get("tlsSecret") and route.get("termination") in (None, "", "edge"):
+        shown = route.get("termination") or "none"
+        out.error(("openshiftRoute", "termination"), f"{shown} sends the master plain HTTP, and with tlsSecret it "
+                  "serves only TLS", "use passthrough or reencrypt, or leave tlsSecret unset to end TLS at the router")
 
 
 RULES: tuple[Callable[[Mapping[str, Any], Mapping[str, Any], ProblemCollector], None], ...] = (

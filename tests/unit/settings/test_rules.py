@@ -537,3 +537,12 @@ def test_a_database_host_with_a_port_or_a_url_is_an_error(host, says):
     (only,) = errors(BASE + f"db:\n  hostAddress: '{host}'\n")
     assert only.startswith("error: db.hostAddress: ") and says in only and "pw" not in only, only
     assert errors(BASE + "db:\n  hostAddress: 'fd00::5'\n") == errors(BASE + "db:\n  hostAddress: pg.local\n") == []
+
+
+def test_an_edge_route_in_front_of_a_master_serving_tls_is_an_error():
+    # With tlsSecret the master serves TLS only; an edge Route ends TLS at the router and sends it plain HTTP.
+    text = BASE + "tlsSecret: det-tls\nopenshiftRoute:\n  enabled: true\n  termination: edge\n"
+    (only,) = errors(text)
+    assert only.startswith("error: openshiftRoute.termination: edge sends the master plain HTTP, and with tlsSecret "
+                           "it serves only TLS; use passthrough or reencrypt"), only
+    assert errors(text.replace("edge", "reencrypt")) == []
