@@ -219,7 +219,7 @@ def parse_experiment(text: str, source: str, *, default_name: str | None = None,
     if isinstance(max_slots, int) and not isinstance(max_slots, bool) and max_slots < slots_per_trial:
         reader.error(("resources", "max_slots"), f"{max_slots} is below resources.slots_per_trial {slots_per_trial}: "
                      "the Determined master never starts a trial of this experiment (it keeps an experiment's running "
-                     f"trials within max_slots)", f"raise max_slots to at least {slots_per_trial}, or remove it")
+                     "trials within max_slots)", f"raise max_slots to at least {slots_per_trial}, or remove it")
     experiment = Experiment(
         name=name,
         slots_per_trial=slots_per_trial,
