@@ -91,6 +91,8 @@ class Binder:
     scheduled_events: bool = True  # a Scheduled event per bound pod, as kube-scheduler writes
     clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)
     problems: list[str] = field(default_factory=list)  # events that could not be written (the caller drains it)
+    # pods whose condition was refused: the headline their event last said (so it is not said again every pass)
+    _told: dict[tuple[str, str, str], str] = field(default_factory=dict, repr=False)
 
     def bind(self, group: MasterGroup, placement: Sequence[tuple[str, str]],
              before: Callable[[], None] = lambda: None) -> BindResult:
@@ -225,6 +227,17 @@ class Binder:
                     pod.namespace)
             except (Conflict, NotFound):
                 continue  # it changed or went meanwhile: the next pass looks again
+            except DetK8sError as exc:  # refused (RBAC without pods/status, a webhook): the reason still goes out
+                # as an event, once per headline (remembered here, since the pod cannot carry it), and the pass
+                # goes on: a refused condition must never cost the bindings and reasons still to come
+                key = (pod.namespace, pod.name, pod.uid)
+                if self._told.get(key) == headline(message):
+                    continue
+                if len(self._told) >= 50_000:  # pods come and go: forgetting costs one event said again
+                    self._told.clear()
+                self._told[key] = headline(message)
+                self.problems.append(f"could not set the PodScheduled condition on pod {pod.namespace}/{pod.name}: "
+                                     f"{exc.message}")
             self._event(pod, reason, message, warning=warning)
             written += 1
         return written
