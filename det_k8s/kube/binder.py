@@ -39,9 +39,10 @@ PREEMPTING = "GangPreempting"
 UNSCHEDULABLE_EVENT = "GangUnschedulable"
 BINDING_FAILED = "GangBindingFailed"
 PARTLY_BOUND = "GangPartlyBound"
+NODE_LOST = "GangNodeLost"  # bound to a node that no longer exists
 PREEMPTED = "Preempted"
 SCHEDULED = "Scheduled"
-FAILURE_REASONS = (BINDING_FAILED, PARTLY_BOUND)  # what `doctor` reports
+FAILURE_REASONS = (BINDING_FAILED, PARTLY_BOUND, NODE_LOST)  # what `doctor` reports
 
 
 def headline(message: str) -> str:
@@ -176,20 +177,27 @@ class Binder:
             self._event(pod, BINDING_FAILED, text, warning=True)
         return BindResult(tuple(bound), why, removed, tuple(leftovers))
 
-    def repair(self, group: MasterGroup, before: Callable[[], None] = lambda: None) -> BindResult:
-        """A group found partly bound: delete its bound pods so the master restarts it whole."""
+    def repair(self, group: MasterGroup, before: Callable[[], None] = lambda: None, *,
+               lost: bool = False) -> BindResult:
+        """A group found partly bound (or, `lost`, bound to a node that no longer exists): delete its bound pods
+        so the master restarts it whole."""
         before()
         doomed = list(group.bound)
         leftovers = delete_pods(self.api, doomed)
         removed = tuple(p.name for p in doomed if p.name not in leftovers)
-        text = (f"det-k8s: found gang {group.name} partly bound ({len(doomed)} of {len(group.pods)} pods on nodes: "
-                "a binding that failed half-way, or a scheduler that stopped between bindings); deleted the bound "
-                "pods so Determined restarts the task whole")
+        if lost:
+            gone = sorted({p.pod.node_name or "" for p in doomed} - {""})
+            text = (f"det-k8s: gang {group.name} is bound to a node that no longer exists ({', '.join(gone)}: removed "
+                    "between plan and binding, or since); deleted its bound pods so Determined restarts the task whole")
+        else:
+            text = (f"det-k8s: found gang {group.name} partly bound ({len(doomed)} of {len(group.pods)} pods on "
+                    "nodes: a binding that failed half-way, or a scheduler that stopped between bindings); deleted "
+                    "the bound pods so Determined restarts the task whole")
         if leftovers:
             text += f"; could not delete {', '.join(leftovers)} (the next pass tries again)"
         for pod in group.pods:
-            self._event(pod, PARTLY_BOUND, text, warning=True)
-        return BindResult((), "partly bound", removed, tuple(leftovers))
+            self._event(pod, NODE_LOST if lost else PARTLY_BOUND, text, warning=True)
+        return BindResult((), "node lost" if lost else "partly bound", removed, tuple(leftovers))
 
     def preempt(self, group: MasterGroup, by: str, priority: int,
                 before: Callable[[], None] = lambda: None) -> list[str]:

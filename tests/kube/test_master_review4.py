@@ -10,8 +10,7 @@ import pytest
 
 from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
-
-from tests.kube.test_master_scheduling import events_on, nodes, pods_of, submit
+from tests.kube.test_master_scheduling import events_on, nodes, pods_of, run_pass, submit
 from tests.master_pods import VERSIONS
 
 
@@ -36,3 +35,42 @@ def test_a_refused_condition_write_does_not_stop_the_pass_and_the_reason_still_g
     before = {e["metadata"]["name"]: e["count"] for e in cluster.api.items("events")}
     loop.run_pass()
     assert {e["metadata"]["name"]: e["count"] for e in cluster.api.items("events")} == before  # no event per pass
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_node_removed_between_plan_and_binding_does_not_leave_the_gang_holding_gpus(cluster, version, run_cli):
+    from det_k8s.kube.kinds import PODS
+
+    nodes(cluster, 2)
+    task = submit(cluster, version, slots_per_trial=8)
+    # a pass planned gpu-0 and gpu-1, then gpu-1 went away (scale-down, a spot VM) before its binding: the API
+    # server accepts a binding to any node name (BindingREST checks only the pod), so both bindings succeed
+    api = cluster.connect()
+    for pod, where in zip(sorted(task.names), ("gpu-0", "gpu-1"), strict=True):
+        uid = cluster.api.get("pods", pod)["metadata"]["uid"]
+        api.create_subresource(PODS, pod, "binding", {"apiVersion": "v1", "kind": "Binding", "metadata": {
+            "name": pod, "uid": uid}, "target": {"apiVersion": "v1", "kind": "Node", "name": where}})
+    cluster.api.remove("nodes", "gpu-1")
+    report = run_pass(cluster)
+    (why,) = report.repaired.values()  # before the fix: nothing; gpu-0's GPUs held by a trial that can never start
+    assert "no longer exists" in why and "deleted 2 bound pod(s)" in why
+    assert pods_of(cluster, task) == []  # the master sees its pods go and restarts the trial whole
+    lost = [e for e in cluster.api.items("events") if e["reason"] == "GangNodeLost"]
+    assert {e["involvedObject"]["name"] for e in lost} == set(task.names) and "gpu-1" in lost[0]["message"]
+    result = run_cli("doctor")
+    assert "GangNodeLost" in result.out
+
+
+def test_a_node_the_view_has_not_seen_yet_is_not_taken_for_gone(cluster):
+    from det_k8s.kube.kinds import PODS
+
+    nodes(cluster, 1)
+    task = submit(cluster, "0.38.1", slots_per_trial=4)
+    (pod,) = task.names
+    api = cluster.connect()
+    api.create_subresource(PODS, pod, "binding", {"apiVersion": "v1", "kind": "Binding", "metadata": {
+        "name": pod, "uid": cluster.api.get("pods", pod)["metadata"]["uid"]},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-new"}})
+    cluster.api.fail("GET", "nodes", 500, "etcdserver: request timed out", name="gpu-new")  # cannot confirm it
+    report = run_pass(cluster)
+    assert report.repaired == {} and [p["spec"]["nodeName"] for p in pods_of(cluster, task)] == ["gpu-new"]
