@@ -134,6 +134,8 @@ def existing_pods(draw, nodes: list[dict[str, Any]], plugin: bool) -> list[dict[
                                          if draw(st.integers(0, 4)) == 0 else None)]}
         if draw(st.integers(0, 3)) == 0:
             spec["affinity"] = anti({"app": "train"}, draw(st.sampled_from([HOST, ZONE])))
+        if draw(st.integers(0, 4)) == 0:  # a pod whose pod-level request is far above its containers'
+            spec["resources"] = {"requests": {"cpu": "6", "memory": "32Gi"}}
         if spec["containers"][0]["resources"]["limits"] and plugin:
             spec["tolerations"] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
         pods.append(pod_object(f"o{k}", draw(st.sampled_from(["default", QUEUE_NS])), spec, {"app": app},
@@ -195,7 +197,8 @@ def queued(draw, names: list[str], count: int | None = None) -> list[tuple[dict[
         extra = draw(st.lists(st.sampled_from(
             ["selector", "affinity-expr", "affinity-name", "not-name", "tolerate", "tolerate-all", "anti-host",
              "anti-zone", "together", "spread-zone", "spread-host", "host-network", "host-port", "pvc-bound",
-             "pvc-local", "pvc-zonal", "pvc-now", "os", "prefer"]), max_size=3, unique=True))
+             "pvc-local", "pvc-zonal", "pvc-now", "os", "prefer", "init", "sidecar", "overhead", "pod-level"]),
+            max_size=3, unique=True))
         affinity: dict[str, Any] = {}
         if "selector" in extra:
             spec["nodeSelector"] = {"pool": draw(st.sampled_from("ab"))}
@@ -238,6 +241,16 @@ def queued(draw, names: list[str], count: int | None = None) -> list[tuple[dict[
                 spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{claim}"}}]
         if "os" in extra:
             spec["os"] = {"name": "linux"}
+        if "init" in extra:  # an init container asking more than the app (it runs alone, before it)
+            spec["initContainers"] = [{"name": "unpack", "image": "x", "resources": {"requests": {"cpu": "6"}}}]
+        if "sidecar" in extra:  # a native sidecar (an Istio proxy): it runs beside the app the whole time
+            spec.setdefault("initContainers", []).insert(0, {"name": "proxy", "image": "x", "restartPolicy": "Always",
+                                                             "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}})
+        if "overhead" in extra:  # set by RuntimeClass admission (Kata, gVisor)
+            spec["overhead"] = {"cpu": "750m", "memory": "512Mi"}
+        if "pod-level" in extra:  # spec.resources: the pod's cpu request replaces its containers' sum
+            spec["resources"] = draw(st.sampled_from([{"requests": {"cpu": "5"}}, {"limits": {"cpu": "7"}},
+                                                      {"requests": {"memory": "40Gi"}, "limits": {"memory": "48Gi"}}]))
         pods = [kube_pod(f"{gid}-{rank}", spec, {**labels, "det-k8s.io/rank": str(rank)}) for rank in range(size)]
         facts = {"id": gid, "priority": draw(st.sampled_from([10, 30, 50, 90, 90])),
                  "user": draw(st.sampled_from(["ann", "ben"]))}
