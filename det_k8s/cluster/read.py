@@ -124,7 +124,7 @@ def _effective_requests(spec: Mapping[str, Any], where: str) -> dict[str, int]:
     for name, amount in init_peak.items():
         total[name] = max(total.get(name, 0), amount)
     pod_level = spec.get("resources")
-    if _is_mapping(pod_level):  # pod-level resources (PodLevelResources, on by default since 1.34)
+    if isinstance(pod_level, Mapping):  # pod-level resources (PodLevelResources, on by default since 1.34)
         pod_requests = _quantities(pod_level.get("requests"), f"{where}: spec.resources")
         pod_limits = _quantities(pod_level.get("limits"), f"{where}: spec.resources")
         for name in POD_LEVEL_RESOURCES:  # the pod's request replaces its containers' total
