@@ -6,7 +6,10 @@ each master version creates them (`tests/master_pods.py`).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
@@ -74,3 +77,38 @@ def test_a_node_the_view_has_not_seen_yet_is_not_taken_for_gone(cluster):
     cluster.api.fail("GET", "nodes", 500, "etcdserver: request timed out", name="gpu-new")  # cannot confirm it
     report = run_pass(cluster)
     assert report.repaired == {} and [p["spec"]["nodeName"] for p in pods_of(cluster, task)] == ["gpu-new"]
+
+
+CHARTS = Path(__file__).resolve().parents[2].parent / "shared" / "determined" / "charts"
+
+
+@pytest.mark.parametrize("tag", ["0.17.15", "v0.38.1"])
+def test_scheduler_run_names_the_official_charts_coscheduler_that_would_fight_it(cluster, run_cli, helm3, tmp_path,
+                                                                                 tag):
+    from tests.integration.test_helm_chart import helm_run
+
+    if not (CHARTS / tag).is_dir():
+        pytest.skip(f"{CHARTS / tag} is absent: the official charts are read from there (CI always has it)")
+    rendered = helm_run(helm3, "template", "det", str(CHARTS / tag), "--namespace", "det",
+                        "--set", "defaultScheduler=coscheduler", "--set", "maxSlotsPerPod=4",
+                        "--set", "checkpointStorage.type=shared_fs", "--set", "checkpointStorage.hostPath=/tmp",
+                        "--set", "initialUserPassword=Not-A-Real-Secret-1",
+                        home=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    deployments = [d for d in yaml.safe_load_all(rendered.stdout) if d and d.get("kind") == "Deployment"]
+    plugin = [d for d in deployments if any("--scheduler-name=coscheduler" in " ".join(map(str, c.get("command") or []))
+                                            + " ".join(map(str, c.get("args") or []))
+                                            for c in d["spec"]["template"]["spec"]["containers"])]
+    assert plugin, [d["metadata"]["name"] for d in deployments]  # the oracle: what the official chart deploys
+    for deployment in deployments:  # the master's Deployment too: it must not be taken for a scheduler
+        deployment["metadata"].setdefault("namespace", "det")
+        cluster.api.put(deployment)
+    nodes(cluster, 1)
+    result = run_cli("scheduler", "run", "--once")
+    assert result.code == 0, result.err
+    where = f"{plugin[0]['metadata']['namespace']}/{plugin[0]['metadata']['name']}"
+    assert f"Deployment {where} (" in result.err and "also serves scheduler coscheduler" in result.err
+    assert "--replicas=0" in result.err
+    assert result.err.count("runs a kube-scheduler") == 1
+    quiet = run_cli("scheduler", "run", "--once", "--scheduler-name", "")  # det-k8s's own queue only: no rival
+    assert "runs a kube-scheduler" not in quiet.err
