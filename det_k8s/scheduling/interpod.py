@@ -21,7 +21,8 @@ and topology domain, for the pods in the snapshot and the pods this pass places,
 Pods are checked one at a time, as kube-scheduler schedules them: each later pod of a group sees
 the earlier ones. Terminating pods still block (anti-affinity, ports) but never enable (affinity)
 or count for spread. Pods placed by preemption are created only once their victims are gone,
-after the pass's other placements: they block, but do not count where they would enable.
+after the pass's other placements: for those they block, but do not count where they would enable
+(while their own group is placed, each of its pods sees the ones before it, as they start together).
 
 Selectors are matched through an index on their `In` requirements, so registering 30,000 pods
 against the terms of hundreds of groups costs a few dictionary lookups per pod.

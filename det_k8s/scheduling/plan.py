@@ -368,11 +368,7 @@ class _Pass:
     def try_preempt(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
         if self.enabling(shapes, group.priority):
             return False  # its rules would be judged without the victims: not modelled, it waits instead
-        self.fitter.counting = False
-        try:
-            found = self.evictions.attempt(shapes, group.priority)
-        finally:
-            self.fitter.counting = True
+        found = self.evictions.attempt(shapes, group.priority)
         if found is None:
             return False
         for victim in found.victims:  # back in the queue, they no longer count against their user

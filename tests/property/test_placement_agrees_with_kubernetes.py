@@ -63,6 +63,8 @@ def node_objects(draw, plugin: bool) -> list[dict[str, Any]]:
     for i in range(draw(st.integers(1, 6))):
         labels = {HOST: f"n{i}", "kubernetes.io/os": draw(st.sampled_from(["linux"] * 9 + ["windows"])),
                   "pool": draw(st.sampled_from("ab"))}
+        if draw(st.integers(0, 3)):
+            labels["gpu-count"] = draw(st.sampled_from(["2", "4", "8", "x"]))  # Gt/Lt compare it as an integer
         zone = draw(st.sampled_from(["z1", "z2", "z3", None]))
         if zone:
             labels[ZONE] = zone
@@ -197,7 +199,8 @@ def queued(draw, names: list[str], count: int | None = None) -> list[tuple[dict[
         extra = draw(st.lists(st.sampled_from(
             ["selector", "affinity-expr", "affinity-name", "not-name", "tolerate", "tolerate-all", "anti-host",
              "anti-zone", "together", "spread-zone", "spread-host", "host-network", "host-port", "pvc-bound",
-             "pvc-local", "pvc-zonal", "pvc-now", "os", "prefer", "init", "sidecar", "overhead", "pod-level"]),
+             "pvc-local", "pvc-zonal", "pvc-now", "os", "prefer", "init", "sidecar", "overhead", "pod-level", "gt",
+             "lt", "spread-min", "spread-taints", "spread-ignore", "anti-all-ns", "spread-keys"]),
             max_size=3, unique=True))
         affinity: dict[str, Any] = {}
         if "selector" in extra:
@@ -211,6 +214,11 @@ def queued(draw, names: list[str], count: int | None = None) -> list[tuple[dict[
         if "not-name" in extra:
             terms.append({"matchFields": [{"key": "metadata.name", "operator": "NotIn",
                                            "values": [draw(st.sampled_from(names))]}]})
+        if "gt" in extra:
+            terms.append({"matchExpressions": [{"key": "gpu-count", "operator": "Gt", "values": ["3"]}]})
+        if "lt" in extra:
+            terms.append({"matchExpressions": [{"key": "gpu-count", "operator": "Lt", "values": ["5"]},
+                                               {"key": "pool", "operator": "NotIn", "values": ["b"]}]})
         if terms:
             affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
         if "prefer" in extra:
@@ -225,12 +233,23 @@ def queued(draw, names: list[str], count: int | None = None) -> list[tuple[dict[
         if "together" in extra:
             affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": own}, "topologyKey": ZONE}]}
+        if "anti-all-ns" in extra:  # no pod labelled app=train in any namespace on the node
+            affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "train"}}, "namespaceSelector": {},
+                 "topologyKey": HOST}]}
         if affinity:
             spec["affinity"] = affinity
         if "spread-zone" in extra or "spread-host" in extra:
             spec["topologySpreadConstraints"] = [{
                 "maxSkew": draw(st.sampled_from([1, 2])), "whenUnsatisfiable": "DoNotSchedule",
                 "topologyKey": ZONE if "spread-zone" in extra else HOST, "labelSelector": {"matchLabels": own}}]
+        for kind, more in (("spread-min", {"minDomains": 3}), ("spread-taints", {"nodeTaintsPolicy": "Honor"}),
+                           ("spread-ignore", {"nodeAffinityPolicy": "Ignore"}),
+                           ("spread-keys", {"matchLabelKeys": ["det-k8s.io/group"]})):
+            if kind in extra:
+                spec["topologySpreadConstraints"] = [{
+                    "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule", "topologyKey": ZONE,
+                    "labelSelector": {"matchLabels": {"app": labels["app"]}}, **more}]
         if "host-network" in extra:
             spec["hostNetwork"] = True
             spec["containers"][0]["ports"] = [{"containerPort": 29500}]
