@@ -375,4 +375,6 @@ class _Pass:
             self.order.charge(victim.user, victim.total_request, -1)
         self.preempting[group.id] = self.evictions.commit(found, group.priority)
         self.place(group, found.taken, movable=False, counting=False)
+        if any(pod.constraints.spread for pod in group.pods):
+            self._shapes.clear()  # pods its spread counts are judged from now on (Space.judged)
         return True
