@@ -167,6 +167,11 @@ class MasterPods:
             event = B.UNSCHEDULABLE_EVENT if reason.code.rejected else _EVENT_OF.get(reason.code, B.WAITING)
             self.binder.report_waiting(group, event, text, warning=reason.code.rejected, before=self.still_ours)
         for group in self.groups.values():
+            if group.state is State.GATED:  # the pods' own status says SchedulingGated: left as it is
+                gates = sorted({gate for p in group.pending for gate in p.gates})
+                report.waiting[group.id] = (f"det-k8s: {'gang' if group.size > 1 else 'pod'} {group.name} waits for "
+                                            f"its scheduling gates to be removed: {', '.join(gates)}")
+                continue
             if group.state is State.INCOMPLETE and group.pending:
                 text = (f"det-k8s: gang {group.name} waits for its pods: {len(group.pending)} of {group.size} exist; "
                         "it is placed once Determined has created them all")

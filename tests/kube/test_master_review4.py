@@ -112,3 +112,28 @@ def test_scheduler_run_names_the_official_charts_coscheduler_that_would_fight_it
     assert result.err.count("runs a kube-scheduler") == 1
     quiet = run_cli("scheduler", "run", "--once", "--scheduler-name", "")  # det-k8s's own queue only: no rival
     assert "runs a kube-scheduler" not in quiet.err
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_gang_with_a_gated_pod_waits_for_its_gates_and_is_never_torn_down(cluster, version):
+    from tests.master_pods import create_task, master_task
+
+    nodes(cluster, 2)
+    task = master_task(version, slots_per_trial=8)
+    gated = sorted(task.names)[1]
+    for pod in task.pods:  # Kueue's pod integration (or another queue controller) holds one pod back
+        if pod["metadata"]["name"] == gated:
+            pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    create_task(cluster.connect(), task)
+    for _ in range(2):  # before the fix: bound the other pod, the gated one's binding got 409, tore it down
+        report = run_pass(cluster)
+        assert report.placed == {} and report.repaired == {}
+        assert "waits for its scheduling gates to be removed: kueue.x-k8s.io/admission" in "".join(
+            report.waiting.values())
+    pods = pods_of(cluster, task)
+    assert sorted(p["metadata"]["name"] for p in pods) == sorted(task.names)
+    assert not any(p["spec"].get("nodeName") for p in pods)
+    assert not any(e["reason"].startswith("Gang") for e in cluster.api.items("events"))  # nothing to tear down
+    cluster.api.update("pods", gated, {"spec": {"schedulingGates": None}})  # the queue controller admits it
+    report = run_pass(cluster)
+    assert len(report.placed) == 1 and all(p["spec"].get("nodeName") for p in pods_of(cluster, task))
