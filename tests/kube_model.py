@@ -75,6 +75,16 @@ def requests(spec: Obj) -> dict[str, Fraction]:
     out = dict(total)
     for k, v in peak.items():
         out[k] = max(out.get(k, Fraction(0)), v)
+    # PodLevelResources (KEP-2837; beta, on by default since 1.34): for cpu and memory the pod-level request is the
+    # pod's; defaulting fills a missing one from its containers' requests, or else from the pod-level limit
+    level = spec.get("resources") or {}
+    level_requests = {k: quantity(v) for k, v in (level.get("requests") or {}).items()}
+    for k, v in (level.get("limits") or {}).items():
+        if k not in level_requests and k not in out:
+            level_requests[k] = quantity(v)
+    for k, v in level_requests.items():
+        if k in ("cpu", "memory"):
+            out[k] = v
     for k, v in (spec.get("overhead") or {}).items():
         out[k] = out.get(k, Fraction(0)) + quantity(v)
     out["pods"] = out.get("pods", Fraction(0)) + 1

@@ -82,7 +82,8 @@ def doctor(
         if failures:
             output.table(["namespace", "reason", "pods", "times", "last", "what det-k8s did"],
                          [[f.namespace, f.reason, len(f.pods), f.count, f.last, f.message] for f in failures],
-                         title="Groups det-k8s tore down (a binding failed part-way, or found partly bound)")
+                         title="Groups det-k8s tore down (a binding failed part-way, found partly bound, or bound to a node "
+                               "that no longer exists)")
         for entry_id in stale:
             output.warning(f"{entry_id} is recorded as running but has no pods; the next pass "
                            "(`det-k8s scheduler run --once`) requeues it")

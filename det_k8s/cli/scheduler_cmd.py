@@ -73,6 +73,15 @@ def run(
     output.message(f"scheduling namespace {api.namespace} of {api.target.context} as {holder}"
                    + (f", and the pods of scheduler {serve} in every namespace" if serve else "")
                    + ("" if once else f"; a pass on every change, at least every {interval:g}s; Ctrl-C stops"))
+    if serve:
+        from ..kube.rivals import rival_schedulers
+
+        for rival in rival_schedulers(api, serve):
+            output.warning(f"Deployment {rival} runs a kube-scheduler that also serves scheduler {serve}: two "
+                           "schedulers bind the same pods, and det-k8s deletes the gangs the other leaves partly "
+                           f"bound; scale it to 0 (kubectl scale deployment -n {rival.split('/')[0]} "
+                           f"{rival.split('/')[1].split(' ')[0]} --replicas=0), or run det-k8s with another "
+                           "--scheduler-name")
     view = None
     if not once:
         view = ClusterView(api.clone(), serve, queue_namespace=api.namespace).start()

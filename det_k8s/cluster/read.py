@@ -2,7 +2,8 @@
 
 Effective pod requests follow Kubernetes: a container's limit stands in for a missing request;
 the pod asks for max(sum of app containers + sidecars, the largest init container + the sidecars
-started before it) plus the RuntimeClass overhead.
+started before it), or for cpu and memory what its pod-level `spec.resources` asks, plus the
+RuntimeClass overhead.
 
 A 30,000-pod snapshot repeats a few dozen distinct pod templates, so the two costly readings
 are memoised by value: a container's resources (the common single-container pod takes a fast
@@ -43,6 +44,7 @@ from .model import (
 )
 from .shapes import find_problem, object_name
 
+POD_LEVEL_RESOURCES = ("cpu", "memory")  # what `spec.resources` may set (resourcehelper.IsSupportedPodLevelResource)
 DEFAULT_MAX_PODS = 110  # kubelet's default when a node object does not say
 MEMO_LIMIT = 4096  # distinct entries kept per memo; beyond that, new shapes are read without memo
 
@@ -96,7 +98,7 @@ def effective_requests(spec: Mapping[str, Any], where: str = "pod") -> dict[str,
     """The pod's effective request per resource, as kube-scheduler computes it."""
     containers = spec.get("containers")
     if (type(containers) is list and len(containers) == 1 and type(containers[0]) is dict
-            and not spec.get("initContainers") and not spec.get("overhead")):
+            and not spec.get("initContainers") and not spec.get("overhead") and not spec.get("resources")):
         # one app container, nothing else: its requests are the pod's (the general rule below, shortened)
         return {name: amount for name, amount in container_requests(containers[0], where).items() if amount}
     return _effective_requests(spec, where)
@@ -121,6 +123,15 @@ def _effective_requests(spec: Mapping[str, Any], where: str) -> dict[str, int]:
     total = {name: apps.get(name, 0) + sidecars.get(name, 0) for name in set(apps) | set(sidecars)}
     for name, amount in init_peak.items():
         total[name] = max(total.get(name, 0), amount)
+    pod_level = spec.get("resources")
+    if isinstance(pod_level, Mapping):  # pod-level resources (PodLevelResources, on by default since 1.34)
+        pod_requests = _quantities(pod_level.get("requests"), f"{where}: spec.resources")
+        pod_limits = _quantities(pod_level.get("limits"), f"{where}: spec.resources")
+        for name in POD_LEVEL_RESOURCES:  # the pod's request replaces its containers' total
+            if name in pod_requests:
+                total[name] = pod_requests[name]
+            elif name in pod_limits and name not in total:  # API defaulting: no container asks, the limit stands in
+                total[name] = pod_limits[name]
     for name, amount in _quantities(spec.get("overhead"), where).items():
         total[name] = total.get(name, 0) + amount
     return {name: amount for name, amount in total.items() if amount}

@@ -39,9 +39,10 @@ PREEMPTING = "GangPreempting"
 UNSCHEDULABLE_EVENT = "GangUnschedulable"
 BINDING_FAILED = "GangBindingFailed"
 PARTLY_BOUND = "GangPartlyBound"
+NODE_LOST = "GangNodeLost"  # bound to a node that no longer exists
 PREEMPTED = "Preempted"
 SCHEDULED = "Scheduled"
-FAILURE_REASONS = (BINDING_FAILED, PARTLY_BOUND)  # what `doctor` reports
+FAILURE_REASONS = (BINDING_FAILED, PARTLY_BOUND, NODE_LOST)  # what `doctor` reports
 
 
 def headline(message: str) -> str:
@@ -91,6 +92,8 @@ class Binder:
     scheduled_events: bool = True  # a Scheduled event per bound pod, as kube-scheduler writes
     clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)
     problems: list[str] = field(default_factory=list)  # events that could not be written (the caller drains it)
+    # pods whose condition was refused: the headline their event last said (so it is not said again every pass)
+    _told: dict[tuple[str, str, str], str] = field(default_factory=dict, repr=False)
 
     def bind(self, group: MasterGroup, placement: Sequence[tuple[str, str]],
              before: Callable[[], None] = lambda: None) -> BindResult:
@@ -174,20 +177,27 @@ class Binder:
             self._event(pod, BINDING_FAILED, text, warning=True)
         return BindResult(tuple(bound), why, removed, tuple(leftovers))
 
-    def repair(self, group: MasterGroup, before: Callable[[], None] = lambda: None) -> BindResult:
-        """A group found partly bound: delete its bound pods so the master restarts it whole."""
+    def repair(self, group: MasterGroup, before: Callable[[], None] = lambda: None, *,
+               lost: bool = False) -> BindResult:
+        """A group found partly bound (or, `lost`, bound to a node that no longer exists): delete its bound pods
+        so the master restarts it whole."""
         before()
         doomed = list(group.bound)
         leftovers = delete_pods(self.api, doomed)
         removed = tuple(p.name for p in doomed if p.name not in leftovers)
-        text = (f"det-k8s: found gang {group.name} partly bound ({len(doomed)} of {len(group.pods)} pods on nodes: "
-                "a binding that failed half-way, or a scheduler that stopped between bindings); deleted the bound "
-                "pods so Determined restarts the task whole")
+        if lost:
+            gone = sorted({p.pod.node_name or "" for p in doomed} - {""})
+            text = (f"det-k8s: gang {group.name} is bound to a node that no longer exists ({', '.join(gone)}: removed "
+                    "between plan and binding, or since); deleted its bound pods so Determined restarts the task whole")
+        else:
+            text = (f"det-k8s: found gang {group.name} partly bound ({len(doomed)} of {len(group.pods)} pods on "
+                    "nodes: a binding that failed half-way, or a scheduler that stopped between bindings); deleted "
+                    "the bound pods so Determined restarts the task whole")
         if leftovers:
             text += f"; could not delete {', '.join(leftovers)} (the next pass tries again)"
         for pod in group.pods:
-            self._event(pod, PARTLY_BOUND, text, warning=True)
-        return BindResult((), "partly bound", removed, tuple(leftovers))
+            self._event(pod, NODE_LOST if lost else PARTLY_BOUND, text, warning=True)
+        return BindResult((), "node lost" if lost else "partly bound", removed, tuple(leftovers))
 
     def preempt(self, group: MasterGroup, by: str, priority: int,
                 before: Callable[[], None] = lambda: None) -> list[str]:
@@ -225,6 +235,17 @@ class Binder:
                     pod.namespace)
             except (Conflict, NotFound):
                 continue  # it changed or went meanwhile: the next pass looks again
+            except DetK8sError as exc:  # refused (RBAC without pods/status, a webhook): the reason still goes out
+                # as an event, once per headline (remembered here, since the pod cannot carry it), and the pass
+                # goes on: a refused condition must never cost the bindings and reasons still to come
+                key = (pod.namespace, pod.name, pod.uid)
+                if self._told.get(key) == headline(message):
+                    continue
+                if len(self._told) >= 50_000:  # pods come and go: forgetting costs one event said again
+                    self._told.clear()
+                self._told[key] = headline(message)
+                self.problems.append(f"could not set the PodScheduled condition on pod {pod.namespace}/{pod.name}: "
+                                     f"{exc.message}")
             self._event(pod, reason, message, warning=warning)
             written += 1
         return written

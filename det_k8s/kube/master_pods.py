@@ -15,13 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ..errors import DetK8sError
+from ..errors import DetK8sError, NotFound
 from ..scheduling.explain import describe
 from ..scheduling.master import MasterGroup, State, as_pod_group, as_running_group, master_groups, master_pod
 from ..scheduling.model import Plan, PodGroup, Reason, ReasonCode, RunningGroup
 from . import binder as B
 from .api import KubeApi
-from .kinds import PODS
+from .kinds import NODES, PODS
 
 if TYPE_CHECKING:
     from .scheduler import PassReport
@@ -63,8 +63,12 @@ class MasterPods:
         """The ready groups for the queue, the bound ones as running groups; partly bound ones are torn down."""
         queue: list[PodGroup] = []
         running: list[RunningGroup] = []
+        known = {node.name for node in state.snapshot.nodes}
         for group in master_groups(state.served, self.scheduler_name):
             self.groups[group.id] = group
+            if not self.read_only and group.state is not State.LEAVING and self._lost_nodes(group, known):
+                self._orphaned(group, report)  # bound to a node that is gone: it will never run whole
+                continue
             if group.state is State.PARTIAL and self.read_only:
                 continue  # the loop that serves them repairs it
             if group.state is State.PARTIAL:
@@ -94,6 +98,28 @@ class MasterPods:
                 continue  # gone (or unreadable): without it the group is not what the view showed
         found = [g for g in master_groups(fresh, self.scheduler_name) if g.id == group.id]
         return found[0] if found else replace(group, pods=())
+
+    def _lost_nodes(self, group: MasterGroup, known: set[str]) -> list[str]:
+        """The nodes the group's bound pods are on that do not exist, confirmed by reading each: the API server
+        accepts a binding to any node name, so a node removed between plan and binding leaves its pod bound to
+        nothing (the pod GC deletes it only after its quarantine), and a lagging view must not cause a deletion."""
+        lost = []
+        for node in sorted({p.pod.node_name for p in group.bound if p.pod.node_name} - known):
+            try:
+                self.api.get(NODES, node)
+            except NotFound:
+                lost.append(node)
+            except DetK8sError:
+                continue  # unreadable: not proof that it is gone
+        return lost
+
+    def _orphaned(self, group: MasterGroup, report: PassReport) -> None:
+        result = self.binder.repair(group, self.still_ours, lost=True)
+        self._assume_deleted(group, result.removed)
+        report.repaired[group.id] = (f"bound to a node that no longer exists; deleted {len(result.removed)} bound "
+                                     "pod(s) so Determined restarts it whole")
+        if result.leftovers:
+            report.problems.append(f"{group.id}: could not delete {', '.join(result.leftovers)}")
 
     def _repair(self, group: MasterGroup, report: PassReport) -> None:
         result = self.binder.repair(group, self.still_ours)
@@ -141,6 +167,11 @@ class MasterPods:
             event = B.UNSCHEDULABLE_EVENT if reason.code.rejected else _EVENT_OF.get(reason.code, B.WAITING)
             self.binder.report_waiting(group, event, text, warning=reason.code.rejected, before=self.still_ours)
         for group in self.groups.values():
+            if group.state is State.GATED:  # the pods' own status says SchedulingGated: left as it is
+                gates = sorted({gate for p in group.pending for gate in p.gates})
+                report.waiting[group.id] = (f"det-k8s: {'gang' if group.size > 1 else 'pod'} {group.name} waits for "
+                                            f"its scheduling gates to be removed: {', '.join(gates)}")
+                continue
             if group.state is State.INCOMPLETE and group.pending:
                 text = (f"det-k8s: gang {group.name} waits for its pods: {len(group.pending)} of {group.size} exist; "
                         "it is placed once Determined has created them all")

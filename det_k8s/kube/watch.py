@@ -105,6 +105,10 @@ def _signature(pod: Pod) -> tuple[Any, ...]:
     return (pod.node_name, pod.phase, pod.deleting, tuple(sorted(pod.labels.items())), tuple(sorted(pod.requests.items())))
 
 
+def _gates(pod: MasterPod | None) -> tuple[str, ...]:
+    return pod.gates if pod is not None else ()
+
+
 @dataclass
 class Stats:
     lists: dict[str, int] = field(default_factory=dict)
@@ -401,7 +405,9 @@ class ClusterView:
                     self._changed()
                 return
             model = self._store_pod(obj)
-            if before is not None and _signature(before[0]) == _signature(model):
+            served = self._pods[key][1]
+            if (before is not None and _signature(before[0]) == _signature(model)
+                    and _gates(before[1]) == _gates(served)):  # (a queue controller removing a gate: a pass)
                 return
             if self._relevant(before[0] if before else None, model):
                 self._changed()

@@ -279,7 +279,6 @@ class Fitter:
         self.space = space
         self.topology_key = topology_key
         self.topology_required = topology_required and bool(topology_key)
-        self.counting = True  # pods placed now enable affinity and count for spread (not for preemptors)
         self.failure: Failure | None = None
         self._domains: dict[tuple[Signature, str], dict[str, tuple[str, ...]]] = {}
 
@@ -405,7 +404,9 @@ class Fitter:
                     for name, amount in shape.demand:
                         free[name] = free.get(name, 0) - amount
                     if space is not None:
-                        space.add_pod(member, node, counting=self.counting)
+                        # a group's pods are created together, so each sees the ones before it as kube-scheduler
+                        # does (a preemptor's too: they only stop counting for the pass's other groups once placed)
+                        space.add_pod(member, node)
                         added.append((member, node))
                     found.append((node, 1))
                 taken.append((shape, found))
@@ -413,7 +414,7 @@ class Fitter:
         finally:
             if space is not None:
                 for member, node in reversed(added):
-                    space.add_pod(member, node, counting=self.counting, sign=-1)
+                    space.add_pod(member, node, sign=-1)
 
     def _choose(self, shape: Shape, member: PodRequest, index: FreeIndex,
                 overlay: Mapping[str, Mapping[str, int]] | None, scratch: Mapping[str, Mapping[str, int]],

@@ -21,7 +21,9 @@ and topology domain, for the pods in the snapshot and the pods this pass places,
 Pods are checked one at a time, as kube-scheduler schedules them: each later pod of a group sees
 the earlier ones. Terminating pods still block (anti-affinity, ports) but never enable (affinity)
 or count for spread. Pods placed by preemption are created only once their victims are gone,
-after the pass's other placements: they block, but do not count where they would enable.
+after the pass's other placements: for those they block, but do not count where they would enable
+(while their own group is placed, each of its pods sees the ones before it, as they start together),
+and a pod placed now that their spread would count stays out of their domains.
 
 Selectors are matched through an index on their `In` requirements, so registering 30,000 pods
 against the terms of hundreds of groups costs a few dictionary lookups per pod.
@@ -121,6 +123,10 @@ class Space:
         self._pod_views: dict[tuple[int, SpreadConstraint], tuple[PodRequest, SpreadView]] = {}
         self._domain_maps: dict[tuple[object, ...], dict[str, str]] = {}
         self._sources_index: _Index | None = None
+        # the spread constraints of pods placed by preemption (created only once their victims are gone, after the
+        # pass's other placements): domains holding them, per (constraint, namespace). A pod placed now that matches
+        # one must stay out of those domains: it would be there first and count against them
+        self.held_spread: dict[tuple[SpreadConstraint, str], Counter[str]] = {}
         self.used = False  # whether any rule here can refuse anything
         for group in queue:
             for request in group.pods:
@@ -184,6 +190,12 @@ class Space:
                     value = self._domain(node, item.topology_key)
                     if value is not None:
                         self.anti[item][(item.topology_key, value)] += sign
+        if not counting and not terminating and constraints.spread:
+            for constraint in constraints.spread:
+                value = self._domain(node, constraint.topology_key)
+                if value is not None and not constraint.selector.empty:
+                    self.held_spread.setdefault((constraint, namespace), Counter())[value] += sign
+                    self.used = True
         if counting and not terminating:
             if self._affinity_index:
                 seen: set[Hashable] = set()
@@ -257,8 +269,17 @@ class Space:
         return False
 
     def judged(self, pod: PodRequest) -> bool:
-        """Whether the pod's own placement is subject to a rule here (its terms, ports, others' anti-affinity)."""
-        return pod.constraints.interpod or bool(self._anti_terms_for(pod))
+        """Whether the pod's own placement is subject to a rule here (its terms, ports, others' anti-affinity, the
+        spread of groups placed by preemption)."""
+        return pod.constraints.interpod or bool(self._anti_terms_for(pod)) or bool(self._held_for(pod))
+
+    def _held_for(self, pod: PodRequest) -> list[tuple[SpreadConstraint, Counter[str]]]:
+        """The spread constraints of preemptors' pods that would count this pod."""
+        if not self.held_spread:
+            return []
+        namespace = pod.namespace or "default"
+        return [(constraint, domains) for (constraint, wanted), domains in self.held_spread.items()
+                if wanted == namespace and constraint.selector.matches(pod.labels)]
 
     def view(self, constraint: SpreadConstraint, pod: PodRequest) -> SpreadView:
         """Domain counts for the constraint over the nodes the pod's inclusion policies admit."""
@@ -339,4 +360,7 @@ class Space:
             own = 1 if constraint.selector.matches(pod.labels) else 0
             if view.counts.get(value, 0) + own - view.minimum(constraint.min_domains) > constraint.max_skew:
                 return f"topology spread over {constraint.topology_key}"
+        for constraint, domains in self._held_for(pod):
+            if domains.get(labels.get(constraint.topology_key, ""), 0) > 0:
+                return f"topology spread over {constraint.topology_key} of a group waiting for preemption"
         return None

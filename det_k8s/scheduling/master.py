@@ -14,7 +14,8 @@ How pods become groups (facts in `det_k8s.determined.versions`, "task pods" rows
 - any other pod (no gang labels, min-available 0: CPU slots, commands, notebooks, TensorBoards) is a
   single-pod group of its own, still queued, prioritised and fair-shared like every group;
 - a group is queued only once all of its pods exist (min-available of them pending); until then it waits
-  for the master to create the rest;
+  for the master to create the rest; a group with a pod that still has scheduling gates (a queue
+  controller such as Kueue holds it back) waits for them to be removed, as kube-scheduler waits;
 - priority is the pod's resolved `spec.priority` (the master's per-task PriorityClass carries
   `resources.priority`); fair share goes by `determined.ai/user` where the master sets it (0.32+), else by
   experiment, else by the group;
@@ -71,6 +72,7 @@ class MasterPod:
     waiting: str = ""  # message of the PodScheduled=False/Unschedulable condition (what det-k8s last wrote)
     waiting_since: str = ""  # that condition's lastTransitionTime
     started: str = ""  # when it was bound (PodScheduled=True's lastTransitionTime, else status.startTime)
+    gates: tuple[str, ...] = ()  # spec.schedulingGates (a queue controller such as Kueue holds the pod back)
 
     @property
     def name(self) -> str:
@@ -108,9 +110,10 @@ def master_pod(obj: Mapping[str, Any]) -> MasterPod:
             started = str(condition.get("lastTransitionTime") or "")
     if pod.node_name and not started:
         started = str(status.get("startTime") or "")  # the kubelet's: when it took the pod
+    gates = tuple(str(g.get("name") or "") for g in spec.get("schedulingGates") or () if isinstance(g, Mapping))
     return MasterPod(pod, str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""),
                      priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
-                     str(spec.get("schedulerName") or "default-scheduler"), waiting, since, started)
+                     str(spec.get("schedulerName") or "default-scheduler"), waiting, since, started, gates)
 
 
 class State(StrEnum):
@@ -119,6 +122,7 @@ class State(StrEnum):
     RUNNING = "running"  # bound, none pending
     PARTIAL = "partial"  # some bound, some pending: to be torn down whole
     LEAVING = "leaving"  # a pod is being deleted or marked for preemption
+    GATED = "gated"  # a pending pod has scheduling gates: no scheduler may bind it until they are removed
 
 
 @dataclass(frozen=True)
@@ -155,13 +159,15 @@ class MasterGroup:
             return State.PARTIAL
         if bound:
             return State.RUNNING  # (pods beyond min-available may still be pending: `extra`)
+        if any(p.gates for p in self.pending):
+            return State.GATED  # the API server refuses their binding (409): waiting, never bound part-way
         return State.READY if pending >= self.size else State.INCOMPLETE
 
     @property
     def extra(self) -> MasterGroup | None:
         """A running group's pods beyond min-available that are still pending (only with a min-available
         smaller than the pod count, which a user's pod spec can set): a group of their own, queued."""
-        if self.state is not State.RUNNING or not self.pending:
+        if self.state is not State.RUNNING or not self.pending or any(p.gates for p in self.pending):
             return None
         return MasterGroup(f"{self.id}+more", self.namespace, self.name, self.allocation, len(self.pending),
                            self.pending, self.user, self.trial)

@@ -368,15 +368,13 @@ class _Pass:
     def try_preempt(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
         if self.enabling(shapes, group.priority):
             return False  # its rules would be judged without the victims: not modelled, it waits instead
-        self.fitter.counting = False
-        try:
-            found = self.evictions.attempt(shapes, group.priority)
-        finally:
-            self.fitter.counting = True
+        found = self.evictions.attempt(shapes, group.priority)
         if found is None:
             return False
         for victim in found.victims:  # back in the queue, they no longer count against their user
             self.order.charge(victim.user, victim.total_request, -1)
         self.preempting[group.id] = self.evictions.commit(found, group.priority)
         self.place(group, found.taken, movable=False, counting=False)
+        if any(pod.constraints.spread for pod in group.pods):
+            self._shapes.clear()  # pods its spread counts are judged from now on (Space.judged)
         return True

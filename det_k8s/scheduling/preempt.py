@@ -303,25 +303,37 @@ class Evictions:
         return tuple(waits_for)
 
     def _take(self, node: str, amounts: Mapping[str, int], priority: int) -> list[str]:
-        """Pods start once victims leave, so they use released capacity before free capacity."""
+        """Pods start once victims leave, so they use released capacity before free capacity.
+
+        On a node already over its allocatable (a GPU the device plugin stopped reporting under a running
+        pod, pods pinned beyond its `pods`), what leaves first pays that debt back: only the rest is room, so
+        the preemptor waits for as many leaving groups as the node needs to have room for it."""
+        free = self.fitter.capacity.free[node]
+        debt = {name: -free.get(name, 0) for name in amounts if free.get(name, 0) < 0}
         left = dict(amounts)
         used_from: list[str] = []
+        repaid: dict[str, int] = {}
         victims = sorted((v for v in self._victims_on.get(node, ()) if self.priority_of[v] < priority),
                          key=lambda v: (self.priority_of[v], v))
         for victim in victims:
             available = self.released[victim][node]
             level = self._by_level[self.priority_of[victim]][node]
             took = False
-            for name, want in left.items():
-                share = min(max(available.get(name, 0), 0), want)
-                if share:
-                    available[name] -= share
-                    level[name] -= share
-                    left[name] = want - share
-                    took = True
+            for wanted, into in ((debt, repaid), (left, None)):
+                for name, want in wanted.items():
+                    share = min(max(available.get(name, 0), 0), want)
+                    if share:
+                        available[name] -= share
+                        level[name] -= share
+                        wanted[name] = want - share
+                        if into is not None:
+                            into[name] = into.get(name, 0) + share
+                        took = True
             if took:
                 used_from.append(victim)
-        from_free = tuple((name, amount) for name, amount in left.items() if amount)
-        if from_free:
-            self.fitter.capacity.consume(node, from_free, 1)
+        change = {name: amount for name, amount in left.items() if amount}
+        for name, amount in repaid.items():  # the debt paid back raises what is free on the node
+            change[name] = change.get(name, 0) - amount
+        if any(change.values()):
+            self.fitter.capacity.consume(node, tuple(change.items()), 1)
         return used_from

@@ -133,3 +133,16 @@ def test_a_loop_is_not_sent_to_list_every_pod_again_after_another_clients_pass_c
     finally:
         view.stop()
         cluster.api.expire_watches()  # end the quiet watches now, not at their next bookmark
+
+
+def test_a_scheduling_gate_removed_from_a_served_pod_wakes_the_loop(cluster, view):
+    task = master_task("0.38.1", slots_per_trial=4)
+    task.pods[0]["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    create_task(cluster.connect(), task)
+    until(lambda: [p.gates for p in view.state().served] == [("kueue.x-k8s.io/admission",)])
+    while view.wait_for_change(0.3):  # consume the arrival
+        pass
+    before = view.stats.relevant
+    cluster.api.update("pods", task.names[0], {"spec": {"schedulingGates": None}})  # the queue controller admits it
+    assert view.wait_for_change(20)  # before the fix: nothing until the --interval timer
+    assert view.stats.relevant > before and [p.gates for p in view.state().served] == [()]

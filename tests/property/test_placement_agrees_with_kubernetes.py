@@ -63,6 +63,8 @@ def node_objects(draw, plugin: bool) -> list[dict[str, Any]]:
     for i in range(draw(st.integers(1, 6))):
         labels = {HOST: f"n{i}", "kubernetes.io/os": draw(st.sampled_from(["linux"] * 9 + ["windows"])),
                   "pool": draw(st.sampled_from("ab"))}
+        if draw(st.integers(0, 3)):
+            labels["gpu-count"] = draw(st.sampled_from(["2", "4", "8", "x"]))  # Gt/Lt compare it as an integer
         zone = draw(st.sampled_from(["z1", "z2", "z3", None]))
         if zone:
             labels[ZONE] = zone
@@ -134,6 +136,8 @@ def existing_pods(draw, nodes: list[dict[str, Any]], plugin: bool) -> list[dict[
                                          if draw(st.integers(0, 4)) == 0 else None)]}
         if draw(st.integers(0, 3)) == 0:
             spec["affinity"] = anti({"app": "train"}, draw(st.sampled_from([HOST, ZONE])))
+        if draw(st.integers(0, 4)) == 0:  # a pod whose pod-level request is far above its containers'
+            spec["resources"] = {"requests": {"cpu": "6", "memory": "32Gi"}}
         if spec["containers"][0]["resources"]["limits"] and plugin:
             spec["tolerations"] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
         pods.append(pod_object(f"o{k}", draw(st.sampled_from(["default", QUEUE_NS])), spec, {"app": app},
@@ -195,7 +199,9 @@ def queued(draw, names: list[str], count: int | None = None) -> list[tuple[dict[
         extra = draw(st.lists(st.sampled_from(
             ["selector", "affinity-expr", "affinity-name", "not-name", "tolerate", "tolerate-all", "anti-host",
              "anti-zone", "together", "spread-zone", "spread-host", "host-network", "host-port", "pvc-bound",
-             "pvc-local", "pvc-zonal", "pvc-now", "os", "prefer"]), max_size=3, unique=True))
+             "pvc-local", "pvc-zonal", "pvc-now", "os", "prefer", "init", "sidecar", "overhead", "pod-level", "gt",
+             "lt", "spread-min", "spread-taints", "spread-ignore", "anti-all-ns", "spread-keys"]),
+            max_size=3, unique=True))
         affinity: dict[str, Any] = {}
         if "selector" in extra:
             spec["nodeSelector"] = {"pool": draw(st.sampled_from("ab"))}
@@ -208,6 +214,11 @@ def queued(draw, names: list[str], count: int | None = None) -> list[tuple[dict[
         if "not-name" in extra:
             terms.append({"matchFields": [{"key": "metadata.name", "operator": "NotIn",
                                            "values": [draw(st.sampled_from(names))]}]})
+        if "gt" in extra:
+            terms.append({"matchExpressions": [{"key": "gpu-count", "operator": "Gt", "values": ["3"]}]})
+        if "lt" in extra:
+            terms.append({"matchExpressions": [{"key": "gpu-count", "operator": "Lt", "values": ["5"]},
+                                               {"key": "pool", "operator": "NotIn", "values": ["b"]}]})
         if terms:
             affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
         if "prefer" in extra:
@@ -222,12 +233,23 @@ def queued(draw, names: list[str], count: int | None = None) -> list[tuple[dict[
         if "together" in extra:
             affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": own}, "topologyKey": ZONE}]}
+        if "anti-all-ns" in extra:  # no pod labelled app=train in any namespace on the node
+            affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "train"}}, "namespaceSelector": {},
+                 "topologyKey": HOST}]}
         if affinity:
             spec["affinity"] = affinity
         if "spread-zone" in extra or "spread-host" in extra:
             spec["topologySpreadConstraints"] = [{
                 "maxSkew": draw(st.sampled_from([1, 2])), "whenUnsatisfiable": "DoNotSchedule",
                 "topologyKey": ZONE if "spread-zone" in extra else HOST, "labelSelector": {"matchLabels": own}}]
+        for kind, more in (("spread-min", {"minDomains": 3}), ("spread-taints", {"nodeTaintsPolicy": "Honor"}),
+                           ("spread-ignore", {"nodeAffinityPolicy": "Ignore"}),
+                           ("spread-keys", {"matchLabelKeys": ["det-k8s.io/group"]})):
+            if kind in extra:
+                spec["topologySpreadConstraints"] = [{
+                    "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule", "topologyKey": ZONE,
+                    "labelSelector": {"matchLabels": {"app": labels["app"]}}, **more}]
         if "host-network" in extra:
             spec["hostNetwork"] = True
             spec["containers"][0]["ports"] = [{"containerPort": 29500}]
@@ -238,6 +260,16 @@ def queued(draw, names: list[str], count: int | None = None) -> list[tuple[dict[
                 spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{claim}"}}]
         if "os" in extra:
             spec["os"] = {"name": "linux"}
+        if "init" in extra:  # an init container asking more than the app (it runs alone, before it)
+            spec["initContainers"] = [{"name": "unpack", "image": "x", "resources": {"requests": {"cpu": "6"}}}]
+        if "sidecar" in extra:  # a native sidecar (an Istio proxy): it runs beside the app the whole time
+            spec.setdefault("initContainers", []).insert(0, {"name": "proxy", "image": "x", "restartPolicy": "Always",
+                                                             "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}})
+        if "overhead" in extra:  # set by RuntimeClass admission (Kata, gVisor)
+            spec["overhead"] = {"cpu": "750m", "memory": "512Mi"}
+        if "pod-level" in extra:  # spec.resources: the pod's cpu request replaces its containers' sum
+            spec["resources"] = draw(st.sampled_from([{"requests": {"cpu": "5"}}, {"limits": {"cpu": "7"}},
+                                                      {"requests": {"memory": "40Gi"}, "limits": {"memory": "48Gi"}}]))
         pods = [kube_pod(f"{gid}-{rank}", spec, {**labels, "det-k8s.io/rank": str(rank)}) for rank in range(size)]
         facts = {"id": gid, "priority": draw(st.sampled_from([10, 30, 50, 90, 90])),
                  "user": draw(st.sampled_from(["ann", "ben"]))}

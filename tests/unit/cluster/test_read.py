@@ -45,6 +45,19 @@ def test_overhead_is_added():
     assert effective_requests(spec) == {"cpu": 1250}
 
 
+def test_pod_level_resources_replace_the_containers_cpu_and_memory():
+    # PodLevelResources (beta, on by default since 1.34): kube-scheduler and the kubelet count the pod's request
+    spec = {"containers": [container({"cpu": "1", GPU: "2"}), container({"cpu": "1"})],
+            "resources": {"requests": {"cpu": "6", "memory": "8Gi"}}, "overhead": {"cpu": "250m"}}
+    assert effective_requests(spec) == {"cpu": 6250, "memory": 8 * 2**30 * 1000, GPU: 2000}
+
+
+def test_a_pod_level_limit_stands_in_only_where_no_container_asks():
+    # API defaulting (KEP-2837): a missing pod-level request is the containers' total, else the pod-level limit
+    spec = {"containers": [container({"cpu": "1"})], "resources": {"limits": {"cpu": "4", "memory": "2Gi"}}}
+    assert effective_requests(spec) == {"cpu": 1000, "memory": 2 * 2**30 * 1000}
+
+
 def test_bad_quantities_name_the_pod_and_resource():
     with pytest.raises(InputError, match="pod p: cpu"):
         pod_from_object({"metadata": {"name": "p"}, "spec": {"containers": [container({"cpu": "lots"})]}})

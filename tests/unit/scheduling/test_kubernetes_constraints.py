@@ -383,3 +383,69 @@ def test_a_group_whose_spread_and_affinity_select_only_its_own_pods_is_placed_by
                                                  "labelSelector": {"matchLabels": {"det-k8s.io/user": "bob"}}}])
     waiting = plan(objects, {"hi": queued("hi", 2, theirs, priority=90)}, Policy(preemption=True))
     assert waiting.victims == () and "hi" in waiting.waiting
+
+
+def admitted_after_victims(objects: Sequence[Mapping[str, Any]], groups: Mapping[str, Sequence[Mapping[str, Any]]],
+                           result: Plan, gid: str) -> None:
+    """Replay a preemptor's pods once its victims (and the groups it waits for) are gone, each seeing the ones
+    before it, as kube-scheduler schedules pods created together; the pass's other placements were created first."""
+    cluster = kube.Cluster(objects)
+    for other in result.order:
+        if other in result.placements and not result.preempting.get(other) and other != gid:
+            for p in groups[other]:
+                cluster.add(p, dict(result.placements[other])[p["metadata"]["name"]])
+    leaving = set(result.victims) | set(result.preempting.get(gid, ()))
+    cluster.remove({(o["metadata"].get("namespace", "default"), o["metadata"]["name"]) for o in objects
+                    if o.get("kind") == "Pod" and (o["metadata"].get("labels") or {}).get("det-k8s.io/group") in leaving})
+    nodes = dict(result.placements[gid])
+    for p in groups[gid]:
+        why = cluster.refusal(p, nodes[p["metadata"]["name"]])
+        assert why is None, (p["metadata"]["name"], nodes[p["metadata"]["name"]], why)
+        cluster.add(p, nodes[p["metadata"]["name"]])
+
+
+@pytest.mark.parametrize("rule", ["together", "spread"])
+def test_a_preemptors_own_pods_see_each_other_as_kube_scheduler_will(rule):
+    # z1: n0 held by a low-priority group; z2: n1 with 4 GPUs free. The preemptor's second pod must see its first
+    # (they are created together once the victim is gone); it did not, and went wherever the first's rule no longer
+    # held: beside nothing of its group (together), or into the same zone (spread)
+    objects = [node("n0", 8, zone="z1"), node("n1", 8, zone="z2"), node("n2", 8, zone="z2"),
+               *running("low", ["n0"], gpus=8, priority=10), *running("high", ["n1"], gpus=4, priority=90),
+               *running("high2", ["n2"], gpus=8, priority=90)]
+    own = {"det-k8s.io/group": "p"}
+    if rule == "together":
+        body = spec(4, affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": own}, "topologyKey": ZONE}]}})
+    else:
+        body = spec(4, topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": HOST,
+                                                   "whenUnsatisfiable": "DoNotSchedule",
+                                                   "labelSelector": {"matchLabels": own}}])
+    groups = {"p": queued("p", 2, body, priority=80)}
+    for policy in (Policy(preemption=True), Policy(preemption=True, topology_key="")):
+        result = plan(objects, groups, policy)
+        if "p" in result.placements:
+            admitted_after_victims(objects, groups, result, "p")
+    result = plan(objects, groups, Policy(preemption=True))
+    if rule == "together":  # zone by zone: both in z1 once the low group is gone (z2 has room for one)
+        assert result.victims == ("low",) and nodes_of(result, "p") == ["n0", "n0"]
+    else:  # one pod per node: never both on the node the victim frees
+        assert result.victims == ("low",) and sorted(nodes_of(result, "p")) == ["n0", "n1"]
+
+
+def test_a_group_placed_now_stays_out_of_the_domains_a_preemptors_spread_counts():
+    # p (priority 80) is placed on n0 in z1 once the low group is gone, with zone spread over app=train. q (50),
+    # app=train too, fits now: it is created first, so in z1 it would count against p (z1: q and p, z2: none,
+    # skew 2 > 1) and kube-scheduler would refuse p. q goes to z2, or waits
+    objects = [node("n0", 8, zone="z1"), node("n1", 8, zone="z2"), node("n2", 8, zone="z1"),
+               *running("low", ["n0"], gpus=8, priority=10), *running("high", ["n1"], gpus=2, priority=90),
+               *running("high2", ["n2"], gpus=4, priority=90)]
+    train = {"app": "train"}
+    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": train}}]
+    groups = {"p": queued("p", 1, spec(8, topologySpreadConstraints=spread), priority=80, labels=train),
+              "q": queued("q", 1, spec(4), priority=50, labels=train)}
+    result = plan(objects, groups, Policy(preemption=True, backfill=True, topology_key=""))
+    assert result.victims == ("low",) and nodes_of(result, "p") == ["n0"]
+    assert nodes_of(result, "q") == ["n1"]  # it went to n2 (z1), the tightest fit, before the fix
+    admitted_by_kubernetes(objects, groups, result)
+    admitted_after_victims(objects, groups, result, "p")

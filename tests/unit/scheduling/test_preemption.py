@@ -189,3 +189,25 @@ def test_a_running_group_that_is_not_preemptible_is_never_a_victim():
     running = [replace(g, preemptible=False) for g in running_groups(full.pods)]
     plan = schedule(full, [gang("urgent", 1, 8, priority=90)], PREEMPT, running)
     assert plan.victims == () and plan.status("urgent") == "queued"
+
+
+def test_on_a_node_over_its_allocatable_the_preemptor_waits_until_there_is_room_for_it():
+    # the device plugin now reports 7 GPUs (one went bad) under 8 GPUs of running pods: the node is 1 GPU in debt.
+    # Two 1-GPU groups are already leaving; the first one's GPU only pays the debt back, so a 1-GPU preemptor
+    # placed there must wait for both (it waited for one and the kubelet refused it: OutOfnvidia.com/gpu)
+    full = snapshot([node("n0", 7)], [
+        *task_pods("a-leaving", ["n0"], gpus=1, priority=10, deleting=True),
+        *task_pods("b-leaving", ["n0"], gpus=1, priority=10, deleting=True),
+        *task_pods("stays", ["n0"], gpus=6, priority=90)])
+    plan = schedule(full, [gang("urgent", 1, 1, priority=80)], PREEMPT)
+    assert plan.placements["urgent"] == (("urgent-0", "n0"),)
+    assert plan.preempting == {"urgent": ("a-leaving", "b-leaving")} and plan.victims == ()
+
+
+def test_what_paid_a_nodes_debt_back_is_not_promised_to_a_second_preemptor():
+    # 2 GPUs leave a node 1 GPU in debt: room for one 1-GPU preemptor, not two
+    full = snapshot([node("n0", 7)], [
+        *task_pods("leaving", ["n0"], gpus=2, priority=10, deleting=True),
+        *task_pods("stays", ["n0"], gpus=6, priority=90)])
+    plan = schedule(full, queue(gang("first", 1, 1, priority=80), gang("second", 1, 1, priority=70)), PREEMPT)
+    assert "first" in plan.placements and "second" not in plan.placements

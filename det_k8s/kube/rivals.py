@@ -1,0 +1,58 @@
+"""Another scheduler serving the scheduler name det-k8s serves: the official charts' coscheduling plugin.
+
+With `defaultScheduler: coscheduler` the official charts (and det-k8s's own chart, on the explicit `plugin`
+opt-in) deploy kube-scheduler 1.18.9 with `--scheduler-name=coscheduler`. Where it still runs, it and
+`det-k8s scheduler run` both take the master's pods: it binds a gang pod by pod, det-k8s finds the gang
+partly bound in between and deletes its bound pods (so the master restarts the trial), over and over. The
+Lease keeps det-k8s processes apart, not a foreign scheduler, so `scheduler run` looks for one at start-up
+and names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import DetK8sError
+from .api import KubeApi
+from .kinds import DEPLOYMENTS
+
+PLUGIN_NAMESPACE = "kube-system"  # where the official charts put it (det-k8s's chart: the release namespace)
+
+
+def _serves(container: Mapping[str, Any], scheduler_name: str) -> bool:
+    words = [str(w) for key in ("command", "args") if isinstance(container.get(key), list) for w in container[key]]
+    if not (any(w.rsplit("/", 1)[-1] == "kube-scheduler" for w in words)
+            or "kube-scheduler" in str(container.get("image") or "")):
+        return False  # (det-k8s's own Deployment runs `scheduler run --scheduler-name NAME`)
+    pairs = zip(words, [*words[1:], ""], strict=True)
+    return any(w == f"--scheduler-name={scheduler_name}" or (w == "--scheduler-name" and after == scheduler_name)
+               for w, after in pairs)
+
+
+def rival_schedulers(api: KubeApi, scheduler_name: str) -> list[str]:
+    """`<namespace>/<name> (<image>)` of each Deployment with replicas that runs a kube-scheduler serving the name;
+    in every namespace, or in kube-system where the credentials may not list them all (none: nothing readable)."""
+    try:
+        items = list(api.iter_list(DEPLOYMENTS, all_namespaces=True))
+    except DetK8sError:
+        try:
+            items = list(api.iter_list(DEPLOYMENTS, PLUGIN_NAMESPACE))
+        except DetK8sError:
+            return []
+    found = []
+    for deployment in items:  # read defensively: a malformed object is simply not a rival
+        spec = _mapping(_mapping(deployment).get("spec"))
+        if spec.get("replicas") == 0:
+            continue
+        meta = _mapping(_mapping(deployment).get("metadata"))
+        containers = _mapping(_mapping(spec.get("template")).get("spec")).get("containers")
+        for container in containers if isinstance(containers, list) else ():
+            if isinstance(container, Mapping) and _serves(container, scheduler_name):
+                found.append(f"{meta.get('namespace')}/{meta.get('name')} ({container.get('image')})")
+                break
+    return found
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
