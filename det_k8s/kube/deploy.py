@@ -36,6 +36,8 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get", "list", "watch"]},
     # one Lease location for every client: a scheduler checks no other det-k8s Lease is in use elsewhere
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
+    # a kube-scheduler Deployment serving the same scheduler name (the official charts' coscheduler), at start-up
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},
 ]
 NAMESPACE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},

@@ -13,6 +13,7 @@ from kubernetes_validate import utils as kv
 from det_k8s.kube.deploy import NAME, scheduler_manifests
 from det_k8s.kube.incluster import in_cluster_target
 from det_k8s.kube.kinds import PODS
+from det_k8s.kube.rivals import rival_schedulers
 from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.kube.watch import ClusterView
 from det_k8s.scheduling.model import Policy
@@ -85,6 +86,7 @@ def test_the_rbac_allows_every_request_of_a_scheduling_session(cluster, monkeypa
         return [p for p in view.state().served if p.namespace == namespace]
 
     view = ClusterView(api.clone(), "coscheduler", queue_namespace="det")
+    scheduler_does(lambda: rival_schedulers(api, "coscheduler"))  # what `scheduler run` checks at start-up
     scheduler_does(lambda: (view.start(), view.wait_synced()))
     scheduler = LiveScheduler(api, "det", Policy(preemption=True), "rbac", serve="coscheduler", view=view)
     submit_experiment(cluster, "aaaa0001", 4, 1)  # a det-k8s experiment (its queue is the test's "default")
@@ -113,7 +115,7 @@ def test_the_rbac_allows_every_request_of_a_scheduling_session(cluster, monkeypa
     for expected in [("create", "pods/binding", "team-a"), ("create", "pods/binding", "team-b"),
                      ("patch", "pods/status", "team-b"), ("patch", "pods", "team-a"), ("delete", "pods", "team-a"),
                      ("get", "pods", "team-a"), ("create", "events", "team-b"), ("watch", "pods", None),
-                     ("list", "nodes", None), ("update", "leases", "leases")]:
+                     ("list", "nodes", None), ("update", "leases", "leases"), ("list", "deployments", None)]:
         assert expected in requests  # the session really exercised it
     del low
 
