@@ -1,0 +1,30 @@
+"""Reproductions from an adversarial review of the hostile-input and map work (issues 14 and 15): each test
+failed before its fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import example
+
+SNAPSHOT = example("snapshots") / "fragmented.yaml"
+SMALL = example("experiments") / "small-4gpu.yaml"
+
+
+@pytest.mark.parametrize("key", ["\x1b[31m", "a b", "rack\n", "-zone", "x/" + "y" * 64])
+def test_a_topology_key_that_is_no_label_key_is_a_usage_error(run_cli, key):
+    result = run_cli("plan", SMALL, "--snapshot", SNAPSHOT, "--topology-key", key)
+    assert result.code == 2 and result.out == ""
+    assert result.err.startswith(f"error: --topology-key {key!r}"[:40]) and "not a node label key" in result.err
+    assert "\x1b" not in result.err
+
+
+def test_plan_topology_key_empty_still_turns_it_off(run_cli):
+    assert run_cli("plan", SMALL, "--snapshot", SNAPSHOT, "--topology-key", "").code == 0
+
+
+def test_scheduler_policy_refuses_a_topology_key_before_writing_it_for_everyone(run_cli, cluster):
+    result = run_cli("scheduler", "policy", "--topology-key", "not a key")
+    assert result.code == 2 and "--topology-key 'not a key': not a node label key" in result.err
+    assert cluster.api.count("POST", "configmaps") == 0 and cluster.api.count("PUT", "configmaps") == 0
+    assert run_cli("scheduler", "policy", "--topology-key", "example.com/rack").code == 0
