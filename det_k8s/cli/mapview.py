@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 MAX_ROWS = 200  # more nodes than this are summarised, whatever the width
+MIN_WIDTH = 20  # a narrower terminal is drawn for as 20 columns
 LEGEND_IN_SUMMARY = 8  # holders listed under a summary: reserved-for, evicted and planned first, then the largest
 PALETTE = ("dodger_blue2", "medium_orchid", "dark_cyan", "orange3", "deep_pink3", "chartreuse3", "steel_blue",
            "gold3", "medium_purple3", "turquoise4", "indian_red", "dark_olive_green3")
@@ -315,7 +316,8 @@ def _summary(omap: OccupancyMap, view: View, out: _Lines) -> None:
                         out.add(line, "  " + cells[i].rjust(columns[i]), "bold" if cells is heads else "")
                 start = end
         else:
-            out.add(out.new(), "  no node of this pool can take Determined's pods now")
+            for piece in textwrap.wrap("no node of this pool can take Determined's pods now", max(width - 2, 8)):
+                out.add(out.new(), "  " + piece)
         if pool.largest:
             blocks = ", ".join(f"{node} {free}" for node, free in pool.largest)
             out.add(out.new(), "  " + _fit(f"largest free blocks: {blocks}", width - 2, plain))
@@ -367,10 +369,11 @@ def render(omap: OccupancyMap, view: View, *, after_plan: bool = False, notes: S
         out.add(out.new(), heading, "bold")
         for note in group:
             line = out.new()
-            out.add(line, f"  {note.name}", "bold")
+            name_room = (view.width - 2 - len(note.status) - 2) if view.width else 10**6
+            out.add(line, f"  {_fit(note.name, max(name_room, 8), view.plain)}", "bold")
             out.add(line, f"  {note.status}", "yellow" if note.status == "queued" else
                     "red" if note.status == "rejected" else "green")
-            wrap = max((view.width or 10**6) - 4, 20)
+            wrap = max((view.width or 10**6) - 4, 8)
             for piece in textwrap.wrap(note.reason, wrap, break_on_hyphens=False) or [""]:
                 out.add(out.new(), "    " + piece)
     while out.lines and not out.lines[-1].plain:
@@ -388,10 +391,11 @@ def plain_output() -> bool:
 
 
 def terminal_width() -> int:
-    """The terminal's width; when piped, COLUMNS or 80 (what Rich and most tools assume)."""
+    """The terminal's width; when piped, COLUMNS or 80 (what Rich and most tools assume). At least MIN_WIDTH:
+    narrower, words would be wrapped one letter a line."""
     import shutil
 
-    return shutil.get_terminal_size((80, 24)).columns
+    return max(shutil.get_terminal_size((80, 24)).columns, MIN_WIDTH)
 
 
 def show(omap: OccupancyMap, *, summary: bool | None = None, after_plan: bool = False,

@@ -28,3 +28,26 @@ def test_scheduler_policy_refuses_a_topology_key_before_writing_it_for_everyone(
     assert result.code == 2 and "--topology-key 'not a key': not a node label key" in result.err
     assert cluster.api.count("POST", "configmaps") == 0 and cluster.api.count("PUT", "configmaps") == 0
     assert run_cli("scheduler", "policy", "--topology-key", "example.com/rack").code == 0
+
+
+@pytest.mark.parametrize("columns", ["20", "24", "30"])
+def test_a_narrow_terminal_gets_no_line_wider_than_it(run_cli, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", columns)
+    width = int(columns)
+    drawn = run_cli("nodes", "map", "--snapshot", example("snapshots") / "mixed-cluster.yaml")
+    planned = run_cli("plan", example("experiments") / "distributed-16gpu.yaml",
+                      example("experiments") / "high-priority-8gpu.yaml", "--preemption", "--snapshot", SNAPSHOT,
+                      "--map")
+    for result in (drawn, planned):
+        assert result.code == 0, result.err
+        assert [line for line in result.out.splitlines() if len(line) > width] == []
+    assert "gpu" in drawn.out
+    assert "Not placed, and why" in planned.out and "  distrib" in planned.out
+
+
+def test_a_one_column_terminal_is_drawn_for_as_twenty_not_one_letter_a_line(run_cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1")
+    result = run_cli("nodes", "map", "--snapshot", example("snapshots") / "mixed-cluster.yaml")
+    assert result.code == 0 and "Now: 56 GPU slots..." in result.out
+    assert max(len(line) for line in result.out.splitlines()) <= 20
+    assert not [line for line in result.out.splitlines() if len(line.strip()) == 1]
