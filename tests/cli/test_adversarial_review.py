@@ -51,3 +51,23 @@ def test_a_one_column_terminal_is_drawn_for_as_twenty_not_one_letter_a_line(run_
     assert result.code == 0 and "Now: 56 GPU slots..." in result.out
     assert max(len(line) for line in result.out.splitlines()) <= 20
     assert not [line for line in result.out.splitlines() if len(line.strip()) == 1]
+
+
+@pytest.mark.parametrize(("env", "file", "source"), [
+    ({"HELM_NAMESPACE": "../../x"}, "det", "HELM_NAMESPACE '../../x'"),
+    ({"HELM_NAMESPACE": "det\n"}, "det", "HELM_NAMESPACE 'det\\n'"),
+    ({}, "../kube-system", "the pod's namespace"),
+])
+def test_in_a_pod_the_namespace_is_checked_wherever_it_comes_from(tmp_path, env, file, source):
+    from det_k8s.errors import UsageError
+    from det_k8s.kube.incluster import in_cluster_target
+
+    account = tmp_path / "sa"
+    account.mkdir()
+    (account / "token").write_text("t")
+    (account / "namespace").write_text(file)
+    pod_env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443", **env}
+    with pytest.raises(UsageError) as raised:
+        in_cluster_target(pod_env, None, account)
+    assert raised.value.message.startswith(source) and "not a valid namespace name" in raised.value.message
+    assert in_cluster_target(pod_env, "research", account).namespace == "research"  # -n wins, as checked by -n
