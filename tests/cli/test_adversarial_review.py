@@ -71,3 +71,24 @@ def test_in_a_pod_the_namespace_is_checked_wherever_it_comes_from(tmp_path, env,
         in_cluster_target(pod_env, None, account)
     assert raised.value.message.startswith(source) and "not a valid namespace name" in raised.value.message
     assert in_cluster_target(pod_env, "research", account).namespace == "research"  # -n wins, as checked by -n
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("masterCpuRequest", "\u0664"),  # ARABIC-INDIC DIGIT FOUR: Python's \d and int() take it for 4, Kubernetes not
+    ("masterMemRequest", "\uff18Gi"),  # FULLWIDTH DIGIT EIGHT
+    ("taskContainerDefaults.ncclPortRange", "\u0662\u0669\u0664\u0660\u0660:29500"),
+])
+def test_digits_other_than_ascii_are_not_numbers(run_cli, tmp_path, key, value):
+    result = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--set-string", f"{key}={value}")
+    assert result.code == 1, result.out
+    assert f"error: {key}:" in result.err or f"error: {key}:" in result.out
+
+
+def test_a_snapshot_quantity_in_other_digits_is_refused_naming_the_node(run_cli, tmp_path):
+    import json
+
+    snapshot = tmp_path / "s.json"
+    snapshot.write_text(json.dumps({"kind": "List", "items": [
+        {"kind": "Node", "metadata": {"name": "g0"}, "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "\u0664"}}}]}))
+    result = run_cli("nodes", "map", "--snapshot", snapshot)
+    assert result.code == 1 and "node g0: nvidia.com/gpu:" in result.err and "not a quantity" in result.err
