@@ -92,3 +92,20 @@ def test_a_snapshot_quantity_in_other_digits_is_refused_naming_the_node(run_cli,
         {"kind": "Node", "metadata": {"name": "g0"}, "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "\u0664"}}}]}))
     result = run_cli("nodes", "map", "--snapshot", snapshot)
     assert result.code == 1 and "node g0: nvidia.com/gpu:" in result.err and "not a quantity" in result.err
+
+
+@pytest.mark.parametrize(("names", "message"), [
+    (["g0", "g0"], "Node g0 is listed twice"),
+    (["", "g1"], 'Node "": metadata.name: empty'),
+])
+def test_a_snapshot_with_a_node_twice_or_nameless_is_refused(run_cli, tmp_path, names, message):
+    import json
+
+    snapshot = tmp_path / "s.json"
+    snapshot.write_text(json.dumps({"kind": "List", "items": [
+        {"kind": "Node", "metadata": {"name": n},
+         "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": str(4 * (i + 1))}}} for i, n in enumerate(names)]}))
+    for args in (["nodes", "map"], ["plan", SMALL]):
+        result = run_cli(*args, "--snapshot", snapshot)
+        assert result.code == 1 and result.out == ""
+        assert f"error: {snapshot}: {message}" in result.err
