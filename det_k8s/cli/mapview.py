@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ..errors import InputError
 from ..quantity import format_decimal
 from ..scheduling.occupancy import Cell, CellKind, Holder, NodeRow, OccupancyMap
-from .output import _is_tty
+from .output import UNPRINTABLE, _is_tty
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,7 +42,7 @@ PLANNED_STYLE = "bold black on bright_green"
 REPLACING_STYLE = "bold black on dark_orange"  # planned where an evicted group runs now
 VICTIM_STYLE = "bold strike bright_white on red3"
 KINDS = {"det-k8s": "det-k8s group", "determined": "Determined task"}
-_CONTROL = {code: "?" for code in (*range(32), 127)}  # names from a hand-edited snapshot never drive the terminal
+_CONTROL = UNPRINTABLE  # names from a hand-edited snapshot never drive the terminal
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,17 @@ from typing import TYPE_CHECKING, Any
 from ..scrub import scrub as _scrub
 from .options import OutputFormat
 
+# Characters that drive a terminal instead of showing: C0 and C1 controls (ESC starts a sequence, U+009B is CSI on
+# its own), DEL, and the bidirectional overrides that make a name read backwards. A table cell or a map holds names
+# from hand-edited snapshots and other users' queue entries: each becomes `?`, as kubectl shows what it cannot print.
+UNPRINTABLE = {code: "?" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0), 0x061C, 0x200E, 0x200F,
+                                      *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def printable(text: str) -> str:
+    """`text` with every character that would drive the terminal (`UNPRINTABLE`) shown as `?`."""
+    return text.translate(UNPRINTABLE)
+
 if TYPE_CHECKING:
     from ..errors import Problem
 
@@ -126,7 +137,7 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | No
     """A table on stdout with upper-case headers: Rich on a styled terminal, aligned plain columns otherwise."""
     headers = [c.upper() for c in columns]
     if _styled(sys.stdout):
-        cells = [["" if c is None else _scrub(str(c)) for c in row] for row in rows]
+        cells = [["" if c is None else printable(_scrub(str(c))) for c in row] for row in rows]
         from rich import box
         from rich.table import Table
 
@@ -135,7 +146,7 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | No
             rich_table.add_row(*(_escape(c) for c in row))
         _console(False).print(rich_table)
         return
-    cells = [["" if c is None else str(c) for c in row] for row in rows]
+    cells = [["" if c is None else printable(str(c)) for c in row] for row in rows]
     widths = [len(c) for c in headers]
     for row in cells:
         for i, cell in enumerate(row):

@@ -109,3 +109,23 @@ def test_a_snapshot_with_a_node_twice_or_nameless_is_refused(run_cli, tmp_path, 
         result = run_cli(*args, "--snapshot", snapshot)
         assert result.code == 1 and result.out == ""
         assert f"error: {snapshot}: {message}" in result.err
+
+
+HOSTILE_NAME = "g\x1b[2J\x9b2J\u202eevil"  # ESC clears the screen, U+009B is CSI alone, U+202E reverses the line
+
+
+def test_names_from_a_snapshot_never_drive_the_terminal_in_tables_either(run_cli, tmp_path):
+    import json
+
+    snapshot = tmp_path / "s.json"
+    snapshot.write_text(json.dumps({"kind": "List", "items": [
+        {"kind": "Node", "metadata": {"name": HOSTILE_NAME},
+         "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"}}}]}))
+    planned = run_cli("plan", SMALL, "--snapshot", snapshot)
+    drawn = run_cli("nodes", "map", "--snapshot", snapshot)
+    for result in (planned, drawn):
+        assert result.code == 0, result.err
+        assert not {"\x1b", "\x9b", "\u202e"} & set(result.out), result.out
+    assert "g?[2J?2J?evil" in planned.out and "g?[2J?2J?evil" in drawn.out
+    data = json.loads(run_cli("plan", SMALL, "--snapshot", snapshot, "-o", "json").out)  # the data keeps the name
+    assert data["experiments"][0]["pods"][0]["node"] == HOSTILE_NAME
