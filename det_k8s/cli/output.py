@@ -182,7 +182,7 @@ def key_values(pairs: Mapping[str, Any]) -> None:
     """`Key: value` lines on stdout (describe-style output)."""
     width = max((len(k) for k in pairs), default=0)
     for key, value in pairs.items():
-        print(_scrub(f"{(key + ':').ljust(width + 1)} {value}"))
+        print(_scrub(f"{(key + ':').ljust(width + 1)} {printable(str(value))}"))
     sys.stdout.flush()
 
 

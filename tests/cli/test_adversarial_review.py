@@ -129,3 +129,24 @@ def test_names_from_a_snapshot_never_drive_the_terminal_in_tables_either(run_cli
     assert "g?[2J?2J?evil" in planned.out and "g?[2J?2J?evil" in drawn.out
     data = json.loads(run_cli("plan", SMALL, "--snapshot", snapshot, "-o", "json").out)  # the data keeps the name
     assert data["experiments"][0]["pods"][0]["node"] == HOSTILE_NAME
+
+
+def test_another_users_experiment_name_never_drives_the_terminal(run_cli, cluster, tmp_path):
+    import json
+
+    from tests.cli.test_experiment_commands import entries
+    from tests.k8s_emulator import node
+
+    for i in range(2):
+        cluster.api.put(node(f"gpu-{i}", gpus=4, cpu="31910m", memory="240Gi"))
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+    experiment = tmp_path / "e.yaml"
+    experiment.write_text(json.dumps({"name": "x\x1b]0;owned\x07\x1b[2J", "resources": {"slots_per_trial": 4},
+                                      "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}}}))
+    assert run_cli("experiment", "create", experiment, "-f", settings).code == 0
+    (entry,) = entries(cluster).values()
+    for args in (["experiment", "list"], ["experiment", "describe", entry["id"]]):
+        result = run_cli(*args)
+        assert result.code == 0, result.err
+        assert "\x1b" not in result.out and "\x07" not in result.out and "x?]0;owned??[2J" in result.out
