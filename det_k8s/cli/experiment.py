@@ -353,6 +353,10 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     if data["pods"]:
         print()
         output.table(["pod", "node", "phase"], [[p["name"], p["node"] or "-", p["phase"]] for p in data["pods"]])
+        known = {node.name for node in snapshot.nodes}
+        for gone in sorted({p["node"] for p in data["pods"] if p["node"] and p["node"] not in known}):
+            output.warning(f"node {gone} is not in the cluster (deleted or replaced?): the pods bound or pinned to it "
+                           "cannot run there")
     if rows is not None:
         from .mapview import show
 

@@ -150,3 +150,19 @@ def test_another_users_experiment_name_never_drives_the_terminal(run_cli, cluste
         result = run_cli(*args)
         assert result.code == 0, result.err
         assert "\x1b" not in result.out and "\x07" not in result.out and "x?]0;owned??[2J" in result.out
+
+
+def test_describe_of_a_group_whose_node_is_gone_draws_no_empty_map(run_cli, cluster, tmp_path):
+    from tests.cli.test_experiment_commands import entries
+    from tests.k8s_emulator import node
+
+    cluster.api.put(node("gpu-0", gpus=4, cpu="31910m", memory="240Gi"))
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+    assert run_cli("experiment", "create", SMALL, "-f", settings).code == 0
+    (entry,) = entries(cluster).values()
+    cluster.api.remove("nodes", "gpu-0")
+    result = run_cli("experiment", "describe", entry["id"])
+    assert result.code == 0, result.err
+    assert "no node offers GPUs" not in result.out and "0 GPU slots" not in result.out
+    assert "warning: node gpu-0 is not in the cluster (deleted or replaced?)" in result.err
