@@ -373,7 +373,7 @@ def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constr
     for node in sorted(selected, key=lambda n: (_pool(n, group_by) == "", _pool(n, group_by), natural(n.name))):
         slots, states, hidden = _node_cells(node, on_node[node.name], unit, drafts, victims)
         if plan is not None:
-            _apply_plan(slots, placed_on.get(node.name, ()), reserved.get(node.name), drafts, groups, plan)
+            _apply_plan(slots, hidden, placed_on.get(node.name, ()), reserved.get(node.name), drafts, groups, plan)
             holder = reserved.get(node.name)
             if holder is not None and hidden.get(CellKind.FREE):  # the guard holds the undrawn free slots too
                 drafts[(PLANNED, holder)].slots += hidden[CellKind.FREE]
@@ -489,14 +489,17 @@ def _queued_draft(gid: str, groups: Mapping[str, PodGroup], status: str) -> _Dra
     return _Draft(L.MANAGER, gid, group.experiment, group.user, group.priority, "", status)
 
 
-def _apply_plan(cells: list[_Slot], placed: Sequence[tuple[str, str, int]], reserved_for: str | None,
-                drafts: dict[_Ident, _Draft], groups: Mapping[str, PodGroup], plan: Plan) -> None:
+def _apply_plan(cells: list[_Slot], hidden: dict[CellKind, int], placed: Sequence[tuple[str, str, int]],
+                reserved_for: str | None, drafts: dict[_Ident, _Draft], groups: Mapping[str, PodGroup],
+                plan: Plan) -> None:
+    """Planned pods onto the drawn cells, then (a node beyond MAX_DRAWN slots) onto its undrawn free slots."""
     for gid, pod, slots in placed:
         ident = (PLANNED, gid)
         draft = drafts.setdefault(ident, _queued_draft(gid, groups, "planned"))
         draft.pods += 1
         preempting = gid in plan.preempting
-        for _ in range(slots):
+        remaining = slots
+        while remaining > 0:
             spot = _first(cells, CellKind.VICTIM, unplanned=True) if preempting else None
             if spot is None and preempting:  # the plan counts a leaving group's slots as coming back for it
                 spot = _first(cells, CellKind.TERMINATING, unplanned=True, held=True)
@@ -511,6 +514,14 @@ def _apply_plan(cells: list[_Slot], placed: Sequence[tuple[str, str, int]], rese
             else:
                 cells[spot] = _Slot(CellKind.PLANNED, ident, pod)
             draft.slots += 1
+            remaining -= 1
+        undrawn = min(remaining, hidden.get(CellKind.FREE, 0))
+        if undrawn:  # counted, as the rest of the node is: a pod of a billion slots costs one step
+            hidden[CellKind.FREE] -= undrawn
+            if not hidden[CellKind.FREE]:
+                del hidden[CellKind.FREE]
+            hidden[CellKind.PLANNED] = hidden.get(CellKind.PLANNED, 0) + undrawn
+            draft.slots += undrawn
     if reserved_for is not None:
         ident = (PLANNED, reserved_for)
         draft = drafts.setdefault(ident, _queued_draft(reserved_for, groups, "reserving"))

@@ -166,3 +166,26 @@ def test_describe_of_a_group_whose_node_is_gone_draws_no_empty_map(run_cli, clus
     assert result.code == 0, result.err
     assert "no node offers GPUs" not in result.out and "0 GPU slots" not in result.out
     assert "warning: node gpu-0 is not in the cluster (deleted or replaced?)" in result.err
+
+
+def test_a_plan_onto_a_node_beyond_the_drawn_cells_counts_every_planned_slot(run_cli, tmp_path):
+    import json
+
+    snapshot = tmp_path / "big.json"
+    snapshot.write_text(json.dumps({"kind": "List", "items": [
+        {"kind": "Node", "metadata": {"name": "big"},
+         "status": {"allocatable": {"cpu": "1000", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": str(10**9)}}},
+        {"kind": "Pod", "metadata": {"name": "x", "namespace": "kube-system"}, "status": {"phase": "Running"},
+         "spec": {"nodeName": "big", "containers": [{"name": "c"}]}}]}))
+    experiment = tmp_path / "e.yaml"
+    experiment.write_text("name: wide\nresources: {slots_per_trial: 8000}\n"
+                          "searcher: {name: single, metric: loss, max_length: {batches: 1}}\n")
+    result = run_cli("plan", experiment, "--snapshot", snapshot, "--set", "maxSlotsPerPod=4000", "--map", "-o", "json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    planned = sum(pod["slots"] for pod in data["experiments"][0]["pods"])
+    (holder,) = data["map"]["holders"].values()
+    (row,) = data["map"]["nodes"]
+    assert planned == holder["slots"] == 8000  # the map said 1,024: the drawn cells only
+    assert row["notDrawn"]["planned"] + sum(c["kind"] == "planned" for c in row["cells"]) == 8000
+    assert row["free"] == 10**9 - 8000
