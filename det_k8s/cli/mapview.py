@@ -135,7 +135,7 @@ def plural(count: int, word: str) -> str:
 def title(omap: OccupancyMap, after_plan: bool) -> tuple[str, str]:
     """What the map shows, and its cells counted by kind (the counts add up to the slots)."""
     unit = omap.unit
-    what = "GPU slots (nvidia.com/gpu)" if unit.slot_type == "gpu" else f"CPU slots ({_amount(unit.size)} CPUs each)"
+    what = f"GPU slots ({unit.resource})" if unit.slot_type == "gpu" else f"CPU slots ({_amount(unit.size)} CPUs each)"
     slots = sum(row.slots for row in omap.rows)
     by = f", by {omap.group_by}" if omap.group_by else ""
     head = f"{'After the plan' if after_plan else 'Now'}: {slots:,} {what} on {plural(len(omap.rows), 'node')}{by}"

@@ -49,6 +49,7 @@ POOL_LABELS = (  # --group-by's default: the first of these any node carries
 )
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWYZ"  # no X: a lowercase x marks an evicted slot
 MAX_DRAWN = 1024  # cells per node; beyond, slots are counted, not drawn
+AMD_GPU = "amd.com/gpu"  # the slot of slotType rocm (Determined 0.36 and later)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +75,16 @@ def slot_unit(settings: Settings | None) -> SlotUnit:
     """GPUs, or `slotResourceRequests.cpu` CPUs on a `slotType: cpu` cluster."""
     if settings is not None and settings.slot_type == "cpu" and settings.cpu_per_slot:
         return SlotUnit("cpu", max(1, int(settings.cpu_per_slot * 1000)))  # kube-scheduler's milli rounding
+    if settings is not None and settings.slot_type == "rocm":
+        return SlotUnit(settings.slot_resource)  # amd.com/gpu
     return GPU_SLOTS
 
 
 def group_unit(group: PodGroup) -> SlotUnit:
     """The slot a queued group was sized in: GPUs, else its pods' CPUs per slot."""
     request = group.pods[0].requests if group.pods else {}
+    if request.get(AMD_GPU, 0) > 0:
+        return SlotUnit(AMD_GPU)
     if request.get(GPU, 0) > 0 or group.slots_per_pod <= 0 or request.get("cpu", 0) <= 0:
         return GPU_SLOTS
     return SlotUnit("cpu", max(1, request["cpu"] // group.slots_per_pod))

@@ -189,3 +189,47 @@ def test_a_plan_onto_a_node_beyond_the_drawn_cells_counts_every_planned_slot(run
     assert planned == holder["slots"] == 8000  # the map said 1,024: the drawn cells only
     assert row["notDrawn"]["planned"] + sum(c["kind"] == "planned" for c in row["cells"]) == 8000
     assert row["free"] == 10**9 - 8000
+
+
+def amd_node(name: str, gpus: int = 8) -> dict:
+    from tests.k8s_emulator import node
+
+    obj = node(name, cpu="63910m", memory="240Gi")
+    for field in ("allocatable", "capacity"):
+        obj["status"][field]["amd.com/gpu"] = str(gpus)
+    return obj
+
+
+@pytest.fixture
+def rocm(tmp_path):
+    settings = tmp_path / "rocm.yaml"
+    settings.write_text("maxSlotsPerPod: 8\nslotType: rocm\ncheckpointStorage: {type: s3, bucket: b}\n")
+    return settings
+
+
+def test_an_amd_cluster_with_slot_type_rocm_is_mapped_and_planned_in_amd_gpus(run_cli, tmp_path, rocm):
+    import json
+
+    snapshot = tmp_path / "amd.json"
+    held = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t", "namespace": "det", "labels": {"determined": "a1"}},
+            "spec": {"nodeName": "a0", "containers": [{"name": "c", "resources": {"requests": {"amd.com/gpu": "3"}}}]},
+            "status": {"phase": "Running"}}
+    snapshot.write_text(json.dumps({"kind": "List", "items": [amd_node("a0"), amd_node("a1"), held]}))
+    drawn = run_cli("nodes", "map", "--snapshot", snapshot, "-f", rocm)
+    assert drawn.code == 0, drawn.err
+    assert drawn.out.startswith("Now: 16 GPU slots (amd.com/gpu) on 2 nodes\n")  # was "0 ... no node offers GPUs"
+    assert "  a0  AAA.....  5 free" in drawn.out
+    planned = run_cli("plan", example("experiments") / "high-priority-8gpu.yaml", "--snapshot", snapshot, "-f", rocm,
+                      "--map", "-o", "json")
+    assert planned.code == 0, planned.err  # was rejected: its pods asked for nvidia.com/gpu
+    data = json.loads(planned.out)
+    assert data["experiments"][0]["status"] == "placed" and data["map"]["resource"] == "amd.com/gpu"
+
+
+def test_experiment_create_with_slot_type_rocm_asks_for_amd_gpus(run_cli, cluster, rocm):
+    cluster.api.put(amd_node("a0"))
+    result = run_cli("experiment", "create", example("experiments") / "high-priority-8gpu.yaml", "-f", rocm)
+    assert result.code == 0, result.err
+    (pod,) = cluster.api.items("pods")
+    (container,) = pod["spec"]["containers"]
+    assert container["resources"]["requests"]["amd.com/gpu"] == "8" and "nvidia.com/gpu" not in str(pod)
