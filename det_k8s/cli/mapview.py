@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 MAX_ROWS = 200  # more nodes than this are summarised, whatever the width
 MIN_WIDTH = 20  # a narrower terminal is drawn for as 20 columns
+STATE_ROOM = 24  # characters of a node's state a row must have room for (else the pools are summarised)
 LEGEND_IN_SUMMARY = 8  # holders listed under a summary: reserved-for, evicted and planned first, then the largest
 PALETTE = ("dodger_blue2", "medium_orchid", "dark_cyan", "orange3", "deep_pink3", "chartreuse3", "steel_blue",
            "gold3", "medium_purple3", "turquoise4", "indian_red", "dark_olive_green3")
@@ -340,7 +341,10 @@ def fits(omap: OccupancyMap, width: int | None) -> bool:
     name_width = max((len(row.name) for row in omap.rows), default=0)
     cells_width = max((_cells_width(row, key_width) for row in omap.rows), default=0)
     count_width = max((len(f"{row.free} free") for row in omap.rows), default=0)
-    return 2 + name_width + 2 + cells_width + 2 + count_width <= width
+    # a node's state (cordoned, NotReady, a taint) must show, or an unusable node reads as free: room for it whole,
+    # or for STATE_ROOM characters of it
+    states = max((min(len(", ".join(row.states)), STATE_ROOM) + 2 for row in omap.rows if row.states), default=0)
+    return 2 + name_width + 2 + cells_width + 2 + count_width + states <= width
 
 
 def render(omap: OccupancyMap, view: View, *, after_plan: bool = False, notes: Sequence[Note] = ()) -> list[Text]:

@@ -233,3 +233,14 @@ def test_experiment_create_with_slot_type_rocm_asks_for_amd_gpus(run_cli, cluste
     (pod,) = cluster.api.items("pods")
     (container,) = pod["spec"]["containers"]
     assert container["resources"]["requests"]["amd.com/gpu"] == "8" and "nvidia.com/gpu" not in str(pod)
+
+
+@pytest.mark.parametrize("columns", ["27", "32", "45"])
+def test_an_unusable_nodes_state_never_drops_off_a_narrow_row(run_cli, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", columns)
+    result = run_cli("nodes", "map", "--snapshot", example("snapshots") / "mixed-cluster.yaml")
+    assert result.code == 0, result.err
+    rows = [line for line in result.out.splitlines() if line.startswith("  gpu-4 ")]
+    # either the row says the node is cordoned (readably), or the pool summary counts it as unavailable
+    assert all("cordoned" in row for row in rows), rows
+    assert rows or "1 cordoned" in result.out.replace("\n  ", " ")
