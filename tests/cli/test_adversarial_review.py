@@ -244,3 +244,26 @@ def test_an_unusable_nodes_state_never_drops_off_a_narrow_row(run_cli, monkeypat
     # either the row says the node is cordoned (readably), or the pool summary counts it as unavailable
     assert all("cordoned" in row for row in rows), rows
     assert rows or "1 cordoned" in result.out.replace("\n  ", " ")
+
+
+def test_a_throttled_api_server_is_waited_for_as_kubectl_waits(run_cli, cluster, tmp_path):
+    from tests.cli.test_experiment_commands import entries
+    from tests.k8s_emulator import node
+
+    for i in range(3):
+        cluster.api.put(node(f"gpu-{i}", gpus=4, cpu="31910m", memory="240Gi"))
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+    cluster.api.fail("POST", "pods", 429, "too many requests, please try again later", times=2, retry_after="0")
+    cluster.api.fail("GET", "nodes", 429, "too many requests, please try again later", times=1, retry_after="0")
+    result = run_cli("experiment", "create", example("experiments") / "distributed-12gpu-a.yaml", "-f", settings)
+    assert result.code == 0, result.err  # was: exit 1, "the rollback is not complete", nothing created
+    assert [e["state"] for e in entries(cluster).values()] == ["running"] and len(cluster.api.items("pods")) == 3
+
+
+def test_an_api_server_that_stays_throttled_is_one_line_naming_it(run_cli, cluster):
+    cluster.api.fail("GET", "nodes", 429, "too many requests", times=100, retry_after="0")
+    result = run_cli("nodes", "list")
+    assert result.code == 1 and result.out == ""
+    assert result.err.startswith("error: nodes: the API server kept answering 429 Too Many Requests (11 tries)")
+    assert "try again later" in result.err and cluster.api.count("GET", "nodes") == 11
