@@ -267,3 +267,17 @@ def test_an_api_server_that_stays_throttled_is_one_line_naming_it(run_cli, clust
     assert result.code == 1 and result.out == ""
     assert result.err.startswith("error: nodes: the API server kept answering 429 Too Many Requests (11 tries)")
     assert "try again later" in result.err and cluster.api.count("GET", "nodes") == 11
+
+
+@pytest.mark.parametrize("args", [
+    ["history", "demo", "--max", "99999999999999999999"],
+    ["rollback", "demo", "99999999999999999999", "--dry-run"],
+    ["get", "values", "demo", "--revision", "99999999999999999999"],
+    ["status", "demo", "--tail", "-1"],
+    ["status", "demo", "--tail", "99999999999999999999"],
+])
+def test_numbers_helm_and_the_api_cannot_take_are_usage_errors_before_anything_runs(run_cli, args):
+    result = run_cli(*args)  # no cluster, no helm: the flag is refused first
+    assert result.code == 2, result.err
+    flag = next((a for a in args if a.startswith("--") and a != "--dry-run"), "[REVISION]")
+    assert f"Invalid value for '{flag}'" in result.err and "kubeconfig" not in result.err
