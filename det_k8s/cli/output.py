@@ -32,9 +32,18 @@ UNPRINTABLE = {code: "?" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0), 0x
                                       *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
 
 
+_IN_MESSAGES = {code: mark for code, mark in UNPRINTABLE.items() if chr(code) not in "\n\t"}  # lines may be several
+
+
 def printable(text: str) -> str:
     """`text` with every character that would drive the terminal (`UNPRINTABLE`) shown as `?`."""
     return text.translate(UNPRINTABLE)
+
+
+def _said(text: str) -> str:
+    """A message for the person running the command: scrubbed, and nothing in it drives the terminal (a name from a
+    snapshot or another user's queue entry, quoted in an error), its line breaks kept."""
+    return _scrub(text).translate(_IN_MESSAGES)
 
 if TYPE_CHECKING:
     from ..errors import Problem
@@ -69,11 +78,11 @@ def _animated(stream: Any) -> bool:
 
 def message(text: str) -> None:
     """A line for the person running the command (stderr)."""
-    print(_scrub(text), file=sys.stderr, flush=True)
+    print(_said(text), file=sys.stderr, flush=True)
 
 
 def warning(text: str) -> None:
-    text = _scrub(text)
+    text = _said(text)
     if _styled(sys.stderr):
         _console(True).print(f"[yellow]warning:[/yellow] {_escape(text)}")
     else:
@@ -81,7 +90,7 @@ def warning(text: str) -> None:
 
 
 def error(text: str, hint: str | None = None) -> None:
-    text, hint = _scrub(text), _scrub(hint) if hint else hint
+    text, hint = _said(text), _said(hint) if hint else hint
     if _styled(sys.stderr):
         line = f"[red]error:[/red] {_escape(text)}" + (f"; {_escape(hint)}" if hint else "")
         _console(True).print(line)
@@ -90,7 +99,7 @@ def error(text: str, hint: str | None = None) -> None:
 
 
 def success(text: str) -> None:
-    text = _scrub(text)
+    text = _said(text)
     if _styled(sys.stderr):
         _console(True).print(f"[green]{_escape(text)}[/green]")
     else:
@@ -106,7 +115,7 @@ def _escape(text: str) -> str:
 def problem(item: Problem, stream: Any = None) -> None:
     """One validation finding on its own line."""
     stream = stream or sys.stdout
-    text = _scrub(item.render())
+    text = _said(item.render())
     if _styled(stream):
         colour = "red" if item.is_error else "yellow"
         label = item.severity.value

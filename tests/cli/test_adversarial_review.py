@@ -281,3 +281,16 @@ def test_numbers_helm_and_the_api_cannot_take_are_usage_errors_before_anything_r
     assert result.code == 2, result.err
     flag = next((a for a in args if a.startswith("--") and a != "--dry-run"), "[REVISION]")
     assert f"Invalid value for '{flag}'" in result.err and "kubeconfig" not in result.err
+
+
+def test_a_name_quoted_in_an_error_line_never_drives_the_terminal(run_cli, tmp_path):
+    import json
+
+    snapshot = tmp_path / "s.json"
+    snapshot.write_text(json.dumps({"kind": "List", "items": [
+        {"kind": "Node", "metadata": {"name": HOSTILE_NAME},
+         "status": {"conditions": "x", "allocatable": {"cpu": "8", "nvidia.com/gpu": "2"}}}]}))
+    result = run_cli("nodes", "map", "--snapshot", snapshot)
+    assert result.code == 1 and "status.conditions" in result.err
+    assert not {"\x1b", "\x9b", "\u202e"} & set(result.err) and "g?[2J?2J?evil" in result.err
+    assert result.err.count("\n") == 1  # still one line
