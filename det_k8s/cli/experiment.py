@@ -363,7 +363,7 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
         print()
         show(rows, summary=False, after_plan=bool(rows.count(CellKind.PLANNED) or rows.count(CellKind.VICTIM)))
     if entry.events:
-        output.text("\nEvents:\n" + "".join(f"  {event}\n" for event in entry.events))
+        output.text("\nEvents:\n" + "".join(f"  {output.printable(str(event))}\n" for event in entry.events))
 
 
 def _change(experiment_id: str, action: str) -> None:

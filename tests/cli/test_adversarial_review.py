@@ -144,7 +144,7 @@ def test_another_users_experiment_name_never_drives_the_terminal(run_cli, cluste
     experiment = tmp_path / "e.yaml"
     experiment.write_text(json.dumps({"name": "x\x1b]0;owned\x07\x1b[2J", "resources": {"slots_per_trial": 4},
                                       "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}}}))
-    assert run_cli("experiment", "create", experiment, "-f", settings).code == 0
+    assert run_cli("experiment", "create", experiment, "-f", settings, "--user", "eve\x1b[2J").code == 0
     (entry,) = entries(cluster).values()
     for args in (["experiment", "list"], ["experiment", "describe", entry["id"]]):
         result = run_cli(*args)
