@@ -259,9 +259,22 @@ def _summary(name: str, rows: Sequence[NodeRow], largest: int) -> PoolSummary:
                        tuple((row.name, row.free) for row in ranked[:largest]))
 
 
-def natural(name: str) -> tuple[tuple[int, int | str], ...]:
-    """gpu-2 before gpu-10."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
+_DIGITS = re.compile(r"([0-9]+)")
+
+
+def natural(name: str) -> tuple[tuple[int, int, str], ...]:
+    """gpu-2 before gpu-10. Runs of ASCII digits compare by value without int() (a hand-written name of 5,000 digits
+    is beyond Python's int conversion limit; `²` is a digit to str.isdigit but not to int)."""
+    out = []
+    for part in _DIGITS.split(name):
+        if not part:
+            continue
+        if "0" <= part[0] <= "9":
+            value = part.lstrip("0") or "0"
+            out.append((0, len(value), value))
+        else:
+            out.append((1, 0, part))
+    return tuple(out)
 
 
 def default_group_by(nodes: Iterable[Node]) -> str | None:

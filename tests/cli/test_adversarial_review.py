@@ -294,3 +294,17 @@ def test_a_name_quoted_in_an_error_line_never_drives_the_terminal(run_cli, tmp_p
     assert result.code == 1 and "status.conditions" in result.err
     assert not {"\x1b", "\x9b", "\u202e"} & set(result.err) and "g?[2J?2J?evil" in result.err
     assert result.err.count("\n") == 1  # still one line
+
+
+@pytest.mark.parametrize("name", ["g" + "1" * 5000, "n1\u00b22"])
+def test_node_names_sort_naturally_whatever_their_digits(run_cli, tmp_path, name):
+    import json
+
+    snapshot = tmp_path / "s.json"
+    snapshot.write_text(json.dumps({"kind": "List", "items": [
+        {"kind": "Node", "metadata": {"name": n}, "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "2"}}}
+        for n in (name, "g10", "g2")]}))
+    result = run_cli("nodes", "map", "--snapshot", snapshot, "-o", "json")
+    assert result.code == 0, result.err  # was: internal error: ValueError (int() of 5,000 digits, or of "²")
+    names = [row["name"] for row in json.loads(result.out)["nodes"]]
+    assert names.index("g2") < names.index("g10") and name in names
