@@ -308,3 +308,12 @@ def test_node_names_sort_naturally_whatever_their_digits(run_cli, tmp_path, name
     assert result.code == 0, result.err  # was: internal error: ValueError (int() of 5,000 digits, or of "²")
     names = [row["name"] for row in json.loads(result.out)["nodes"]]
     assert names.index("g2") < names.index("g10") and name in names
+
+
+@pytest.mark.parametrize("selector", [")", "a in (x", "a=b c", "!", "a=" + "v" * 64])
+@pytest.mark.parametrize("command", [["pods", "list"], ["pods", "cleanup", "--yes"]])
+def test_a_pod_selector_kubectl_would_refuse_is_a_usage_error_before_anything_is_listed(run_cli, cluster, command,
+                                                                                         selector):
+    result = run_cli(*command, "-l", selector)
+    assert result.code == 2, result.err  # was: "no task pods" (the API server's 400 aside), or a selector quietly cut
+    assert "'--selector' / '-l'" in result.err and cluster.api.count("GET", "pods") == 0
