@@ -317,3 +317,18 @@ def test_a_pod_selector_kubectl_would_refuse_is_a_usage_error_before_anything_is
     result = run_cli(*command, "-l", selector)
     assert result.code == 2, result.err  # was: "no task pods" (the API server's 400 aside), or a selector quietly cut
     assert "'--selector' / '-l'" in result.err and cluster.api.count("GET", "pods") == 0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--image", ""], "--image '': not an image reference"),
+    (["--image", "a b"], "--image 'a b': not an image reference"),
+    (["--image", "x\x1b[2J"], "--image 'x\\x1b[2J': not an image reference"),
+    (["nope"], "NODE nope: no such node in the cluster"),
+])
+def test_check_gpu_refuses_what_would_only_wait_out_its_timeout(run_cli, cluster, args, message):
+    from tests.k8s_emulator import node
+
+    cluster.api.put(node("gpu-0", gpus=4))
+    result = run_cli("nodes", "check-gpu", *args, "--timeout", "30s")
+    assert result.code == 2 and f"error: {message}" in result.err  # was: a pod created, Pending until the timeout
+    assert cluster.api.count("POST", "pods") == 0
