@@ -73,3 +73,12 @@ def check_node_name(name: str, source: str = "NODE") -> str:
         raise UsageError(f"{source} {shown(name)}: not a Kubernetes node name",
                          hint="node names are lowercase letters, digits, '-' and '.'; see `det-k8s nodes list`")
     return name
+
+
+def check_label_key(key: str, source: str) -> str:
+    """A label key (`name` or `prefix/name`), or a usage error (exit 2) naming the flag it came from."""
+    if not is_label_key(key):
+        raise UsageError(f"{source} {shown(key)}: not a node label key",
+                         hint="a key is an optional DNS subdomain and '/', then at most 63 letters, digits, '-', '_' "
+                              "and '.', e.g. topology.kubernetes.io/zone")
+    return key

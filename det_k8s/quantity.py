@@ -25,9 +25,9 @@ _DECIMAL = {
     "P": Fraction(10**15),
     "E": Fraction(10**18),
 }
-_PATTERN = re.compile(
-    r"^(?P<sign>[+-]?)(?P<num>\d+(?:\.\d*)?|\.\d+)"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$"
+_PATTERN = re.compile(  # ASCII digits only, as Kubernetes parses them (\d would take "٤" and "８" for 4 and 8)
+    r"(?P<sign>[+-]?)(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
 )
 
 
@@ -51,7 +51,7 @@ def parse_quantity(value: str | int | float | Fraction) -> Fraction:
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
     text = value.strip()
-    match = _PATTERN.match(text)
+    match = _PATTERN.fullmatch(text)
     if match is None:
         raise QuantityError(f"{value!r} is not a quantity (examples: 7910m, 7.5, 16Gi)")
     number = Fraction(match["num"])

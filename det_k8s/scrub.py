@@ -15,6 +15,9 @@ credential plugin may echo its token. So `Scrubber` removes
   `password=`, `token=`, `Authorization` header values, bearer tokens, JSON Web Tokens, and the
   `user:password@` of URLs.
 
+A form shorter than `WHOLE_TOKEN_BELOW` characters is masked only as a whole token (a hyphen joins words), so
+a short password never masks the words that contain it.
+
 Known secrets are registered once, where they are read (`register`), and `scrub` applies them to
 every line `cli/output.py` prints and to every tool's stderr (`tools/process.py`), so a path that
 forgets to scrub cannot exist.
@@ -32,6 +35,10 @@ from urllib.parse import quote, quote_plus
 MASK = "***"
 MIN_SECRET = 3  # shorter values would mask ordinary text everywhere and protect nothing
 MIN_ENCODED = 8  # the middle of an encoding inside a longer one: shorter pieces match by chance
+# A form shorter than this is masked only as a whole token (not inside a longer word): a 4-character password
+# `test` must not turn `latest` into `la***` nor `det` turn `det-k8s` into `***-k8s`, which would print the
+# secret's letters around every mask. Longer forms (and the middles of base64 encodings) match anywhere.
+WHOLE_TOKEN_BELOW = 12
 
 # key=value fragments whose value is secret: connection strings (`;`-separated), query strings
 # (`&`-separated) and SigV4 headers (`,`-separated).
@@ -52,12 +59,18 @@ _SECRET_PARTS = re.compile(r"(?i)(?:^|[;&?])(?:AccountKey|SharedAccessSignature|
 
 
 def _base64_forms(secret: str) -> set[str]:
-    """The secret base64-encoded: whole (as a Secret's data holds it) and, for each of the three
-    alignments it can have inside a longer encoded text, the characters that depend on it alone."""
+    """The secret base64-encoded: whole (as a Secret's data holds it) and its middles (`_base64_middles`)."""
+    raw = secret.encode("utf-8")
+    whole = {encode(raw).decode("ascii") for encode in (base64.b64encode, base64.urlsafe_b64encode)}
+    return whole | _base64_middles(secret)
+
+
+def _base64_middles(secret: str) -> set[str]:
+    """For each of the three alignments the secret can have inside a longer encoded text, the characters of
+    its encoding that depend on it alone."""
     raw = secret.encode("utf-8")
     forms: set[str] = set()
     for encode in (base64.b64encode, base64.urlsafe_b64encode):
-        forms.add(encode(raw).decode("ascii"))
         for offset in range(3):
             encoded = encode(b"\0" * offset + raw).decode("ascii").rstrip("=")
             start = -(-offset * 8 // 6)  # the first character holding no bit of the padding in front
@@ -66,6 +79,29 @@ def _base64_forms(secret: str) -> set[str]:
             if len(core) >= MIN_ENCODED:
                 forms.add(core)
     return forms
+
+
+def _encoded_middles(secret: str) -> set[str]:
+    """Every base64 middle `_variants` holds for this secret (they match anywhere, never as whole tokens)."""
+    out = _base64_middles(secret) | _base64_middles(secret.strip())
+    for match in _SECRET_PARTS.finditer(secret):
+        out |= _base64_middles(match.group(1))
+    return out
+
+
+def _whole_token(form: str) -> re.Pattern[str] | None:
+    """How a short form is found: not preceded or followed by a word character where its own edge is one."""
+    if len(form) >= WHOLE_TOKEN_BELOW:
+        return None
+    before = r"(?<![\w-])" if re.match(r"\w", form[0]) else ""  # a hyphen joins words in names: det-k8s
+    after = r"(?![\w-])" if re.match(r"\w", form[-1]) else ""
+    return re.compile(before + re.escape(form) + after)
+
+
+def replace_secret(text: str, secret: str, replacement: str) -> str:
+    """`text` with each occurrence of `secret` as written replaced (a short one only as a whole token)."""
+    pattern = _whole_token(secret)
+    return text.replace(secret, replacement) if pattern is None else pattern.sub(lambda _: replacement, text)
 
 
 def _variants(secret: str) -> set[str]:
@@ -88,15 +124,18 @@ class Scrubber:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         forms: set[str] = set()
+        cores: set[str] = set()  # middles of base64 encodings: inside longer encoded text by nature
         for secret in secrets:
             if isinstance(secret, str) and len(secret.strip()) >= MIN_SECRET:
                 forms |= _variants(secret)
+                cores |= _encoded_middles(secret)
         # Longest first, so a secret that contains another is masked whole.
-        self._forms = sorted(forms, key=len, reverse=True)
+        self._forms = [(form, None if form in cores else _whole_token(form))
+                       for form in sorted(forms, key=len, reverse=True)]
 
     def __call__(self, text: str) -> str:
-        for form in self._forms:
-            text = text.replace(form, MASK)
+        for form, pattern in self._forms:
+            text = text.replace(form, MASK) if pattern is None else pattern.sub(MASK, text)
         text = _AUTH_HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
         text = _BEARER.sub(lambda m: f"{m.group(1)}{MASK}", text)
         text = _JWT.sub(MASK, text)

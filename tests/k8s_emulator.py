@@ -206,6 +206,7 @@ class Fault:
     delay: float = 0.0  # seconds to wait before answering (beyond a client's read timeout: a lost answer)
     late_write: bool = False  # do the write after `delay`, not before: it lands after the client gave up
     after: int = 0  # let this many matching requests through first ("the 3rd pod creation fails")
+    retry_after: str = "1"  # a 429's Retry-After header, as API Priority and Fairness sends it
 
 
 @attrs.define(kw_only=True)
@@ -291,10 +292,10 @@ class ApiEmulator(kmock.KubernetesScaffold):
 
     def fail(self, method: str, plural: str, status: int, message: str, *, name: str | None = None,
              times: int = 1, reason: str = "", after_write: bool = False, delay: float = 0.0,
-             late_write: bool = False, after: int = 0) -> None:
+             late_write: bool = False, after: int = 0, retry_after: str = "1") -> None:
         with self._lock:
             self.faults.append(Fault(method.upper(), plural, status, message, name, times, reason, after_write, delay,
-                                     late_write, after))
+                                     late_write, after, retry_after))
 
     def count(self, method: str, plural: str | None = None) -> int:
         with self._lock:
@@ -357,8 +358,12 @@ class ApiEmulator(kmock.KubernetesScaffold):
             asyncio.get_running_loop().call_later(fault.delay, self._write_late, method, plural, request, name)
         if fault.delay:
             await asyncio.sleep(fault.delay)
-        reasons = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 422: "Invalid", 500: "InternalError"}
-        return _status(fault.status, fault.reason or reasons.get(fault.status, "Failure"), fault.message)
+        reasons = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 422: "Invalid", 429: "TooManyRequests",
+                   500: "InternalError"}
+        answer = _status(fault.status, fault.reason or reasons.get(fault.status, "Failure"), fault.message)
+        if fault.status == 429:
+            answer.headers["Retry-After"] = fault.retry_after
+        return answer
 
     def _write_late(self, method: str, plural: str, request: kmock.Request, name: str | None) -> None:
         with self._lock:

@@ -353,13 +353,17 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     if data["pods"]:
         print()
         output.table(["pod", "node", "phase"], [[p["name"], p["node"] or "-", p["phase"]] for p in data["pods"]])
+        known = {node.name for node in snapshot.nodes}
+        for gone in sorted({p["node"] for p in data["pods"] if p["node"] and p["node"] not in known}):
+            output.warning(f"node {gone} is not in the cluster (deleted or replaced?): the pods bound or pinned to it "
+                           "cannot run there")
     if rows is not None:
         from .mapview import show
 
         print()
         show(rows, summary=False, after_plan=bool(rows.count(CellKind.PLANNED) or rows.count(CellKind.VICTIM)))
     if entry.events:
-        output.text("\nEvents:\n" + "".join(f"  {event}\n" for event in entry.events))
+        output.text("\nEvents:\n" + "".join(f"  {output.printable(str(event))}\n" for event in entry.events))
 
 
 def _change(experiment_id: str, action: str) -> None:

@@ -24,13 +24,15 @@ from typing import TYPE_CHECKING
 from ..errors import InputError
 from ..quantity import format_decimal
 from ..scheduling.occupancy import Cell, CellKind, Holder, NodeRow, OccupancyMap
-from .output import _is_tty
+from .output import UNPRINTABLE, _is_tty
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
 MAX_ROWS = 200  # more nodes than this are summarised, whatever the width
+MIN_WIDTH = 20  # a narrower terminal is drawn for as 20 columns
+STATE_ROOM = 24  # characters of a node's state a row must have room for (else the pools are summarised)
 LEGEND_IN_SUMMARY = 8  # holders listed under a summary: reserved-for, evicted and planned first, then the largest
 PALETTE = ("dodger_blue2", "medium_orchid", "dark_cyan", "orange3", "deep_pink3", "chartreuse3", "steel_blue",
            "gold3", "medium_purple3", "turquoise4", "indian_red", "dark_olive_green3")
@@ -41,7 +43,7 @@ PLANNED_STYLE = "bold black on bright_green"
 REPLACING_STYLE = "bold black on dark_orange"  # planned where an evicted group runs now
 VICTIM_STYLE = "bold strike bright_white on red3"
 KINDS = {"det-k8s": "det-k8s group", "determined": "Determined task"}
-_CONTROL = {code: "?" for code in (*range(32), 127)}  # names from a hand-edited snapshot never drive the terminal
+_CONTROL = UNPRINTABLE  # names from a hand-edited snapshot never drive the terminal
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ def plural(count: int, word: str) -> str:
 def title(omap: OccupancyMap, after_plan: bool) -> tuple[str, str]:
     """What the map shows, and its cells counted by kind (the counts add up to the slots)."""
     unit = omap.unit
-    what = "GPU slots (nvidia.com/gpu)" if unit.slot_type == "gpu" else f"CPU slots ({_amount(unit.size)} CPUs each)"
+    what = f"GPU slots ({unit.resource})" if unit.slot_type == "gpu" else f"CPU slots ({_amount(unit.size)} CPUs each)"
     slots = sum(row.slots for row in omap.rows)
     by = f", by {omap.group_by}" if omap.group_by else ""
     head = f"{'After the plan' if after_plan else 'Now'}: {slots:,} {what} on {plural(len(omap.rows), 'node')}{by}"
@@ -315,7 +317,8 @@ def _summary(omap: OccupancyMap, view: View, out: _Lines) -> None:
                         out.add(line, "  " + cells[i].rjust(columns[i]), "bold" if cells is heads else "")
                 start = end
         else:
-            out.add(out.new(), "  no node of this pool can take Determined's pods now")
+            for piece in textwrap.wrap("no node of this pool can take Determined's pods now", max(width - 2, 8)):
+                out.add(out.new(), "  " + piece)
         if pool.largest:
             blocks = ", ".join(f"{node} {free}" for node, free in pool.largest)
             out.add(out.new(), "  " + _fit(f"largest free blocks: {blocks}", width - 2, plain))
@@ -338,7 +341,10 @@ def fits(omap: OccupancyMap, width: int | None) -> bool:
     name_width = max((len(row.name) for row in omap.rows), default=0)
     cells_width = max((_cells_width(row, key_width) for row in omap.rows), default=0)
     count_width = max((len(f"{row.free} free") for row in omap.rows), default=0)
-    return 2 + name_width + 2 + cells_width + 2 + count_width <= width
+    # a node's state (cordoned, NotReady, a taint) must show, or an unusable node reads as free: room for it whole,
+    # or for STATE_ROOM characters of it
+    states = max((min(len(", ".join(row.states)), STATE_ROOM) + 2 for row in omap.rows if row.states), default=0)
+    return 2 + name_width + 2 + cells_width + 2 + count_width + states <= width
 
 
 def render(omap: OccupancyMap, view: View, *, after_plan: bool = False, notes: Sequence[Note] = ()) -> list[Text]:
@@ -367,10 +373,11 @@ def render(omap: OccupancyMap, view: View, *, after_plan: bool = False, notes: S
         out.add(out.new(), heading, "bold")
         for note in group:
             line = out.new()
-            out.add(line, f"  {note.name}", "bold")
+            name_room = (view.width - 2 - len(note.status) - 2) if view.width else 10**6
+            out.add(line, f"  {_fit(note.name, max(name_room, 8), view.plain)}", "bold")
             out.add(line, f"  {note.status}", "yellow" if note.status == "queued" else
                     "red" if note.status == "rejected" else "green")
-            wrap = max((view.width or 10**6) - 4, 20)
+            wrap = max((view.width or 10**6) - 4, 8)
             for piece in textwrap.wrap(note.reason, wrap, break_on_hyphens=False) or [""]:
                 out.add(out.new(), "    " + piece)
     while out.lines and not out.lines[-1].plain:
@@ -388,10 +395,11 @@ def plain_output() -> bool:
 
 
 def terminal_width() -> int:
-    """The terminal's width; when piped, COLUMNS or 80 (what Rich and most tools assume)."""
+    """The terminal's width; when piped, COLUMNS or 80 (what Rich and most tools assume). At least MIN_WIDTH:
+    narrower, words would be wrapped one letter a line."""
     import shutil
 
-    return shutil.get_terminal_size((80, 24)).columns
+    return max(shutil.get_terminal_size((80, 24)).columns, MIN_WIDTH)
 
 
 def show(omap: OccupancyMap, *, summary: bool | None = None, after_plan: bool = False,

@@ -189,6 +189,7 @@ def group_map(snapshot: Snapshot, group_id: str, group_data: Mapping[str, Any] |
     placed = plan.placements.get(group_id, ())
     reserved = plan.reservations.get(group_id, ())
     nodes |= {node for _, node in placed} | set(reserved)
+    nodes &= {node.name for node in snapshot.nodes}  # a pod pinned to a node since deleted: no row to draw
     if not nodes:
         return None
     mine = Plan({group_id: placed} if placed else {}, {}, {}, victims=victims,

@@ -146,9 +146,22 @@ def check_gpu(
     image: Annotated[str, typer.Option("--image", metavar="IMAGE", help="A CUDA image with nvidia-smi.")] = IMAGE,
 ) -> None:
     """Run a pod that requests one nvidia.com/gpu and runs nvidia-smi; show its output; always delete it."""
+    from ..errors import NotFound
+    from ..kube.kinds import NODES
+    from ..names import check_node_name, shown
+
     seconds = parse_duration(timeout)
+    if not image.strip() or not image.isprintable() or any(c.isspace() for c in image):
+        raise UsageError(f"--image {shown(image)}: not an image reference", hint=f"e.g. --image {IMAGE}")
+    if node is not None:
+        check_node_name(node)
     api = current().connect()
     namespace = api.namespace
+    if node is not None:
+        try:
+            api.get(NODES, node)
+        except NotFound:  # a pod pinned there would wait out the whole --timeout, Pending
+            raise UsageError(f"NODE {node}: no such node in the cluster", hint="see `det-k8s nodes list`") from None
     created = api.create(PODS, gpu_check_pod(node, image), namespace)
     name = created["metadata"]["name"]
     output.message(f"Created pod {namespace}/{name} (1 nvidia.com/gpu{', on node ' + node if node else ''})")

@@ -25,6 +25,26 @@ from typing import TYPE_CHECKING, Any
 from ..scrub import scrub as _scrub
 from .options import OutputFormat
 
+# Characters that drive a terminal instead of showing: C0 and C1 controls (ESC starts a sequence, U+009B is CSI on
+# its own), DEL, and the bidirectional overrides that make a name read backwards. A table cell or a map holds names
+# from hand-edited snapshots and other users' queue entries: each becomes `?`, as kubectl shows what it cannot print.
+UNPRINTABLE = {code: "?" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0), 0x061C, 0x200E, 0x200F,
+                                      *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+_IN_MESSAGES = {code: mark for code, mark in UNPRINTABLE.items() if chr(code) not in "\n\t"}  # lines may be several
+
+
+def printable(text: str) -> str:
+    """`text` with every character that would drive the terminal (`UNPRINTABLE`) shown as `?`."""
+    return text.translate(UNPRINTABLE)
+
+
+def _said(text: str) -> str:
+    """A message for the person running the command: scrubbed, and nothing in it drives the terminal (a name from a
+    snapshot or another user's queue entry, quoted in an error), its line breaks kept."""
+    return _scrub(text).translate(_IN_MESSAGES)
+
 if TYPE_CHECKING:
     from ..errors import Problem
 
@@ -58,11 +78,11 @@ def _animated(stream: Any) -> bool:
 
 def message(text: str) -> None:
     """A line for the person running the command (stderr)."""
-    print(_scrub(text), file=sys.stderr, flush=True)
+    print(_said(text), file=sys.stderr, flush=True)
 
 
 def warning(text: str) -> None:
-    text = _scrub(text)
+    text = _said(text)
     if _styled(sys.stderr):
         _console(True).print(f"[yellow]warning:[/yellow] {_escape(text)}")
     else:
@@ -70,7 +90,7 @@ def warning(text: str) -> None:
 
 
 def error(text: str, hint: str | None = None) -> None:
-    text, hint = _scrub(text), _scrub(hint) if hint else hint
+    text, hint = _said(text), _said(hint) if hint else hint
     if _styled(sys.stderr):
         line = f"[red]error:[/red] {_escape(text)}" + (f"; {_escape(hint)}" if hint else "")
         _console(True).print(line)
@@ -79,7 +99,7 @@ def error(text: str, hint: str | None = None) -> None:
 
 
 def success(text: str) -> None:
-    text = _scrub(text)
+    text = _said(text)
     if _styled(sys.stderr):
         _console(True).print(f"[green]{_escape(text)}[/green]")
     else:
@@ -95,7 +115,7 @@ def _escape(text: str) -> str:
 def problem(item: Problem, stream: Any = None) -> None:
     """One validation finding on its own line."""
     stream = stream or sys.stdout
-    text = _scrub(item.render())
+    text = _said(item.render())
     if _styled(stream):
         colour = "red" if item.is_error else "yellow"
         label = item.severity.value
@@ -126,7 +146,7 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | No
     """A table on stdout with upper-case headers: Rich on a styled terminal, aligned plain columns otherwise."""
     headers = [c.upper() for c in columns]
     if _styled(sys.stdout):
-        cells = [["" if c is None else _scrub(str(c)) for c in row] for row in rows]
+        cells = [["" if c is None else printable(_scrub(str(c))) for c in row] for row in rows]
         from rich import box
         from rich.table import Table
 
@@ -135,7 +155,7 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | No
             rich_table.add_row(*(_escape(c) for c in row))
         _console(False).print(rich_table)
         return
-    cells = [["" if c is None else str(c) for c in row] for row in rows]
+    cells = [["" if c is None else printable(str(c)) for c in row] for row in rows]
     widths = [len(c) for c in headers]
     for row in cells:
         for i, cell in enumerate(row):
@@ -171,7 +191,7 @@ def key_values(pairs: Mapping[str, Any]) -> None:
     """`Key: value` lines on stdout (describe-style output)."""
     width = max((len(k) for k in pairs), default=0)
     for key, value in pairs.items():
-        print(_scrub(f"{(key + ':').ljust(width + 1)} {value}"))
+        print(_scrub(f"{(key + ':').ljust(width + 1)} {printable(str(value))}"))
     sys.stdout.flush()
 
 

@@ -60,10 +60,13 @@ def plan(
     html: HtmlOpt = None,
 ) -> None:
     """Show where experiments would run on a cluster snapshot, or why they would wait. Offline."""
+    from ..names import check_label_key
     from ..settings.podspec import checking_against
     from .nodemap import MapRequest
     from .planning import run
 
+    if topology_key:  # "" turns it off
+        check_label_key(topology_key, "--topology-key")
     wanted = show_map or svg is not None or html is not None
     with checking_against(pod_spec_version(kube_version)):
         run(experiments, snapshot_file, values, set_, set_string, preemption=preemption, autoscaling=autoscaling,

@@ -24,8 +24,22 @@ from .options import OutputFormat, OutputOpt, current, with_global_options
 app = typer.Typer(help="Task pods the Determined master started (label `determined`).", no_args_is_help=True,
                   context_settings={"help_option_names": ["-h", "--help"]}, rich_markup_mode=None)
 
+def _checked_selector(value: str | None) -> str | None:
+    """-l as kubectl reads it, before any pod is listed or deleted: a selector it would refuse is a usage error."""
+    if value is not None:
+        from ..cluster.selector import parse_selector
+        from ..errors import UsageError
+
+        try:
+            parse_selector(value)
+        except UsageError as exc:
+            raise typer.BadParameter(exc.message) from exc
+    return value
+
+
 SelectorOpt = Annotated[str | None, typer.Option(
-    "--selector", "-l", metavar="SELECTOR", help="Narrow the task pods further (always ANDed with `determined`).")]
+    "--selector", "-l", metavar="SELECTOR", callback=_checked_selector,
+    help="Narrow the task pods further (always ANDed with `determined`).")]
 
 
 def _row(pod: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from ..release.manifests import redact_secrets, secret_values
 from ..release.names import db_pvc, master_service, validate_release_name
 from ..release.preflight import determined_releases
 from ..release.tasks import group_tasks
+from ..scrub import replace_secret
 from ..settings.rules import missing_initial_password
 from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import go_duration, parse_duration
@@ -85,8 +86,8 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
     else:
         rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=secrets)
         text = redact_secrets(manifests_from_render(tool.major, rendered.stdout))
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(secret, "<redacted>")  # charts that put a password outside a Secret (official 0.17.15)
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):  # a short one only as a whole token
+        text = replace_secret(text, secret, "<redacted>")  # charts that put a password outside a Secret (0.17.15)
     output.text(text)
 
 

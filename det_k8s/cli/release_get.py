@@ -29,7 +29,7 @@ def values(
     release: ReleaseArg,
     all_values: Annotated[bool, typer.Option("--all", "-a", help="All computed values, the chart's defaults "
                                                                     "included (default: what was passed).")] = False,
-    revision: Annotated[int | None, typer.Option("--revision", metavar="N", min=1,
+    revision: Annotated[int | None, typer.Option("--revision", metavar="N", min=1, max=2**31 - 1,
                                                  help="That revision's values (default: the latest).")] = None,
     output_format: Annotated[ValuesFormat, typer.Option("--output", "-o", case_sensitive=False, metavar="FORMAT",
                                                         help="yaml or json.")] = ValuesFormat.yaml,

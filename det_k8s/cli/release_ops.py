@@ -158,7 +158,7 @@ def _when(entry: dict[str, Any]) -> str:
 @with_global_options
 def history(
     release: ReleaseArg,
-    max_revisions: Annotated[int, typer.Option("--max", metavar="N", min=1,
+    max_revisions: Annotated[int, typer.Option("--max", metavar="N", min=1, max=2**31 - 1,
                                                help="Show at most the N latest revisions.")] = 256,
     output_format: OutputOpt = OutputFormat.table,
     helm_binary: HelmBinaryOpt = None,
@@ -202,7 +202,7 @@ def _downgrade_warning(current: str, target: str) -> None:
 def rollback(
     release: ReleaseArg,
     revision: Annotated[int | None, typer.Argument(
-        metavar="[REVISION]", min=0, show_default=False,
+        metavar="[REVISION]", min=0, max=2**31 - 1, show_default=False,
         help="The revision to go back to (default, or 0 as in helm: the one before the current). See det-k8s "
         "history.")] = None,
     timeout: TimeoutOpt = "10m",

@@ -183,8 +183,11 @@ def policy(
     from dataclasses import replace
 
     from ..kube.policy import policy_data, read_policy, write_policy
+    from ..names import check_label_key
     from ..scheduling.model import Policy
 
+    if topology_key:  # "" turns it off
+        check_label_key(topology_key, "--topology-key")
     api = current().connect()
     try:
         current_policy = read_policy(api, api.namespace)

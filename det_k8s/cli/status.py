@@ -122,7 +122,8 @@ def observe(api: KubeApi, release: str, namespace: str, tail: int,
 @with_global_options
 def status(
     release: Annotated[str, typer.Argument(metavar="RELEASE", help="The helm release name.", show_default=False)],
-    tail: Annotated[int, typer.Option("--tail", metavar="N", help="Master log lines to show.")] = 20,
+    tail: Annotated[int, typer.Option("--tail", metavar="N", min=0, max=2**31 - 1,
+                                      help="Master log lines to show.")] = 20,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Master readiness, its pods, its address, its last log lines, and what is wrong if it is not running."""

@@ -581,8 +581,22 @@ def snapshot_from_objects(documents: Sequence[Any], name: str = "snapshot") -> S
                 listed.add(str(kind))
     except MalformedObject as exc:
         raise exc.at(name) from exc
+    _one_node_per_name(nodes, name)
     return Snapshot(tuple(nodes), tuple(pods), tuple(claims), tuple(volumes), tuple(classes), namespaces,
                     frozenset(listed | {"Node", "Pod"}))
+
+
+def _one_node_per_name(nodes: Sequence[Node], source: str) -> None:
+    """Plans and maps know a node by its name: a nameless Node, or two of one name (two listings concatenated), would
+    be drawn twice and planned onto whichever comes first. The API server holds neither."""
+    seen: set[str] = set()
+    for node in nodes:
+        if not node.name:
+            raise MalformedObject("Node", '""', "metadata.name: empty; every Node has a name", source=source)
+        if node.name in seen:
+            raise InputError(f"{source}: Node {node.name} is listed twice",
+                             hint="take the snapshot in one command: kubectl get nodes,pods -A -o json > snapshot.json")
+        seen.add(node.name)
 
 
 def describe_resources(resources: Resources) -> str:

@@ -30,6 +30,11 @@ from .credentials import Credential, plugin_of, run_plugin, with_credential
 from .kinds import NAMESPACES, Kind
 
 DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds
+# 429 Too Many Requests: API Priority and Fairness turned the request away before handling it, so any verb is
+# safe to send again. client-go (kubectl, helm) waits Retry-After (1 s when absent) and retries up to 10 times;
+# det-k8s does the same, each wait at most THROTTLE_WAIT_MAX seconds.
+THROTTLE_RETRIES = 10
+THROTTLE_WAIT_MAX = 10.0
 PAGE_SIZE = 500
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -105,7 +110,10 @@ class KubeApi:
                                    f"it: {str(exc)[:300] or type(exc).__name__}") from exc
         # Set before the client builds its connection pool, or urllib3's default (3 retries) applies.
         # One retry of a connection that never opened is safe for any verb; nothing sent is ever resent.
-        configuration.retries = Retry(total=1, connect=1, read=0, status=0, redirect=0, other=0)
+        # A 429's Retry-After is ours to honour (`_request`): urllib3 would retry a GET once, then call the
+        # throttled server unreachable ("too many 429 error responses").
+        configuration.retries = Retry(total=1, connect=1, read=0, status=0, redirect=0, other=0,
+                                      respect_retry_after_header=False)
         if not configuration.verify_ssl:
             # urllib3 would print InsecureRequestWarning and a source line on every request; the CLI says it once.
             import warnings
@@ -150,6 +158,20 @@ class KubeApi:
 
     def _request(self, method: str, path: str, *, query: Sequence[tuple[str, Any]], body: Any,
                  content_type: str, what: str, raw: bool) -> Any:
+        """`_attempt`, sent again while the API server answers 429 (see THROTTLE_RETRIES)."""
+        for _ in range(THROTTLE_RETRIES):
+            try:
+                return self._attempt(method, path, query=query, body=body, content_type=content_type, what=what,
+                                     raw=raw)
+            except _Throttled as throttled:
+                time.sleep(throttled.wait)
+        try:
+            return self._attempt(method, path, query=query, body=body, content_type=content_type, what=what, raw=raw)
+        except _Throttled as throttled:
+            raise throttled.error from None
+
+    def _attempt(self, method: str, path: str, *, query: Sequence[tuple[str, Any]], body: Any,
+                 content_type: str, what: str, raw: bool) -> Any:
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import (
             ConnectTimeoutError,
@@ -171,6 +193,8 @@ class KubeApi:
                                              _request_timeout=self.timeout)
             payload = response.read()
         except ApiException as exc:  # raised by the REST layer for some statuses
+            if exc.status == 429:
+                raise _Throttled(self._error(429, exc.body or "", what or path), exc.headers) from exc
             raise self._error(exc.status or 0, exc.body or "", what) from exc
         except (MaxRetryError, NewConnectionError, HTTPError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
@@ -184,6 +208,8 @@ class KubeApi:
             raise ClusterUnreachable(
                 f"cannot reach the Kubernetes API at {self.target.server} (context {self.target.context}): "
                 f"{_short(reason)}", hint="is the cluster up? check --kube-context and your kubeconfig") from exc
+        if response.status == 429:
+            raise _Throttled(self._error(429, payload, what or path), response.getheaders())
         if not 200 <= response.status < 300:
             raise self._error(response.status, payload, what or path)
         if raw:
@@ -447,7 +473,27 @@ class KubeApi:
                              hint="ask a cluster admin for the RBAC permission, or use another --kube-context")
         if status in (400, 422):
             return Rejected(f"{what}: rejected by the API server: {message}")
+        if status == 429:
+            return ClusterError(f"{what}: the API server kept answering 429 Too Many Requests ({THROTTLE_RETRIES + 1} "
+                                f"tries): {message} {context}".strip(": "),
+                                hint="the API server is overloaded (API Priority and Fairness); try again later")
         return ClusterError(f"{what}: API server answered {status}: {message} {context}".strip(": "))
+
+
+class _Throttled(Exception):
+    """A 429 answer: the error to raise if it lasts, and how long to wait before sending the request again."""
+
+    def __init__(self, error: ClusterError, headers: Any) -> None:
+        super().__init__(error.message)
+        self.error = error
+        raw = None
+        if headers is not None:
+            raw = next((str(v) for k, v in dict(headers).items() if str(k).lower() == "retry-after"), None)
+        try:
+            seconds = float(raw) if raw is not None else 1.0
+        except ValueError:  # an HTTP date, or junk: client-go's default
+            seconds = 1.0
+        self.wait = min(max(seconds, 0.0), THROTTLE_WAIT_MAX) if seconds == seconds else 1.0
 
 
 def _what(kind: Kind, name: str, namespace: str | None) -> str:

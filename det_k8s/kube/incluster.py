@@ -2,7 +2,8 @@
 
 When no kubeconfig file exists (none given, none in KUBECONFIG, no ~/.kube/config) and the pod's
 environment names the API server (KUBERNETES_SERVICE_HOST/PORT) and mounts a service account token,
-det-k8s talks to the cluster it runs in. The namespace is -n, else HELM_NAMESPACE, else the pod's own.
+det-k8s talks to the cluster it runs in. The namespace is -n, else HELM_NAMESPACE, else the pod's own, checked as
+a namespace name whichever it is (as `config.resolve` checks a kubeconfig's).
 Pure: the paths and the environment are arguments.
 """
 
@@ -12,6 +13,7 @@ import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..names import check_namespace
 from .config import Target
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -29,4 +31,10 @@ def in_cluster_target(environ: Mapping[str, str], namespace: str | None,
     with contextlib.suppress(OSError):  # no namespace file: -n or "default"
         own = (account / "namespace").read_text(encoding="utf-8").strip()
     server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-    return Target(token, CONTEXT, namespace or environ.get("HELM_NAMESPACE") or own or "default", server)
+    if namespace:
+        chosen = check_namespace(namespace, "--namespace")
+    elif environ.get("HELM_NAMESPACE"):
+        chosen = check_namespace(environ["HELM_NAMESPACE"], "HELM_NAMESPACE")
+    else:
+        chosen = check_namespace(own, f"the pod's namespace ({account / 'namespace'})") if own else "default"
+    return Target(token, CONTEXT, chosen, server)

@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from ..scrub import replace_secret
 from ..settings.redact import looks_secret, mask_url
 
 _KEY = _random.token_bytes(32)
@@ -204,7 +205,7 @@ def _mask_env(value: Any) -> Any:
 
 def _scrub(text: str, known: Sequence[str]) -> str:
     for value in sorted((k for k in known if k), key=len, reverse=True):
-        text = text.replace(value, secret_token(value))
+        text = replace_secret(text, value, secret_token(value))  # a short one only as a whole token
     return text
 
 

@@ -109,7 +109,7 @@ def _slot_resources(settings: Settings, slots: int) -> dict[str, str]:
         return {}
     if settings.slot_type == "cpu":
         return {"cpu": format_cpu(settings.slot_request(slots)["cpu"])}
-    return {"nvidia.com/gpu": str(slots)}
+    return {settings.slot_resource: str(slots)}  # nvidia.com/gpu, or amd.com/gpu for slotType rocm
 
 
 def _base_pod(experiment: Experiment, settings: Settings) -> dict[str, Any]:

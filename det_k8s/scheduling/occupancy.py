@@ -49,6 +49,7 @@ POOL_LABELS = (  # --group-by's default: the first of these any node carries
 )
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWYZ"  # no X: a lowercase x marks an evicted slot
 MAX_DRAWN = 1024  # cells per node; beyond, slots are counted, not drawn
+AMD_GPU = "amd.com/gpu"  # the slot of slotType rocm (Determined 0.36 and later)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +75,16 @@ def slot_unit(settings: Settings | None) -> SlotUnit:
     """GPUs, or `slotResourceRequests.cpu` CPUs on a `slotType: cpu` cluster."""
     if settings is not None and settings.slot_type == "cpu" and settings.cpu_per_slot:
         return SlotUnit("cpu", max(1, int(settings.cpu_per_slot * 1000)))  # kube-scheduler's milli rounding
+    if settings is not None and settings.slot_type == "rocm":
+        return SlotUnit(settings.slot_resource)  # amd.com/gpu
     return GPU_SLOTS
 
 
 def group_unit(group: PodGroup) -> SlotUnit:
     """The slot a queued group was sized in: GPUs, else its pods' CPUs per slot."""
     request = group.pods[0].requests if group.pods else {}
+    if request.get(AMD_GPU, 0) > 0:
+        return SlotUnit(AMD_GPU)
     if request.get(GPU, 0) > 0 or group.slots_per_pod <= 0 or request.get("cpu", 0) <= 0:
         return GPU_SLOTS
     return SlotUnit("cpu", max(1, request["cpu"] // group.slots_per_pod))
@@ -254,9 +259,22 @@ def _summary(name: str, rows: Sequence[NodeRow], largest: int) -> PoolSummary:
                        tuple((row.name, row.free) for row in ranked[:largest]))
 
 
-def natural(name: str) -> tuple[tuple[int, int | str], ...]:
-    """gpu-2 before gpu-10."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
+_DIGITS = re.compile(r"([0-9]+)")
+
+
+def natural(name: str) -> tuple[tuple[int, int, str], ...]:
+    """gpu-2 before gpu-10. Runs of ASCII digits compare by value without int() (a hand-written name of 5,000 digits
+    is beyond Python's int conversion limit; `²` is a digit to str.isdigit but not to int)."""
+    out = []
+    for part in _DIGITS.split(name):
+        if not part:
+            continue
+        if "0" <= part[0] <= "9":
+            value = part.lstrip("0") or "0"
+            out.append((0, len(value), value))
+        else:
+            out.append((1, 0, part))
+    return tuple(out)
 
 
 def default_group_by(nodes: Iterable[Node]) -> str | None:
@@ -373,7 +391,7 @@ def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constr
     for node in sorted(selected, key=lambda n: (_pool(n, group_by) == "", _pool(n, group_by), natural(n.name))):
         slots, states, hidden = _node_cells(node, on_node[node.name], unit, drafts, victims)
         if plan is not None:
-            _apply_plan(slots, placed_on.get(node.name, ()), reserved.get(node.name), drafts, groups, plan)
+            _apply_plan(slots, hidden, placed_on.get(node.name, ()), reserved.get(node.name), drafts, groups, plan)
             holder = reserved.get(node.name)
             if holder is not None and hidden.get(CellKind.FREE):  # the guard holds the undrawn free slots too
                 drafts[(PLANNED, holder)].slots += hidden[CellKind.FREE]
@@ -489,14 +507,17 @@ def _queued_draft(gid: str, groups: Mapping[str, PodGroup], status: str) -> _Dra
     return _Draft(L.MANAGER, gid, group.experiment, group.user, group.priority, "", status)
 
 
-def _apply_plan(cells: list[_Slot], placed: Sequence[tuple[str, str, int]], reserved_for: str | None,
-                drafts: dict[_Ident, _Draft], groups: Mapping[str, PodGroup], plan: Plan) -> None:
+def _apply_plan(cells: list[_Slot], hidden: dict[CellKind, int], placed: Sequence[tuple[str, str, int]],
+                reserved_for: str | None, drafts: dict[_Ident, _Draft], groups: Mapping[str, PodGroup],
+                plan: Plan) -> None:
+    """Planned pods onto the drawn cells, then (a node beyond MAX_DRAWN slots) onto its undrawn free slots."""
     for gid, pod, slots in placed:
         ident = (PLANNED, gid)
         draft = drafts.setdefault(ident, _queued_draft(gid, groups, "planned"))
         draft.pods += 1
         preempting = gid in plan.preempting
-        for _ in range(slots):
+        remaining = slots
+        while remaining > 0:
             spot = _first(cells, CellKind.VICTIM, unplanned=True) if preempting else None
             if spot is None and preempting:  # the plan counts a leaving group's slots as coming back for it
                 spot = _first(cells, CellKind.TERMINATING, unplanned=True, held=True)
@@ -511,6 +532,14 @@ def _apply_plan(cells: list[_Slot], placed: Sequence[tuple[str, str, int]], rese
             else:
                 cells[spot] = _Slot(CellKind.PLANNED, ident, pod)
             draft.slots += 1
+            remaining -= 1
+        undrawn = min(remaining, hidden.get(CellKind.FREE, 0))
+        if undrawn:  # counted, as the rest of the node is: a pod of a billion slots costs one step
+            hidden[CellKind.FREE] -= undrawn
+            if not hidden[CellKind.FREE]:
+                del hidden[CellKind.FREE]
+            hidden[CellKind.PLANNED] = hidden.get(CellKind.PLANNED, 0) + undrawn
+            draft.slots += undrawn
     if reserved_for is not None:
         ident = (PLANNED, reserved_for)
         draft = drafts.setdefault(ident, _queued_draft(reserved_for, groups, "reserving"))

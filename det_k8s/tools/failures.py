@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 
 from ..errors import ClusterError, ClusterUnreachable, DetK8sError, Forbidden, NotFound, ToolFailed, UsageError
+from ..scrub import replace_secret
 
 _KLOG = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[\w./-]+:\d+\]\s?")
 # `dial tcp 10.0.0.9:6443: connect: connection refused`, also at the end of kubectl's structured klog lines
@@ -34,9 +35,8 @@ LIMIT = 400
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "<redacted>")
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = replace_secret(text, secret, "<redacted>")  # a short one only as a whole token
     return text
 
 

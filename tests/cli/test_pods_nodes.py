@@ -150,6 +150,9 @@ def finish_gpu_pod(cluster, phase: str, logs: str, stop: threading.Event) -> thr
 
 @pytest.mark.parametrize("phase,code", [("Succeeded", 0), ("Failed", 1)])
 def test_check_gpu_prints_nvidia_smi_and_always_deletes_the_pod(run_cli, cluster, phase, code):
+    from tests.k8s_emulator import node
+
+    cluster.api.put(node("gpu-0", gpus=4))  # the node named must exist (a pod pinned elsewhere only waits)
     stop = threading.Event()
     thread = finish_gpu_pod(cluster, phase, "| NVIDIA-SMI 550.54.15  Driver Version: 550.54.15 |\n", stop)
     try:

@@ -102,3 +102,14 @@ def test_a_pod_specs_toleration_key_is_not_taken_for_a_secret(run_cli, tmp_path)
     result = run_cli("plan", example("experiments") / "distributed-16gpu.yaml", "--snapshot",
                      example("snapshots") / "three-4gpu-nodes.yaml", "-f", settings, "-o", "json")
     assert '"resource": "nvidia.com/gpu"' in result.out and "***" not in result.out, result.out
+
+
+def test_a_short_password_does_not_mask_the_words_that_contain_it(run_cli, helm):
+    # `det` inside det-k8s and determined, `ster` inside cluster: masking them would spell the password out
+    result = run_cli("-v", "install", "demo", "-f", example("gpu-cluster.yaml"), "--set", "db.password=det",
+                     "--set", "defaultPassword=ster", "--dry-run", "--helm-binary", helm)
+    assert result.code == 0, result.err
+    text = result.out + result.err
+    assert "***-k8s" not in text and "<redacted>ermined" not in text and "clu***" not in text
+    assert "name: determined-system-priority" in result.out and "nothing was sent to a cluster" in result.err
+    assert "det-k8s-" in result.err  # the private copy's directory, named as it is

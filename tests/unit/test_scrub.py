@@ -58,3 +58,20 @@ def test_ordinary_words_survive():
 def test_a_secret_containing_another_is_masked_whole():
     scrub = Scrubber(["abc", "abcdef-long"])
     assert scrub("x abcdef-long y abc") == f"x {MASK} y {MASK}"
+
+
+@pytest.mark.parametrize("secret", ["det", "test", "ster", "pässw"])
+def test_a_short_secret_is_masked_as_a_whole_token_not_inside_words(secret):
+    scrub = Scrubber([secret])
+    words = "/tmp/det-k8s-x1 determined latest cluster tester pässwort"
+    assert scrub(words) == words  # masking inside words would print the secret's letters around each mask
+    for text in (f"password {secret}", f"postgres://u:{secret}@db:5432", f'"{secret}"', f"{secret}."):
+        assert secret not in scrub(text), text
+
+
+def test_a_short_secrets_base64_is_still_masked_inside_longer_encodings():
+    import base64
+
+    scrub = Scrubber(["abcdefgh"])
+    encoded = base64.b64encode(b"prefix:abcdefgh:suffix").decode()
+    assert scrub(encoded) != encoded and base64.b64encode(b"abcdefgh").decode() not in scrub(f"v: {encoded}")
