@@ -32,9 +32,12 @@ from .kinds import NAMESPACES, Kind
 DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds
 # 429 Too Many Requests: API Priority and Fairness turned the request away before handling it, so any verb is
 # safe to send again. client-go (kubectl, helm) waits Retry-After (1 s when absent) and retries up to 10 times;
-# det-k8s does the same, each wait at most THROTTLE_WAIT_MAX seconds.
+# det-k8s does the same, each wait at most THROTTLE_WAIT_MAX seconds, and all of a request's waits together at most
+# THROTTLE_BUDGET seconds (or its read timeout, when shorter): a throttled request takes no longer than a slow answer
+# may, and a Lease renewal held back by 429s lands well within the Lease's 30 s, not 100 s later.
 THROTTLE_RETRIES = 10
 THROTTLE_WAIT_MAX = 10.0
+THROTTLE_BUDGET = 20.0
 PAGE_SIZE = 500
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -158,17 +161,24 @@ class KubeApi:
 
     def _request(self, method: str, path: str, *, query: Sequence[tuple[str, Any]], body: Any,
                  content_type: str, what: str, raw: bool) -> Any:
-        """`_attempt`, sent again while the API server answers 429 (see THROTTLE_RETRIES)."""
-        for _ in range(THROTTLE_RETRIES):
+        """`_attempt`, sent again while the API server answers 429 (see THROTTLE_RETRIES and THROTTLE_BUDGET)."""
+        budget = min(THROTTLE_BUDGET, self.timeout[1])
+        for tries in range(1, THROTTLE_RETRIES + 2):
             try:
                 return self._attempt(method, path, query=query, body=body, content_type=content_type, what=what,
                                      raw=raw)
             except _Throttled as throttled:
+                if tries > THROTTLE_RETRIES or throttled.wait > budget:
+                    waited = min(THROTTLE_BUDGET, self.timeout[1]) - budget
+                    what_, message = throttled.what, _status_message(throttled.payload)
+                    raise ClusterError(
+                        f"{what_}: the API server kept answering 429 Too Many Requests ({tries} "
+                        f"{'try' if tries == 1 else 'tries'}, {waited:g}s of waiting): {message} "
+                        f"(context {self.target.context})".strip(": "),
+                        hint="the API server is overloaded (API Priority and Fairness); try again later") from None
+                budget -= throttled.wait
                 time.sleep(throttled.wait)
-        try:
-            return self._attempt(method, path, query=query, body=body, content_type=content_type, what=what, raw=raw)
-        except _Throttled as throttled:
-            raise throttled.error from None
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def _attempt(self, method: str, path: str, *, query: Sequence[tuple[str, Any]], body: Any,
                  content_type: str, what: str, raw: bool) -> Any:
@@ -194,7 +204,7 @@ class KubeApi:
             payload = response.read()
         except ApiException as exc:  # raised by the REST layer for some statuses
             if exc.status == 429:
-                raise _Throttled(self._error(429, exc.body or "", what or path), exc.headers) from exc
+                raise _Throttled(exc.body or "", what or path, exc.headers) from exc
             raise self._error(exc.status or 0, exc.body or "", what) from exc
         except (MaxRetryError, NewConnectionError, HTTPError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
@@ -209,7 +219,7 @@ class KubeApi:
                 f"cannot reach the Kubernetes API at {self.target.server} (context {self.target.context}): "
                 f"{_short(reason)}", hint="is the cluster up? check --kube-context and your kubeconfig") from exc
         if response.status == 429:
-            raise _Throttled(self._error(429, payload, what or path), response.getheaders())
+            raise _Throttled(payload, what or path, response.getheaders())
         if not 200 <= response.status < 300:
             raise self._error(response.status, payload, what or path)
         if raw:
@@ -473,19 +483,16 @@ class KubeApi:
                              hint="ask a cluster admin for the RBAC permission, or use another --kube-context")
         if status in (400, 422):
             return Rejected(f"{what}: rejected by the API server: {message}")
-        if status == 429:
-            return ClusterError(f"{what}: the API server kept answering 429 Too Many Requests ({THROTTLE_RETRIES + 1} "
-                                f"tries): {message} {context}".strip(": "),
-                                hint="the API server is overloaded (API Priority and Fairness); try again later")
         return ClusterError(f"{what}: API server answered {status}: {message} {context}".strip(": "))
 
 
 class _Throttled(Exception):
-    """A 429 answer: the error to raise if it lasts, and how long to wait before sending the request again."""
+    """A 429 answer: what was asked and the server's words (for the error if it lasts), and how long to wait before
+    sending the request again."""
 
-    def __init__(self, error: ClusterError, headers: Any) -> None:
-        super().__init__(error.message)
-        self.error = error
+    def __init__(self, payload: Any, what: str, headers: Any) -> None:
+        super().__init__(what)
+        self.payload, self.what = payload, what
         raw = None
         if headers is not None:
             raw = next((str(v) for k, v in dict(headers).items() if str(k).lower() == "retry-after"), None)

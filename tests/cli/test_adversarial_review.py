@@ -265,8 +265,24 @@ def test_an_api_server_that_stays_throttled_is_one_line_naming_it(run_cli, clust
     cluster.api.fail("GET", "nodes", 429, "too many requests", times=100, retry_after="0")
     result = run_cli("nodes", "list")
     assert result.code == 1 and result.out == ""
-    assert result.err.startswith("error: nodes: the API server kept answering 429 Too Many Requests (11 tries)")
+    assert result.err.startswith("error: nodes: the API server kept answering 429 Too Many Requests (11 tries, 0s of "
+                                 "waiting)")
     assert "try again later" in result.err and cluster.api.count("GET", "nodes") == 11
+
+
+def test_a_throttled_request_waits_no_longer_than_its_read_timeout_in_all(cluster):
+    """Retry-After is honoured while the waits fit the request's budget (its read timeout, at most 20 s), so a Lease
+    renewal held back by 429s never lands long after it was written (10 waits of 10 s would be 100 s)."""
+    from det_k8s.errors import ClusterError
+    from det_k8s.kube.api import KubeApi
+    from det_k8s.kube.kinds import NODES
+
+    cluster.api.fail("GET", "nodes", 429, "too many requests", times=100, retry_after="1")
+    api = KubeApi.connect(kubeconfig=str(cluster.kubeconfig), timeout=(5.0, 2.5))
+    with pytest.raises(ClusterError) as raised:
+        api.list(NODES)
+    assert "kept answering 429 Too Many Requests (3 tries, 2s of waiting)" in raised.value.message
+    assert cluster.api.count("GET", "nodes") == 3  # waited 1 s twice; a third wait would pass 2.5 s
 
 
 @pytest.mark.parametrize("args", [
