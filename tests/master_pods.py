@@ -148,6 +148,8 @@ def _pod(ver: Version, name: str, namespace: str, labels: dict[str, str], per_po
          count: int) -> dict[str, Any]:
     if slot_type == "cpu":
         amount = {"cpu": f"{int(slot_cpu * per_pod * 1000)}m"}
+    elif slot_type == "rocm":  # 0.36+: `amd.com/gpu` (facts, section 7), never gang-labelled (min-available 0)
+        amount = {"amd.com/gpu": str(per_pod)}
     elif per_pod > 0 or not has("tasks.node_disable_affinity", ver):  # 0.17.x asks for `nvidia.com/gpu: 0` too
         amount = {"nvidia.com/gpu": str(per_pod)}
     else:

@@ -13,6 +13,7 @@ from functools import cached_property
 
 Resources = Mapping[str, int]
 GPU = "nvidia.com/gpu"
+AMD_GPU = "amd.com/gpu"  # the slot of slotType rocm (Determined 0.36 and later)
 PODS = "pods"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 

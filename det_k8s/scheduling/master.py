@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from ..cluster.model import GPU, Pod
+from ..cluster.model import AMD_GPU, GPU, Pod
 from ..cluster.read import pod_from_object
 from ..determined.versions import fact
 from .labels import determined_task, is_managed
@@ -252,7 +252,7 @@ def as_pod_group(group: MasterGroup) -> PodGroup:
     # with their labels and namespace: other pods' anti-affinity and spread match them, the group's own
     # rules judge its pods against each other, and their claims are the claims of their namespace
     pods = tuple(PodRequest.from_pod(p.pod, rank) for rank, p in enumerate(group.pending))
-    gpus = sum(p.requests.get(GPU, 0) for p in pods) // 1000
+    gpus = sum(p.requests.get(GPU, 0) + p.requests.get(AMD_GPU, 0) for p in pods) // 1000  # slotType rocm: AMD
     return PodGroup(group.id, _known_as(group), group.user, group.priority, group.created, _micros(group.created),
                     pods, slots=gpus)
 

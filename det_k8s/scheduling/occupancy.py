@@ -34,7 +34,7 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
-from ..cluster.model import GPU, NO_CONSTRAINTS, Constraints, Node, Pod, Snapshot
+from ..cluster.model import AMD_GPU, GPU, NO_CONSTRAINTS, Constraints, Node, Pod, Snapshot
 from ..quantity import format_decimal
 from ..settings.model import Settings
 from ..settings.node_rules import task_constraints
@@ -49,7 +49,6 @@ POOL_LABELS = (  # --group-by's default: the first of these any node carries
 )
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWYZ"  # no X: a lowercase x marks an evicted slot
 MAX_DRAWN = 1024  # cells per node; beyond, slots are counted, not drawn
-AMD_GPU = "amd.com/gpu"  # the slot of slotType rocm (Determined 0.36 and later)
 
 
 @dataclass(frozen=True, slots=True)

@@ -191,3 +191,12 @@ def test_a_running_trial_started_when_it_was_bound_and_is_the_newest_victim():
     plan = schedule(snapshot, [urgent], Policy(preemption=True),
                     [*running_in(snapshot, "research"), trial])
     assert plan.victims == (group.id,)
+
+
+def test_a_rocm_masters_task_counts_its_amd_gpus_as_slots():
+    # slotType rocm (0.36+): the master asks for amd.com/gpu and adds no gang labels; the group's slots are its GPUs
+    task = master_task("0.38.1", slots_per_trial=4, max_slots_per_pod=4, slot_type="rocm")
+    (group,) = master_groups(as_stored(task))
+    queued = as_pod_group(group)
+    assert queued.size == 1 and queued.slots == 4
+    assert queued.pods[0].requests["amd.com/gpu"] == 4000 and GPU not in queued.pods[0].requests
