@@ -31,8 +31,16 @@ _PATTERN = re.compile(  # ASCII digits only, as Kubernetes parses them (\d would
 )
 
 
+MAX_TEXT = 64  # characters: "9223372036854775807" is 19; no real quantity comes near
+MAX_EXPONENT = 64  # |e| of a decimal exponent: 1e64 is far beyond any resource, and 10**1e9 never finishes
+
+
 class QuantityError(ValueError):
     """The text is not a Kubernetes quantity."""
+
+
+def _clipped(text: str) -> str:
+    return repr(text) if len(text) <= 24 else repr(text[:20]) + f"... ({len(text):,} characters)"
 
 
 def parse_quantity(value: str | int | float | Fraction) -> Fraction:
@@ -51,6 +59,9 @@ def parse_quantity(value: str | int | float | Fraction) -> Fraction:
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
     text = value.strip()
+    if len(text) > MAX_TEXT:
+        raise QuantityError(f"{_clipped(text)} is longer than any quantity det-k8s takes (at most {MAX_TEXT} "
+                            "characters)")
     match = _PATTERN.fullmatch(text)
     if match is None:
         raise QuantityError(f"{value!r} is not a quantity (examples: 7910m, 7.5, 16Gi)")
@@ -62,7 +73,10 @@ def parse_quantity(value: str | int | float | Fraction) -> Fraction:
         return number * _BINARY[suffix]
     if suffix in _DECIMAL:
         return number * _DECIMAL[suffix]
-    return number * Fraction(10) ** int(suffix[1:])
+    exponent = int(suffix[1:])
+    if abs(exponent) > MAX_EXPONENT:
+        raise QuantityError(f"{_clipped(text)}: an exponent beyond e±{MAX_EXPONENT} is more than any resource holds")
+    return number * Fraction(10) ** exponent
 
 
 def format_cpu(value: Fraction) -> str:

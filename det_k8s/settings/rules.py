@@ -20,7 +20,7 @@ from ..names import is_image_reference
 from ..quantity import QuantityError, parse_quantity
 from .podspec import check_settings_pod_specs
 from .problems import ProblemCollector, get_path
-from .redact import mask_url
+from .redact import clip, mask_url
 from .schema import SCHEMA, Key, Kind, walk
 from .source import Path, SourceMap, format_path, type_name
 
@@ -98,10 +98,11 @@ def _check_value(key: Key, value: Any, path: Path, out: ProblemCollector) -> Non
         try:
             amount = parse_quantity(value)
         except QuantityError:
-            out.error(path, f"expected {key.expected}, found {_yaml_scalar(value)!r}")
+            scalar = _yaml_scalar(value)
+            out.error(path, f"expected {key.expected}, found {clip(scalar) if isinstance(scalar, str) else scalar!r}")
             return
         if amount < 0:
-            out.error(path, f"must not be negative, found {_yaml_scalar(value)}")
+            out.error(path, f"must not be negative, found {clip(str(_yaml_scalar(value)))}")
     elif kind is Kind.ENUM:
         if not isinstance(value, str) or value not in key.choices:
             shown = _yaml_scalar(value) if not isinstance(value, list | dict) else type_name(value)

@@ -98,3 +98,19 @@ def test_milli_round_trips_through_format(milli):
 @given(st.decimals(min_value=0, max_value=10**6, places=3, allow_nan=False, allow_infinity=False))
 def test_decimal_text_parses_to_its_exact_value(number):
     assert parse_quantity(str(number)) == Fraction(str(number))
+
+
+@pytest.mark.parametrize("text, says", [
+    ("9" * 5000, "(5,000 characters) is longer than any quantity det-k8s takes (at most 64 characters)"),
+    ("1e999999999", "an exponent beyond e±64 is more than any resource holds"),  # 10**1e9: never finished
+    ("1E-65", "an exponent beyond e±64"),
+])
+def test_a_quantity_too_long_or_too_large_to_compute_is_refused_at_once(text, says):
+    with pytest.raises(QuantityError) as raised:
+        parse_quantity(text)
+    assert says in str(raised.value) and len(str(raised.value)) < 200
+
+
+def test_the_largest_quantities_taken_still_parse_exactly():
+    assert parse_quantity("1e64") == 10**64 and parse_quantity("9" * 64) == 10**64 - 1
+    assert parse_quantity("1e-64") == Fraction(1, 10**64)
