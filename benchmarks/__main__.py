@@ -1,4 +1,4 @@
-"""`python -m benchmarks [--quick] [--baseline REF]`: generate the data, run the six benchmarks, write RESULTS.md.
+"""`python -m benchmarks [--quick] [--baseline REF]`: generate the data, run the eight benchmarks, write RESULTS.md.
 
 Data goes to benchmarks/data/ (git-ignored); the full run writes benchmarks/RESULTS.md, a quick run
 (tiny sizes, a smoke test of the harness, figures meaningless) writes benchmarks/data/RESULTS-quick.md
