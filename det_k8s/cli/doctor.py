@@ -15,12 +15,34 @@ if TYPE_CHECKING:
     from ..kube.queue import QueueEntry
 
 
-def _failed_creations(api: KubeApi, entries: list[QueueEntry]) -> list[dict[str, Any]]:
+def _failed_creations(api: KubeApi, namespace: str, entries: list[QueueEntry]) -> list[dict[str, Any]]:
     """Pods of failed creations recorded in the namespace's queue (kube/doomed.py): deleted, and reported."""
     from ..kube.doomed import sweep_namespace
 
-    return [{"pod": s.pod.name, "group": s.pod.group, "attempt": s.pod.attempt, "deleted": s.deleted,
-             "message": s.message} for s in sweep_namespace(api, api.namespace, entries)]
+    return [{"pod": s.pod.name, "namespace": namespace, "group": s.pod.group, "attempt": s.pod.attempt,
+             "deleted": s.deleted, "message": s.message} for s in sweep_namespace(api, namespace, entries)]
+
+
+def _queue_namespaces(api: KubeApi, all_namespaces: bool) -> list[str]:
+    """The namespace of the command, and with -A every namespace holding a det-k8s queue entry (one list call)."""
+    if not all_namespaces:
+        return [api.namespace]
+    from ..kube.kinds import CONFIGMAPS
+    from ..kube.queue import ENTRY_LABEL
+
+    found = {api.namespace}
+    try:
+        objects = list(api.iter_list(CONFIGMAPS, all_namespaces=True, label_selector=ENTRY_LABEL))
+    except Forbidden as exc:
+        output.warning(f"cannot list queue entries in every namespace, so only namespace {api.namespace}'s are "
+                       f"checked: {exc.message}")
+        objects = []
+    for obj in objects:
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        namespace = meta.get("namespace") if isinstance(meta, dict) else None
+        if isinstance(namespace, str) and namespace:
+            found.add(namespace)
+    return sorted(found)
 
 
 @with_global_options
@@ -54,14 +76,19 @@ def doctor(
     failures = recorded_failures(events, FAILURE_REASONS)
     diagnosis = find_partial_groups(snapshot)
     groups = [g for g in diagnosis.partial if all_namespaces or g.namespace == api.namespace]
-    stale = []
-    present = {p.labels.get(L.GROUP) for p in snapshot.pods if p.namespace == api.namespace}
-    store = QueueStore(api, api.namespace)
-    everything = store.entries()
-    for entry in everything:
-        if entry.state == RUNNING and entry.id not in present:
-            stale.append(entry.id)
-    leftovers = _failed_creations(api, everything)
+    stale: list[str] = []
+    leftovers: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for namespace in _queue_namespaces(api, all_namespaces):  # -A: every namespace that holds a queue
+        present = {p.labels.get(L.GROUP) for p in snapshot.pods if p.namespace == namespace}
+        store = QueueStore(api, namespace)
+        everything = store.entries()
+        prefix = f"{namespace}/" if all_namespaces else ""
+        for entry in everything:
+            if entry.state == RUNNING and entry.id not in present:
+                stale.append(prefix + entry.id)
+        leftovers += _failed_creations(api, namespace, everything)
+        skipped += store.skipped
     records = [{"group": g.key, "owner": g.owner, "namespace": g.namespace, "running": list(g.running),
                 "waiting": list(g.waiting), "missing": g.missing, "gpusHeld": g.held_gpus, "advice": g.advice,
                 "deadlocked": g.key in diagnosis.deadlocked} for g in groups]
@@ -69,7 +96,7 @@ def doctor(
                  "lastSeen": f.last, "message": f.message} for f in failures]
     if output_format is not OutputFormat.table:
         output.data({"partialGroups": records, "staleRunningEntries": stale, "failedCreationPods": leftovers,
-                     "unreadableEntries": list(store.skipped), "repairedGroups": repaired}, output_format)
+                     "unreadableEntries": skipped, "repairedGroups": repaired}, output_format)
     else:
         if groups:
             output.table(["group", "owner", "namespace", "running", "waiting", "gpus held", "advice"],
@@ -89,7 +116,7 @@ def doctor(
                            "(`det-k8s scheduler run --once`) requeues it")
         for item in leftovers:
             output.warning(item["message"])
-        for message in store.skipped:
+        for message in skipped:
             output.warning(message)
     if groups or stale or leftovers:
         idle = sum(g.held_gpus for g in groups)

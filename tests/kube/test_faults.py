@@ -69,6 +69,22 @@ def test_a_rollback_whose_deletions_fail_exits_1_naming_what_remains(run_cli, cl
     assert f"{entry_id}: deleted pod {remaining[0]}, left by a failed creation" in listed.err
 
 
+def test_doctor_all_namespaces_sweeps_failed_creations_in_every_queue(run_cli, cluster, tmp_path):
+    settings = three_nodes(cluster, tmp_path)
+    cluster.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+    cluster.api.fail("POST", "pods", 403, "admission webhook denied the request", after=2)  # the 3rd creation
+    cluster.api.fail("DELETE", "pods", 500, "etcdserver: leader changed", times=1000)  # and every deletion
+    created = run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml", "-f", settings, "-n", "team-a")
+    assert created.code == 1 and len(group_pods(cluster)) == 2
+    cluster.api.faults.clear()
+    here = run_cli("doctor")  # namespace default: another namespace's queue is not its business
+    assert here.code == 0 and len(group_pods(cluster)) == 2
+    everywhere = run_cli("doctor", "-A", "-o", "json")  # was: only namespace default's queue was swept
+    assert everywhere.code == 1 and group_pods(cluster) == []
+    swept = json.loads(everywhere.out)["failedCreationPods"]
+    assert sorted(p["namespace"] for p in swept) == ["team-a", "team-a"] and all(p["deleted"] for p in swept)
+
+
 def test_a_creation_landing_after_the_timeout_is_deleted_by_the_next_command(run_cli, cluster, tmp_path):
     three_nodes(cluster, tmp_path)
     submit(cluster, "aaaa0001", 12, 1)
