@@ -34,7 +34,7 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
-from ..cluster.model import AMD_GPU, GPU, NO_CONSTRAINTS, Constraints, Node, Pod, Snapshot
+from ..cluster.model import AMD_GPU, GPU, NO_CONSTRAINTS, PODS, Constraints, Node, Pod, Snapshot
 from ..quantity import format_decimal
 from ..settings.model import Settings
 from ..settings.node_rules import task_constraints
@@ -296,6 +296,15 @@ def node_states(node: Node, constraints: Constraints) -> tuple[str, ...]:
     return tuple(states)
 
 
+def pods_full(node: Node, pods: int) -> tuple[str, ...]:
+    """The node's pod capacity (allocatable `pods`, the kubelet's maxPods) taken by its `pods` active pods: no task
+    pod can start there whatever its free GPUs, as kube-scheduler's NodeResourcesFit and `plan` count it."""
+    capacity = node.allocatable.get(PODS)
+    if capacity is None or pods * 1000 < capacity:
+        return ()
+    return (f"pods full ({pods} of {capacity // 1000})",)
+
+
 def keys(count: int) -> list[str]:
     """`count` keys of equal width: A..Z (no X), then AA, AB, ..."""
     width, capacity = 1, len(ALPHABET)
@@ -398,7 +407,8 @@ def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constr
         if not slots:
             without_slots.append(node.name)
             continue
-        drafted_rows.append((node, _pool(node, group_by), slots, states + node_states(node, constraints),
+        drafted_rows.append((node, _pool(node, group_by), slots,
+                             states + node_states(node, constraints) + pods_full(node, len(on_node[node.name])),
                              tuple(hidden.items())))
     return _finish(unit, group_by, drafted_rows, drafts, tuple(without_slots))
 

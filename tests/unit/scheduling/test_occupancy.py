@@ -119,6 +119,20 @@ def test_a_node_that_lost_a_gpu_never_shows_more_cells_than_it_has():
     assert omap.rows[0].available  # over-committed is a fact, not a reason to keep pods off
 
 
+def test_a_node_whose_pod_capacity_is_taken_says_so_and_plan_agrees():
+    """4 GPUs free, but the kubelet's maxPods (allocatable pods) is reached: no task pod starts there, whatever the
+    GPUs say (kube-scheduler's NodeResourcesFit counts pods). The map names it; plan places nothing there."""
+    full = node("full", 4, pods=2)
+    omap = build(snapshot([full, node("room", 4)], [other_pod("a", "full"), other_pod("b", "full")]))
+    states = {r.name: r.states for r in omap.rows}
+    assert states == {"full": ("pods full (2 of 2)",), "room": ()}
+    assert not omap.rows[0].available and omap.pools()[0].unavailable == (("pods full", 1),)
+    assert rows(omap)["full"] == "...."  # the GPUs themselves are free: drawn as they are
+    plan = schedule(snapshot([full], [other_pod("a", "full"), other_pod("b", "full")]), [gang("g", 1, gpus=1)],
+                    Policy())
+    assert plan.placements == {} and "g" in plan.waiting
+
+
 def test_node_states_name_what_keeps_determineds_pods_off():
     nodes = [node("a", 4, ready=False), node("b", 4, cordoned=True), node("c", 4, taints=[GPU_TAINT]),
              node("d", 4, labels={"pool": "x"}), node("e", 4, taints=[Taint("soft", "", "PreferNoSchedule")])]
