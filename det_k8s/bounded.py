@@ -163,11 +163,17 @@ def _line_of(text: str, position: int | None) -> int | None:
     return text.count("\n", 0, position) + 1
 
 
-def yaml_error(exc: yaml.YAMLError, name: str, text: str = "") -> InputError:
-    """A PyYAML error as one line naming name:line (ReaderError, for a control character, has no mark)."""
+def yaml_error(exc: yaml.YAMLError, name: str, text: str = "", *, max_depth: int = MAX_DEPTH) -> InputError:
+    """A PyYAML error as one line naming name:line (ReaderError, for a control character, has no mark).
+
+    PyYAML 6.0.4 and later stop at a nesting depth of their own (libyaml's) before det-k8s's event walk
+    counts `max_depth` levels: that is reported as det-k8s's own depth error, the same with every PyYAML.
+    """
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         where = f"{name}:{mark.line + 1}" if mark is not None else name
+        if "maximum nesting depth" in (exc.problem or ""):
+            return InputError(f"{where}: nested more than {max_depth} levels deep", hint=_DEEP_HINT)
         reason = exc.problem or exc.context or "invalid YAML"
         return InputError(f"{where}: YAML syntax error: {reason}", hint="check indentation and quoting on that line")
     if isinstance(exc, yaml.reader.ReaderError):
@@ -237,14 +243,17 @@ def check_yaml(text: str, name: str, *, max_depth: int = MAX_DEPTH, max_values: 
                                  "aliases are expanded",
                                  hint="the file repeats aliases (*name) too much to be what det-k8s reads")
     except yaml.YAMLError as exc:
-        raise yaml_error(exc, name, text) from exc
+        raise yaml_error(exc, name, text, max_depth=max_depth) from exc
+
+
+_DEEP_HINT = "no Kubernetes object, settings or experiment file needs that; is this the right file?"
 
 
 def _too_deep(name: str, event: Any, max_depth: int, *, alias: bool = False) -> InputError:
     line = event.start_mark.line + 1 if event.start_mark is not None else None
     via = " (through an alias)" if alias else ""
     return InputError(f"{name}{f':{line}' if line else ''}: nested more than {max_depth} levels deep{via}",
-                      hint="no Kubernetes object, settings or experiment file needs that; is this the right file?")
+                      hint=_DEEP_HINT)
 
 
 def load_yaml(text: str, name: str, *, max_depth: int = MAX_DEPTH, limit: int | None = TEXT_LIMIT) -> Any:

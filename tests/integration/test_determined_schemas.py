@@ -24,6 +24,7 @@ from det_k8s.determined import versions
 from det_k8s.settings import Document, load_settings
 from tests.conftest import example
 from tests.integration.test_helm_chart import helm_run, manifests
+from tests.needs import need
 
 pytestmark = pytest.mark.helm
 
@@ -96,8 +97,7 @@ def oracle(tag: str, schema: str, instances: list[Any]) -> list[list[str]]:
 
 @pytest.fixture(autouse=True)
 def _shared() -> None:
-    if not (SHARED / "schemas").is_dir():
-        pytest.skip(f"{SHARED} is absent: Determined's schemas are read from there (CI always has it)")
+    need((SHARED / "schemas").is_dir(), f"{SHARED} is absent: Determined's schemas are read from there")
 
 
 @pytest.mark.parametrize("version", list(TAGS))

@@ -23,6 +23,7 @@ from det_k8s.determined import expconf, versions
 from det_k8s.scheduling.experiments import DEVICE_TYPES, parse_experiment
 from tests.conftest import EXAMPLES
 from tests.integration.test_determined_schemas import SHARED, oracle
+from tests.needs import need
 
 V0 = "http://determined.ai/schemas/expconf/v0/"
 # Levels the table does not check, as its module docstring says (free names, deprecated, det-k8s's own readers).
@@ -32,8 +33,7 @@ NOT_CHECKED = {"hyperparameters", "tensorboard_storage", "data_layer", "environm
 
 @pytest.fixture(autouse=True)
 def _shared() -> None:
-    if not (SHARED / "schemas").is_dir():
-        pytest.skip(f"{SHARED} is absent: Determined's schemas are read from there (CI always has it)")
+    need((SHARED / "schemas").is_dir(), f"{SHARED} is absent: Determined's schemas are read from there")
 
 
 def schemas(tag: str) -> dict[str, Any]:
@@ -242,6 +242,7 @@ def _oracle_paths(messages: list[str]) -> set[str]:
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, list[list[str]]]:
     """Determined's validator on every sample, per tag (one subprocess per tag)."""
+    need((SHARED / "schemas").is_dir(), f"{SHARED} is absent: Determined's schemas are read from there")
     return {tag: oracle(tag, "experiment.json", list(SAMPLES.values())) for tag in expconf.TAGS}
 
 

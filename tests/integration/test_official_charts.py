@@ -11,6 +11,7 @@ import yaml
 
 from tests.conftest import example
 from tests.integration.test_helm_chart import helm_run
+from tests.needs import need
 
 pytestmark = pytest.mark.helm
 
@@ -20,8 +21,7 @@ RELEASE_OF = {"0.17.15": "0.17.15", "0.26.2": "0.26.2", "v0.38.1": "0.38.1"}
 
 @pytest.fixture(autouse=True)
 def _shared() -> None:
-    if not CHARTS.is_dir():
-        pytest.skip(f"{CHARTS} is absent: the official charts are read from there (CI always has it)")
+    need(CHARTS.is_dir(), f"{CHARTS} is absent: the official charts are read from there")
 
 
 def settings(tmp_path: Path, tag: str) -> Path:

@@ -15,6 +15,7 @@ from det_k8s.determined import expconf
 from det_k8s.scheduling.experiments import parse_experiment
 from tests.integration.test_determined_schemas import SHARED, oracle
 from tests.integration.test_experiment_schemas import with_
+from tests.needs import need
 
 ASHA = {"name": "adaptive_asha", "metric": "loss", "max_length": {"batches": 100}, "max_trials": 16}
 GRID_HP = {"lr": {"type": "double", "minval": 0.001, "maxval": 0.1, "count": 3}, "layers": {"type": "int", "minval": 1,
@@ -49,8 +50,7 @@ ACCEPTED = {
 
 @pytest.fixture(autouse=True)
 def _shared() -> None:
-    if not (SHARED / "schemas").is_dir():
-        pytest.skip(f"{SHARED} is absent: Determined's schemas are read from there (CI always has it)")
+    need((SHARED / "schemas").is_dir(), f"{SHARED} is absent: Determined's schemas are read from there")
 
 
 @pytest.mark.parametrize("tag", list(expconf.TAGS))

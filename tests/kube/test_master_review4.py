@@ -15,6 +15,7 @@ from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
 from tests.kube.test_master_scheduling import events_on, nodes, pods_of, run_pass, submit
 from tests.master_pods import VERSIONS
+from tests.needs import need
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -87,8 +88,7 @@ def test_scheduler_run_names_the_official_charts_coscheduler_that_would_fight_it
                                                                                  tag):
     from tests.integration.test_helm_chart import helm_run
 
-    if not (CHARTS / tag).is_dir():
-        pytest.skip(f"{CHARTS / tag} is absent: the official charts are read from there (CI always has it)")
+    need((CHARTS / tag).is_dir(), f"{CHARTS / tag} is absent: the official charts are read from there")
     rendered = helm_run(helm3, "template", "det", str(CHARTS / tag), "--namespace", "det",
                         "--set", "defaultScheduler=coscheduler", "--set", "maxSlotsPerPod=4",
                         "--set", "checkpointStorage.type=shared_fs", "--set", "checkpointStorage.hostPath=/tmp",
