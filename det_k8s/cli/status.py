@@ -173,3 +173,41 @@ def status(
         raise DetK8sError(f"the master of release {release} is not ready yet ({ready}/{wanted}); no known problem "
                           "found", hint=f"run det-k8s status {release} again in a minute")
     output.success(f"release {release} is healthy")
+
+
+def wait_until_ready(api: KubeApi, release: str, namespace: str, seconds: float, shown: str, *,
+                     interval: float = 2.0) -> None:
+    """Wait until the release's master (and bundled database, and its volume) are ready, or raise OperationTimeout
+    naming what is not ready and why (status's findings). Never waits for a load balancer's address
+    (det_k8s/release/readiness.py says why)."""
+    import time
+
+    from ..errors import OperationTimeout
+    from ..release.readiness import readiness
+
+    deadline = time.monotonic() + seconds
+    while True:
+        deployments: list[tuple[str, dict[str, Any] | None]] = [
+            (master_deployment(release), _get(api, DEPLOYMENTS, master_deployment(release), namespace))]
+        claims: list[tuple[str, dict[str, Any] | None]] = []
+        db = _get(api, DEPLOYMENTS, db_deployment(release), namespace)
+        if db is not None:
+            deployments.append((db_deployment(release), db))
+            claims.append((db_pvc(release), _get(api, PVCS, db_pvc(release), namespace)))
+        state = readiness(deployments, claims)
+        if state.ready:
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+    why = ""
+    try:
+        observed, _, _ = observe(api, release, namespace, 0)
+        findings = diagnose(observed)
+        why = "; ".join(f.problem for f in findings)
+    except DetK8sError:
+        pass
+    raise OperationTimeout(
+        f"release {release} is not ready after {shown}: {'; '.join(state.waiting)}"
+        + (f" ({why})" if why else ""),
+        hint=f"det-k8s status {release} -n {namespace} says what is wrong; raise --timeout if it is only slow")

@@ -66,8 +66,9 @@ class MasterPods:
         known = {node.name for node in state.snapshot.nodes}
         for group in master_groups(state.served, self.scheduler_name):
             self.groups[group.id] = group
-            if not self.read_only and group.state is not State.LEAVING and self._lost_nodes(group, known):
-                self._orphaned(group, report)  # bound to a node that is gone: it will never run whole
+            lost = self._lost_nodes(group, known) if not self.read_only and group.state is not State.LEAVING else []
+            if lost:
+                self._orphaned(group, report, lost)  # bound to a node that is gone: it will never run whole
                 continue
             if group.state is State.PARTIAL and self.read_only:
                 continue  # the loop that serves them repairs it
@@ -113,8 +114,8 @@ class MasterPods:
                 continue  # unreadable: not proof that it is gone
         return lost
 
-    def _orphaned(self, group: MasterGroup, report: PassReport) -> None:
-        result = self.binder.repair(group, self.still_ours, lost=True)
+    def _orphaned(self, group: MasterGroup, report: PassReport, lost: Sequence[str]) -> None:
+        result = self.binder.repair(group, self.still_ours, lost=lost)
         self._assume_deleted(group, result.removed)
         report.repaired[group.id] = (f"bound to a node that no longer exists; deleted {len(result.removed)} bound "
                                      "pod(s) so Determined restarts it whole")

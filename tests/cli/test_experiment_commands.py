@@ -11,6 +11,7 @@ from tests.conftest import example
 from tests.k8s_emulator import node
 
 EXP = example("experiments")
+ON_REAL_CLUSTER_TOO = True  # every test but the emulator_only ones also runs on the real control plane
 
 
 @pytest.fixture
@@ -98,6 +99,7 @@ def test_slots_not_divisible_are_rejected_at_submit_time(run_cli, cluster, gpus,
     assert entries(cluster) == {}
 
 
+@pytest.mark.emulator_only
 def test_dry_run_changes_nothing(run_cli, cluster, gpus):
     result = run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml", "-f", gpus, "--dry-run")
     assert result.code == 0
@@ -166,6 +168,7 @@ def test_pause_and_resume(run_cli, cluster, gpus):
     assert len(cluster.api.items("pods")) == 1
 
 
+@pytest.mark.emulator_only
 def test_a_failed_pod_creation_leaves_nothing_running_and_the_group_queued(run_cli, cluster, gpus):
     cluster.api.fail("POST", "pods", 403, 'pods is forbidden: exceeded quota: gpu-quota, requested: '
                                           'nvidia.com/gpu=4', times=1)
@@ -178,6 +181,7 @@ def test_a_failed_pod_creation_leaves_nothing_running_and_the_group_queued(run_c
     assert entries(cluster)["distributed-12gpu-a"]["state"] == "running"
 
 
+@pytest.mark.emulator_only
 def test_preemption_evicts_whole_lower_priority_groups_which_return_to_the_queue(run_cli, cluster, gpus, tmp_path):
     cluster.api.graceful_pods = True
     low = tmp_path / "low.yaml"
@@ -289,6 +293,7 @@ def test_ids_shorter_than_four_characters_must_match_exactly(run_cli, cluster, g
     assert entries(cluster)["small-4gpu"]["state"] == "running"
 
 
+@pytest.mark.emulator_only
 def test_the_scheduler_loop_survives_a_failed_pass(cluster, tmp_path):
     import signal
     import time
