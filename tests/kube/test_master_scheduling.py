@@ -14,6 +14,7 @@ from det_k8s.scheduling.model import Policy
 from tests.k8s_emulator import node
 from tests.master_pods import VERSIONS, create_pods, create_task, honour_preemption, master_task
 
+ON_REAL_CLUSTER_TOO = True  # the master's pods bound on the real API server too, beside the real kube-scheduler
 REWRITTEN = ("nodes are available", "successfully assigned", "pod triggered scale-up", "skip schedule deleting pod")
 
 
@@ -30,7 +31,7 @@ def nodes(cluster, count: int, gpus: int = 4) -> None:
 
 
 def submit(cluster, version: str, **kwargs):
-    return create_task(cluster.connect(), master_task(version, **kwargs))
+    return create_task(cluster.connect(), master_task(version, **kwargs), job_controller=getattr(cluster, "real", False))
 
 
 def pods_of(cluster, task):
@@ -95,6 +96,7 @@ def master_pod_group_id(task) -> str:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.emulator_only
 def test_a_gang_is_bound_only_once_all_its_pods_exist(cluster, version):
     nodes(cluster, 3)
     task = master_task(version, slots_per_trial=12, max_slots_per_pod=4)
@@ -210,6 +212,7 @@ def test_an_equal_priority_trial_and_a_command_are_never_victims(cluster):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.emulator_only
 def test_a_binding_failing_part_way_deletes_what_was_bound(cluster, version, run_cli):
     nodes(cluster, 2)
     task = submit(cluster, version, slots_per_trial=8)
@@ -265,6 +268,7 @@ def test_the_masters_trial_and_det_k8s_experiments_share_one_queue(cluster):
     assert QueueStore(cluster.connect(), "default").get("aaaa0001").state == "queued"
 
 
+@pytest.mark.emulator_only
 def test_a_masters_trial_preempts_a_lower_det_k8s_group_and_the_reverse(cluster):
     from det_k8s.kube.queue import QueueStore
     from tests.kube.test_live_scheduler import submit as submit_experiment

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.realkube.components import Binaries, say
+from tests.realkube.components import STAGES_FILE, Binaries, say
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = "10.96.0.0/16"  # addresses allocated to Services inside the API server: never routed, never dialled
@@ -384,7 +384,7 @@ class ControlPlane:
         kubeconfig = self._component_kubeconfig("kwok", "kwok-controller", ["system:masters"])
         say(f"  starting kwok {self.binaries.kwok_version} (fake kubelets for nodes annotated {KWOK_ANNOTATION})")
         self._spawn("kwok", [
-            str(self.binaries.kwok), f"--kubeconfig={kubeconfig}", "-c", str(self.binaries.kwok.parent / "stages.yaml"),
+            str(self.binaries.kwok), f"--kubeconfig={kubeconfig}", "-c", str(self.binaries.kwok.parent / STAGES_FILE),
             f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake", "--cidr=10.244.0.0/16",
             "--node-ip=10.244.0.1", f"--server-address=127.0.0.1:{free_port()}"])
 

@@ -194,7 +194,7 @@ def build_etcd(version: str = ETCD_VERSION) -> Path:
 
 def build_kwok(version: str = KWOK_VERSION) -> Path:
     dest = cache_root() / "kwok" / f"v{version}" / "kwok"
-    if dest.is_file() and (dest.parent / "stages.yaml").is_file():
+    if dest.is_file() and (dest.parent / STAGES_FILE).is_file():
         return dest
     with tempfile.TemporaryDirectory(prefix="det-k8s-kwok-build-") as tmp:
         env = _go_env(Path(tmp) / "bin")
@@ -203,15 +203,17 @@ def build_kwok(version: str = KWOK_VERSION) -> Path:
         _run(["go", "install", "-trimpath", "-ldflags", "-s -w", f"sigs.k8s.io/kwok/cmd/kwok@v{version}"],
              Path(tmp), "kwok", env)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        _kwok_stages(version, env, dest.parent / "stages.yaml")
+        _kwok_stages(version, env, dest.parent / STAGES_FILE)
         shutil.move(str(Path(tmp) / "bin" / "kwok"), dest)
     return dest
 
 
-# kwok run on its own (not through kwokctl) needs its Stages in a config file: the ones kwokctl uses by default,
-# read from kwok's module (node: initialize, heartbeat; pod: ready, complete, delete).
+# kwok run on its own (not through kwokctl) needs its Stages in a config file: the ones kwokctl uses by default, read
+# from kwok's module (node: initialize, heartbeat; pod: ready, delete), but for pod-complete, which ends every pod a
+# Job owns at once: a Determined trial runs until it is done, so a test ends a pod itself (status.phase Succeeded).
 KWOK_STAGES = ("node/fast/node-initialize.yaml", "node/heartbeat/node-heartbeat.yaml", "pod/fast/pod-ready.yaml",
-               "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml")
+               "pod/fast/pod-delete.yaml")
+STAGES_FILE = "stages-v2.yaml"  # renamed whenever KWOK_STAGES changes, so a cached kwok gets the new list
 
 
 def _kwok_stages(version: str, env: dict[str, str], dest: Path) -> None:
@@ -229,7 +231,8 @@ def cached() -> Binaries | None:
     b = Binaries(kube / "kube-apiserver", kube / "kube-controller-manager", kube / "kube-scheduler",
                  root / "etcd" / f"v{ETCD_VERSION}" / "etcd", root / "kwok" / f"v{KWOK_VERSION}" / "kwok",
                  KUBE_VERSION, ETCD_VERSION, KWOK_VERSION)
-    paths = (b.kube_apiserver, b.kube_controller_manager, b.kube_scheduler, b.etcd, b.kwok, b.kwok.parent / "stages.yaml")
+    paths = (b.kube_apiserver, b.kube_controller_manager, b.kube_scheduler, b.etcd, b.kwok,
+             b.kwok.parent / STAGES_FILE)
     return b if all(p.is_file() for p in paths) else None
 
 

@@ -4,7 +4,8 @@
   and nothing is cached, tests that need it skip with the reason; in CI (`CI=true`) they fail instead.
 - `real_cluster` (function): the control plane with KUBECONFIG pointing at it as an admin, and a facade with the
   emulator's test surface (`.api.put/get/items/update/remove`), so a test written for the emulator can run on both
-  (a module sets `ON_REAL_CLUSTER_TOO = True`: tests/conftest.py). Everything a test made is removed after it: kwok nodes, the `default` namespace's pods,
+  (a module sets `ON_REAL_CLUSTER_TOO = True`: tests/conftest.py). Everything a test made is removed after it: kwok
+  nodes, the `default` namespace's pods,
   Jobs, ConfigMaps, Leases and Events, and every namespace it created.
 """
 
@@ -56,6 +57,14 @@ def path_of(plural: str, namespace: str | None, name: str | None = None) -> str:
     return f"{path}/{urllib.parse.quote(name, safe='')}" if name else path
 
 
+def _settled(node: Mapping[str, Any] | None) -> bool:
+    if node is None:
+        return False
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in node["status"].get("conditions") or ())
+    taints = {t["key"] for t in node.get("spec", {}).get("taints") or ()}
+    return ready and not taints & {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+
+
 @dataclass
 class RealApi:
     """The emulator's test surface (tests/k8s_emulator.ApiEmulator) over a real API server, as the admin."""
@@ -87,6 +96,10 @@ class RealApi:
         obj["metadata"] = meta
         status, body = self.plane.request("POST", path_of(plural, ns), obj)
         created = self._ok(status, body, f"create {plural}/{meta['name']}")
+        if plural == "nodes":  # as the emulator's: Ready, and without the not-ready taint every new node gets at first
+            name = meta["name"]
+            self.plane.wait_for(f"node {name} Ready and untainted", lambda: _settled(self.get("nodes", name, None)),
+                                timeout=60, interval=0.1)
         if plural == "pods" and obj.get("status"):
             status, body = self.plane.request("PATCH", path_of(plural, ns, meta["name"]) + "/status",
                                               {"status": obj["status"]}, content_type="application/merge-patch+json")
@@ -183,6 +196,21 @@ def _clean(plane: ControlPlane, namespaces: set[str]) -> None:
     r("DELETE", "/api/v1/namespaces/default/events", None)
     r("DELETE", "/api/v1/namespaces/default/resourcequotas", None)
     r("DELETE", "/api/v1/namespaces/default/secrets", None)
+    keep = {"services": {"kubernetes"}, "serviceaccounts": {"default"}, "configmaps": {"kube-root-ca.crt"}}
+    for plural in ("services", "serviceaccounts", "persistentvolumeclaims", "roles", "rolebindings", "statefulsets",
+                   "replicasets", "daemonsets", "configmaps"):
+        _, listed = r("GET", path_of(plural, "default"))
+        for item in (listed or {}).get("items", []):
+            name = item["metadata"]["name"]
+            if name not in keep.get(plural, set()):
+                r("DELETE", path_of(plural, "default", name), {"propagationPolicy": "Background"})
+    for plural in ("clusterroles", "clusterrolebindings", "priorityclasses", "storageclasses", "persistentvolumes"):
+        _, listed = r("GET", path_of(plural, None))
+        for item in (listed or {}).get("items", []):
+            meta = item["metadata"]
+            if not meta["name"].startswith("system") and "kubernetes.io/bootstrapping" not in (meta.get("labels") or {}) \
+                    and meta["name"] not in ("cluster-admin", "admin", "edit", "view"):
+                r("DELETE", path_of(plural, None, meta["name"]), None)
     _, nodes = r("GET", "/api/v1/nodes")
     for item in (nodes or {}).get("items", []):
         r("DELETE", f"/api/v1/nodes/{item['metadata']['name']}", {"gracePeriodSeconds": 0})
