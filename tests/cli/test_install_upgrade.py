@@ -27,6 +27,13 @@ def ready_cluster(cluster, *namespaces: str) -> None:
         cluster.api.put(master_deployment_object(ns, available=1))
     cluster.api.put(node("gpu-0", gpus=4))
     cluster.api.put(node("gpu-1", gpus=8))
+    cluster.api.put(DEFAULT_STORAGE_CLASS)  # the bundled database's volume needs one (as every managed cluster has)
+
+
+DEFAULT_STORAGE_CLASS = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                         "metadata": {"name": "standard",
+                                      "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+                         "provisioner": "pd.csi.storage.gke.io"}
 
 
 def master_deployment_object(namespace: str = "default", *, available: int = 1, release: str = "demo") -> dict:
