@@ -108,6 +108,6 @@ def test_a_wait_that_runs_out_names_what_is_not_ready(run_cli, real_cluster, sit
                      "--skip-storage-check", "--wait", "--timeout", "15s", "--helm-binary", helm)
     assert result.code == 1, result.err
     line = result.err.strip().splitlines()[-1]
-    assert line.startswith(f"error: release demo is not ready after 15s: Deployment determined-master-deployment-demo:"
+    assert line.startswith("error: release demo is not ready after 15s: Deployment determined-master-deployment-demo:"
                            " 0 of 1 replica(s) available")
     assert "Insufficient cpu" in line
