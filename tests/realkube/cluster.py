@@ -295,6 +295,15 @@ class ControlPlane:
         tokens = self.dir / "pki" / "tokens.csv"
         tokens.write_text(f"{self.admin_token},det-k8s-token-admin,1001,\"system:masters\"\n")
         tokens.chmod(0o600)
+        # An audit log of every request a ServiceAccount outside kube-system makes (the controllers' are left out),
+        # so a test can prove that RBAC det-k8s ships refused nothing (`forbidden()`).
+        self.audit_log = self.dir / "audit.log"
+        policy = self.dir / "audit-policy.yaml"
+        policy.write_text(json.dumps({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+            "rules": [{"level": "None", "userGroups": ["system:serviceaccounts:kube-system"]},
+                      {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+                      {"level": "None"}]}))
         gates = ",".join(f"{k}={'true' if v else 'false'}" for k, v in self.options.feature_gates.items())
         argv = [
             str(self.binaries.kube_apiserver),
@@ -308,6 +317,7 @@ class ControlPlane:
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
             f"--etcd-compaction-interval={self.options.compaction_interval}",
             "--endpoint-reconciler-type=none",  # the reconciler refuses a loopback advertise address
+            f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}", "--audit-log-mode=blocking",
             "--profiling=false", "--enable-priority-and-fairness=false", "--v=1",
         ]
         if gates:
@@ -424,6 +434,23 @@ class ControlPlane:
             raise ControlPlaneError(f"token for {namespace}/{name}: {status} {body}")
         return write_kubeconfig(path, self.server, self.pki.ca_cert, token=body["status"]["token"],
                                 namespace=namespace, context=f"sa-{name}")
+
+    def audit(self, user: str) -> list[dict[str, Any]]:
+        """The audit events of requests `user` made (a ServiceAccount: system:serviceaccount:NS:NAME)."""
+        if not self.audit_log.exists():
+            return []
+        events = []
+        for line in self.audit_log.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if (event.get("user") or {}).get("username") == user and event.get("stage") == "ResponseComplete":
+                    events.append(event)
+        return events
+
+    def forbidden(self, user: str) -> list[str]:
+        """Every request of `user` that was refused 403, as 'VERB URI'."""
+        return [f"{e['verb']} {e['requestURI']}" for e in self.audit(user)
+                if (e.get("responseStatus") or {}).get("code") == 403]
 
     def wait_for(self, what: str, check: Any, timeout: float = 60, interval: float = 0.2) -> Any:
         deadline = time.monotonic() + timeout
