@@ -240,11 +240,20 @@ def create_task(api: KubeApi, task: MasterTask, *, pods: int | None = None, job_
 
 
 def create_pods(api: KubeApi, task: MasterTask, which: list[dict[str, Any]] | None = None) -> None:
-    from det_k8s.errors import Conflict
+    from det_k8s.errors import Conflict, Forbidden
 
     for pod in task.pods if which is None else which:
-        with contextlib.suppress(Conflict):  # created already
-            api.create(PODS, pod, task.namespace)
+        for attempt in range(50):
+            try:
+                with contextlib.suppress(Conflict):  # created already
+                    api.create(PODS, pod, task.namespace)
+                break
+            except Forbidden as exc:
+                # A real API server's Priority admission reads PriorityClasses from an informer: one created a moment
+                # ago may not be in it yet ("no PriorityClass with name ... was found"); the master retries too.
+                if "no PriorityClass" not in exc.message or attempt == 49:
+                    raise
+                time.sleep(0.1)
 
 
 def honour_preemption(emulator: Any, namespace: str = "default") -> list[str]:

@@ -3,7 +3,8 @@
 `det-k8s scheduler manifest --image IMAGE -n NAMESPACE | kubectl apply -f -` installs:
 
 - a ServiceAccount `det-k8s-scheduler` in the namespace;
-- a ClusterRole (bound cluster-wide): nodes get/list/watch; pods get/list/watch (every namespace: the
+- a ClusterRole (bound cluster-wide): nodes get/list/watch, patch (a taint fencing a node for the moment det-k8s
+  binds the master's pods to it: kube/fence.py); pods get/list/watch (every namespace: the
   scheduler counts every pod on a node), delete (the master's pods of a binding that failed part-way,
   det-k8s's own groups), patch (the `determined-preemption` label); `pods/binding` create (binding the
   master's pods); `pods/status` patch (the PodScheduled condition); events create/get/patch (why-pending,
@@ -25,7 +26,9 @@ NAME = "det-k8s-scheduler"
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "det-k8s"}
 
 CLUSTER_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    # patch: the short-lived `det-k8s.io/binding` taint that fences a node while the master's pods are bound to it
+    # (kube/fence.py), so kube-scheduler places nothing there meanwhile
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete", "patch"]},
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},

@@ -21,6 +21,7 @@ from ..scheduling.master import MasterGroup, State, as_pod_group, as_running_gro
 from ..scheduling.model import Plan, PodGroup, Reason, ReasonCode, RunningGroup
 from . import binder as B
 from .api import KubeApi
+from .fence import Fence
 from .kinds import NODES, PODS
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class MasterPods:
     view: ClusterView | None = None
     still_ours: Callable[[], None] = lambda: None
     read_only: bool = False  # a pass of `experiment create` while a loop serves them: planned, never touched
+    fence: bool = True  # taint the planned nodes against kube-scheduler while binding (kube/fence.py)
     groups: dict[str, MasterGroup] = field(default_factory=dict)
 
     def collect(self, state: ClusterState, report: PassReport) -> tuple[list[PodGroup], list[RunningGroup]]:
@@ -64,6 +66,9 @@ class MasterPods:
         queue: list[PodGroup] = []
         running: list[RunningGroup] = []
         known = {node.name for node in state.snapshot.nodes}
+        if not self.read_only and self.fence:  # a fence a process that died left behind
+            for name in Fence(self.api).sweep(state.snapshot.nodes):
+                report.problems.append(f"removed a binding taint left on node {name} by a det-k8s that stopped")
         for group in master_groups(state.served, self.scheduler_name):
             self.groups[group.id] = group
             lost = self._lost_nodes(group, known) if not self.read_only and group.state is not State.LEAVING else []
@@ -156,9 +161,7 @@ class MasterPods:
                 continue
             to_bind.append((group, placement))
         if to_bind:
-            results = self.binder.bind_all(to_bind, self.still_ours)
-            for group, planned in to_bind:
-                self._bound(group, planned, results[group.id], report)
+            to_bind = self._fenced_bind(to_bind, report)
         for group_id, reason in {**plan.waiting, **plan.rejected}.items():
             group = self.groups.get(group_id)
             if group is None:
@@ -181,6 +184,34 @@ class MasterPods:
         for problems in (self.binder.problems, self.binder.recorder.problems):
             report.problems.extend(problems)
             problems.clear()
+
+    def _fenced_bind(self, to_bind: list[tuple[MasterGroup, Sequence[tuple[str, str]]]], report: PassReport
+                     ) -> list[tuple[MasterGroup, Sequence[tuple[str, str]]]]:
+        """Bind inside a fence (kube/fence.py): the planned nodes tainted against kube-scheduler for the moment,
+        read afresh, and a group whose nodes were taken meanwhile left waiting, none of it bound."""
+        fence = Fence(self.api) if self.fence else None
+        if fence is not None:
+            self.still_ours()
+            fence.raise_on([node for _, placement in to_bind for _, node in placement])
+        try:
+            if fence is not None:
+                dropped = fence.still_fits([(group.id, placement, {p.name: dict(p.pod.requests) for p in group.pending})
+                                            for group, placement in to_bind])
+                for group, _ in to_bind:
+                    if group.id in dropped:
+                        text = (f"det-k8s: gang {group.name} waits: its planned node(s) were taken meanwhile (a pod "
+                                "another scheduler placed); it is placed again on the next pass")
+                        report.waiting[group.id] = text
+                        self.binder.report_waiting(group, B.WAITING, text, before=self.still_ours)
+                to_bind = [(group, placement) for group, placement in to_bind if group.id not in dropped]
+            results = self.binder.bind_all(to_bind, self.still_ours) if to_bind else {}
+        finally:
+            if fence is not None:
+                fence.lower()
+                report.problems.extend(fence.problems)
+        for group, planned in to_bind:
+            self._bound(group, planned, results[group.id], report)
+        return to_bind
 
     def _bound(self, group: MasterGroup, placement: Sequence[tuple[str, str]], result: B.BindResult,
                report: PassReport) -> None:
