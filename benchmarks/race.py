@@ -70,7 +70,8 @@ def run(plane: ControlPlane, rounds: int, say: Any = print, *, spread: float = 0
             plane.request("DELETE", f"/api/v1/namespaces/default/pods/{p['metadata']['name']}", {"gracePeriodSeconds": 0})
         plane.wait_for("pods gone", lambda: not plane.request("GET", "/api/v1/namespaces/default/pods")[1]["items"])
         if (i + 1) % 25 == 0:
-            say(f"  {i + 1} rounds: {overcommits} over-committed, det-k8s first {det_wins}, kube-scheduler first {kube_wins}")
+            say(f"  {i + 1} rounds: {overcommits} over-committed, det-k8s first {det_wins}, "
+                f"kube-scheduler first {kube_wins}")
     passes.sort()
     return {"rounds": rounds, "overcommits": overcommits, "det_k8s_first": det_wins, "kube_scheduler_first": kube_wins,
             "pass_p50_ms": round(1000 * passes[len(passes) // 2]), "spread_ms": round(1000 * spread), "fence": fence}

@@ -13,11 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DetK8sError, NotFound
 from ..scheduling.explain import describe
-from ..scheduling.master import MasterGroup, State, as_pod_group, as_running_group, master_groups, master_pod
+from ..scheduling.master import (
+    ALLOCATION,
+    GANG_NAME,
+    MasterGroup,
+    State,
+    as_pod_group,
+    as_running_group,
+    master_groups,
+    master_pod,
+)
 from ..scheduling.model import Plan, PodGroup, Reason, ReasonCode, RunningGroup
 from . import binder as B
 from .api import KubeApi
@@ -95,13 +104,24 @@ class MasterPods:
         return queue, running
 
     def _confirm(self, group: MasterGroup) -> MasterGroup:
-        """Read the group's pods afresh before tearing it down: a view that lags must not cause a deletion."""
-        fresh = []
-        for pod in group.pods:
+        """Read the group's pods afresh before tearing it down: a view that lags must not cause a deletion.
+
+        A gang's pods are listed by its labels, finished ones included (the pass's view holds only running and
+        pending pods), so a pod that ended is told from one that is missing: a trial whose first pod finished is
+        ending, not partly bound."""
+        fresh: list[Any] = []
+        if group.size > 1 and group.name:
+            selector = f"{GANG_NAME}={group.name}" + (f",{ALLOCATION}={group.allocation}" if group.allocation else "")
             try:
-                fresh.append(master_pod(self.api.get(PODS, pod.name, pod.namespace)))
+                fresh = self.api.list(PODS, group.namespace, label_selector=selector)
             except DetK8sError:
-                continue  # gone (or unreadable): without it the group is not what the view showed
+                fresh = []
+        if not fresh:
+            for pod in group.pods:
+                try:
+                    fresh.append(master_pod(self.api.get(PODS, pod.name, pod.namespace)))
+                except DetK8sError:
+                    continue  # gone (or unreadable): without it the group is not what the view showed
         found = [g for g in master_groups(fresh, self.scheduler_name) if g.id == group.id]
         return found[0] if found else replace(group, pods=())
 

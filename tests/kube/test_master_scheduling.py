@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from det_k8s.kube.kinds import PODS
 from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
 from tests.k8s_emulator import node
@@ -318,3 +319,33 @@ def test_without_a_serving_loop_experiment_create_ignores_the_masters_pending_po
     submit_experiment(cluster, "aaaa0001", 4, 1, priority=20)
     report = LiveScheduler(cluster.connect(), "default", Policy(), "someone").run_pass()
     assert list(report.placed) == ["aaaa0001"]
+
+
+def test_a_gang_bound_by_someone_else_with_a_pod_missing_is_torn_down(cluster, run_cli):
+    """Issue 24 (4), found on the real control plane: one pod bound by another hand, the other deleted. It was counted
+    as running, never torn down, and held its GPUs; doctor said the next pass would delete it."""
+    nodes(cluster, 2)
+    task = submit(cluster, "0.26.2", slots_per_trial=8)
+    first, second = task.names
+    cluster.connect().create_subresource(PODS, first, "binding", {
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": first, "namespace": "default"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-0"}}, "default")
+    cluster.api.remove("pods", second)
+    report = run_pass(cluster)
+    assert master_pod_group_id(task) in report.repaired
+    cluster.wait_for("the bound pod to go", lambda: cluster.api.get("pods", first) is None or
+                     cluster.api.get("pods", first)["metadata"].get("deletionTimestamp"), timeout=30) \
+        if getattr(cluster, "real", False) else None
+    left = cluster.api.get("pods", first)
+    assert left is None or left["metadata"].get("deletionTimestamp")
+
+
+def test_a_gang_whose_pod_finished_first_is_not_torn_down(cluster):
+    nodes(cluster, 2)
+    task = submit(cluster, "0.26.2", slots_per_trial=8)
+    run_pass(cluster)
+    first, second = task.names
+    cluster.api.update("pods", first, {"status": {"phase": "Succeeded"}})
+    report = run_pass(cluster)
+    assert report.repaired == {}
+    assert cluster.api.get("pods", second)["spec"]["nodeName"]
