@@ -394,11 +394,14 @@ def plain_output() -> bool:
             or os.environ.get("TERM") == "dumb")
 
 
-def terminal_width() -> int:
-    """The terminal's width; when piped, COLUMNS or 80 (what Rich and most tools assume). At least MIN_WIDTH:
-    narrower, words would be wrapped one letter a line."""
+def terminal_width() -> int | None:
+    """The terminal's width, or COLUMNS when set. Piped without COLUMNS: None, lines as long as they need (piped
+    text is whole, never cut or wrapped at an assumed 80 columns). At least MIN_WIDTH: narrower, words would be
+    wrapped one letter a line."""
     import shutil
 
+    if not _is_tty(sys.stdout) and not os.environ.get("COLUMNS", "").strip().isdigit():
+        return None
     return max(shutil.get_terminal_size((80, 24)).columns, MIN_WIDTH)
 
 

@@ -264,6 +264,10 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
                              extended_resource_toleration=extended_resource_toleration)
     for warning in result.warnings:
         output.warning(warning)
+    if policy.preemption:
+        elsewhere = victims_elsewhere(snapshot, namespace, result, entries)
+        if elsewhere:
+            output.warning(elsewhere)
     show(entries, result, running, output_format, namespace, omap if show_map else None,
          summary=map_request.summary if map_request is not None else None)
     if omap is not None and map_request is not None:
@@ -271,6 +275,29 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
 
         write_pictures(omap, svg=map_request.svg, html=map_request.html, summary=map_request.summary,
                        after_plan=True, notes=notes(report(entries, result, running)), title_text="det-k8s plan")
+
+
+def victims_elsewhere(snapshot: Snapshot, namespace: str, result: Plan, entries: Sequence[Entry]) -> str | None:
+    """When a waiting group found nothing to evict in the queue planned but lower-priority det-k8s groups run in
+    other namespaces: one line naming the queue planned, those groups and the `-n` that would consider them."""
+    waiting = [e.group for e in entries if e.group is not None and e.group.id in result.waiting
+               and result.waiting[e.group.id].preemption in ("none-lower", "not-enough")]
+    if not waiting:
+        return None
+    top = max(g.priority for g in waiting)
+    found: dict[str, list[RunningGroup]] = {}
+    for ns in sorted({pod.namespace for pod in snapshot.pods if pod.namespace != namespace}):
+        lower = [g for g in running_in(snapshot, ns) if g.priority < top and not g.terminating and g.preemptible]
+        if lower:
+            found[ns] = lower
+    if not found:
+        return None
+    where = "; ".join(f"namespace {ns}: " + ", ".join(f"{g.experiment} (priority {g.priority})" for g in groups)
+                      for ns, groups in found.items())
+    hint = " or ".join(f"-n {ns}" for ns in found)
+    return (f"planned for the queue of namespace {namespace} (-n, HELM_NAMESPACE, else default), whose groups alone "
+            f"may be preempted; lower-priority det-k8s groups run in other namespaces ({where}): plan with {hint} "
+            "to plan for their queue")
 
 
 def notes(records: Sequence[dict[str, Any]]) -> list[Any]:
