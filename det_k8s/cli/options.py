@@ -97,8 +97,23 @@ VerboseOpt = Annotated[int, typer.Option(
     help="Say more: the helm and kubectl commands run, timings. Repeat for more.")]
 DebugOpt = Annotated[bool, typer.Option(
     "--debug", rich_help_panel=GLOBAL_PANEL, help="Show tracebacks for internal errors.")]
+def output_format(value: str | OutputFormat) -> OutputFormat:
+    """-o as kubectl and helm take it, with one line naming the formats for any other word (`-o wide`)."""
+    if isinstance(value, OutputFormat):
+        return value
+    try:
+        return OutputFormat(value.strip().lower())
+    except ValueError:
+        from ..errors import UsageError
+
+        kubectl = value.split("=", 1)[0] in ("wide", "name", "jsonpath", "go-template", "custom-columns", "template")
+        raise UsageError(f"-o {value}: not an output format of det-k8s; the formats are table, json and yaml",
+                         hint="table shows every column already; for kubectl's jsonpath, pipe -o json to jq"
+                         if kubectl else "e.g. -o json") from None
+
+
 OutputOpt = Annotated[OutputFormat, typer.Option(
-    "--output", "-o", case_sensitive=False, metavar="FORMAT", help="Output format: table, json or yaml.")]
+    "--output", "-o", parser=output_format, metavar="FORMAT", help="Output format: table, json or yaml.")]
 
 KubeVersionOpt = Annotated[str | None, typer.Option(
     "--kube-version", metavar="VERSION",

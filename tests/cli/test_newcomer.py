@@ -40,3 +40,47 @@ def test_piped_map_lines_are_whole_not_cut_at_80_columns(run_cli, monkeypatch: p
     assert "planned, 2 pods; 8 slots in place of A" in result.out
     assert not [line for line in result.out.splitlines() if re.search(r"[a-z)]\.\.\.$", line)]  # nothing cut
     assert any(len(line) > 80 for line in result.out.splitlines())
+
+
+@pytest.mark.parametrize("word", ["json", "yaml", "table", "wide", "JSON"])
+def test_render_o_with_an_output_format_is_refused_and_writes_nothing(run_cli, tmp_path, monkeypatch, word):
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("render", "-f", SETTINGS, "-o", word)
+    assert result.code == 2
+    assert result.err.splitlines() == [
+        f"error: -o {word}: render writes a chart directory, it has no output format; name the directory with "
+        f"--output-dir DIR (a directory named {word}: --output-dir ./{word})"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_render_output_dir_is_helms_spelling_and_o_dir_still_works_with_a_note(run_cli, tmp_path):
+    new = run_cli("render", "-f", SETTINGS, "--output-dir", tmp_path / "a")
+    assert new.code == 0, new.err
+    assert (tmp_path / "a" / "values.yaml").exists() and "note:" not in new.err
+    old = run_cli("render", "-f", SETTINGS, "-o", tmp_path / "b")
+    assert old.code == 0, old.err
+    assert (tmp_path / "b" / "values.yaml").exists()
+    assert f"note: -o {tmp_path / 'b'} is --output-dir {tmp_path / 'b'} (helm's spelling" in old.err
+    neither = run_cli("render", "-f", SETTINGS)
+    assert neither.code == 2 and "--output-dir DIR" in neither.err
+
+
+def test_a_second_render_keeps_the_files_the_user_added(run_cli, tmp_path):
+    out = tmp_path / "chart"
+    assert run_cli("render", "-f", SETTINGS, "--output-dir", out).code == 0
+    (out / "my-notes.txt").write_text("mine")
+    again = run_cli("render", "-f", SETTINGS, "--output-dir", out)
+    assert again.code == 2
+    assert "holds files det-k8s did not write (my-notes.txt)" in again.err
+    assert (out / "my-notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("args", [["nodes", "list", "-o", "wide"], ["plan", "x.yaml", "--snapshot", "s.json", "-o", "wide"],
+                                  ["get", "values", "demo", "-o", "table"]])
+def test_unknown_output_formats_name_the_valid_ones_in_one_line(run_cli, args):
+    result = run_cli(*args)
+    assert result.code == 2
+    assert "Value error" not in result.err and "Traceback" not in result.err
+    lines = result.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: -o {args[-1]}: not an output format")
+    assert ("table, json and yaml" if args[0] != "get" else "yaml and json") in lines[0]
