@@ -184,7 +184,7 @@ MARKER_HEAD = ("rendered by det-k8s; `det-k8s render` may replace this directory
 
 def _files(root: Path) -> list[str]:
     """Every file and link under `root`, as paths relative to it, sorted (directories are implied)."""
-    found = []
+    found: list[str] = []
     for base, dirs, names in os.walk(root):
         here = Path(base)
         found.extend(str((here / name).relative_to(root)) for name in names)

@@ -84,3 +84,12 @@ def test_unknown_output_formats_name_the_valid_ones_in_one_line(run_cli, args):
     lines = result.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: -o {args[-1]}: not an output format")
     assert ("table, json and yaml" if args[0] != "get" else "yaml and json") in lines[0]
+
+
+@pytest.mark.parametrize("command", ["install", "upgrade"])
+def test_helms_version_flag_points_at_app_version_in_one_line(run_cli, command):
+    result = run_cli(command, "demo", "-f", SETTINGS, "--version", "0.36.0")
+    assert result.code == 2
+    assert result.err.splitlines() == [
+        "error: --version 0.36.0: the bundled chart has no versions of its own; the Determined release is appVersion; "
+        "add --set appVersion=0.36.0 (or appVersion: in a -f file)"]

@@ -98,7 +98,8 @@ def test_the_official_charts_own_scheduler_is_named_whatever_gangscheduler_says(
     # same pods as that plugin.
     out = tmp_path / "out"
     result = run_cli("render", "-f", settings(tmp_path, tag), "--set", "defaultScheduler=coscheduler",
-                     "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag, "--output-dir", out, "--helm-binary", helm)
+                     "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag,
+                     "--output-dir", out, "--helm-binary", helm)
     assert result.code == 0, result.err
     (line,) = [ln for ln in result.err.splitlines() if "kube-scheduler of its own" in ln]
     assert line.startswith(f"warning: defaultScheduler: --chart {CHARTS / tag} deploys a kube-scheduler of its own for "
@@ -206,8 +207,8 @@ def test_without_an_app_version_the_charts_own_is_installed(run_cli, helm, tmp_p
     path = tmp_path / "no-version.yaml"
     path.write_text(yaml.safe_dump(data))
     out = tmp_path / "out"
-    result = run_cli("render", "-f", path, "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag, "--output-dir", out,
-                     "--helm-binary", helm)
+    result = run_cli("render", "-f", path, "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag,
+                     "--output-dir", out, "--helm-binary", helm)
     assert result.code == 0, result.err
     assert yaml.safe_load((out / "Chart.yaml").read_text())["appVersion"] == RELEASE_OF[tag]
     assert f"(appVersion {RELEASE_OF[tag]})" in result.err + result.out
@@ -227,6 +228,6 @@ def test_a_chart_of_another_release_is_named_by_the_keys_its_master_would_refuse
     (line,) = [ln for ln in result.err.splitlines() if "does not parse" in ln]
     assert line.startswith(f"warning: appVersion: --chart {CHARTS / '0.17.15'} writes resource_manager.namespace into "
                            "the master configuration, which Determined 0.38.1 does not parse")
-    same = run_cli("render", "-f", settings(tmp_path, "0.17.15"), "--chart", CHARTS / "0.17.15", "--output-dir", tmp_path / "o2",
-                   "--helm-binary", helm)
+    same = run_cli("render", "-f", settings(tmp_path, "0.17.15"), "--chart", CHARTS / "0.17.15",
+                   "--output-dir", tmp_path / "o2", "--helm-binary", helm)
     assert same.code == 0 and "does not parse" not in same.err, same.err
