@@ -166,6 +166,12 @@ def run_map(snapshot_file: Path | None, values: Sequence[str] | None, sets: Sequ
         omap = occupancy(snapshot, settings, request, plan=plan, queue=queue)
     if request.selector and not omap.rows and not omap.without_slots:
         output.warning(f"no node matches the selector {request.selector!r}")
+    if snapshot_file is not None and settings is None:
+        tainted = [row.name for row in omap.rows if any(state.startswith("taint ") for state in row.states)]
+        if tainted:
+            output.warning(f"no settings file given: Determined's task pods are taken to tolerate no taint, so "
+                           f"{len(tainted)} of {len(omap.rows)} nodes show a taint that keeps them off; pass -f with your "
+                           "settings (their pod specs' tolerations), as plan does")
     present(omap, request, output_format)
 
 

@@ -93,3 +93,17 @@ def test_helms_version_flag_points_at_app_version_in_one_line(run_cli, command):
     assert result.err.splitlines() == [
         "error: --version 0.36.0: the bundled chart has no versions of its own; the Determined release is appVersion; "
         "add --set appVersion=0.36.0 (or appVersion: in a -f file)"]
+
+
+def test_nodes_map_of_a_snapshot_without_settings_says_taints_hide_capacity_and_suggests_f(run_cli):
+    bare = run_cli("nodes", "map", "--snapshot", MIXED)
+    assert bare.code == 0, bare.err
+    assert "26 free (0 where Determined's pods may run)" in bare.out
+    assert ("warning: no settings file given: Determined's task pods are taken to tolerate no taint, so 7 of 7 nodes "
+            "show a taint that keeps them off; pass -f with your settings (their pod specs' tolerations), as plan "
+            "does") in bare.err.splitlines()
+    given = run_cli("nodes", "map", "--snapshot", MIXED, "-f", SETTINGS)
+    assert given.code == 0 and "no settings file given" not in given.err
+    assert "26 free (2 where Determined's pods may run)" in given.out
+    untainted = run_cli("nodes", "map", "--snapshot", SNAPSHOTS / "fragmented.yaml")
+    assert untainted.code == 0 and "no settings file given" not in untainted.err
