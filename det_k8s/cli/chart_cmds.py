@@ -24,6 +24,7 @@ from .options import (
     cluster_pod_spec_version,
     current,
     pod_spec_version,
+    timed,
     with_options,
 )
 
@@ -82,11 +83,12 @@ def render(
 
     out_dir = output_directory(out_dir, old_out)
 
-    with checking_against(pod_spec_version(kube_version)):
+    with checking_against(pod_spec_version(kube_version)), timed("reading and checking the settings"):
         loaded = load_settings_from_cli(values, set_, set_string, chart=chart)
-    settings = loaded.settings()  # raises SettingsError listing every error
+        settings = loaded.settings()  # raises SettingsError listing every error
     report_warnings(loaded)
-    result = write_chart(out_dir, loaded.values, settings.app_version, chart)
+    with timed(f"writing the chart to {out_dir}"):
+        result = write_chart(out_dir, loaded.values, settings.app_version, chart)
     if chart is not None:  # a chart det-k8s did not write: does helm template it, do the settings reach the master?
         with output.spinner(f"helm template {result.directory}"):
             dropped = check_user_chart(helm(helm_binary), result, chart, loaded, settings, severity=Severity.WARNING)

@@ -35,7 +35,7 @@ from ..scheduling.searchers import Search, trials_at_once
 from ..settings.model import Settings
 from . import output
 from .inputs import load_settings_from_cli, load_snapshot, read_text, stdin_once
-from .options import OutputFormat
+from .options import OutputFormat, timed
 
 if TYPE_CHECKING:
     from ..scheduling.occupancy import OccupancyMap
@@ -240,28 +240,33 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
     stdin_once(experiments, snapshot_file, values)
     namespace = plan_namespace()
     with no_gc():
-        snapshot = load_snapshot(snapshot_file)
+        with timed(f"reading the snapshot {snapshot_file}"):
+            snapshot = load_snapshot(snapshot_file)
         require_nodes(snapshot, str(snapshot_file))
         for warning in snapshot_warnings(snapshot, str(snapshot_file)):
             output.warning(warning)
-        settings = plan_settings(values, sets, set_strings, snapshot)
-        submitter = user or os.environ.get("USER") or "unknown"
-        now = datetime.now(UTC).replace(microsecond=0)
-        entries = build_entries(read_experiments(experiments, settings.version), settings, submitter, now, namespace)
+        with timed("reading the settings and experiments"):
+            settings = plan_settings(values, sets, set_strings, snapshot)
+            submitter = user or os.environ.get("USER") or "unknown"
+            now = datetime.now(UTC).replace(microsecond=0)
+            entries = build_entries(read_experiments(experiments, settings.version), settings, submitter, now,
+                                    namespace)
         announce_searches(entries)
         policy = Policy(preemption=preemption or settings.default_scheduler == "preemption",
                         autoscaling=autoscaling, topology_key=topology_key, topology_required=require_topology,
                         extended_resource_toleration=extended_resource_toleration)
         scope = running_in(snapshot, namespace)
         queue = [e.group for e in entries if e.group is not None]
-        result = schedule(snapshot, queue, policy, scope, now=now)  # just submitted: no reservation
+        with timed(f"scheduling pass ({len(snapshot.nodes)} nodes, {len(queue)} groups)"):
+            result = schedule(snapshot, queue, policy, scope, now=now)  # just submitted: no reservation
         running = {g.id: g for g in running_groups(snapshot.pods)}
         omap = None
         if map_request is not None:
             from .nodemap import occupancy
 
-            omap = occupancy(snapshot, settings, map_request, plan=result, queue=queue,
-                             extended_resource_toleration=extended_resource_toleration)
+            with timed("the map"):
+                omap = occupancy(snapshot, settings, map_request, plan=result, queue=queue,
+                                 extended_resource_toleration=extended_resource_toleration)
     for warning in result.warnings:
         output.warning(warning)
     if policy.preemption:

@@ -107,3 +107,41 @@ def test_nodes_map_of_a_snapshot_without_settings_says_taints_hide_capacity_and_
     assert "26 free (2 where Determined's pods may run)" in given.out
     untainted = run_cli("nodes", "map", "--snapshot", SNAPSHOTS / "fragmented.yaml")
     assert untainted.code == 0 and "no settings file given" not in untainted.err
+
+
+def test_root_help_lists_each_command_description_whole(run_cli):
+    result = run_cli("--help")
+    commands = result.out.split("Commands:", 1)[1]
+    assert "..." not in commands
+    assert "write a complete chart\n              directory helm can install." in commands
+
+
+def test_offline_help_does_not_talk_about_clusters_or_helm_it_never_runs(run_cli):
+    text = " ".join(run_cli("plan", "-h").out.split())
+    namespace = text.split("-n, --namespace NAME", 1)[1].split("-v, --verbose", 1)[0]
+    assert "queue to plan for" in namespace and "context" not in namespace
+    verbose = text.split("-v, --verbose", 1)[1].split("--debug", 1)[0]
+    assert "kubectl" not in verbose and "-vv also how long each step took" in verbose
+
+
+@pytest.mark.parametrize("args", [["nodes", "label", "gpu-0"], ["nodes", "unlabel", "gpu-0"],
+                                  ["nodes", "taint", "gpu-0", "a=b:NoSchedule"], ["nodes", "list"]])
+def test_node_commands_take_no_namespace(run_cli, args):
+    result = run_cli(*args, "-n", "ml")
+    assert result.code == 2
+    assert result.err.splitlines() == [f"error: -n ml: nodes belong to no namespace; nodes {args[1]} takes no -n; "
+                                       "drop -n"]
+    assert "-n, --namespace" not in run_cli(*args[:2], "-h").out
+
+
+def test_vv_prints_timings_and_v_does_not(run_cli):
+    args = ("plan", EXPERIMENTS / "distributed-16gpu.yaml", "--snapshot", SNAPSHOTS / "three-4gpu-nodes.yaml")
+    once = run_cli(*args, "-v")
+    assert once.code == 0 and "timing:" not in once.err
+    twice = run_cli(*args, "-vv")
+    assert twice.code == 0
+    timings = [line for line in twice.err.splitlines() if line.startswith("timing: ")]
+    assert [line.split(":")[1].strip().split(" (")[0] for line in timings] == [
+        f"reading the snapshot {SNAPSHOTS / 'three-4gpu-nodes.yaml'}", "reading the settings and experiments",
+        "scheduling pass", "det-k8s plan"]
+    assert re.fullmatch(r"timing: det-k8s plan: \d+\.\d\d s in all \(exit 0\)", timings[-1])
