@@ -145,3 +145,39 @@ def test_vv_prints_timings_and_v_does_not(run_cli):
         f"reading the snapshot {SNAPSHOTS / 'three-4gpu-nodes.yaml'}", "reading the settings and experiments",
         "scheduling pass", "det-k8s plan"]
     assert re.fullmatch(r"timing: det-k8s plan: \d+\.\d\d s in all \(exit 0\)", timings[-1])
+
+
+def test_a_short_s3_access_key_that_is_also_the_hosts_name_leaves_other_messages_readable(run_cli, tmp_path):
+    settings = tmp_path / "minio.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage:\n  type: s3\n  bucket: b\n  accessKey: minio\n"
+                        "  secretKey: minio-secret-123\n  endpointUrl: minio:9000\n")
+    result = run_cli("validate", "-f", settings, "--set", "checkpointStorage.accessKey=minio")
+    assert result.code == 1
+    assert (f"error: checkpointStorage.endpointUrl: must be an http(s) URL, found 'minio:9000'; for example "
+            f"http://minio.example.com:9000 ({settings}:7)") in result.out.splitlines()
+    assert "minio-secret-123" not in result.out + result.err
+
+
+def test_a_short_secret_that_is_no_settings_word_is_still_masked_everywhere():
+    from det_k8s.scrub import Scrubber
+
+    scrub = Scrubber(["minio", "hunter2"], plain=["http://minio:9000"])
+    assert scrub("found 'minio:9000' for hunter2") == "found 'minio:9000' for ***"
+    for field in ("accessKey: minio", "access_key=minio", '"secretKey": "minio"', "--set s.accessKey=minio",
+                  "AWS_ACCESS_KEY_ID=minio"):
+        assert "minio" not in scrub(field), field
+    assert Scrubber(["minio"])("found 'minio:9000'") == "found '***:9000'"  # no settings word: masked everywhere
+
+
+@pytest.mark.parametrize("key", ["db.password", "initialUserPassword", "checkpointStorage.secretKey"])
+def test_secret_set_errors_keep_their_closing_parenthesis(run_cli, key):
+    result = run_cli("validate", "-f", SETTINGS, "--set", f"{key}=1")
+    assert result.code == 1
+    (line,) = [line for line in result.out.splitlines() if line.startswith(f"error: {key}:")]
+    assert line.endswith(f"(--set {key}=***)")
+
+
+def test_an_escaped_set_key_is_reported_as_written(run_cli):
+    result = run_cli("validate", "-f", SETTINGS, "--set", "db\\.password=x")
+    assert result.code == 1
+    assert "error: db\\.password: unknown key (--set db\\.password=***)" in result.out.splitlines()
