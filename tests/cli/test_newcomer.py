@@ -181,3 +181,14 @@ def test_an_escaped_set_key_is_reported_as_written(run_cli):
     result = run_cli("validate", "-f", SETTINGS, "--set", "db\\.password=x")
     assert result.code == 1
     assert "error: db\\.password: unknown key (--set db\\.password=***)" in result.out.splitlines()
+
+
+def test_a_storage_type_the_release_lacks_is_the_first_and_only_storage_problem(run_cli):
+    result = run_cli("validate", "-f", SETTINGS, "--set", "checkpointStorage.type=hdfs")
+    assert result.code == 1
+    assert result.out.splitlines() == [
+        "error: checkpointStorage.type: Determined 0.38.1 has no hdfs checkpoint storage (removed in 0.23.0); set "
+        "appVersion below 0.23.0, or remove it (--set checkpointStorage.type=hdfs)"]
+    old = run_cli("validate", "-f", SETTINGS, "--set", "checkpointStorage.type=hdfs", "--set", "appVersion=0.17.15",
+                  "--set", "initialUserPassword=null")
+    assert "error: checkpointStorage.hdfsUrl: required when checkpointStorage.type is hdfs" in old.out
