@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
+import yaml
 
 from tests.conftest import example
 
@@ -192,3 +194,50 @@ def test_a_storage_type_the_release_lacks_is_the_first_and_only_storage_problem(
     old = run_cli("validate", "-f", SETTINGS, "--set", "checkpointStorage.type=hdfs", "--set", "appVersion=0.17.15",
                   "--set", "initialUserPassword=null")
     assert "error: checkpointStorage.hdfsUrl: required when checkpointStorage.type is hdfs" in old.out
+
+
+EFA = "vpc.amazonaws.com/efa"
+
+
+def efa_cluster(tmp_path, *, efa_nodes: int, busy: int):
+    """Four 4-GPU nodes; the first `efa_nodes` also offer an EFA device; the first `busy` have their GPUs taken."""
+    items = []
+    for i in range(4):
+        allocatable = {"cpu": "31910m", "memory": "240Gi", "nvidia.com/gpu": "4", "pods": "110",
+                       **({EFA: "1"} if i < efa_nodes else {})}
+        items.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"gpu-{i}"}, "spec": {},
+                      "status": {"allocatable": allocatable, "capacity": allocatable,
+                                 "conditions": [{"type": "Ready", "status": "True"}]}})
+    for i in range(busy):
+        items.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"busy-{i}", "namespace": "x"},
+                      "spec": {"nodeName": f"gpu-{i}", "containers": [
+                          {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "4"}}}]},
+                      "status": {"phase": "Running"}})
+    snapshot = tmp_path / "efa.yaml"
+    snapshot.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    experiment = tmp_path / "efa-exp.yaml"
+    experiment.write_text(yaml.safe_dump({
+        "name": "efa-exp", "resources": {"slots_per_trial": 8}, "entrypoint": "python3 train.py",
+        "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 100}},
+        "environment": {"pod_spec": {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [
+            {"name": "determined-container", "resources": {"requests": {EFA: "1"}, "limits": {EFA: "1"}}}]}}}}))
+    return experiment, snapshot
+
+
+def test_why_pending_counts_only_nodes_with_every_requested_resource_and_names_the_missing_one(run_cli, tmp_path):
+    experiment, snapshot = efa_cluster(tmp_path, efa_nodes=2, busy=2)
+    data = json.loads(run_cli("plan", experiment, "--snapshot", snapshot, "--set", "maxSlotsPerPod=4", "-o",
+                              "json").out)
+    (record,) = data["experiments"]
+    assert record["status"] == "queued"
+    assert record["reason"] == ("needs 2 pods x 4 nvidia.com/gpu; no free nvidia.com/gpu on its 2 eligible nodes "
+                                "(8 allocatable: 8 in use); held by pods in x 8; 2 nodes excluded: 2 no " + EFA)
+    assert "gpu-2" not in record["reason"] and "gpu-3" not in record["reason"]  # free GPUs, but no EFA
+
+
+def test_a_group_that_never_fits_for_want_of_an_extended_resource_says_so(run_cli, tmp_path):
+    experiment, snapshot = efa_cluster(tmp_path, efa_nodes=1, busy=0)
+    result = run_cli("plan", experiment, "--snapshot", snapshot, "--set", "maxSlotsPerPod=4")
+    assert result.code == 0, result.err
+    assert ("never fits this cluster: needs 8 nvidia.com/gpu (2 pods x 4), cluster has 4 on 1 eligible node; "
+            f"3 nodes excluded: 3 no {EFA}") in result.out
