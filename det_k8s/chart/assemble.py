@@ -23,6 +23,8 @@ import yaml
 
 from ..bounded import URL_AS_PATH, load_yaml, read_file
 from ..errors import InputError, UsageError
+from ..kube.deploy import CHART_FILE as SCHEDULER_FILE
+from ..kube.deploy import chart_template
 from ..settings.jsonschema_export import values_json_schema
 from ..settings.merge import deep_merge
 from .facts import FILE as FACTS_FILE
@@ -252,6 +254,7 @@ def _write_chart(out: Path, values: Mapping[str, Any], app_version: str, chart: 
             schema_text = json.dumps(values_json_schema(), indent=2) + "\n"
             (build / "values.schema.json").write_text(schema_text, encoding="utf-8")
             (build / "templates" / FACTS_FILE).write_text(versions_tpl(), encoding="utf-8")
+            (build / "templates" / SCHEDULER_FILE).write_text(chart_template(), encoding="utf-8")
         written = _files(build)
         (build / MARKER).write_text(MARKER_HEAD + "".join(f"{name}\n" for name in written), encoding="utf-8")
         _refuse_foreign_files(out, written)

@@ -39,6 +39,10 @@ def test_dry_run_prints_the_command_and_redacted_manifests_without_a_cluster(run
     objs = docs(result.out)
     assert objs[("Deployment", "determined-master-deployment-demo")]["metadata"]["namespace"] == "det"
     assert ("PriorityClass", "determined-system-priority") in objs
+    scheduler = objs[("Deployment", "det-k8s-scheduler-demo")]  # one install gives gang scheduling
+    assert scheduler["spec"]["template"]["spec"]["containers"][0]["args"][:4] == ["scheduler", "run", "--namespace",
+                                                                                 "det"]
+    assert ("ClusterRole", "det-k8s-scheduler-det-demo") in objs and ("ServiceAccount", "det-k8s-scheduler-demo") in objs
     secret = objs[("Secret", "determined-master-secrets-demo")]
     assert set(secret["stringData"].values()) == {"<redacted>"} and "db-password" in secret["stringData"]
     config = objs[("Secret", "determined-master-config-demo")]  # the whole master config from 0.26.2, shown
