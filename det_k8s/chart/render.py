@@ -135,7 +135,8 @@ _PLACED = frozenset({
     "createNonNamespacedObjects", "externalCaCertSecretName", "masterPort", "useNodePortForMaster", "tlsSecret",
     "masterService", "loadBalancerSourceRanges", "openshiftRoute", "masterCpuRequest", "masterMemRequest",
     "masterCpuLimit", "masterMemLimit", "db", "checkpointStorage", "maxSlotsPerPod", "slotType",
-    "slotResourceRequests", "taskContainerDefaults", "defaultScheduler", "gangScheduler", "initialUserPassword",
+    "slotResourceRequests", "taskContainerDefaults", "defaultScheduler", "gangScheduler", "detK8sScheduler",
+    "initialUserPassword",
     "defaultPassword", "clusterName", "telemetry", "logging",
 })
 

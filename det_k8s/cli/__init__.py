@@ -98,11 +98,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if code is not None:
         return code
     debug = "--debug" in args or os.environ.get("DET_K8S_DEBUG") == "1"
+    import time
+
     from typer import main as typer_main
 
     from .app import build_app, command_name, plain_metavars
     from .options import GlobalOptions, set_current
 
+    started = time.monotonic()
     set_current(GlobalOptions())
-    command = plain_metavars(typer_main.get_command(build_app(only=command_name(args))))
-    return run_guarded(lambda: command.main(args=args, prog_name="det-k8s", standalone_mode=False), debug=debug)
+    name = command_name(args)
+    command = plain_metavars(typer_main.get_command(build_app(only=name)))
+    code = run_guarded(lambda: command.main(args=args, prog_name="det-k8s", standalone_mode=False), debug=debug)
+    from .options import current
+
+    if current().verbose >= 2:
+        from . import output
+
+        output.message(f"timing: det-k8s {name or ''}".rstrip() + f": {time.monotonic() - started:.2f} s in all "
+                       f"(exit {code})")
+    return code

@@ -75,6 +75,16 @@ DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Print the helm command and the manifests (Secret values redacted); contact no cluster.")]
 RollbackOpt = Annotated[bool, typer.Option(
     "--rollback-on-failure", help="Undo a failed change (helm 4 --rollback-on-failure, helm 3 --atomic).")]
+def _no_chart_version(value: str | None) -> str | None:
+    if value is not None:
+        raise UsageError(f"--version {value}: the bundled chart has no versions of its own; the Determined release is "
+                         "appVersion", hint=f"add --set appVersion={value} (or appVersion: in a -f file)")
+    return value
+
+
+VersionOpt = Annotated[str | None, typer.Option(
+    "--version", metavar="VERSION", hidden=True, callback=_no_chart_version, show_default=False,
+    help="helm's chart version: refused with the appVersion to set instead.")]
 SkipStorageOpt = Annotated[bool, typer.Option("--skip-storage-check", help="Do not probe the checkpoint storage.")]
 
 
@@ -83,13 +93,14 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
     """What would run, and the manifests it would apply, rendered offline (an upgrade as one: helm template
     --is-upgrade, and `extra` values for a user's chart, see upgrade_check_values)."""
     output.message(f"would run: {display([tool.path, *spec_argv])}")
-    output.message(f"  ({values_file} is a private copy, removed when det-k8s exits; nothing was sent to a cluster)")
+    output.message(f"  ({values_file} is a private copy, removed when det-k8s exits; nothing was sent to a cluster; "
+                   "to run it yourself, write the same chart with `det-k8s render ... --output-dir DIR` and name DIR)")
     if upgrading:
         argv = upgrade_render_argv(release, built_chart, values_file, namespace) + list(extra)
-        text = redact_secrets(tool.run(argv, secrets=secrets).stdout)
+        text = redact_secrets(tool.run(argv, secrets=secrets).stdout, secrets)
     else:
         rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=secrets)
-        text = redact_secrets(manifests_from_render(tool.major, rendered.stdout))
+        text = redact_secrets(manifests_from_render(tool.major, rendered.stdout), secrets)
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):  # a short one only as a whole token
         text = replace_secret(text, secret, "<redacted>")  # charts that put a password outside a Secret (0.17.15)
     output.text(text)
@@ -229,6 +240,7 @@ def install(
     skip_storage_check: SkipStorageOpt = False,
     kube_version: KubeVersionOpt = None,
     helm_binary: HelmBinaryOpt = None,
+    version: VersionOpt = None,
 ) -> None:
     """Validate the settings and the cluster, then helm install Determined and print the master's address."""
     _lifecycle("install", release, values, set_, set_string, chart, timeout, dry_run, helm_binary, wait=wait,
@@ -253,6 +265,7 @@ def upgrade(
         "configuration, secrets as hashes).")] = False,
     yes: YesOpt = False,
     helm_binary: HelmBinaryOpt = None,
+    version: VersionOpt = None,
 ) -> None:
     """Validate, warn which experiments restart from their latest checkpoint, ask, then helm upgrade --wait."""
     _lifecycle("upgrade", release, values, set_, set_string, chart, timeout, dry_run, helm_binary, wait=True,

@@ -142,8 +142,8 @@ class MasterPods:
     def _orphaned(self, group: MasterGroup, report: PassReport, lost: Sequence[str]) -> None:
         result = self.binder.repair(group, self.still_ours, lost=lost)
         self._assume_deleted(group, result.removed)
-        report.repaired[group.id] = (f"bound to a node that no longer exists; deleted {len(result.removed)} bound "
-                                     "pod(s) so Determined restarts it whole")
+        report.repaired[group.id] = (f"bound to a node that no longer exists; deleted {_pods(len(result.removed))} "
+                                     "so Determined restarts it whole")
         if result.leftovers:
             report.problems.append(f"{group.id}: could not delete {', '.join(result.leftovers)}")
 
@@ -151,7 +151,7 @@ class MasterPods:
         result = self.binder.repair(group, self.still_ours)
         self._assume_deleted(group, result.removed)
         report.repaired[group.id] = (f"found partly bound ({len(group.bound)} of {len(group.pods)} pods); deleted "
-                                     f"{len(result.removed)} bound pod(s) so Determined restarts it whole")
+                                     f"{_pods(len(result.removed))} so Determined restarts it whole")
         if result.leftovers:
             report.problems.append(f"{group.id}: could not delete {', '.join(result.leftovers)}")
 
@@ -243,8 +243,11 @@ class MasterPods:
             report.placed[group.id] = tuple(placement)
             return
         self._assume_deleted(group, result.removed)
-        report.repaired[group.id] = (f"binding failed part-way ({result.failure}); deleted {len(result.removed)} "
-                                     "bound pod(s) so Determined restarts it whole")
+        bound = [name for name in result.removed if name in result.bound]
+        unsure = len(result.removed) - len(bound)  # its binding timed out: it may have landed
+        report.repaired[group.id] = (f"binding failed part-way ({result.failure}); deleted {_pods(len(bound))}"
+                                     + (f" and {unsure} whose binding may have landed" if unsure else "")
+                                     + " so Determined restarts it whole")
         if result.leftovers:
             report.problems.append(f"{group.id}: could not delete {', '.join(result.leftovers)}")
 
@@ -253,3 +256,8 @@ class MasterPods:
             for pod in group.pods:
                 if pod.name in removed:
                     self.view.assume_deleting(pod.namespace, pod.name)
+
+
+def _pods(count: int) -> str:
+    """`1 bound pod`, `2 bound pods`."""
+    return f"{count} bound pod{'' if count == 1 else 's'}"

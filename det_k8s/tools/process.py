@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -108,6 +109,9 @@ def _communicate(process: subprocess.Popen[str], timeout: float) -> tuple[str, s
         raise
 
 
+TIMING = "timing: "  # a `log` line starting so is a duration: the CLI shows those with -vv only
+
+
 def run(argv: Sequence[str], *, timeout: float, tool: str, env: Mapping[str, str] | None = None,
         check: bool = True, secrets: Sequence[str] = (), log: Callable[[str], None] | None = None,
         timeout_hint: str | None = None) -> Completed:
@@ -120,6 +124,7 @@ def run(argv: Sequence[str], *, timeout: float, tool: str, env: Mapping[str, str
     argv = tuple(str(a) for a in argv)
     if log is not None:
         log(f"+ {display(argv)}")
+    started = time.monotonic()
     try:
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                    env=child_env() if env is None else dict(env), text=True, errors="replace",
@@ -138,6 +143,9 @@ def run(argv: Sequence[str], *, timeout: float, tool: str, env: Mapping[str, str
                                hint=timeout_hint or "check that the cluster answers: det-k8s status, kubectl "
                                                     "get nodes") from exc
     completed = Completed(argv, process.returncode, stdout, stderr)
+    if log is not None:
+        subcommand = " ".join(a for a in argv[1:3] if not a.startswith("-"))
+        log(f"{TIMING}{tool} {subcommand}: {time.monotonic() - started:.2f} s (exit {process.returncode})")
     if check and process.returncode != 0:
         subcommand = " ".join(a for a in argv[1:3] if not a.startswith("-"))
         detail = trim_stderr(stderr, secrets) or trim_stderr(stdout, secrets) or "no output"

@@ -331,3 +331,19 @@ def test_topology_and_the_admission_plugin_are_part_of_the_stored_policy(run_cli
     assert (policy.topology_required, policy.extended_resource_toleration) == (False, None)
     bad = run_cli("scheduler", "policy", "--extended-resource-toleration", "maybe")
     assert bad.code == 2 and "expected on, off or detect" in bad.err
+
+
+def test_create_dash_f_names_the_experiment_as_kubectl_users_expect(run_cli, cluster, gpus):
+    result = run_cli("experiment", "create", "-f", EXP / "distributed-12gpu-a.yaml", "-f", gpus, "--user", "alice")
+    assert result.code == 0, result.err
+    assert f"note: -f {EXP / 'distributed-12gpu-a.yaml'} is an experiment, taken as FILE" in result.err
+    assert entries(cluster)["distributed-12gpu-a"]["state"] == "running"
+    assert len(cluster.api.items("pods")) == 3
+
+
+def test_create_without_an_experiment_file_says_how_in_one_line(run_cli, cluster, gpus):
+    result = run_cli("experiment", "create", "-f", gpus)
+    assert result.code == 2
+    assert result.err.splitlines() == ["error: missing the experiment file; det-k8s experiment create FILE "
+                                       "[-f SETTINGS]: -f names settings files here, as for install"]
+    assert cluster.api.items("pods") == []

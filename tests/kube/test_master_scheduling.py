@@ -221,7 +221,7 @@ def test_a_binding_failing_part_way_deletes_what_was_bound(cluster, version, run
     cluster.api.fail("POST", "pods", 409, f'pod {second} is already assigned to node "gpu-9"', name=second)
     report = run_pass(cluster, workers=1)
     (why,) = report.repaired.values()
-    assert "binding failed part-way" in why and "deleted 1 bound pod" in why
+    assert "binding failed part-way" in why and "deleted 1 bound pod so" in why
     remaining = pods_of(cluster, task)
     assert [p["metadata"]["name"] for p in remaining] == [second]  # the bound one is gone: the master restarts
     assert not any(p["spec"].get("nodeName") for p in remaining)
@@ -230,6 +230,18 @@ def test_a_binding_failing_part_way_deletes_what_was_bound(cluster, version, run
     assert all(e["type"] == "Warning" for e in failed)
     result = run_cli("doctor")
     assert "GangBindingFailed" in result.out and "Groups det-k8s tore down" in result.out
+
+
+def test_a_binding_that_may_have_landed_is_not_counted_as_bound(cluster):
+    nodes(cluster, 2)
+    task = submit(cluster, "0.38.1", slots_per_trial=8)
+    second = sorted(task.names)[1]
+    cluster.api.fail("POST", "pods", 504, "the server was unable to return a response in the time allotted",
+                     name=second)
+    report = run_pass(cluster, workers=1)
+    (why,) = report.repaired.values()
+    assert "deleted 1 bound pod and 1 whose binding may have landed so Determined restarts it whole" in why
+    assert "pod(s)" not in why
 
 
 def test_a_group_found_partly_bound_is_torn_down_and_doctor_reports_it(cluster, run_cli):
