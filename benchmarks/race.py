@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from tests.realkube.cluster import ControlPlane, fake_node
@@ -81,6 +82,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--spread", type=float, default=0.4, help="seconds over which the ordinary pod may arrive")
+    parser.add_argument("--output", default="benchmarks/RACE.md", help="where the results go (Markdown)")
     args = parser.parse_args(argv)
     results = []
     with ControlPlane(build_all()) as plane:
@@ -90,7 +92,30 @@ def main(argv: list[str]) -> int:
                                spread=args.spread, fence=fence))
     for result in results:
         print(result)
+    write_results(results, plane.binaries, args.output)
     return 0
+
+
+def write_results(results: list[dict[str, Any]], binaries: Any, path: str) -> None:
+    """The figures, with the machine, the date and every component's version, as Markdown."""
+    from benchmarks.machine import describe
+
+    machine = describe()
+    lines = ["# The binding race: det-k8s and kube-scheduler on one free node (`python -m benchmarks.race`)", "",
+             f"Run {machine['date']} at {machine['commit']} on {machine['cpu']} ({machine['cores']} cores, "
+             f"{machine['memory_gib']} GiB), {machine['python']}, load at start {machine['load_at_start']}.",
+             f"Kubernetes {binaries.kube_version} (kube-apiserver, kube-scheduler, kube-controller-manager built from "
+             f"k8s.io/kubernetes), etcd {binaries.etcd_version}, kwok {binaries.kwok_version}.", "",
+             "Each round: a Determined 0.26.2 task pod (4 GPUs, schedulerName coscheduler, bound by det-k8s) and an "
+             "ordinary pod (4 GPUs, placed by kube-scheduler) for one free 4-GPU node; the ordinary pod arrives at a "
+             f"random moment within {results[0]['spread_ms']} ms of the start of det-k8s's pass. An over-commit is a "
+             "round where both were bound to the node (a real kubelet then refuses one).", "",
+             "| binding fence | rounds | over-committed | det-k8s bound first | kube-scheduler bound first | "
+             "pass p50 |", "|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {'on' if r['fence'] else 'off'} | {r['rounds']} | {r['overcommits']} | {r['det_k8s_first']} "
+                     f"| {r['kube_scheduler_first']} | {r['pass_p50_ms']} ms |")
+    Path(path).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
