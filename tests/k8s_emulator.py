@@ -875,6 +875,21 @@ def _semantic_problems(plural: str, obj: Mapping[str, Any]) -> list[str]:
             if len(str(obj.get("message") or "")) > 1024:
                 found.append("message: Too long: must have at most 1024 bytes")
     if plural == "pods":
+        # pkg/apis/core/validation: validateResourceRequirements: an extended resource (a name with a domain, not
+        # kubernetes.io's) may not be overcommitted: it needs a limit, equal to its request
+        spec = obj.get("spec") or {}
+        for kind in ("initContainers", "containers"):
+            for i, container in enumerate(spec.get(kind) or ()):
+                res = (container or {}).get("resources") or {}
+                requests, limits = res.get("requests") or {}, res.get("limits") or {}
+                for resource, amount in requests.items():
+                    if "/" in resource and not resource.startswith(("kubernetes.io/", "hugepages-")):
+                        if resource not in limits:
+                            found.append(f"spec.{kind}[{i}].resources.limits: Required value: Limit must be set for "
+                                         "non overcommitable resources")
+                        elif str(limits[resource]) != str(amount):
+                            found.append(f"spec.{kind}[{i}].resources.requests: Invalid value: {amount!r}: must be "
+                                         "equal to " + f"{resource} limit of {limits[resource]}")
         for i, condition in enumerate((obj.get("status") or {}).get("conditions") or ()):
             if isinstance(condition, dict) and condition.get("status") not in _CONDITION_STATUS:
                 found.append(f"status.conditions[{i}].status: Unsupported value: {condition.get('status')!r}: "
@@ -960,7 +975,11 @@ def node(name: str, *, gpus: int = 0, cpu: str = "7910m", memory: str = "30Gi", 
 def pod(name: str, *, namespace: str = "default", node_name: str | None = None, phase: str = "Running",
         labels: Mapping[str, str] | None = None, requests: Mapping[str, str] | None = None,
         container_statuses: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    container = {"name": "main", "image": "busybox", "resources": {"requests": dict(requests or {})}}
+    resources: dict[str, Any] = {"requests": dict(requests or {})}
+    extended = {k: v for k, v in (requests or {}).items() if "/" in k and not k.startswith("hugepages-")}
+    if extended:  # the API server refuses an extended resource requested without an equal limit (found on the real one)
+        resources["limits"] = extended
+    container = {"name": "main", "image": "busybox", "resources": resources}
     status: dict[str, Any] = {"phase": phase}
     if container_statuses is not None:
         status["containerStatuses"] = container_statuses

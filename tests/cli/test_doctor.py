@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.k8s_emulator import node, pod
+
+ON_REAL_CLUSTER_TOO = True  # doctor against the real API server too
 
 
 def four_gpu_nodes(cluster, n: int = 3) -> None:
@@ -26,6 +30,7 @@ def test_reports_the_documents_deadlock_from_determined_master_pods(run_cli, clu
     assert result.err.strip() == "error: 1 partly-started group(s) holding 12 GPU(s)"
 
 
+@pytest.mark.emulator_only  # their pending pods name no scheduler: the real kube-scheduler places them
 def test_names_a_deadlock_between_two_groups(run_cli, cluster):
     four_gpu_nodes(cluster)
     for name, nodes in (("a", ["gpu-0", "gpu-1", None]), ("b", ["gpu-2", None, None])):
@@ -45,6 +50,7 @@ def test_a_healthy_cluster_exits_0(run_cli, cluster):
     assert "no partly-started groups in namespace default" in result.err
 
 
+@pytest.mark.emulator_only  # their pending pods name no scheduler: the real kube-scheduler places them
 def test_other_namespaces_only_with_all_namespaces(run_cli, cluster):
     four_gpu_nodes(cluster)
     cluster.api.put(pod("x-0", namespace="team-b", labels={"determined": "x"}, node_name="gpu-0",
@@ -55,6 +61,7 @@ def test_other_namespaces_only_with_all_namespaces(run_cli, cluster):
     assert run_cli("doctor", "-A").code == 1
 
 
+@pytest.mark.emulator_only
 def test_without_permission_to_list_events_it_still_reports_partial_groups(run_cli, cluster):
     four_gpu_nodes(cluster)
     for i, where in enumerate(["gpu-0", None]):

@@ -13,6 +13,8 @@ from tests.k8s_emulator import node
 
 AGENT = "determined.ai/pedl-agent"
 
+ON_REAL_CLUSTER_TOO = True  # the real kubectl against the real API server too
+
 
 @pytest.fixture(params=["kubectl31", "kubectl35"])
 def real_kubectl(request) -> Path:

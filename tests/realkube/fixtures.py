@@ -88,6 +88,9 @@ class RealApi:
         if plural == "namespaces":
             self.namespaces.add(meta["name"])
         elif ns and ns not in SYSTEM_NAMESPACES and ns not in self.namespaces:
+            # a namespace of the same name an earlier test made may still be terminating: wait until it is gone
+            self.plane.wait_for(f"namespace {ns} of an earlier test to be gone", lambda: (self.get(
+                "namespaces", ns, None) or {}).get("status", {}).get("phase") != "Terminating", timeout=120)
             self.plane.request("POST", "/api/v1/namespaces",
                                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
             self.namespaces.add(ns)
@@ -123,6 +126,9 @@ class RealApi:
         if "status" in patch:
             self._ok(*self.plane.request("PATCH", path + "/status", {"status": patch["status"]},
                                          content_type="application/merge-patch+json"), f"status of {plural}/{name}")
+
+    def serve_discovery(self) -> None:
+        """The emulator serves kubectl's discovery documents only when asked; the real API server always does."""
 
     def remove(self, plural: str, name: str, namespace: str | None = "default") -> None:
         path = path_of(plural, namespace if PLURALS[plural][1] else None, name)
