@@ -131,6 +131,13 @@ class Cluster:
         return KubeApi.connect(kubeconfig=str(self.kubeconfig), namespace=namespace)
 
 
+def pytest_collection(session: pytest.Session) -> None:
+    """Say that collection started (it imports every test module: tens of seconds with nothing else printed)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and session.config.option.verbose < 0:
+        reporter.write_line("==> collecting the tests (importing every test module)")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A module with `ON_REAL_CLUSTER_TOO = True` runs each test that uses `cluster` twice: on the API emulator and on
     the real control plane (tests/realkube), but for tests marked `emulator_only` (fault injection the real API
