@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..cluster.model import Resources
+from ..cluster.quota import amount as quota_amount
 from ..quantity import format_milli
-from .model import Reason, ReasonCode
+from .model import QuotaHold, Reason, ReasonCode
 
 
 def amount(resource: str, milli: int) -> str:
@@ -134,6 +135,15 @@ def _never(reason: Reason) -> str:
             f"(limiting: {resource}; {total} {resource} in all; largest nodes: {largest})")
 
 
+def _quota(hold: QuotaHold) -> str:
+    """`namespace team-a: quota gpu-quota: requests.nvidia.com/gpu 8 of 8 used, the group needs 4`."""
+    used, hard, needs = (quota_amount(hold.resource, n) for n in (hold.used, hold.hard, hold.needs))
+    text = f"namespace {hold.namespace}: quota {hold.quota}: {hold.resource} {used} of {hard} used, the group needs {needs}"
+    if hold.needs > hold.hard:
+        text += " (more than the quota allows in all)"
+    return text
+
+
 def _request(request: Resources) -> str:
     return " + ".join(f"{amount(name, value)} {name}" for name, value in sorted(request.items())) or "nothing"
 
@@ -154,6 +164,8 @@ def describe(reason: Reason) -> str:
                  "pod-driven autoscaler is not triggered by it)", _ahead(reason)]
     elif code is ReasonCode.VOLUMES:
         parts = [_ask(reason), f"waiting for its volume: {reason.detail}", _ahead(reason)]
+    elif code is ReasonCode.QUOTA and reason.quota is not None:
+        parts = [_quota(reason.quota), _ask(reason), _ahead(reason)]
     else:
         parts = [_ask(reason), _free(reason)]
         if code is ReasonCode.TOPOLOGY and reason.topology:
@@ -212,6 +224,11 @@ def to_dict(reason: Reason) -> dict[str, Any]:
         data["preemption"] = {"outcome": reason.preemption or None, "lower_priority_groups": reason.preemptible,
                               "would_start": reason.preemption_would_start}
         data["autoscaling_would_help"] = reason.never_fits and reason.code is not ReasonCode.NO_ELIGIBLE_NODES
+    if reason.quota is not None:
+        hold = reason.quota
+        data["quota"] = {"namespace": hold.namespace, "name": hold.quota, "resource": hold.resource,
+                         "used": quota_amount(hold.resource, hold.used), "hard": quota_amount(hold.resource, hold.hard),
+                         "needs": quota_amount(hold.resource, hold.needs)}
     if reason.detail:
         data["detail"] = reason.detail
     return data

@@ -19,6 +19,9 @@ Groups are decided one at a time in policy order (`order.FairOrder`). Each is
 Capacity freed by this pass's victims is not free yet (their pods still run): only later
 preemptors may plan on it, since their pods are created once the victims are gone.
 
+A group one of whose pods a namespace's ResourceQuota would refuse waits, naming the quota
+(`resourcequota.py`): the API server admits pods one at a time, so such a group would start in part.
+
 Before deciding, each queued pod is taken as the API server will admit it (`admission.py`: the
 ExtendedResourceToleration plugin's tolerations), its claims become node tests (`volumes.py`),
 and what det-k8s cannot check becomes a warning in `plan.warnings`, naming the pod.
@@ -42,6 +45,7 @@ from .preempt import Evictions
 from .reasons import Explainer
 from .repack import BUDGET_PER_POD, Repacker
 from .reserve import Reservations, waited
+from .resourcequota import QuotaBook
 from .volumes import Storage
 
 
@@ -97,6 +101,7 @@ class _Pass:
         self.nodes = Nodes(snapshot.nodes, lasting)
         self.capacity = Capacity(snapshot.nodes, snapshot.used)
         self.storage = Storage(snapshot)
+        self.quotas = QuotaBook(snapshot.quotas)
         self.admission: Admission = detect(snapshot, policy.extended_resource_toleration)
         self.space = Space(snapshot, queue)
         self.fitter = Fitter(self.nodes, self.capacity, self.space, policy.topology_key, policy.topology_required)
@@ -149,6 +154,8 @@ class _Pass:
         if found is None:
             found = self._shapes[group.id] = self.shaper.shapes(group)
             self.warn_about(group, found)
+            for warning in self.quotas.warnings(group):
+                self.warnings[warning] = None
         return found
 
     def warn_about(self, group: PodGroup, shapes: Sequence[Shape]) -> None:
@@ -175,6 +182,12 @@ class _Pass:
             self.rejected[group.id] = Reason(ReasonCode.INVALID, detail="the group has no pods")
             return
         if self.refuse(group, self.never_fits(group, shapes)):
+            return
+        hold = self.quotas.hold(group)
+        if hold is not None:
+            self.wait(group, replace(self.reason(group, shapes, ReasonCode.QUOTA), quota=hold))
+            if not self.policy.backfill and self.blocker is None:
+                self.blocker = group  # strict order: a group its quota holds back holds the queue like any other
             return
         volumes = next((shape.volumes.waiting for shape in shapes if shape.volumes.waiting), "")
         if volumes:
@@ -299,6 +312,7 @@ class _Pass:
 
     def place(self, group: PodGroup, taken: Taken, *, movable: bool = True, counting: bool = True) -> None:
         self.placements[group.id] = assign(group, taken)
+        self.quotas.charge(group)
         self.order.charge(group.user, group.total_request)
         interacts = False
         if self.space.used or any(shape.judged for shape, _ in taken):
