@@ -17,7 +17,8 @@ from typing import Any
 from ..cluster.model import Resources
 from ..cluster.quota import amount as quota_amount
 from ..quantity import format_milli
-from .model import QuotaHold, Reason, ReasonCode
+from .model import QueueHold, QuotaHold, Reason, ReasonCode
+from .queues import unit
 
 
 def amount(resource: str, milli: int) -> str:
@@ -144,6 +145,13 @@ def _quota(hold: QuotaHold) -> str:
     return text
 
 
+def _queue(hold: QueueHold) -> str:
+    """`queue nlp: 48 of 48 GPUs (its limit), the group needs 8`; a parent's: `queue research (above nlp): ...`."""
+    which = hold.queue if hold.queue == hold.leaf else f"{hold.queue} (above {hold.leaf})"
+    return (f"queue {which}: {amount(hold.resource, hold.used)} of {unit(hold.resource, hold.limit)} (its limit), "
+            f"the group needs {amount(hold.resource, hold.needs)}")
+
+
 def _request(request: Resources) -> str:
     return " + ".join(f"{amount(name, value)} {name}" for name, value in sorted(request.items())) or "nothing"
 
@@ -166,6 +174,8 @@ def describe(reason: Reason) -> str:
         parts = [_ask(reason), f"waiting for its volume: {reason.detail}", _ahead(reason)]
     elif code is ReasonCode.QUOTA and reason.quota is not None:
         parts = [_quota(reason.quota), _ask(reason), _ahead(reason)]
+    elif code is ReasonCode.QUEUE_LIMIT and reason.queue is not None:
+        parts = [_queue(reason.queue), _ask(reason), _ahead(reason)]
     else:
         parts = [_ask(reason), _free(reason)]
         if code is ReasonCode.TOPOLOGY and reason.topology:
@@ -229,6 +239,11 @@ def to_dict(reason: Reason) -> dict[str, Any]:
         data["quota"] = {"namespace": hold.namespace, "name": hold.quota, "resource": hold.resource,
                          "used": quota_amount(hold.resource, hold.used), "hard": quota_amount(hold.resource, hold.hard),
                          "needs": quota_amount(hold.resource, hold.needs)}
+    if reason.queue is not None:
+        held = reason.queue
+        data["queue"] = {"queue": held.queue, "leaf": held.leaf, "resource": held.resource,
+                         "used": amount(held.resource, held.used), "limit": amount(held.resource, held.limit),
+                         "needs": amount(held.resource, held.needs)}
     if reason.detail:
         data["detail"] = reason.detail
     return data

@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..cluster.model import GPU, NO_CONSTRAINTS, RUNTIME_CLASS_MERGE, Constraints, Pod, Resources
 from ..cluster.quota import QuotaFacts, facts_from_requests
+
+if TYPE_CHECKING:
+    from .queues import QueueTree
 
 DEFAULT_PRIORITY = 50  # Determined on Kubernetes: higher is more important, 50 when unset
 DEFAULT_RESERVE_AFTER = 300.0  # seconds a group waits before the starvation guard reserves nodes for it
@@ -102,6 +105,19 @@ class QuotaHold(NamedTuple):
     needs: int
 
 
+class QueueHold(NamedTuple):
+    """A queue whose limit the group would exceed: `queue` (on the path of the group's leaf queue `leaf`) has
+    `used` of its `limit` of `resource` in use (milli-units, this pass's placements included); the group asks
+    `needs`."""
+
+    queue: str
+    leaf: str
+    resource: str
+    used: int
+    limit: int
+    needs: int
+
+
 class RunningPod(NamedTuple):
     name: str
     node: str
@@ -143,7 +159,8 @@ class Policy:
     is kept within one domain when it fits there, and with `topology_required` only then placed.
     `extended_resource_toleration` says whether the API server runs the ExtendedResourceToleration
     admission plugin (pods asking for `nvidia.com/gpu` get a toleration of `nvidia.com/gpu`
-    NoSchedule taints); None detects it from the snapshot (`admission.py`).
+    NoSchedule taints); None detects it from the snapshot (`admission.py`). `queues`: the team
+    queues (`queues.py`); None: no queue limits.
     """
 
     preemption: bool = False
@@ -156,6 +173,7 @@ class Policy:
     topology_key: str = ZONE
     topology_required: bool = False
     extended_resource_toleration: bool | None = None
+    queues: QueueTree | None = None
 
     def weight(self, user: str) -> float:
         return float(self.weights.get(user, self.default_weight))
@@ -177,6 +195,7 @@ class ReasonCode(StrEnum):
     BEHIND_RESERVATION = "behind-reservation"  # waits: would fit, but only on reserved nodes
     STRICT_ORDER = "strict-order"            # waits: backfill is off and a group ahead waits
     QUOTA = "quota"                          # waits: a namespace's ResourceQuota would refuse some of its pods
+    QUEUE_LIMIT = "queue-limit"              # waits: a queue on its path would go over its limit
 
     @property
     def rejected(self) -> bool:
@@ -237,6 +256,7 @@ class Reason:
     autoscaling: bool = False
     preemption: str = ""  # "would-start" (policy off), "none-lower", "not-enough", "not-for-pod-rules"; "" n/a
     quota: QuotaHold | None = None  # the ResourceQuota that holds the group back (code QUOTA)
+    queue: QueueHold | None = None  # the queue whose limit holds the group back (code QUEUE_LIMIT)
 
     @property
     def never_fits(self) -> bool:

@@ -19,7 +19,8 @@ Groups are decided one at a time in policy order (`order.FairOrder`). Each is
 Capacity freed by this pass's victims is not free yet (their pods still run): only later
 preemptors may plan on it, since their pods are created once the victims are gone.
 
-A group one of whose pods a namespace's ResourceQuota would refuse waits, naming the quota
+A group that would take a queue on its path over its limit waits, naming the queue (`queues.py`, with
+`policy.queues`). A group one of whose pods a namespace's ResourceQuota would refuse waits, naming the quota
 (`resourcequota.py`): the API server admits pods one at a time, so such a group would start in part.
 
 Before deciding, each queued pod is taken as the API server will admit it (`admission.py`: the
@@ -42,6 +43,7 @@ from .labels import GROUP, is_managed, running_groups
 from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from .order import FairOrder
 from .preempt import Evictions
+from .queues import QueueBook
 from .reasons import Explainer
 from .repack import BUDGET_PER_POD, Repacker
 from .reserve import Reservations, waited
@@ -85,6 +87,14 @@ def lasting_usage(pods: Iterable[Pod]) -> dict[str, dict[str, int]]:
     return held
 
 
+def _holding(snapshot: Snapshot, running: Sequence[RunningGroup]) -> list[RunningGroup]:
+    """Every group that counts against the queues: det-k8s's in every namespace, and the caller's (the master's)."""
+    found = {g.id: g for g in running_groups(snapshot.pods)}
+    for group in running:
+        found.setdefault(group.id, group)
+    return [found[key] for key in sorted(found)]
+
+
 class _Pass:
     def __init__(self, snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
                  running: Sequence[RunningGroup], now: datetime | None = None) -> None:
@@ -102,6 +112,7 @@ class _Pass:
         self.capacity = Capacity(snapshot.nodes, snapshot.used)
         self.storage = Storage(snapshot)
         self.quotas = QuotaBook(snapshot.quotas)
+        self.queues = QueueBook(policy.queues, _holding(snapshot, self.running), snapshot.pods) if policy.queues else None
         self.admission: Admission = detect(snapshot, policy.extended_resource_toleration)
         self.space = Space(snapshot, queue)
         self.fitter = Fitter(self.nodes, self.capacity, self.space, policy.topology_key, policy.topology_required)
@@ -182,6 +193,12 @@ class _Pass:
             self.rejected[group.id] = Reason(ReasonCode.INVALID, detail="the group has no pods")
             return
         if self.refuse(group, self.never_fits(group, shapes)):
+            return
+        limited = self.queues.hold(group) if self.queues is not None else None
+        if limited is not None:
+            self.wait(group, replace(self.reason(group, shapes, ReasonCode.QUEUE_LIMIT), queue=limited))
+            if not self.policy.backfill and self.blocker is None:
+                self.blocker = group
             return
         hold = self.quotas.hold(group)
         if hold is not None:
@@ -313,6 +330,8 @@ class _Pass:
     def place(self, group: PodGroup, taken: Taken, *, movable: bool = True, counting: bool = True) -> None:
         self.placements[group.id] = assign(group, taken)
         self.quotas.charge(group)
+        if self.queues is not None:
+            self.queues.charge(group)
         self.order.charge(group.user, group.total_request)
         interacts = False
         if self.space.used or any(shape.judged for shape, _ in taken):
