@@ -266,7 +266,7 @@ def test_policy_is_stored_for_every_client(run_cli, cluster):
     shown = json.loads(run_cli("scheduler", "policy", "-o", "json").out)
     assert shown == {"preemption": True, "weights": {"alice": 2.0, "bob": 0.5}, "autoscaling": False,
                      "backfill": True, "reserve_after": 300.0, "topology_key": "topology.kubernetes.io/zone",
-                     "topology_required": False, "extended_resource_toleration": None}
+                     "topology_required": False, "extended_resource_toleration": None, "queues": None}
     assert run_cli("scheduler", "policy", "--weight", "alice").code == 2
 
 
