@@ -87,7 +87,7 @@ def lasting_usage(pods: Iterable[Pod]) -> dict[str, dict[str, int]]:
     return held
 
 
-def _holding(snapshot: Snapshot, running: Sequence[RunningGroup]) -> list[RunningGroup]:
+def holding(snapshot: Snapshot, running: Sequence[RunningGroup]) -> list[RunningGroup]:
     """Every group that counts against the queues: det-k8s's in every namespace, and the caller's (the master's)."""
     found = {g.id: g for g in running_groups(snapshot.pods)}
     for group in running:
@@ -112,7 +112,7 @@ class _Pass:
         self.capacity = Capacity(snapshot.nodes, snapshot.used)
         self.storage = Storage(snapshot)
         self.quotas = QuotaBook(snapshot.quotas)
-        self.queues = QueueBook(policy.queues, _holding(snapshot, self.running), snapshot.pods) if policy.queues else None
+        self.queues = QueueBook(policy.queues, holding(snapshot, self.running), snapshot.pods) if policy.queues else None
         self.admission: Admission = detect(snapshot, policy.extended_resource_toleration)
         self.space = Space(snapshot, queue)
         self.fitter = Fitter(self.nodes, self.capacity, self.space, policy.topology_key, policy.topology_required)

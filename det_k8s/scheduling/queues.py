@@ -390,3 +390,55 @@ def unit(resource: str, milli: int) -> str:
     if resource in (GPU, AMD_GPU):
         return f"{text} GPU{'' if text == '1' else 's'}"
     return f"{text} {resource}"
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One queue as `det-k8s queues` shows it: amounts per resource in milli-units. `used` is what the groups
+    running in its subtree hold; `borrowed` the part of it above the guarantee, `lent` the guarantee it leaves idle
+    for others; `waiting` the groups of its subtree not placed by the plan (with why, when a queue limit holds them)."""
+
+    name: str
+    parent: str
+    depth: int
+    weight: float
+    guarantee: Mapping[str, int]
+    limit: Mapping[str, int]
+    used: Mapping[str, int]
+    borrowed: Mapping[str, int]
+    lent: Mapping[str, int]
+    running: tuple[str, ...]
+    waiting: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        def amounts(values: Mapping[str, int]) -> dict[str, str]:
+            return {name: format_milli(name, amount) for name, amount in sorted(values.items())}
+
+        return {"name": self.name, "parent": self.parent or None, "weight": self.weight,
+                "guarantee": amounts(self.guarantee), "limit": amounts(self.limit), "used": amounts(self.used),
+                "borrowed": amounts(self.borrowed), "lent": amounts(self.lent), "running": list(self.running),
+                "waiting": list(self.waiting)}
+
+
+def report(tree: QueueTree, book: QueueBook, waiting: Iterable[PodGroup]) -> list[QueueRow]:
+    """Every queue in document order: guarantee, use, borrowed, lent, limit, running and waiting groups. `book` is
+    a QueueBook of the running groups (before any placement); `waiting` the queued groups a plan did not place."""
+    below: dict[str, list[str]] = {}
+    for group in sorted(waiting, key=lambda g: (g.sequence, g.id)):
+        for name in tree.path(book.leaf(group)):
+            below.setdefault(name, []).append(group.id)
+    running: dict[str, list[str]] = {}
+    for leaf, ids in book.running_in.items():
+        for name in tree.path(leaf):
+            running.setdefault(name, []).extend(ids)
+    rows = []
+    for queue in tree.queues:
+        used = {k: v for k, v in book.used[queue.name].items() if v}
+        resources = set(used) | set(queue.guarantee)
+        borrowed = {r: used.get(r, 0) - queue.guarantee.get(r, 0) for r in resources
+                    if used.get(r, 0) > queue.guarantee.get(r, 0)}
+        lent = {r: queue.guarantee[r] - used.get(r, 0) for r in queue.guarantee if queue.guarantee[r] > used.get(r, 0)}
+        rows.append(QueueRow(queue.name, queue.parent, len(tree.path(queue.name)) - 1, queue.weight,
+                             dict(queue.guarantee), dict(queue.limit), used, borrowed, lent,
+                             tuple(sorted(running.get(queue.name, ()))), tuple(below.get(queue.name, ()))))
+    return rows

@@ -98,3 +98,29 @@ def test_live_passes_hold_a_group_at_its_queue_limit(run_cli, cluster, tmp_path)
     listed = json.loads(run_cli("experiment", "list", "-o", "json").out)
     (entry,) = listed if isinstance(listed, list) else listed["experiments"]
     assert "queue everyone: 0 of 4 GPUs (its limit), the group needs 12" in json.dumps(entry)
+
+
+def test_queues_lists_guarantee_use_borrowed_lent_limit_and_waiting(run_cli, cluster, tmp_path):
+    for i in range(4):
+        cluster.api.put(node(f"gpu-{i}", gpus=4, cpu="31910m", memory="240Gi"))
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+    queues = tmp_path / "queues.yaml"
+    queues.write_text(QUEUES)
+    assert run_cli("queues").code == 2  # none yet: says how to set them
+    assert run_cli("scheduler", "policy", "--queues", queues).code == 0
+    assert run_cli("experiment", "create", TWELVE_A, "-f", settings).code == 0  # nlp: 12 GPUs, 4 borrowed
+    assert run_cli("experiment", "create", TWELVE_B, "-f", settings).code == 0  # research is at its limit
+    data = json.loads(run_cli("queues", "-o", "json").out)
+    rows = {row["name"]: row for row in data["queues"]}
+    assert list(rows) == ["research", "nlp", "everyone"] and data["default_queue"] == "everyone"
+    nlp = rows["nlp"]
+    assert (nlp["guarantee"], nlp["used"], nlp["borrowed"], nlp["lent"], nlp["limit"]) == (
+        {"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "12"}, {"nvidia.com/gpu": "4"}, {}, {})
+    assert len(nlp["running"]) == 1 and len(nlp["waiting"]) == 1 and rows["research"]["waiting"] == nlp["waiting"]
+    assert (rows["everyone"]["used"], rows["everyone"]["limit"], rows["everyone"]["waiting"]) == (
+        {}, {"nvidia.com/gpu": "4"}, [])
+    table = run_cli("queues").out.splitlines()
+    assert table[0].split() == ["QUEUE", "GUARANTEE", "USE", "BORROWED", "LENT", "LIMIT", "WEIGHT", "RUNNING",
+                                "WAITING"]
+    assert table[2].split() == ["nlp", "8", "GPUs", "12", "GPUs", "4", "GPUs", "-", "-", "1", "1", "1"]
