@@ -7,11 +7,14 @@ raw pod objects, never importing det_k8s.
 - A queue's use is what the groups running in its subtree request, plus what the pass has placed there since.
 - A group may start only if no queue on its path, from its leaf to the top, would go over its limit in a resource
   the group asks for.
+- Reclaim: a group whose leaf guarantees what it asks for, and which stays within that guarantee, may have whole
+  groups of other queues evicted, whatever their priority, as long as their queue uses more than its guarantee
+  of a resource the group asks for and its own queue guarantees (Kueue: borrowing); the fewest that make room.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -80,3 +83,21 @@ def add(doc: Obj, used: dict[str, dict[str, Fraction]], leaf: str, asks: Mapping
         bucket = used.setdefault(name, {})
         for resource, amount in asks.items():
             bucket[resource] = bucket.get(resource, Fraction(0)) + amount
+
+
+def guarantees(doc: Obj) -> dict[str, dict[str, Fraction]]:
+    return {q["name"]: {k: quantity(v) for k, v in (q.get("guarantee") or {}).items()} for q, _ in walk(doc)}
+
+
+def within_guarantee(doc: Obj, used: Mapping[str, Mapping[str, Fraction]], leaf: str,
+                     asks: Mapping[str, Fraction]) -> bool:
+    """The leaf guarantees something the group asks for, and holds it within each such guarantee: it may reclaim."""
+    mine = guarantees(doc).get(leaf, {})
+    asked = {k: v for k, v in asks.items() if v}
+    return any(k in mine for k in asked) and all(
+        used.get(leaf, {}).get(k, Fraction(0)) + v <= mine[k] for k, v in asked.items() if k in mine)
+
+
+def borrowing(doc: Obj, used: Mapping[str, Mapping[str, Fraction]], leaf: str, resources: Iterable[str]) -> bool:
+    mine = guarantees(doc).get(leaf, {})
+    return any(used.get(leaf, {}).get(k, Fraction(0)) > mine.get(k, Fraction(0)) for k in resources)

@@ -399,7 +399,8 @@ class LiveScheduler:
                 report.problems.append(f"{victim}: could not delete {', '.join(leftovers)}")
             entry = entries.get(victim)
             if entry is not None:
-                why = f"preempted by {by} (higher priority); back in the queue"
+                why = (f"reclaimed by {by} (its queue's guarantee); back in the queue" if victim in plan.reclaimed
+                       else f"preempted by {by} (higher priority); back in the queue")
                 entries[victim] = self._write(entry.with_event(f"{self._now()} {why}", state=QUEUED, reason=why,
                                                                placement={}), report)
 

@@ -286,6 +286,7 @@ class Plan:
     order: tuple[str, ...] = ()
     reservations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    reclaimed: tuple[str, ...] = ()  # the victims taken back for a queue below its guarantee (whatever their priority)
 
     def status(self, group_id: str) -> str:
         """`placed`, `queued` or `rejected` (the words `det-k8s plan -o json` uses)."""

@@ -128,6 +128,7 @@ class _Pass:
         self.waiting: dict[str, Reason] = {}
         self.rejected: dict[str, Reason] = {}
         self.preempting: dict[str, tuple[str, ...]] = {}
+        self.reclaimed: list[str] = []
         unready = {node.name for node in snapshot.nodes if not node.ready}
         leaving = {pod.labels.get(GROUP) for pod in snapshot.pods if pod.deleting and is_managed(pod.labels)}
         returning = [g for g in running_groups(p for p in snapshot.pods if p.labels.get(GROUP) in leaving)
@@ -158,7 +159,7 @@ class _Pass:
         held = self.reservation.group
         reservations = {held.id: self.reservation.nodes} if held else {}
         return Plan(self.placements, self.waiting, self.rejected, tuple(self.evictions.victims),
-                    self.preempting, tuple(self.decided), reservations, tuple(self.warnings))
+                    self.preempting, tuple(self.decided), reservations, tuple(self.warnings), tuple(self.reclaimed))
 
     def shapes(self, group: PodGroup) -> tuple[Shape, ...]:
         found = self._shapes.get(group.id)
@@ -239,6 +240,8 @@ class _Pass:
             self.place(group, moved[group.id])
             return
         if self.policy.preemption and self.try_preempt(group, shapes):
+            return
+        if self.queues is not None and self.try_reclaim(group, shapes):
             return
         judged = any(shape.judged for shape in shapes)
         if (self.policy.reservations and self.reservation.group is None and not judged
@@ -399,6 +402,35 @@ class _Pass:
                     if any(pod.namespace == ns and c.selector.matches(pod.labels) for c, ns in spread):
                         return True
         return False
+
+    def try_reclaim(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
+        """A queue below its guarantee takes back capacity others borrowed of it: whole groups of queues that use
+        more than their guarantee of a resource it asks for and its queue guarantees, by the victim rule, whatever
+        their priority."""
+        queues = self.queues
+        if queues is None or not queues.within_guarantee(group):
+            return False
+        leaf = queues.leaf(group)
+        guaranteed = queues.tree.get(leaf).guarantee
+        asked = [name for name, amount in group.total_request.items() if amount and name in guaranteed]
+        pool = [g for g in self.running if queues.home.get(g.id, leaf) != leaf and queues.borrowing(g.id, asked)]
+        if not pool:
+            return False
+        level = max(group.priority, *(g.priority + 1 for g in pool))
+        if self.enabling(shapes, level):
+            return False  # its rules would be judged without the victims: not modelled, it waits instead
+        found = self.evictions.reclaim(shapes, pool, level)
+        if found is None or not found.victims:
+            return False
+        for victim in found.victims:
+            self.order.charge(victim.user, victim.total_request, -1)
+            queues.leaving(victim)
+            self.reclaimed.append(victim.id)
+        self.preempting[group.id] = self.evictions.commit(found, level)
+        self.place(group, found.taken, movable=False, counting=False)
+        if any(pod.constraints.spread for pod in group.pods):
+            self._shapes.clear()
+        return True
 
     def try_preempt(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
         if self.enabling(shapes, group.priority):

@@ -345,11 +345,14 @@ class QueueBook:
             by_name.setdefault(pod.name, pod)
         self.used: dict[str, dict[str, int]] = {q.name: {} for q in tree.queues}
         self.running_in: dict[str, list[str]] = {}
+        self.home: dict[str, str] = {}  # running group id -> its leaf queue
+        self.given_back: dict[str, dict[str, int]] = {}  # per queue: what this pass's reclaim victims will free
         for group in running:
             first = by_name.get(group.pods[0].name) if group.pods else None
             leaf = tree.leaf_for(user=group.user, namespace=first.namespace if first else "",
                                  labels=first.labels if first else {})
             self.running_in.setdefault(leaf, []).append(group.id)
+            self.home[group.id] = leaf
             self._add(leaf, group.total_request)
         self._leaf: dict[str, str] = {}
 
@@ -382,6 +385,34 @@ class QueueBook:
 
     def charge(self, group: PodGroup) -> None:
         self._add(self.leaf(group), group.total_request)
+
+    def within_guarantee(self, group: PodGroup) -> bool:
+        """Its leaf queue guarantees a resource the group asks for, and holds the group within every guarantee it
+        has of what the group asks: the queue may reclaim what others borrowed of it."""
+        queue = self.tree.get(self.leaf(group))
+        request = {name: amount for name, amount in group.total_request.items() if amount}
+        used = self.used[queue.name]
+        return (any(name in queue.guarantee for name in request)
+                and all(used.get(name, 0) + amount <= queue.guarantee[name]
+                        for name, amount in request.items() if name in queue.guarantee))
+
+    def borrowing(self, group_id: str, resources: Iterable[str]) -> bool:
+        """The running group's leaf queue uses more than its guarantee of one of `resources` (Kueue: borrowing)."""
+        leaf = self.home.get(group_id)
+        if leaf is None:
+            return False
+        queue = self.tree.get(leaf)
+        used, back = self.used[leaf], self.given_back.get(leaf, {})
+        return any(used.get(name, 0) - back.get(name, 0) > queue.guarantee.get(name, 0) for name in resources)
+
+    def leaving(self, victim: RunningGroup) -> None:
+        """A victim of reclaim: its queues stop borrowing what it frees (it still holds it until its pods are gone,
+        so it still counts against their limits)."""
+        leaf = self.home.get(victim.id)
+        for name in self.tree.path(leaf) if leaf else ():
+            bucket = self.given_back.setdefault(name, {})
+            for resource, amount in victim.total_request.items():
+                bucket[resource] = bucket.get(resource, 0) + amount
 
 
 def unit(resource: str, milli: int) -> str:

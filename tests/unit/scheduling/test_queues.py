@@ -174,3 +174,70 @@ def test_groups_in_no_queue_go_to_the_default_queue_the_admin_controls():
     queues = tree({"defaultQueue": "rest", "queues": [{"name": "rest", "limit": {"nvidia.com/gpu": 4}}]})
     result = plan([], group("a", 1, 4, namespace="x"), group("b", 1, 4, namespace="y", sequence=1), queues=queues)
     assert set(result.placements) == {"a"} and result.waiting["b"].queue.queue == "rest"
+
+
+# -- reclaim ---------------------------------------------------------------------------------------------------
+
+TEAMS = {"queues": [{"name": "a", "guarantee": {"nvidia.com/gpu": 8}, "members": {"namespaces": ["team-a"]}},
+                    {"name": "b", "guarantee": {"nvidia.com/gpu": 8}, "members": {"namespaces": ["team-b"]}}]}
+FOUR = [node(f"gpu-{i}", 4) for i in range(4)]
+
+
+def cluster(*groups: tuple[str, str, int, str]) -> list[dict[str, Any]]:
+    """Running single-pod 4-GPU groups: (id, namespace, priority, start) each on its own node, in order."""
+    out: list[dict[str, Any]] = []
+    for i, (name, namespace, priority, start) in enumerate(groups):
+        out += running(name, [f"gpu-{i}"], gpus=4, namespace=namespace, priority=priority, created=start)
+    return out
+
+
+def reclaim_plan(objects: Sequence[Mapping[str, Any]], *groups: PodGroup, preemption: bool = False) -> Plan:
+    snapshot = snapshot_from_objects([{"kind": "List", "items": [*FOUR, *objects]}])
+    return schedule(snapshot, list(groups), Policy(preemption=preemption, queues=tree(TEAMS)))
+
+
+B_BORROWS = cluster(("b1", "team-b", 100, "2024-01-01T01:00:00Z"), ("b2", "team-b", 100, "2024-01-01T02:00:00Z"),
+                    ("b3", "team-b", 100, "2024-01-01T03:00:00Z"), ("b4", "team-b", 100, "2024-01-01T04:00:00Z"))
+
+
+def test_a_queue_below_its_guarantee_reclaims_what_another_borrowed_even_from_higher_priority():
+    """Kueue's reclaimWithinCohort: Any. b holds all 16 GPUs (8 borrowed) at priority 100; a asks 4 within its 8."""
+    result = reclaim_plan(B_BORROWS, group("a1", 1, 4, namespace="team-a", priority=10))
+    assert result.victims == result.reclaimed == ("b4",)  # one group, the newest (least work lost)
+    assert result.preempting["a1"] == ("b4",) and result.placements["a1"] == (("a1-0", "gpu-3"),)
+
+
+def test_reclaim_goes_on_while_the_queue_is_below_its_guarantee_and_the_other_borrows():
+    groups = [group(f"a{i}", 1, 4, namespace="team-a", sequence=i, priority=10) for i in range(3)]
+    result = reclaim_plan(B_BORROWS, *groups)
+    assert result.victims == ("b4", "b3") and set(result.placements) == {"a0", "a1"}
+    assert result.waiting["a2"].code is ReasonCode.INSUFFICIENT  # a has its 8: the rest it may only borrow
+
+
+def test_no_reclaim_beyond_the_guarantee_nor_from_a_queue_within_its_own():
+    even = cluster(("a1", "team-a", 10, "2024-01-01T01:00:00Z"), ("a2", "team-a", 10, "2024-01-01T02:00:00Z"),
+                   ("b1", "team-b", 100, "2024-01-01T03:00:00Z"), ("b2", "team-b", 100, "2024-01-01T04:00:00Z"))
+    held = reclaim_plan(even, group("a3", 1, 4, namespace="team-a", priority=10))
+    assert held.victims == () and held.waiting["a3"].code is ReasonCode.INSUFFICIENT
+    too_big = reclaim_plan(B_BORROWS, group("big", 3, 4, namespace="team-a", priority=10))  # 12 > a's 8
+    assert too_big.victims == () and "big" in too_big.waiting
+
+
+def test_the_same_queues_groups_are_never_reclaimed_and_plans_are_deterministic():
+    mixed = cluster(("a1", "team-a", 1, "2024-01-01T05:00:00Z"), ("b1", "team-b", 100, "2024-01-01T01:00:00Z"),
+                    ("b2", "team-b", 100, "2024-01-01T02:00:00Z"), ("b3", "team-b", 100, "2024-01-01T03:00:00Z"))
+    groups = [group("a2", 1, 4, namespace="team-a", priority=50)]
+    result = reclaim_plan(mixed, *groups)
+    assert result.victims == ("b3",)  # a1 is a's own (and of lower priority: preemption is off)
+    assert result == reclaim_plan(list(reversed(mixed)), *groups)
+
+
+def test_only_borrowed_capacity_is_reclaimed_not_a_queue_within_its_guarantee():
+    three = {"queues": [{"name": "a", "guarantee": {"nvidia.com/gpu": 4}, "members": {"namespaces": ["team-a"]}},
+                        {"name": "b", "guarantee": {"nvidia.com/gpu": 8}, "members": {"namespaces": ["team-b"]}},
+                        {"name": "c", "guarantee": {"nvidia.com/gpu": 4}, "members": {"namespaces": ["team-c"]}}]}
+    busy = cluster(("c1", "team-c", 100, "2024-01-01T01:00:00Z"), ("c2", "team-c", 100, "2024-01-01T02:00:00Z"),
+                   ("b1", "team-b", 0, "2024-01-01T03:00:00Z"), ("b2", "team-b", 0, "2024-01-01T04:00:00Z"))
+    snapshot = snapshot_from_objects([{"kind": "List", "items": [*FOUR, *busy]}])
+    result = schedule(snapshot, [group("a1", 1, 4, namespace="team-a")], Policy(queues=tree(three)))
+    assert result.victims == ("c2",)  # b holds only its guarantee, at priority 0: c borrows, at 100
