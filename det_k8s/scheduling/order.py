@@ -5,6 +5,10 @@ priority, the user with the lowest weighted dominant resource share goes next (D
 share is the largest fraction of any cluster resource their running and just-placed groups
 hold, divided by their weight), and each user's own groups go in submission order. Shares change
 as the pass places groups, so the order is produced one group at a time.
+
+With team queues (`queues.py`), within a priority the queue that borrows least goes first: its
+weighted dominant share of what it uses above its guarantee (`QueueBook.share`; 0 while within
+it), then the user's share within it. Idle capacity is so shared among the queues by weight.
 """
 
 from __future__ import annotations
@@ -13,25 +17,35 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..cluster.model import PODS
 from .model import PodGroup, Policy
 
+if TYPE_CHECKING:
+    from .queues import QueueBook
+
+Bucket = tuple[str, str]  # (leaf queue, user); the queue is "" without team queues
+
 
 class FairOrder:
     def __init__(self, queue: Sequence[PodGroup], usage: Iterable[tuple[str, Mapping[str, int]]],
-                 totals: Mapping[str, int], policy: Policy) -> None:
+                 totals: Mapping[str, int], policy: Policy, teams: QueueBook | None = None) -> None:
         self._totals = {name: amount for name, amount in totals.items() if amount > 0 and name != PODS}
         self._policy = policy
+        self._teams = teams
         self._usage: dict[str, dict[str, int]] = {}
-        self._heap: list[tuple[float, int, str, int, str]] = []
-        self._pending: dict[str, deque[PodGroup]] = {}
-        self._version: dict[str, int] = {}
+        self._heap: list[tuple[tuple[float, float], int, str, int, Bucket]] = []
+        self._pending: dict[Bucket, deque[PodGroup]] = {}
+        self._version: dict[Bucket, int] = {}
+        self._of_user: dict[str, list[Bucket]] = {}
+        self._of_leaf: dict[str, list[Bucket]] = {}
         for user, resources in usage:
             self.charge(user, resources)
-        levels: dict[int, dict[str, list[PodGroup]]] = {}
+        levels: dict[int, dict[Bucket, list[PodGroup]]] = {}
         for group in queue:
-            levels.setdefault(group.priority, {}).setdefault(group.user, []).append(group)
+            bucket = (teams.leaf(group) if teams is not None else "", group.user)
+            levels.setdefault(group.priority, {}).setdefault(bucket, []).append(group)
         self._levels = [(priority, levels[priority]) for priority in sorted(levels, reverse=True)]
 
     def share(self, user: str) -> float:
@@ -45,33 +59,50 @@ class FairOrder:
             return math.inf if dominant > 0 else 0.0
         return dominant / weight
 
+    def _key(self, bucket: Bucket) -> tuple[float, float]:
+        leaf, user = bucket
+        team = self._teams.share(leaf, self._totals) if self._teams is not None and leaf else 0.0
+        return team, self.share(user)
+
     def charge(self, user: str, resources: Mapping[str, int], sign: int = 1) -> None:
         """Add (or with sign=-1 remove) resources held by the user, and re-rank their next group."""
         usage = self._usage.setdefault(user, {})
         for name, amount in resources.items():
             usage[name] = usage.get(name, 0) + sign * amount
-        if user in self._version and self._pending.get(user):
-            self._push(user)
+        self._rerank(self._of_user.get(user, ()))
 
-    def _push(self, user: str) -> None:
-        self._version[user] = self._version.get(user, 0) + 1
-        head = self._pending[user][0]
-        heapq.heappush(self._heap, (self.share(user), head.sequence, head.id, self._version[user], user))
+    def requeue(self, leaf: str) -> None:
+        """The queue's use changed (a placement, a victim): re-rank its groups."""
+        self._rerank(self._of_leaf.get(leaf, ()))
+
+    def _rerank(self, buckets: Iterable[Bucket]) -> None:
+        for bucket in buckets:
+            if bucket in self._version and self._pending.get(bucket):
+                self._push(bucket)
+
+    def _push(self, bucket: Bucket) -> None:
+        self._version[bucket] = self._version.get(bucket, 0) + 1
+        head = self._pending[bucket][0]
+        heapq.heappush(self._heap, (self._key(bucket), head.sequence, head.id, self._version[bucket], bucket))
 
     def __iter__(self) -> Iterator[PodGroup]:
-        for _priority, users in self._levels:
+        for _priority, buckets in self._levels:
             self._heap = []
             self._pending = {}
             self._version = {}
-            for user in sorted(users):
-                self._pending[user] = deque(sorted(users[user], key=lambda g: (g.sequence, g.id)))
-                self._push(user)
+            self._of_user = {}
+            self._of_leaf = {}
+            for bucket in sorted(buckets):
+                self._pending[bucket] = deque(sorted(buckets[bucket], key=lambda g: (g.sequence, g.id)))
+                self._of_user.setdefault(bucket[1], []).append(bucket)
+                self._of_leaf.setdefault(bucket[0], []).append(bucket)
+                self._push(bucket)
             while self._heap:
-                _share, _sequence, _id, version, user = heapq.heappop(self._heap)
-                if version != self._version[user]:
+                _share, _sequence, _id, version, bucket = heapq.heappop(self._heap)
+                if version != self._version[bucket]:
                     continue  # re-ranked since this entry was pushed
-                group = self._pending[user].popleft()
-                self._version[user] += 1  # the user has no live entry while its group is decided
+                group = self._pending[bucket].popleft()
+                self._version[bucket] += 1  # the bucket has no live entry while its group is decided
                 yield group
-                if self._pending[user]:
-                    self._push(user)
+                if self._pending[bucket]:
+                    self._push(bucket)

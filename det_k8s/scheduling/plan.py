@@ -123,7 +123,7 @@ class _Pass:
             if node.ready and not node.unschedulable:
                 for name, amount in node.allocatable.items():
                     totals[name] = totals.get(name, 0) + amount
-        self.order = FairOrder(queue, ((g.user, g.total_request) for g in self.running), totals, policy)
+        self.order = FairOrder(queue, ((g.user, g.total_request) for g in self.running), totals, policy, self.queues)
         self.placements: dict[str, Placement] = {}
         self.waiting: dict[str, Reason] = {}
         self.rejected: dict[str, Reason] = {}
@@ -335,6 +335,7 @@ class _Pass:
         self.quotas.charge(group)
         if self.queues is not None:
             self.queues.charge(group)
+            self.order.requeue(self.queues.leaf(group))
         self.order.charge(group.user, group.total_request)
         interacts = False
         if self.space.used or any(shape.judged for shape, _ in taken):
@@ -425,6 +426,7 @@ class _Pass:
         for victim in found.victims:
             self.order.charge(victim.user, victim.total_request, -1)
             queues.leaving(victim)
+            self.order.requeue(queues.home.get(victim.id, ""))
             self.reclaimed.append(victim.id)
         self.preempting[group.id] = self.evictions.commit(found, level)
         self.place(group, found.taken, movable=False, counting=False)

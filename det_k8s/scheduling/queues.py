@@ -405,6 +405,15 @@ class QueueBook:
         used, back = self.used[leaf], self.given_back.get(leaf, {})
         return any(used.get(name, 0) - back.get(name, 0) > queue.guarantee.get(name, 0) for name in resources)
 
+    def share(self, leaf: str, totals: Mapping[str, int]) -> float:
+        """The queue's weighted dominant share of what it borrows: the largest fraction of a cluster total it uses
+        above its guarantee (victims leaving not counted), divided by its weight; 0 within its guarantee."""
+        queue = self.tree.get(leaf)
+        used, back = self.used[leaf], self.given_back.get(leaf, {})
+        borrowed = max((max(used.get(name, 0) - back.get(name, 0) - queue.guarantee.get(name, 0), 0) / total
+                        for name, total in totals.items() if total > 0), default=0.0)
+        return borrowed / queue.weight
+
     def leaving(self, victim: RunningGroup) -> None:
         """A victim of reclaim: its queues stop borrowing what it frees (it still holds it until its pods are gone,
         so it still counts against their limits)."""

@@ -241,3 +241,29 @@ def test_only_borrowed_capacity_is_reclaimed_not_a_queue_within_its_guarantee():
     snapshot = snapshot_from_objects([{"kind": "List", "items": [*FOUR, *busy]}])
     result = schedule(snapshot, [group("a1", 1, 4, namespace="team-a")], Policy(queues=tree(three)))
     assert result.victims == ("c2",)  # b holds only its guarantee, at priority 0: c borrows, at 100
+
+
+def test_idle_capacity_is_shared_by_weight_among_queues_of_one_priority():
+    """No guarantees: a of weight 1 and b of weight 3 split 8 nodes 2 to 6 (dominant share / weight, as Kueue's
+    fair sharing), though a submitted all of its groups first."""
+    doc = {"queues": [{"name": "a", "members": {"namespaces": ["team-a"]}},
+                      {"name": "b", "weight": 3, "members": {"namespaces": ["team-b"]}}]}
+    groups = [group(f"a{i}", 1, 4, namespace="team-a", sequence=i) for i in range(8)]
+    groups += [group(f"b{i}", 1, 4, namespace="team-b", sequence=8 + i) for i in range(8)]
+    snapshot = snapshot_from_objects([{"kind": "List", "items": [node(f"gpu-{i}", 4) for i in range(8)]}])
+    result = schedule(snapshot, groups, Policy(queues=tree(doc)))
+    assert sorted(result.placements) == ["a0", "a1", "b0", "b1", "b2", "b3", "b4", "b5"]
+    without = schedule(snapshot, groups, Policy())
+    assert sorted(without.placements) == [f"a{i}" for i in range(8)]  # one user, submission order
+
+
+def test_a_guarantee_is_not_counted_as_borrowing_when_sharing():
+    """b submitted first, but a's guarantee is a's: only what it uses beyond it counts for sharing."""
+    doc = {"queues": [{"name": "a", "guarantee": {"nvidia.com/gpu": 16}, "members": {"namespaces": ["team-a"]}},
+                      {"name": "b", "members": {"namespaces": ["team-b"]}}]}
+    groups = [group(f"b{i}", 1, 4, namespace="team-b", sequence=i) for i in range(8)]
+    groups += [group(f"a{i}", 1, 4, namespace="team-a", sequence=8 + i) for i in range(8)]
+    snapshot = snapshot_from_objects([{"kind": "List", "items": [node(f"gpu-{i}", 4) for i in range(8)]}])
+    result = schedule(snapshot, groups, Policy(queues=tree(doc)))
+    # a's 16 guaranteed GPUs first, then the other 16 split evenly: a borrows 8, b uses 8
+    assert sorted(result.placements) == ["a0", "a1", "a2", "a3", "a4", "a5", "b0", "b1"]
