@@ -25,7 +25,7 @@ def queues(output_format: OutputOpt = OutputFormat.table) -> None:
     from ..kube.queue import QUEUED, QueueStore
     from ..kube.scheduler import dry_cluster, dry_plan
     from ..scheduling.plan import holding, running_in
-    from ..scheduling.queues import QueueBook, report
+    from ..scheduling.queues import QueueBook, report, unheld
     from ..scheduling.serialize import group_from_dict
     from .live import effective_policy
 
@@ -42,6 +42,13 @@ def queues(output_format: OutputOpt = OutputFormat.table) -> None:
     book = QueueBook(policy.queues, holding(cluster.snapshot, running), cluster.snapshot.pods)
     queued = [group_from_dict(e.group) for e in entries] + list(cluster.master_queue)
     rows = report(policy.queues, book, [g for g in queued if g.id not in plan.placements])
+    totals: dict[str, int] = {}
+    for item in cluster.snapshot.nodes:
+        if item.ready and not item.unschedulable:
+            for name, amount in item.allocatable.items():
+                totals[name] = totals.get(name, 0) + amount
+    for line in unheld(policy.queues, totals):
+        output.warning(line)
     if output_format is not OutputFormat.table:
         output.data({"namespace": api.namespace, "default_queue": policy.queues.default,
                      "queues": [row.to_dict() for row in rows]}, output_format)

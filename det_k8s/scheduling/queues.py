@@ -482,3 +482,21 @@ def report(tree: QueueTree, book: QueueBook, waiting: Iterable[PodGroup]) -> lis
                              dict(queue.guarantee), dict(queue.limit), used, borrowed, lent,
                              tuple(sorted(running.get(queue.name, ()))), tuple(below.get(queue.name, ()))))
     return rows
+
+
+def unheld(tree: QueueTree, totals: Mapping[str, int]) -> list[str]:
+    """Guarantees the cluster cannot hold: the top-level queues' guarantees of a resource add up to more than the
+    cluster's allocatable (`totals`, milli-units, of ready schedulable nodes). One line each."""
+    found = []
+    summed: dict[str, int] = {}
+    for queue in tree.queues:
+        if not queue.parent:
+            for name, amount in queue.guarantee.items():
+                summed[name] = summed.get(name, 0) + amount
+    for name, amount in sorted(summed.items()):
+        have = totals.get(name, 0)
+        if amount > have:
+            holders = ", ".join(q.name for q in tree.queues if not q.parent and q.guarantee.get(name))
+            found.append(f"the guarantees of {name} ({holders}) add up to {unit(name, amount)}, and the cluster has "
+                         f"{unit(name, have)}: reclaim cannot give every queue its guarantee at once")
+    return found

@@ -124,3 +124,14 @@ def test_queues_lists_guarantee_use_borrowed_lent_limit_and_waiting(run_cli, clu
     assert table[0].split() == ["QUEUE", "GUARANTEE", "USE", "BORROWED", "LENT", "LIMIT", "WEIGHT", "RUNNING",
                                 "WAITING"]
     assert table[2].split() == ["nlp", "8", "GPUs", "12", "GPUs", "4", "GPUs", "-", "-", "1", "1", "1"]
+
+
+def test_queues_warns_about_guarantees_the_cluster_cannot_hold(run_cli, cluster, tmp_path):
+    cluster.api.put(node("gpu-0", gpus=4, cpu="31910m", memory="240Gi"))
+    queues = tmp_path / "queues.yaml"
+    queues.write_text(QUEUES)  # research is guaranteed 8 GPUs; the cluster has 4
+    assert run_cli("scheduler", "policy", "--queues", queues).code == 0
+    result = run_cli("queues")
+    assert result.code == 0
+    assert ("warning: the guarantees of nvidia.com/gpu (research) add up to 8 GPUs, and the cluster has 4 GPUs: "
+            "reclaim cannot give every queue its guarantee at once") in result.err
