@@ -54,8 +54,9 @@ def plan(
         "from the snapshot.", show_default=False)] = None,
     policy_file: Annotated[Path | None, typer.Option(
         "--policy", metavar="FILE", show_default=False,
-        help="A scheduling policy to try (as `det-k8s scheduler policy -o yaml` prints it; its queues: a quota change "
-        "tried offline before it is applied); - reads stdin.")] = None,
+        help="A scheduling policy to try (as `det-k8s scheduler policy -o yaml` prints it, or a queues file as "
+        "`scheduler policy --queues` takes it): a quota change tried offline before it is applied; - reads stdin.")]
+    = None,
     output_format: OutputOpt = OutputFormat.table,
     show_map: Annotated[bool, typer.Option(
         "--map", help="Draw the cluster after the plan: one cell per slot, placements highlighted, evictions "

@@ -232,14 +232,17 @@ def plan_namespace() -> str:
 
 
 def with_policy_file(flags: Policy, path: Path) -> Policy:
-    """The policy a file gives (`det-k8s scheduler policy -o yaml` prints one; its queues are checked like settings),
-    with the switches the command line turns on; keys the file leaves out come from the command line."""
+    """The policy a file gives (`det-k8s scheduler policy -o yaml` prints one; or a queue document alone, as
+    `scheduler policy --queues` takes it; its queues are checked like settings), with the switches the command line
+    turns on; keys the file leaves out come from the command line."""
     from ..bounded import load_yaml
     from ..kube.policy import policy_from_data
 
     shown = "stdin" if str(path) == "-" else str(path)
     raw = load_yaml(read_text(path, "policy file"), shown)
     raw = {} if raw is None else raw
+    if isinstance(raw, dict) and isinstance(raw.get("queues"), list):  # a queue document, as --queues takes it
+        raw = {"queues": raw}
     policy = policy_from_data(raw, shown)
     given = raw if isinstance(raw, dict) else {}
     return replace(policy, preemption=policy.preemption or flags.preemption,

@@ -71,6 +71,10 @@ def test_plan_tries_a_queue_change_offline(run_cli, tmp_path):
     assert record["status"] == "queued"
     assert record["reason"].startswith("queue research (above nlp): 0 of 8 GPUs (its limit), the group needs 12")
     assert record["why"]["queue"]["queue"] == "research"
+    alone = tmp_path / "queues.yaml"  # the queue document alone, as scheduler policy --queues takes it
+    alone.write_text(yaml.safe_dump(yaml.safe_load(policy.read_text())["queues"]))
+    again = run_cli("plan", TWELVE_A, "--snapshot", SNAPSHOTS / "twelve-gpus.yaml", "--policy", alone, "-o", "json")
+    assert json.loads(again.out)["experiments"][0]["reason"] == record["reason"]
     placed = json.loads(run_cli("plan", TWELVE_A, "--snapshot", SNAPSHOTS / "twelve-gpus.yaml", "-o", "json").out)
     assert placed["experiments"][0]["status"] == "placed"  # the policy applied is not the one tried
 
