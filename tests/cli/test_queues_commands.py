@@ -139,3 +139,16 @@ def test_queues_warns_about_guarantees_the_cluster_cannot_hold(run_cli, cluster,
     assert result.code == 0
     assert ("warning: the guarantees of nvidia.com/gpu (research) add up to 8 GPUs, and the cluster has 4 GPUs: "
             "reclaim cannot give every queue its guarantee at once") in result.err
+
+
+def test_doctor_names_queues_whose_guarantees_the_cluster_cannot_hold(run_cli, cluster, tmp_path):
+    cluster.api.put(node("gpu-0", gpus=4, cpu="31910m", memory="240Gi"))
+    queues = tmp_path / "queues.yaml"
+    queues.write_text(QUEUES)
+    assert run_cli("scheduler", "policy", "--queues", queues).code == 0
+    result = run_cli("doctor")
+    assert result.code == 0  # a warning, not a finding
+    assert "warning: team queues: the guarantees of nvidia.com/gpu (research) add up to 8 GPUs" in result.err
+    data = json.loads(run_cli("doctor", "-o", "json").out)
+    assert data["unheldGuarantees"] == ["the guarantees of nvidia.com/gpu (research) add up to 8 GPUs, and the "
+                                        "cluster has 4 GPUs: reclaim cannot give every queue its guarantee at once"]
