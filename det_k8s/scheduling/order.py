@@ -35,11 +35,13 @@ class FairOrder:
         self._policy = policy
         self._teams = teams
         self._usage: dict[str, dict[str, int]] = {}
+        self._user_share: dict[str, float] = {}  # until the user's usage changes
         self._heap: list[tuple[tuple[float, float], int, str, int, Bucket]] = []
         self._pending: dict[Bucket, deque[PodGroup]] = {}
         self._version: dict[Bucket, int] = {}
         self._of_user: dict[str, list[Bucket]] = {}
         self._of_leaf: dict[str, list[Bucket]] = {}
+        self._leaf_share: dict[str, float] = {}  # each leaf's share when its groups were last ranked
         for user, resources in usage:
             self.charge(user, resources)
         levels: dict[int, dict[Bucket, list[PodGroup]]] = {}
@@ -50,6 +52,12 @@ class FairOrder:
 
     def share(self, user: str) -> float:
         """The user's weighted dominant share (0 for a user holding nothing)."""
+        found = self._user_share.get(user)
+        if found is None:
+            found = self._user_share[user] = self._share(user)
+        return found
+
+    def _share(self, user: str) -> float:
         weight = self._policy.weight(user)
         usage = self._usage.get(user)
         if not usage:
@@ -61,7 +69,9 @@ class FairOrder:
 
     def _key(self, bucket: Bucket) -> tuple[float, float]:
         leaf, user = bucket
-        team = self._teams.share(leaf, self._totals) if self._teams is not None and leaf else 0.0
+        team = 0.0
+        if self._teams is not None and leaf:
+            team = self._leaf_share[leaf] = self._teams.share(leaf, self._totals)
         return team, self.share(user)
 
     def charge(self, user: str, resources: Mapping[str, int], sign: int = 1) -> None:
@@ -69,11 +79,19 @@ class FairOrder:
         usage = self._usage.setdefault(user, {})
         for name, amount in resources.items():
             usage[name] = usage.get(name, 0) + sign * amount
-        self._rerank(self._of_user.get(user, ()))
+        self._user_share.pop(user, None)
+        if sign < 0 or self._teams is None:
+            self._rerank(self._of_user.get(user, ()))
+        # else: a share only grew; its groups' heap entries are checked when popped (`__iter__`)
 
     def requeue(self, leaf: str) -> None:
-        """The queue's use changed (a placement, a victim): re-rank its groups."""
-        self._rerank(self._of_leaf.get(leaf, ()))
+        """The queue's use changed (a placement, a victim): re-rank its groups if its share moved."""
+        if self._teams is None:
+            return
+        share = self._teams.share(leaf, self._totals)
+        if share < self._leaf_share.get(leaf, 0.0):  # it fell (a victim leaves): re-rank now; a rise is seen on pop
+            self._leaf_share[leaf] = share
+            self._rerank(self._of_leaf.get(leaf, ()))
 
     def _rerank(self, buckets: Iterable[Bucket]) -> None:
         for bucket in buckets:
@@ -98,9 +116,12 @@ class FairOrder:
                 self._of_leaf.setdefault(bucket[0], []).append(bucket)
                 self._push(bucket)
             while self._heap:
-                _share, _sequence, _id, version, bucket = heapq.heappop(self._heap)
+                share, _sequence, _id, version, bucket = heapq.heappop(self._heap)
                 if version != self._version[bucket]:
                     continue  # re-ranked since this entry was pushed
+                if self._teams is not None and self._key(bucket) != share:
+                    self._push(bucket)  # its shares grew since: back in line at its place
+                    continue
                 group = self._pending[bucket].popleft()
                 self._version[bucket] += 1  # the bucket has no live entry while its group is decided
                 yield group

@@ -114,21 +114,46 @@ class QueueTree:
             name = self.get(name).parent
         return tuple(out)
 
+    @cached_property
+    def _members(self) -> tuple[dict[str, str], dict[str, str], dict[str, str], dict[tuple[str, str], str],
+                                dict[str, str]]:
+        """Per member kind, member -> the first leaf (in document order) that holds it."""
+        workspaces: dict[str, str] = {}
+        users: dict[str, str] = {}
+        pools: dict[str, str] = {}
+        labels: dict[tuple[str, str], str] = {}
+        namespaces: dict[str, str] = {}
+        for queue in self.leaves():
+            m = queue.members
+            for found, values in ((workspaces, m.workspaces), (users, m.users), (pools, m.resource_pools),
+                                  (namespaces, m.namespaces)):
+                for value in values:
+                    found.setdefault(value, queue.name)
+            for pair in m.labels:
+                labels.setdefault(pair, queue.name)
+        return workspaces, users, pools, labels, namespaces
+
+    @cached_property
+    def _order(self) -> dict[str, int]:
+        return {q.name: i for i, q in enumerate(self.queues)}
+
     def leaf_for(self, *, user: str, namespace: str, labels: Mapping[str, str]) -> str:
         """The leaf queue a group with these attributes belongs to (the default queue when none holds it)."""
-        leaves = self.leaves()
-        workspace, pool = labels.get(WORKSPACE), labels.get(POOL)
-        users = {user, labels.get(USER) or user}
-        for kind in MEMBER_KINDS:
-            for queue in leaves:
-                m = queue.members
-                if ((kind == "workspaces" and workspace is not None and workspace in m.workspaces)
-                        or (kind == "users" and any(u in m.users for u in users))
-                        or (kind == "resourcePools" and pool is not None and pool in m.resource_pools)
-                        or (kind == "labels" and any(labels.get(k) == v for k, v in m.labels))
-                        or (kind == "namespaces" and (namespace or "default") in m.namespaces)):
-                    return queue.name
-        return self.default
+        workspaces, users, pools, by_label, namespaces = self._members
+        workspace = labels.get(WORKSPACE)
+        if workspace is not None and workspace in workspaces:
+            return workspaces[workspace]
+        found = [users[u] for u in (user, labels.get(USER)) if u is not None and u in users]
+        if found:
+            return min(found, key=self._order.__getitem__)
+        pool = labels.get(POOL)
+        if pool is not None and pool in pools:
+            return pools[pool]
+        if by_label:
+            found = [by_label[pair] for pair in labels.items() if pair in by_label]
+            if found:
+                return min(found, key=self._order.__getitem__)
+        return namespaces.get(namespace or "default", self.default)
 
 
 # -- reading and checking the document -------------------------------------------------------------------------
@@ -347,6 +372,7 @@ class QueueBook:
         self.running_in: dict[str, list[str]] = {}
         self.home: dict[str, str] = {}  # running group id -> its leaf queue
         self.given_back: dict[str, dict[str, int]] = {}  # per queue: what this pass's reclaim victims will free
+        self._shares: dict[str, float] = {}  # leaf -> its share, until its use changes
         for group in running:
             first = by_name.get(group.pods[0].name) if group.pods else None
             leaf = tree.leaf_for(user=group.user, namespace=first.namespace if first else "",
@@ -357,6 +383,7 @@ class QueueBook:
         self._leaf: dict[str, str] = {}
 
     def _add(self, leaf: str, request: Mapping[str, int]) -> None:
+        self._shares.pop(leaf, None)
         for name in self.tree.path(leaf):
             bucket = self.used[name]
             for resource, amount in request.items():
@@ -408,16 +435,21 @@ class QueueBook:
     def share(self, leaf: str, totals: Mapping[str, int]) -> float:
         """The queue's weighted dominant share of what it borrows: the largest fraction of a cluster total it uses
         above its guarantee (victims leaving not counted), divided by its weight; 0 within its guarantee."""
-        queue = self.tree.get(leaf)
-        used, back = self.used[leaf], self.given_back.get(leaf, {})
-        borrowed = max((max(used.get(name, 0) - back.get(name, 0) - queue.guarantee.get(name, 0), 0) / total
-                        for name, total in totals.items() if total > 0), default=0.0)
-        return borrowed / queue.weight
+        found = self._shares.get(leaf)
+        if found is None:
+            queue = self.tree.get(leaf)
+            used, back = self.used[leaf], self.given_back.get(leaf, {})
+            borrowed = max((max(used.get(name, 0) - back.get(name, 0) - queue.guarantee.get(name, 0), 0) / total
+                            for name, total in totals.items() if total > 0), default=0.0)
+            found = self._shares[leaf] = borrowed / queue.weight
+        return found
 
     def leaving(self, victim: RunningGroup) -> None:
         """A victim of reclaim: its queues stop borrowing what it frees (it still holds it until its pods are gone,
         so it still counts against their limits)."""
         leaf = self.home.get(victim.id)
+        if leaf:
+            self._shares.pop(leaf, None)
         for name in self.tree.path(leaf) if leaf else ():
             bucket = self.given_back.setdefault(name, {})
             for resource, amount in victim.total_request.items():
