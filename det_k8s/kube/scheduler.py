@@ -263,6 +263,11 @@ class LiveScheduler:
                 continue  # the master's: bound below
             entry = entries[group_id]
             waits_for = plan.preempting.get(group_id, ())
+            if waits_for and set(waits_for) <= set(plan.reclaimed):
+                report.waiting[group_id] = (f"waiting to reclaim its queue's guarantee, lent to group(s) now stopping: "
+                                            f"{', '.join(waits_for)}")
+                entries[group_id] = self._note(entry, report.waiting[group_id], report)
+                continue
             if waits_for:
                 report.waiting[group_id] = f"waiting for preempted group(s) to stop: {', '.join(waits_for)}"
                 entries[group_id] = self._note(entry, report.waiting[group_id], report)

@@ -6,9 +6,13 @@ share is the largest fraction of any cluster resource their running and just-pla
 hold, divided by their weight), and each user's own groups go in submission order. Shares change
 as the pass places groups, so the order is produced one group at a time.
 
-With team queues (`queues.py`), within a priority the queue that borrows least goes first: its
-weighted dominant share of what it uses above its guarantee (`QueueBook.share`; 0 while within
-it), then the user's share within it. Idle capacity is so shared among the queues by weight.
+With team queues (`queues.py`), groups that fit their queue's guarantee (`QueueBook.owed`: taken
+in priority and submission order at the start of the pass) go before groups that would borrow,
+whatever their priority (Kueue's entry ordering: a reclaimed group, back in the queue, cannot take
+back at once what its queue lent); then priority; within a priority the queue that borrows least
+goes first: its weighted dominant share of what it uses above its guarantee (`QueueBook.share`; 0
+while within it), then the user's share within it. Idle capacity is so shared among the queues by
+weight.
 """
 
 from __future__ import annotations
@@ -44,11 +48,13 @@ class FairOrder:
         self._leaf_share: dict[str, float] = {}  # each leaf's share when its groups were last ranked
         for user, resources in usage:
             self.charge(user, resources)
-        levels: dict[int, dict[Bucket, list[PodGroup]]] = {}
+        levels: dict[tuple[int, int], dict[Bucket, list[PodGroup]]] = {}
+        owed_ids = teams.owed(queue) if teams is not None else set()
         for group in queue:
             bucket = (teams.leaf(group) if teams is not None else "", group.user)
-            levels.setdefault(group.priority, {}).setdefault(bucket, []).append(group)
-        self._levels = [(priority, levels[priority]) for priority in sorted(levels, reverse=True)]
+            owed = 1 if group.id in owed_ids else 0
+            levels.setdefault((owed, group.priority), {}).setdefault(bucket, []).append(group)
+        self._levels = [(level, levels[level]) for level in sorted(levels, reverse=True)]
 
     def share(self, user: str) -> float:
         """The user's weighted dominant share (0 for a user holding nothing)."""

@@ -423,6 +423,27 @@ class QueueBook:
                 and all(used.get(name, 0) + amount <= queue.guarantee[name]
                         for name, amount in request.items() if name in queue.guarantee))
 
+    def owed(self, groups: Iterable[PodGroup]) -> set[str]:
+        """The queued groups their queues' guarantees hold, taken per leaf in priority and submission order while
+        they fit (with what the leaf uses now): these go before groups that would borrow (Kueue's entry order)."""
+        room: dict[str, dict[str, int]] = {}
+        found: set[str] = set()
+        for group in sorted(groups, key=lambda g: (-g.priority, g.sequence, g.id)):
+            leaf = self.leaf(group)
+            queue = self.tree.get(leaf)
+            if not queue.guarantee:
+                continue
+            left = room.get(leaf)
+            if left is None:
+                used = self.used[leaf]
+                left = room[leaf] = {name: amount - used.get(name, 0) for name, amount in queue.guarantee.items()}
+            request = {name: amount for name, amount in group.total_request.items() if amount and name in left}
+            if request and all(amount <= left[name] for name, amount in request.items()):
+                for name, amount in request.items():
+                    left[name] -= amount
+                found.add(group.id)
+        return found
+
     def borrowing(self, group_id: str, resources: Iterable[str]) -> bool:
         """The running group's leaf queue uses more than its guarantee of one of `resources` (Kueue: borrowing)."""
         leaf = self.home.get(group_id)

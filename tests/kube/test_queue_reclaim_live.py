@@ -41,3 +41,45 @@ def test_a_team_below_its_guarantee_reclaims_a_borrowed_trial_of_higher_priority
     run_pass(cluster)
     assert bound(cluster, nina)
     assert sum(bound(cluster, task) for task in vera) == 2
+
+
+def submit(cluster, group_id: str, user: str, priority: int, sequence: int) -> None:
+    from det_k8s.cli.live import entry_for
+    from det_k8s.kube.queue import QueueStore
+    from det_k8s.scheduling.experiments import parse_experiment
+    from det_k8s.scheduling.groups import build_group
+    from det_k8s.settings import Document, load_settings
+
+    settings = load_settings([Document("s", "maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")]).settings()
+    text = f"name: exp-{group_id}\nresources: {{slots_per_trial: 4, priority: {priority}}}\n"
+    experiment = parse_experiment(text, f"{group_id}.yaml").get()
+    group = build_group(experiment, settings, group_id=group_id, user=user, submitted_at="2026-11-21T12:00:00Z",
+                        sequence=sequence)
+    QueueStore(cluster.connect(), "default").add(entry_for(experiment, text, settings, group, "default"))
+
+
+def test_det_k8s_experiments_of_a_team_below_its_guarantee_reclaim_and_say_so(cluster):
+    from det_k8s.kube.queue import QUEUED, RUNNING, QueueStore
+
+    teams, _ = parse_queues({"queues": [
+        {"name": "nlp", "guarantee": {"nvidia.com/gpu": 8}, "members": {"users": ["nina"]}},
+        {"name": "vision", "guarantee": {"nvidia.com/gpu": 4}, "members": {"users": ["vera"]}}]})
+    for i in range(3):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+
+    def run():
+        return LiveScheduler(cluster.connect(), "default", Policy(queues=teams), "c").run_pass()
+
+    for i in range(3):
+        submit(cluster, f"vera000{i}", "vera", 90, i)
+    assert len(run().placed) == 3
+    submit(cluster, "nina0001", "nina", 10, 9)
+    report = run()
+    (victim,) = report.preempted
+    assert report.preempted[victim] == "nina0001" and victim == "vera0002"  # the newest: least work lost
+    store = QueueStore(cluster.connect(), "default")
+    assert store.get(victim).state == QUEUED and store.get(victim).reason.startswith("reclaimed by nina0001")
+    assert store.get("nina0001").reason == ("waiting to reclaim its queue's guarantee, lent to group(s) now stopping: "
+                                            "vera0002")
+    again = run()
+    assert store.get("nina0001").state == RUNNING, (again.waiting, again.requeued, again.preempted)

@@ -267,3 +267,15 @@ def test_a_guarantee_is_not_counted_as_borrowing_when_sharing():
     result = schedule(snapshot, groups, Policy(queues=tree(doc)))
     # a's 16 guaranteed GPUs first, then the other 16 split evenly: a borrows 8, b uses 8
     assert sorted(result.placements) == ["a0", "a1", "a2", "a3", "a4", "a5", "b0", "b1"]
+
+
+def test_groups_their_guarantee_holds_go_before_groups_that_would_borrow_whatever_the_priority():
+    """Kueue's entry order: otherwise a reclaimed group, back in the queue at a higher priority, would take back at
+    once the capacity its queue lent and be reclaimed again, pass after pass."""
+    doc = {"queues": [{"name": "a", "guarantee": {"nvidia.com/gpu": 4}, "members": {"namespaces": ["team-a"]}},
+                      {"name": "b", "members": {"namespaces": ["team-b"]}}]}
+    snapshot = snapshot_from_objects([{"kind": "List", "items": [node("gpu-0", 4)]}])
+    groups = [group("b1", 1, 4, namespace="team-b", priority=90), group("a1", 1, 4, namespace="team-a", priority=10,
+                                                                        sequence=1)]
+    assert set(schedule(snapshot, groups, Policy(queues=tree(doc))).placements) == {"a1"}
+    assert set(schedule(snapshot, groups, Policy()).placements) == {"b1"}  # without queues: priority first
