@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import DetK8sError, InputError, UsageError
+from ..errors import DetK8sError, InputError, PolicyError, UsageError
 from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import parse_duration
 from . import output
@@ -200,7 +200,7 @@ def policy(
     api = current().connect()
     try:
         current_policy = read_policy(api, api.namespace)
-    except InputError as exc:  # the command that repairs a broken policy must not be blocked by it
+    except (InputError, PolicyError) as exc:  # the command that repairs a broken policy must not be blocked by it
         output.warning(f"{exc.message}; starting again from the defaults")
         current_policy = Policy()
     weights = dict(current_policy.weights)

@@ -152,3 +152,17 @@ def test_doctor_names_queues_whose_guarantees_the_cluster_cannot_hold(run_cli, c
     data = json.loads(run_cli("doctor", "-o", "json").out)
     assert data["unheldGuarantees"] == ["the guarantees of nvidia.com/gpu (research) add up to 8 GPUs, and the "
                                         "cluster has 4 GPUs: reclaim cannot give every queue its guarantee at once"]
+
+
+def test_queues_broken_by_hand_in_the_configmap_can_be_repaired(run_cli, cluster, tmp_path):
+    from det_k8s.kube.policy import POLICY_NAME, read_policy
+
+    cluster.api.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": POLICY_NAME, "namespace": "default"},
+                     "data": {"policy.json": json.dumps({"queues": {"queues": [{"name": "a", "weight": -1}]}})}})
+    broken = run_cli("queues")
+    assert broken.code == 1 and "queues.queues[0].weight: -1 is not a positive number" in broken.err
+    queues = tmp_path / "queues.yaml"
+    queues.write_text(QUEUES)
+    repaired = run_cli("scheduler", "policy", "--queues", queues)
+    assert repaired.code == 0 and "starting again from the defaults" in repaired.err
+    assert read_policy(cluster.connect(), "default").queues is not None
