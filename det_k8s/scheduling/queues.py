@@ -381,6 +381,14 @@ class QueueBook:
             self.home[group.id] = leaf
             self._add(leaf, group.total_request)
         self._leaf: dict[str, str] = {}
+        self._requests: dict[str, dict[str, int]] = {}
+
+    def request(self, group: PodGroup) -> dict[str, int]:
+        """The group's total request, summed once."""
+        found = self._requests.get(group.id)
+        if found is None:
+            found = self._requests[group.id] = group.total_request
+        return found
 
     def _add(self, leaf: str, request: Mapping[str, int]) -> None:
         self._shares.pop(leaf, None)
@@ -400,7 +408,7 @@ class QueueBook:
     def hold(self, group: PodGroup) -> QueueHold | None:
         """The first queue on the group's path (from its leaf up) whose limit it would exceed, or None."""
         leaf = self.leaf(group)
-        request = group.total_request
+        request = self.request(group)
         for name in self.tree.path(leaf):
             queue = self.tree.get(name)
             used = self.used[name]
@@ -411,13 +419,13 @@ class QueueBook:
         return None
 
     def charge(self, group: PodGroup) -> None:
-        self._add(self.leaf(group), group.total_request)
+        self._add(self.leaf(group), self.request(group))
 
     def within_guarantee(self, group: PodGroup) -> bool:
         """Its leaf queue guarantees a resource the group asks for, and holds the group within every guarantee it
         has of what the group asks: the queue may reclaim what others borrowed of it."""
         queue = self.tree.get(self.leaf(group))
-        request = {name: amount for name, amount in group.total_request.items() if amount}
+        request = {name: amount for name, amount in self.request(group).items() if amount}
         used = self.used[queue.name]
         return (any(name in queue.guarantee for name in request)
                 and all(used.get(name, 0) + amount <= queue.guarantee[name]
@@ -437,7 +445,7 @@ class QueueBook:
             if left is None:
                 used = self.used[leaf]
                 left = room[leaf] = {name: amount - used.get(name, 0) for name, amount in queue.guarantee.items()}
-            request = {name: amount for name, amount in group.total_request.items() if amount and name in left}
+            request = {name: amount for name, amount in self.request(group).items() if amount and name in left}
             if request and all(amount <= left[name] for name, amount in request.items()):
                 for name, amount in request.items():
                     left[name] -= amount
