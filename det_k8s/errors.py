@@ -180,5 +180,14 @@ class ExperimentError(SettingsError):
         self.message = f"experiment is invalid: {count} error{'s' * (count != 1)}"
 
 
+class PolicyError(SettingsError):
+    """A scheduling policy (its queues) is invalid: every problem, each naming its key path (exit 1)."""
+
+    def __init__(self, problems: Sequence[Problem], *, reported: bool = False) -> None:
+        super().__init__(problems, reported=reported)
+        count = len(self.problems)
+        self.message = f"scheduling policy is invalid: {count} error{'s' * (count != 1)}"
+
+
 class Unschedulable(DetK8sError):
     """A task can never run as asked: its slots are not a multiple of maxSlotsPerPod (exit 1)."""

@@ -27,7 +27,10 @@ itself and adds what det-k8s depends on, the way a real API server behaves:
   bound, being deleted or not the uid the binding names, 422 for an invalid target), the `pods/status`
   subresource (GET, PUT, PATCH), strategic merge patches (lists of conditions merged by `type`),
   core/v1 Events (checked like the API server's legacy event validation), priority admission
-  (`spec.priority` resolved from the PriorityClass, 403 when it is missing), and watch: from a
+  (`spec.priority` resolved from the PriorityClass, 403 when it is missing), ResourceQuota admission (a pod a
+  quota of its namespace would exceed is refused with 403 `exceeded quota: NAME, requested: ..., used: ...,
+  limited: ...`; status.used follows the namespace's unfinished pods, as the quota controller keeps it;
+  `tests/quota_admission.py`), and watch: from a
   resourceVersion (or from now, with the existing objects first as ADDED), label and field selectors
   (an object leaving the selection is DELETED), `timeoutSeconds`, BOOKMARK events every
   `bookmark_interval` seconds with allowWatchBookmarks, and 410 Gone for a resourceVersion older than
@@ -63,6 +66,8 @@ import kmock
 import yaml
 from kmock._internal import parsing as kmock_parsing
 
+from tests import quota_admission
+
 Key = tuple[str, str | None, str]  # (plural, namespace, name)
 BINDING = ("v1", "Binding")
 
@@ -88,6 +93,7 @@ KINDS = {
     "deployments": ("apps/v1", "Deployment"), "leases": ("coordination.k8s.io/v1", "Lease"),
     "storageclasses": ("storage.k8s.io/v1", "StorageClass"),
     "priorityclasses": ("scheduling.k8s.io/v1", "PriorityClass"), "jobs": ("batch/v1", "Job"),
+    "resourcequotas": ("v1", "ResourceQuota"),
 }
 # The registry's default garbage-collection policy is orphan for batch/v1 Jobs (kept for compatibility: the API
 # server warns "child pods are preserved by default when jobs are deleted"), background for everything else.
@@ -239,6 +245,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
     _expired: int = 0  # bumped by expire_watches(): open watches end with a 410 ERROR event
     _oldest_rv: int = 0  # a watch from an older resourceVersion than this gets 410 Gone
     _discovery: bool = False  # serve_discovery() was called
+    _has_quotas: bool = False  # a ResourceQuota was ever stored (pod writes skip quota work until then)
 
     # -- state helpers usable from test code (any thread) ------------------------------------
 
@@ -253,7 +260,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
             key = (plural, namespace, stored["metadata"]["name"])
             self._record("MODIFIED" if key in self.objects else "ADDED", key, stored, self.objects.get(key))
             self.objects[key] = stored
-            return copy.deepcopy(stored)
+            self._sync_quotas(plural, namespace)
+            return copy.deepcopy(self.objects[key])
 
     def get(self, plural: str, name: str, namespace: str | None = "default") -> dict[str, Any] | None:
         with self._lock:
@@ -274,6 +282,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
             self.objects[key] = merge_patch(self.objects[key], dict(patch))
             self.objects[key]["metadata"]["resourceVersion"] = str(next(self._rv))
             self._record("MODIFIED", key, self.objects[key], before)
+            self._sync_quotas(plural, key[1])
 
     def remove(self, plural: str, name: str, namespace: str | None = "default") -> None:
         with self._lock:
@@ -411,6 +420,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
                 return refused
             self.objects[new_key] = obj
             self._record("ADDED", new_key, obj, None)
+            self._sync_quotas(plural, namespace)
             return aiohttp.web.json_response(obj, status=201)
         if method in ("PUT", "PATCH"):
             current = self.objects.get(key)
@@ -556,7 +566,26 @@ class ApiEmulator(kmock.KubernetesScaffold):
         gone = copy.deepcopy(obj)
         gone["metadata"]["resourceVersion"] = str(next(self._rv))  # the deletion's own revision
         self._record("DELETED", key, gone, obj)
+        self._sync_quotas(key[0], key[1])
         return gone  # what DELETE answers: etcd3's store decodes the object at the deletion's revision
+
+    def _sync_quotas(self, plural: str, namespace: str | None) -> None:
+        """The quota controller: status.hard from spec.hard, status.used from the namespace's unfinished pods."""
+        if plural == "resourcequotas":
+            self._has_quotas = True
+        if not self._has_quotas or plural not in ("pods", "resourcequotas"):
+            return
+        pods = [o for k, o in self.objects.items() if k[0] == "pods" and k[1] == namespace]
+        for key, quota in list(self.objects.items()):
+            if key[0] != "resourcequotas" or key[1] != namespace:
+                continue
+            status = {"hard": dict((quota.get("spec") or {}).get("hard") or {}),
+                      "used": quota_admission.used_by(quota, pods)}
+            if quota.get("status") != status:
+                before = copy.deepcopy(quota)
+                quota["status"] = status
+                quota["metadata"]["resourceVersion"] = str(next(self._rv))
+                self._record("MODIFIED", key, quota, before)
 
     def _invalid(self, plural: str, obj: Mapping[str, Any]) -> aiohttp.web.Response | None:
         """422 Invalid when the object breaks the Kubernetes OpenAPI schema (or a rule the server adds)."""
@@ -597,7 +626,11 @@ class ApiEmulator(kmock.KubernetesScaffold):
         spec["priority"] = value
         if found is not None:
             spec.setdefault("preemptionPolicy", found.get("preemptionPolicy") or "PreemptLowerPriority")
-        return None
+        namespace = obj["metadata"].get("namespace") or "default"
+        quotas = [o for k, o in self.objects.items() if k[0] == "resourcequotas" and k[1] == namespace
+                  ] if self._has_quotas else []
+        refused = quota_admission.refusal(quotas, obj)  # the ResourceQuota admission plugin
+        return _status(403, "Forbidden", refused) if refused else None
 
     def _patched(self, current: Mapping[str, Any], body: Any, request: kmock.Request) -> Any:
         content_type = str(request.headers.get("Content-Type", "")).split(";")[0].strip()

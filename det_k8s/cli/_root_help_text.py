@@ -55,6 +55,8 @@ TEXT = (
     '              does, ask, then helm rollback and wait.\n'
     '  plan        Show where experiments would run on a cluster snapshot, or why\n'
     '              they would wait. Offline.\n'
+    '  queues      Show the team queues: guarantee, use, borrowed, lent, limit and\n'
+    '              waiting groups of each.\n'
     '  doctor      Find pod groups with some pods running and others stuck, also\n'
     '              ones det-k8s did not create.\n'
     '  get         Read what an installed release holds, as helm get does (secrets\n'

@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("plan_cmd", "plan", "Scheduling"),
     "experiment": ("experiment", "app", "Scheduling"),
     "scheduler": ("scheduler_cmd", "app", "Scheduling"),
+    "queues": ("queues_cmd", "queues", "Scheduling"),
     "doctor": ("doctor", "doctor", "Scheduling"),
     "checkpoint": ("checkpoint", "check", "Storage"),
 }

@@ -11,6 +11,7 @@ from . import output
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
 if TYPE_CHECKING:
+    from ..cluster.model import Snapshot
     from ..kube.api import KubeApi
     from ..kube.queue import QueueEntry
 
@@ -45,6 +46,26 @@ def _queue_namespaces(api: KubeApi, all_namespaces: bool) -> list[str]:
     return sorted(found)
 
 
+def _unheld_guarantees(api: KubeApi, snapshot: Snapshot) -> list[str]:
+    """The namespace's team queues whose guarantees the cluster cannot hold (a warning, not a finding)."""
+    from ..kube.policy import read_policy
+    from ..scheduling.queues import unheld
+
+    try:
+        queues = read_policy(api, api.namespace).queues
+    except DetK8sError as exc:
+        output.warning(f"cannot read the scheduling policy, so its queues are not checked: {exc.message}")
+        return []
+    if queues is None:
+        return []
+    totals: dict[str, int] = {}
+    for node in snapshot.nodes:
+        if node.ready and not node.unschedulable:
+            for name, amount in node.allocatable.items():
+                totals[name] = totals.get(name, 0) + amount
+    return unheld(queues, totals)
+
+
 @with_global_options
 def doctor(
     all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="Look at every namespace.")]
@@ -74,6 +95,7 @@ def doctor(
             output.warning(f"cannot list events, so the groups det-k8s tore down are not shown: {exc.message}")
             events = []
     failures = recorded_failures(events, FAILURE_REASONS)
+    unheld = _unheld_guarantees(api, snapshot)
     diagnosis = find_partial_groups(snapshot)
     groups = [g for g in diagnosis.partial if all_namespaces or g.namespace == api.namespace]
     stale: list[str] = []
@@ -96,7 +118,8 @@ def doctor(
                  "lastSeen": f.last, "message": f.message} for f in failures]
     if output_format is not OutputFormat.table:
         output.data({"partialGroups": records, "staleRunningEntries": stale, "failedCreationPods": leftovers,
-                     "unreadableEntries": skipped, "repairedGroups": repaired}, output_format)
+                     "unreadableEntries": skipped, "repairedGroups": repaired, "unheldGuarantees": unheld},
+                    output_format)
     else:
         if groups:
             output.table(["group", "owner", "namespace", "running", "waiting", "gpus held", "advice"],
@@ -118,6 +141,8 @@ def doctor(
             output.warning(item["message"])
         for message in skipped:
             output.warning(message)
+        for message in unheld:
+            output.warning(f"team queues: {message}")
     if groups or stale or leftovers:
         idle = sum(g.held_gpus for g in groups)
         raise DetK8sError(f"{len(groups)} partly-started group(s) holding {idle} GPU(s)"

@@ -52,6 +52,11 @@ def plan(
         help="Whether the API server adds tolerations of nvidia.com/gpu taints to GPU pods (the "
         "ExtendedResourceToleration admission plugin; GKE, EKS and AKS run it). Default: detected "
         "from the snapshot.", show_default=False)] = None,
+    policy_file: Annotated[Path | None, typer.Option(
+        "--policy", metavar="FILE", show_default=False,
+        help="A scheduling policy to try (as `det-k8s scheduler policy -o yaml` prints it, or a queues file as "
+        "`scheduler policy --queues` takes it): a quota change tried offline before it is applied; - reads stdin.")]
+    = None,
     output_format: OutputOpt = OutputFormat.table,
     show_map: Annotated[bool, typer.Option(
         "--map", help="Draw the cluster after the plan: one cell per slot, placements highlighted, evictions "
@@ -75,4 +80,4 @@ def plan(
             user=user, output_format=output_format,
             map_request=MapRequest(None, group_by, summary, svg, html) if wanted else None, show_map=show_map,
             topology_key=topology_key, require_topology=require_topology,
-            extended_resource_toleration=extended_resource_toleration)
+            extended_resource_toleration=extended_resource_toleration, policy_file=policy_file)

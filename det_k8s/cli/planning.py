@@ -231,13 +231,36 @@ def plan_namespace() -> str:
     return current().namespace or os.environ.get("HELM_NAMESPACE") or "default"
 
 
+def with_policy_file(flags: Policy, path: Path) -> Policy:
+    """The policy a file gives (`det-k8s scheduler policy -o yaml` prints one; or a queue document alone, as
+    `scheduler policy --queues` takes it; its queues are checked like settings), with the switches the command line
+    turns on; keys the file leaves out come from the command line."""
+    from ..bounded import load_yaml
+    from ..kube.policy import policy_from_data
+
+    shown = "stdin" if str(path) == "-" else str(path)
+    raw = load_yaml(read_text(path, "policy file"), shown)
+    raw = {} if raw is None else raw
+    if isinstance(raw, dict) and isinstance(raw.get("queues"), list):  # a queue document, as --queues takes it
+        raw = {"queues": raw}
+    policy = policy_from_data(raw, shown)
+    given = raw if isinstance(raw, dict) else {}
+    return replace(policy, preemption=policy.preemption or flags.preemption,
+                   autoscaling=policy.autoscaling or flags.autoscaling,
+                   topology_required=policy.topology_required or flags.topology_required,
+                   topology_key=policy.topology_key if "topology_key" in given else flags.topology_key,
+                   extended_resource_toleration=(policy.extended_resource_toleration
+                                                 if "extended_resource_toleration" in given
+                                                 else flags.extended_resource_toleration))
+
+
 def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str | Path] | None,
         sets: Sequence[str] | None, set_strings: Sequence[str] | None, *, preemption: bool, autoscaling: bool,
         user: str | None, output_format: OutputFormat, map_request: MapRequest | None = None,
         show_map: bool = False, topology_key: str = ZONE, require_topology: bool = False,
-        extended_resource_toleration: bool | None = None) -> None:
+        extended_resource_toleration: bool | None = None, policy_file: Path | None = None) -> None:
     """Load everything, plan one pass, print the answer (with `map_request`: the map after the plan)."""
-    stdin_once(experiments, snapshot_file, values)
+    stdin_once(experiments, snapshot_file, values, policy_file)
     namespace = plan_namespace()
     with no_gc():
         with timed(f"reading the snapshot {snapshot_file}"):
@@ -255,6 +278,8 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
         policy = Policy(preemption=preemption or settings.default_scheduler == "preemption",
                         autoscaling=autoscaling, topology_key=topology_key, topology_required=require_topology,
                         extended_resource_toleration=extended_resource_toleration)
+        if policy_file is not None:
+            policy = with_policy_file(policy, policy_file)
         scope = running_in(snapshot, namespace)
         queue = [e.group for e in entries if e.group is not None]
         with timed(f"scheduling pass ({len(snapshot.nodes)} nodes, {len(queue)} groups)"):

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import DetK8sError, InputError, UsageError
+from ..errors import DetK8sError, InputError, PolicyError, UsageError
 from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import parse_duration
 from . import output
 from .options import OFFLINE, OutputFormat, OutputOpt, current, with_global_options, with_options
+
+if TYPE_CHECKING:
+    from ..scheduling.queues import QueueTree
 
 MAX_RESERVE_AFTER = 7 * 86400.0
 app = typer.Typer(name="scheduler", no_args_is_help=True,
@@ -177,6 +181,11 @@ def policy(
     extended_resource_toleration: Annotated[str | None, typer.Option(
         "--extended-resource-toleration", metavar="on|off|detect",
         help="Whether the API server's ExtendedResourceToleration admission plugin runs (default: detect).")] = None,
+    queues_file: Annotated[Path | None, typer.Option(
+        "--queues", metavar="FILE", show_default=False,
+        help="Team queues (version, defaultQueue, queues: name, guarantee, limit, weight, members, children), "
+             "checked like settings; - reads stdin. Try a change first: det-k8s plan --policy.")] = None,
+    no_queues: Annotated[bool, typer.Option("--no-queues", help="Remove the team queues.")] = False,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Show the namespace's scheduling policy; with options, change it for every client."""
@@ -191,7 +200,7 @@ def policy(
     api = current().connect()
     try:
         current_policy = read_policy(api, api.namespace)
-    except InputError as exc:  # the command that repairs a broken policy must not be blocked by it
+    except (InputError, PolicyError) as exc:  # the command that repairs a broken policy must not be blocked by it
         output.warning(f"{exc.message}; starting again from the defaults")
         current_policy = Policy()
     weights = dict(current_policy.weights)
@@ -218,6 +227,12 @@ def policy(
             raise UsageError(f"--extended-resource-toleration {extended_resource_toleration!r}: expected on, off "
                              "or detect")
         changes["extended_resource_toleration"] = choices[extended_resource_toleration]
+    if queues_file is not None and no_queues:
+        raise UsageError("--queues and --no-queues contradict each other")
+    if queues_file is not None:
+        changes["queues"] = read_queues(queues_file)
+    elif no_queues:
+        changes["queues"] = None
     new = replace(current_policy, weights=weights, **changes)
     if new != current_policy:
         write_policy(api, api.namespace, new)
@@ -232,7 +247,19 @@ def policy(
                        "Weights": ", ".join(f"{u}={w:g}" for u, w in sorted(new.weights.items())) or "all 1",
                        "Topology": (f"{new.topology_key} ({'required' if new.topology_required else 'preferred'})"
                                     if new.topology_key else "off"),
-                       "Admission": f"ExtendedResourceToleration {toleration}"})
+                       "Admission": f"ExtendedResourceToleration {toleration}",
+                       "Queues": ", ".join(q.name for q in new.queues.queues) if new.queues else "none"})
+
+
+def read_queues(path: Path) -> QueueTree:
+    """The queue document in a file (YAML or JSON), checked: PolicyError lists every problem with its key path."""
+    from ..bounded import load_yaml
+    from ..kube.policy import checked_queues
+    from .inputs import read_text, stdin_once
+
+    stdin_once(path)
+    shown = "stdin" if str(path) == "-" else str(path)
+    return checked_queues(load_yaml(read_text(path, "queues file"), shown), shown)
 
 
 @app.command("manifest")

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from .quota import ResourceQuota
+
 Resources = Mapping[str, int]
 GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"  # the slot of slotType rocm (Determined 0.36 and later)
@@ -492,7 +494,8 @@ class Snapshot:
 
     `listed` names the kinds the snapshot was read from (a claim missing from a snapshot that lists
     PersistentVolumeClaims does not exist; one missing from a snapshot without them is unknown).
-    `namespaces` maps names to labels when Namespaces were listed.
+    `namespaces` maps names to labels when Namespaces were listed. `quotas` are the ResourceQuotas
+    (`cluster/quota.py`): a group whose pods a quota would refuse waits.
     """
 
     nodes: tuple[Node, ...]
@@ -502,6 +505,7 @@ class Snapshot:
     classes: tuple[StorageClass, ...] = ()
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     listed: frozenset[str] = frozenset({"Node", "Pod"})
+    quotas: tuple[ResourceQuota, ...] = ()  # every namespace's ResourceQuotas (when "ResourceQuota" is listed)
 
     @cached_property
     def nodes_by_name(self) -> dict[str, Node]:

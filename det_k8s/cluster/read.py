@@ -42,6 +42,7 @@ from .model import (
     Volume,
     VolumeClaim,
 )
+from .quota import ResourceQuota, quota_from_object
 from .shapes import find_problem, object_name
 
 POD_LEVEL_RESOURCES = ("cpu", "memory")  # what `spec.resources` may set (resourcehelper.IsSupportedPodLevelResource)
@@ -526,7 +527,7 @@ def storage_class_from_object(obj: Mapping[str, Any]) -> StorageClass:
                         str(obj.get("volumeBindingMode") or "Immediate"), topologies, default)
 
 
-KINDS = ("Node", "Pod", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Namespace")
+KINDS = ("Node", "Pod", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Namespace", "ResourceQuota")
 
 
 def _items(document: Any, name: str, listed: set[str]) -> Iterable[Mapping[str, Any]]:
@@ -550,13 +551,14 @@ def _items(document: Any, name: str, listed: set[str]) -> Iterable[Mapping[str, 
 
 def snapshot_from_objects(documents: Sequence[Any], name: str = "snapshot") -> Snapshot:
     """Build a Snapshot from Lists (or single objects) of Nodes and Pods, and the PersistentVolumeClaims,
-    PersistentVolumes, StorageClasses and Namespaces placement also reads; other kinds are skipped."""
+    PersistentVolumes, StorageClasses, Namespaces and ResourceQuotas placement also reads; other kinds are skipped."""
     nodes: list[Node] = []
     pods: list[Pod] = []
     claims: list[Claim] = []
     volumes: list[Volume] = []
     classes: list[StorageClass] = []
     namespaces: dict[str, dict[str, str]] = {}
+    quotas: list[ResourceQuota] = []
     listed: set[str] = set()
     try:
         for document in documents:
@@ -576,6 +578,8 @@ def snapshot_from_objects(documents: Sequence[Any], name: str = "snapshot") -> S
                             classes.append(storage_class_from_object(item))
                     except _SHAPE_ERRORS as exc:
                         raise _malformed(str(kind), item, exc) from exc
+                elif kind == "ResourceQuota":
+                    quotas.append(quota_from_object(item))
                 elif kind == "Namespace":
                     meta = item.get("metadata") or {}
                     labels = meta.get("labels") if isinstance(meta, Mapping) else None
@@ -588,7 +592,7 @@ def snapshot_from_objects(documents: Sequence[Any], name: str = "snapshot") -> S
         raise exc.at(name) from exc
     _one_node_per_name(nodes, name)
     return Snapshot(tuple(nodes), tuple(pods), tuple(claims), tuple(volumes), tuple(classes), namespaces,
-                    frozenset(listed | {"Node", "Pod"}))
+                    frozenset(listed | {"Node", "Pod"}), tuple(sorted(quotas, key=lambda q: (q.namespace, q.name))))
 
 
 def _one_node_per_name(nodes: Sequence[Node], source: str) -> None:

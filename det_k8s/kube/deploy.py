@@ -39,8 +39,9 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "get", "patch"]},
-    # what placement also reads: claims, volumes, classes (volume binding), namespaces (pod affinity's selectors)
-    {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes", "namespaces"],
+    # what placement also reads: claims, volumes, classes (volume binding), namespaces (pod affinity's selectors),
+    # resource quotas (what pod creation is refused for)
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes", "namespaces", "resourcequotas"],
      "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get", "list", "watch"]},
     # one Lease location for every client: a scheduler checks no other det-k8s Lease is in use elsewhere

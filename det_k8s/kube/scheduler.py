@@ -54,6 +54,8 @@ from .submit import GroupCreationFailed, create_group, delete_group
 from .watch import ClusterState, ClusterView, read_cluster
 
 Log = Callable[[str], None]
+QUOTA_BACKOFF = 30.0  # seconds before the one free retry of a creation a ResourceQuota refused
+QUOTA_REFUSED = "a ResourceQuota refused it"
 _POD_PATH = re.compile(r"^/api/v1/namespaces/[^/]+/pods(?:/|$)")
 
 
@@ -97,6 +99,7 @@ class LiveScheduler:
     _wrote_pods: bool = field(default=False, repr=False)
     _pod_writes: list[str] = field(default_factory=list, repr=False)  # without a view: revisions of pod writes
     _empty_queue_at: int = field(default=-1, repr=False)  # the view's queue_changes when the queue was last empty
+    _quotas_listed: bool = field(default=True, repr=False)  # the pass read ResourceQuotas (it may list them)
 
     @property
     def store(self) -> QueueStore:
@@ -250,6 +253,7 @@ class LiveScheduler:
             ready, bound = master.collect(state, report)
             queue += ready
             mine += bound
+        self._quotas_listed = "ResourceQuota" in snapshot.listed
         plan = schedule(snapshot, queue, self.policy, mine, now=self.clock())
         report.plan = plan
         report.problems.extend(plan.warnings)
@@ -259,9 +263,18 @@ class LiveScheduler:
                 continue  # the master's: bound below
             entry = entries[group_id]
             waits_for = plan.preempting.get(group_id, ())
+            if waits_for and set(waits_for) <= set(plan.reclaimed):
+                report.waiting[group_id] = (f"waiting to reclaim its queue's guarantee, lent to group(s) now stopping: "
+                                            f"{', '.join(waits_for)}")
+                entries[group_id] = self._note(entry, report.waiting[group_id], report)
+                continue
             if waits_for:
                 report.waiting[group_id] = f"waiting for preempted group(s) to stop: {', '.join(waits_for)}"
                 entries[group_id] = self._note(entry, report.waiting[group_id], report)
+                continue
+            pause = quota_backoff(entry, self.clock())
+            if pause > 0:  # a ResourceQuota refused it a moment ago: its one retry comes after the pause
+                report.waiting[group_id] = f"{entry.reason}; next try in {pause:.0f} s"
                 continue
             entries[group_id] = self._create(entry, placement, report)
         for group_id, reason in {**plan.waiting, **plan.rejected}.items():
@@ -391,7 +404,8 @@ class LiveScheduler:
                 report.problems.append(f"{victim}: could not delete {', '.join(leftovers)}")
             entry = entries.get(victim)
             if entry is not None:
-                why = f"preempted by {by} (higher priority); back in the queue"
+                why = (f"reclaimed by {by} (its queue's guarantee); back in the queue" if victim in plan.reclaimed
+                       else f"preempted by {by} (higher priority); back in the queue")
                 entries[victim] = self._write(entry.with_event(f"{self._now()} {why}", state=QUEUED, reason=why,
                                                                placement={}), report)
 
@@ -409,18 +423,27 @@ class LiveScheduler:
             if exc.leftovers:
                 report.problems.append(f"{entry.id}: could not delete {', '.join(exc.leftovers)}")
             left = "nothing was left running" if not exc.remaining else "some of its pods may remain"
-            if not exc.lasting:  # a timeout, a 5xx, a full quota: may well pass next time, so not the group's fault
-                why = f"creating its pods failed, {left}: {exc.message}; trying again (not counted as an attempt)"
+            message, lasting = exc.message, exc.lasting
+            if refused_by_quota(exc):
+                if QUOTA_REFUSED in entry.reason:  # its one free retry was refused too: counted from now on
+                    message, lasting = f"{message}; {QUOTA_REFUSED} again{self._quota_hint()}", True
+                else:  # the quota changed since the pass read it (or it cannot be read): once more, after a pause
+                    why = (f"creating its pods failed, {left}: {message}; {QUOTA_REFUSED}: trying again once in "
+                           f"{QUOTA_BACKOFF:.0f} s (not counted as an attempt){self._quota_hint()}")
+                    report.requeued[entry.id] = why
+                    return self._write(entry.with_event(f"{self._now()} {why}", reason=why), report)
+            if not lasting:  # a timeout, a 5xx: may well pass next time, so not the group's fault
+                why = f"creating its pods failed, {left}: {message}; trying again (not counted as an attempt)"
                 report.requeued[entry.id] = why
                 if entry.reason == why:  # the same failure as last pass: no new event, and no write unless marked
                     return self._write(entry, report) if exc.remaining else entry
                 return self._write(entry.with_event(f"{self._now()} {why}", reason=why), report)
             attempts, again = next_attempt(entry.attempts, self.max_attempts)
             if again:
-                why = f"creating its pods failed, {left}: {exc.message} (attempt {attempts + 1} of {self.max_attempts})"
+                why = f"creating its pods failed, {left}: {message} (attempt {attempts + 1} of {self.max_attempts})"
                 report.requeued[entry.id] = why
             else:
-                why = f"creating its pods failed, {left}: {exc.message}; gave up after {_attempts(attempts)}"
+                why = f"creating its pods failed, {left}: {message}; gave up after {_attempts(attempts)}"
                 report.failed[entry.id] = why
             return self._write(entry.with_event(f"{self._now()} {why}", attempts=attempts, reason=why,
                                                 state=QUEUED if again else FAILED), report)
@@ -433,6 +456,12 @@ class LiveScheduler:
                                             placement=nodes), report)
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _quota_hint(self) -> str:
+        if self._quotas_listed:
+            return ""
+        return ("; det-k8s may not list resourcequotas here, so it cannot hold the group until the quota has room "
+                "(grant list and watch on resourcequotas)")
 
     def _note(self, entry: QueueEntry, reason: str, report: PassReport) -> QueueEntry:
         """Record why a group waits, writing only when the reason changed (no churn every pass)."""
@@ -462,6 +491,23 @@ class LiveScheduler:
 
     def _now(self) -> str:
         return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def refused_by_quota(exc: GroupCreationFailed) -> bool:
+    """The API server's ResourceQuota admission refused a pod (403 `exceeded quota: NAME, requested: ...`)."""
+    return not exc.lasting and "exceeded quota" in exc.message
+
+
+def quota_backoff(entry: QueueEntry, now: datetime.datetime) -> float:
+    """Seconds left before the one retry of a group a ResourceQuota refused (0: none, or it is due)."""
+    if QUOTA_REFUSED not in entry.reason or not entry.events:
+        return 0.0
+    stamp = entry.events[-1].partition(" ")[0]
+    try:
+        refused = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return 0.0
+    return max(0.0, QUOTA_BACKOFF - (now - refused).total_seconds())
 
 
 def _attempts(count: int) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..cluster.model import Node, Pod, Snapshot
+from ..cluster.quota import quota_from_object
 from ..cluster.read import (
     claim_from_object,
     node_from_object,
@@ -15,7 +16,7 @@ from ..cluster.read import (
 )
 from ..errors import DetK8sError, MalformedObject
 from .api import KubeApi
-from .kinds import NAMESPACES, NODES, PODS, PVCS, PVS, STORAGECLASSES, Kind
+from .kinds import NAMESPACES, NODES, PODS, PVCS, PVS, RESOURCEQUOTAS, STORAGECLASSES, Kind
 
 
 def read_nodes(api: KubeApi) -> tuple[Node, ...]:
@@ -26,9 +27,11 @@ def read_nodes(api: KubeApi) -> tuple[Node, ...]:
 
 
 # What placement reads besides nodes and pods: claims, volumes and classes (volume binding), namespaces (pod
-# affinity's namespace selectors), by the kind name `Snapshot.listed` uses.
+# affinity's namespace selectors), ResourceQuotas (what pod creation is refused for), by the kind name
+# `Snapshot.listed` uses.
 PLACEMENT_KINDS: dict[Kind, str] = {PVCS: "PersistentVolumeClaim", PVS: "PersistentVolume",
-                                    STORAGECLASSES: "StorageClass", NAMESPACES: "Namespace"}
+                                    STORAGECLASSES: "StorageClass", NAMESPACES: "Namespace",
+                                    RESOURCEQUOTAS: "ResourceQuota"}
 
 
 def placement_object(kind: Kind, obj: Mapping[str, Any]) -> Any:
@@ -39,6 +42,8 @@ def placement_object(kind: Kind, obj: Mapping[str, Any]) -> Any:
         return volume_from_object(obj)
     if kind is STORAGECLASSES:
         return storage_class_from_object(obj)
+    if kind is RESOURCEQUOTAS:
+        return quota_from_object(obj)
     meta = obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
@@ -59,7 +64,7 @@ def snapshot_of(nodes: tuple[Node, ...], pods: tuple[Pod, ...], found: Mapping[K
 
     namespaces = {name: labels for (_, name), labels in sorted((found.get(NAMESPACES) or {}).items())}
     return Snapshot(nodes, pods, models(PVCS), models(PVS), models(STORAGECLASSES), namespaces,
-                    frozenset({"Node", "Pod", *(PLACEMENT_KINDS[kind] for kind in found)}))
+                    frozenset({"Node", "Pod", *(PLACEMENT_KINDS[kind] for kind in found)}), models(RESOURCEQUOTAS))
 
 
 def read_placement_objects(api: KubeApi) -> dict[Kind, dict[tuple[str, str], Any]]:
@@ -80,8 +85,8 @@ def read_snapshot(api: KubeApi) -> Snapshot:
     """Every node, and every pod in every namespace that holds or may hold node resources.
 
     Also the PersistentVolumeClaims, PersistentVolumes, StorageClasses and Namespaces the volume
-    and pod affinity rules read; a kind the user may not list is left out, and planning then
-    warns about the pods that need it instead of guessing.
+    and pod affinity rules read, and the ResourceQuotas pod creation must pass; a kind the user may
+    not list is left out, and planning then warns about the pods that need it instead of guessing.
     """
     try:
         pods = tuple(

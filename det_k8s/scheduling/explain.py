@@ -15,8 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..cluster.model import Resources
+from ..cluster.quota import amount as quota_amount
 from ..quantity import format_milli
-from .model import Reason, ReasonCode
+from .model import QueueHold, QuotaHold, Reason, ReasonCode
+from .queues import unit
 
 
 def amount(resource: str, milli: int) -> str:
@@ -134,6 +136,22 @@ def _never(reason: Reason) -> str:
             f"(limiting: {resource}; {total} {resource} in all; largest nodes: {largest})")
 
 
+def _quota(hold: QuotaHold) -> str:
+    """`namespace team-a: quota gpu-quota: requests.nvidia.com/gpu 8 of 8 used, the group needs 4`."""
+    used, hard, needs = (quota_amount(hold.resource, n) for n in (hold.used, hold.hard, hold.needs))
+    text = f"namespace {hold.namespace}: quota {hold.quota}: {hold.resource} {used} of {hard} used, the group needs {needs}"
+    if hold.needs > hold.hard:
+        text += " (more than the quota allows in all)"
+    return text
+
+
+def _queue(hold: QueueHold) -> str:
+    """`queue nlp: 48 of 48 GPUs (its limit), the group needs 8`; a parent's: `queue research (above nlp): ...`."""
+    which = hold.queue if hold.queue == hold.leaf else f"{hold.queue} (above {hold.leaf})"
+    return (f"queue {which}: {amount(hold.resource, hold.used)} of {unit(hold.resource, hold.limit)} (its limit), "
+            f"the group needs {amount(hold.resource, hold.needs)}")
+
+
 def _request(request: Resources) -> str:
     return " + ".join(f"{amount(name, value)} {name}" for name, value in sorted(request.items())) or "nothing"
 
@@ -154,6 +172,10 @@ def describe(reason: Reason) -> str:
                  "pod-driven autoscaler is not triggered by it)", _ahead(reason)]
     elif code is ReasonCode.VOLUMES:
         parts = [_ask(reason), f"waiting for its volume: {reason.detail}", _ahead(reason)]
+    elif code is ReasonCode.QUOTA and reason.quota is not None:
+        parts = [_quota(reason.quota), _ask(reason), _ahead(reason)]
+    elif code is ReasonCode.QUEUE_LIMIT and reason.queue is not None:
+        parts = [_queue(reason.queue), _ask(reason), _ahead(reason)]
     else:
         parts = [_ask(reason), _free(reason)]
         if code is ReasonCode.TOPOLOGY and reason.topology:
@@ -212,6 +234,16 @@ def to_dict(reason: Reason) -> dict[str, Any]:
         data["preemption"] = {"outcome": reason.preemption or None, "lower_priority_groups": reason.preemptible,
                               "would_start": reason.preemption_would_start}
         data["autoscaling_would_help"] = reason.never_fits and reason.code is not ReasonCode.NO_ELIGIBLE_NODES
+    if reason.quota is not None:
+        hold = reason.quota
+        data["quota"] = {"namespace": hold.namespace, "name": hold.quota, "resource": hold.resource,
+                         "used": quota_amount(hold.resource, hold.used), "hard": quota_amount(hold.resource, hold.hard),
+                         "needs": quota_amount(hold.resource, hold.needs)}
+    if reason.queue is not None:
+        held = reason.queue
+        data["queue"] = {"queue": held.queue, "leaf": held.leaf, "resource": held.resource,
+                         "used": amount(held.resource, held.used), "limit": amount(held.resource, held.limit),
+                         "needs": amount(held.resource, held.needs)}
     if reason.detail:
         data["detail"] = reason.detail
     return data

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..cluster.model import NAME_FIELD
+from ..cluster.quota import facts_from_spec
 from ..cluster.read import constraints_from_spec, effective_requests
 from ..errors import Unschedulable
 from ..quantity import format_cpu
@@ -169,13 +170,14 @@ def build_group(experiment: Experiment, settings: Settings, *, group_id: str, us
     meta = _base_pod(experiment, settings).get("metadata")
     base_labels = _own_labels(meta.get("labels") if isinstance(meta, Mapping) else None)
     named = spec.get("nodeName")
+    quota = facts_from_spec(spec, requests, f"experiment {experiment.name}")
     pods = []
     for pod in unlabelled.pods:
         labels = {**base_labels, **L.pod_labels(unlabelled, pod.rank)}
         constraints = constraints_from_spec(spec, namespace, labels)
         if named:
             constraints = constraints.on_node(str(named))
-        pods.append(PodRequest(pod.name, pod.rank, requests, constraints, labels, namespace))
+        pods.append(PodRequest(pod.name, pod.rank, requests, constraints, labels, namespace, quota=quota))
     return PodGroup(group_id, experiment.name, user, experiment.priority, submitted_at, sequence, tuple(pods),
                     experiment.slots_per_trial)
 

@@ -9,9 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..cluster.model import GPU, NO_CONSTRAINTS, RUNTIME_CLASS_MERGE, Constraints, Pod, Resources
+from ..cluster.quota import QuotaFacts, facts_from_requests
+
+if TYPE_CHECKING:
+    from .queues import QueueTree
 
 DEFAULT_PRIORITY = 50  # Determined on Kubernetes: higher is more important, 50 when unset
 DEFAULT_RESERVE_AFTER = 300.0  # seconds a group waits before the starvation guard reserves nodes for it
@@ -35,7 +39,9 @@ class PodRequest:
     `default`): inter-pod rules match them (other pods' anti-affinity, spread selectors) and its
     volume claims are looked up there. `from_pod` builds one from a pod read from the cluster.
     `admitted`: the pod exists, so the API server's admission has had its say already (the tolerations
-    and RuntimeClass scheduling it adds are in its spec); planning adds nothing to it.
+    and RuntimeClass scheduling it adds are in its spec); planning adds nothing to it, and its
+    namespace's ResourceQuotas count it already. `quota`: what quota admission will read of it
+    (usage with limits, scopes; `cluster/quota.py`), None when only its requests are known.
     """
 
     name: str
@@ -45,6 +51,11 @@ class PodRequest:
     labels: Mapping[str, str] = field(default_factory=dict)
     namespace: str = ""
     admitted: bool = False
+    quota: QuotaFacts | None = None
+
+    @property
+    def quota_facts(self) -> QuotaFacts:
+        return self.quota if self.quota is not None else facts_from_requests(self.requests)
 
     @classmethod
     def from_pod(cls, pod: Pod, rank: int) -> PodRequest:
@@ -80,6 +91,31 @@ class PodGroup:
     @property
     def total_request(self) -> dict[str, int]:
         return total_of(pod.requests for pod in self.pods)
+
+
+class QuotaHold(NamedTuple):
+    """A ResourceQuota that would refuse a pod of the group: `resource` has `used` of `hard` in use (milli-units,
+    this pass's placements included) and the group's pods would add `needs`."""
+
+    namespace: str
+    quota: str
+    resource: str
+    used: int
+    hard: int
+    needs: int
+
+
+class QueueHold(NamedTuple):
+    """A queue whose limit the group would exceed: `queue` (on the path of the group's leaf queue `leaf`) has
+    `used` of its `limit` of `resource` in use (milli-units, this pass's placements included); the group asks
+    `needs`."""
+
+    queue: str
+    leaf: str
+    resource: str
+    used: int
+    limit: int
+    needs: int
 
 
 class RunningPod(NamedTuple):
@@ -123,7 +159,8 @@ class Policy:
     is kept within one domain when it fits there, and with `topology_required` only then placed.
     `extended_resource_toleration` says whether the API server runs the ExtendedResourceToleration
     admission plugin (pods asking for `nvidia.com/gpu` get a toleration of `nvidia.com/gpu`
-    NoSchedule taints); None detects it from the snapshot (`admission.py`).
+    NoSchedule taints); None detects it from the snapshot (`admission.py`). `queues`: the team
+    queues (`queues.py`); None: no queue limits.
     """
 
     preemption: bool = False
@@ -136,6 +173,7 @@ class Policy:
     topology_key: str = ZONE
     topology_required: bool = False
     extended_resource_toleration: bool | None = None
+    queues: QueueTree | None = None
 
     def weight(self, user: str) -> float:
         return float(self.weights.get(user, self.default_weight))
@@ -156,6 +194,8 @@ class ReasonCode(StrEnum):
     RESERVING = "reserving"                  # waits, holding a reservation of nodes
     BEHIND_RESERVATION = "behind-reservation"  # waits: would fit, but only on reserved nodes
     STRICT_ORDER = "strict-order"            # waits: backfill is off and a group ahead waits
+    QUOTA = "quota"                          # waits: a namespace's ResourceQuota would refuse some of its pods
+    QUEUE_LIMIT = "queue-limit"              # waits: a queue on its path would go over its limit
 
     @property
     def rejected(self) -> bool:
@@ -183,7 +223,8 @@ class Reason:
     the topology policy matters. `ahead` names the first waiting groups ahead (`ahead_count`
     counts them all). `preemptible` counts lower-priority groups it could evict and
     `preemption_would_start` whether evicting them would start it (None: not checked);
-    `preemption` sums that up for the line (see `explain`).
+    `preemption` sums that up for the line (see `explain`). `quota` names the ResourceQuota that
+    would refuse a pod of the group (code `quota`).
     """
 
     code: ReasonCode
@@ -214,6 +255,8 @@ class Reason:
     preemption_would_start: bool | None = None
     autoscaling: bool = False
     preemption: str = ""  # "would-start" (policy off), "none-lower", "not-enough", "not-for-pod-rules"; "" n/a
+    quota: QuotaHold | None = None  # the ResourceQuota that holds the group back (code QUOTA)
+    queue: QueueHold | None = None  # the queue whose limit holds the group back (code QUEUE_LIMIT)
 
     @property
     def never_fits(self) -> bool:
@@ -243,6 +286,7 @@ class Plan:
     order: tuple[str, ...] = ()
     reservations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    reclaimed: tuple[str, ...] = ()  # the victims taken back for a queue below its guarantee (whatever their priority)
 
     def status(self, group_id: str) -> str:
         """`placed`, `queued` or `rejected` (the words `det-k8s plan -o json` uses)."""

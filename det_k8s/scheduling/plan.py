@@ -19,6 +19,10 @@ Groups are decided one at a time in policy order (`order.FairOrder`). Each is
 Capacity freed by this pass's victims is not free yet (their pods still run): only later
 preemptors may plan on it, since their pods are created once the victims are gone.
 
+A group that would take a queue on its path over its limit waits, naming the queue (`queues.py`, with
+`policy.queues`). A group one of whose pods a namespace's ResourceQuota would refuse waits, naming the quota
+(`resourcequota.py`): the API server admits pods one at a time, so such a group would start in part.
+
 Before deciding, each queued pod is taken as the API server will admit it (`admission.py`: the
 ExtendedResourceToleration plugin's tolerations), its claims become node tests (`volumes.py`),
 and what det-k8s cannot check becomes a warning in `plan.warnings`, naming the pod.
@@ -39,9 +43,11 @@ from .labels import GROUP, is_managed, running_groups
 from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from .order import FairOrder
 from .preempt import Evictions
+from .queues import QueueBook
 from .reasons import Explainer
 from .repack import BUDGET_PER_POD, Repacker
 from .reserve import Reservations, waited
+from .resourcequota import QuotaBook
 from .volumes import Storage
 
 
@@ -81,6 +87,14 @@ def lasting_usage(pods: Iterable[Pod]) -> dict[str, dict[str, int]]:
     return held
 
 
+def holding(snapshot: Snapshot, running: Sequence[RunningGroup]) -> list[RunningGroup]:
+    """Every group that counts against the queues: det-k8s's in every namespace, and the caller's (the master's)."""
+    found = {g.id: g for g in running_groups(snapshot.pods)}
+    for group in running:
+        found.setdefault(group.id, group)
+    return [found[key] for key in sorted(found)]
+
+
 class _Pass:
     def __init__(self, snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
                  running: Sequence[RunningGroup], now: datetime | None = None) -> None:
@@ -97,6 +111,8 @@ class _Pass:
         self.nodes = Nodes(snapshot.nodes, lasting)
         self.capacity = Capacity(snapshot.nodes, snapshot.used)
         self.storage = Storage(snapshot)
+        self.quotas = QuotaBook(snapshot.quotas)
+        self.queues = QueueBook(policy.queues, holding(snapshot, self.running), snapshot.pods) if policy.queues else None
         self.admission: Admission = detect(snapshot, policy.extended_resource_toleration)
         self.space = Space(snapshot, queue)
         self.fitter = Fitter(self.nodes, self.capacity, self.space, policy.topology_key, policy.topology_required)
@@ -107,11 +123,12 @@ class _Pass:
             if node.ready and not node.unschedulable:
                 for name, amount in node.allocatable.items():
                     totals[name] = totals.get(name, 0) + amount
-        self.order = FairOrder(queue, ((g.user, g.total_request) for g in self.running), totals, policy)
+        self.order = FairOrder(queue, ((g.user, g.total_request) for g in self.running), totals, policy, self.queues)
         self.placements: dict[str, Placement] = {}
         self.waiting: dict[str, Reason] = {}
         self.rejected: dict[str, Reason] = {}
         self.preempting: dict[str, tuple[str, ...]] = {}
+        self.reclaimed: list[str] = []
         unready = {node.name for node in snapshot.nodes if not node.ready}
         leaving = {pod.labels.get(GROUP) for pod in snapshot.pods if pod.deleting and is_managed(pod.labels)}
         returning = [g for g in running_groups(p for p in snapshot.pods if p.labels.get(GROUP) in leaving)
@@ -142,13 +159,15 @@ class _Pass:
         held = self.reservation.group
         reservations = {held.id: self.reservation.nodes} if held else {}
         return Plan(self.placements, self.waiting, self.rejected, tuple(self.evictions.victims),
-                    self.preempting, tuple(self.decided), reservations, tuple(self.warnings))
+                    self.preempting, tuple(self.decided), reservations, tuple(self.warnings), tuple(self.reclaimed))
 
     def shapes(self, group: PodGroup) -> tuple[Shape, ...]:
         found = self._shapes.get(group.id)
         if found is None:
             found = self._shapes[group.id] = self.shaper.shapes(group)
             self.warn_about(group, found)
+            for warning in self.quotas.warnings(group):
+                self.warnings[warning] = None
         return found
 
     def warn_about(self, group: PodGroup, shapes: Sequence[Shape]) -> None:
@@ -175,6 +194,18 @@ class _Pass:
             self.rejected[group.id] = Reason(ReasonCode.INVALID, detail="the group has no pods")
             return
         if self.refuse(group, self.never_fits(group, shapes)):
+            return
+        limited = self.queues.hold(group) if self.queues is not None else None
+        if limited is not None:
+            self.wait(group, replace(self.reason(group, shapes, ReasonCode.QUEUE_LIMIT), queue=limited))
+            if not self.policy.backfill and self.blocker is None:
+                self.blocker = group
+            return
+        hold = self.quotas.hold(group)
+        if hold is not None:
+            self.wait(group, replace(self.reason(group, shapes, ReasonCode.QUOTA), quota=hold))
+            if not self.policy.backfill and self.blocker is None:
+                self.blocker = group  # strict order: a group its quota holds back holds the queue like any other
             return
         volumes = next((shape.volumes.waiting for shape in shapes if shape.volumes.waiting), "")
         if volumes:
@@ -209,6 +240,8 @@ class _Pass:
             self.place(group, moved[group.id])
             return
         if self.policy.preemption and self.try_preempt(group, shapes):
+            return
+        if self.queues is not None and self.try_reclaim(group, shapes):
             return
         judged = any(shape.judged for shape in shapes)
         if (self.policy.reservations and self.reservation.group is None and not judged
@@ -299,6 +332,10 @@ class _Pass:
 
     def place(self, group: PodGroup, taken: Taken, *, movable: bool = True, counting: bool = True) -> None:
         self.placements[group.id] = assign(group, taken)
+        self.quotas.charge(group)
+        if self.queues is not None:
+            self.queues.charge(group)
+            self.order.requeue(self.queues.leaf(group))
         self.order.charge(group.user, group.total_request)
         interacts = False
         if self.space.used or any(shape.judged for shape, _ in taken):
@@ -366,6 +403,36 @@ class _Pass:
                     if any(pod.namespace == ns and c.selector.matches(pod.labels) for c, ns in spread):
                         return True
         return False
+
+    def try_reclaim(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
+        """A queue below its guarantee takes back capacity others borrowed of it: whole groups of queues that use
+        more than their guarantee of a resource it asks for and its queue guarantees, by the victim rule, whatever
+        their priority."""
+        queues = self.queues
+        if queues is None or not queues.within_guarantee(group):
+            return False
+        leaf = queues.leaf(group)
+        guaranteed = queues.tree.get(leaf).guarantee
+        asked = [name for name, amount in group.total_request.items() if amount and name in guaranteed]
+        pool = [g for g in self.running if queues.home.get(g.id, leaf) != leaf and queues.borrowing(g.id, asked)]
+        if not pool:
+            return False
+        level = max(group.priority, *(g.priority + 1 for g in pool))
+        if self.enabling(shapes, level):
+            return False  # its rules would be judged without the victims: not modelled, it waits instead
+        found = self.evictions.reclaim(shapes, pool, level)
+        if found is None or not found.victims:
+            return False
+        for victim in found.victims:
+            self.order.charge(victim.user, victim.total_request, -1)
+            queues.leaving(victim)
+            self.order.requeue(queues.home.get(victim.id, ""))
+            self.reclaimed.append(victim.id)
+        self.preempting[group.id] = self.evictions.commit(found, level)
+        self.place(group, found.taken, movable=False, counting=False)
+        if any(pod.constraints.spread for pod in group.pods):
+            self._shapes.clear()
+        return True
 
     def try_preempt(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
         if self.enabling(shapes, group.priority):

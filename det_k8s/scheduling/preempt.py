@@ -215,6 +215,28 @@ class Evictions:
         taken = search.place()
         return None if taken is None else Preemption(tuple(chosen), taken)
 
+    def reclaim(self, shapes: Sequence[Shape], pool: Sequence[RunningGroup], level: int) -> Preemption | None:
+        """Victims among `pool` (whole groups running on capacity their queue borrowed, whatever their priority) by the
+        same rule and search, or None. `level` is above every candidate's priority: the capacity they free, and
+        what lower levels free, is the preemptor's to count on. Nothing changes until `commit`."""
+        search = _Search(self.fitter, shapes)
+        for node, amounts in self.released_for(level):
+            if search.could_gain(node, amounts):
+                search.add(node, amounts, 1)
+        if search.fits():
+            return None  # capacity coming back suffices: that is preemption's or waiting's business, not reclaim's
+        candidates = eviction_order([g for g in pool if g.id not in self._taken and not g.terminating
+                                     and g.preemptible and search.touches(g)])
+        chosen = self._exact(search, candidates)
+        if chosen is None:
+            chosen = self._greedy(search, candidates)
+            if chosen is None:
+                return None
+        for group in chosen:
+            search.add_group(group, 1)
+        taken = search.place()
+        return None if taken is None else Preemption(tuple(chosen), taken)
+
     def would_start(self, shapes: Sequence[Shape], priority: int) -> bool:
         """Whether evicting every candidate (and what is coming back) would let the shapes fit. Changes nothing.
 

@@ -21,6 +21,7 @@ from ..cluster.model import (
     Toleration,
     VolumeClaim,
 )
+from ..cluster.quota import QuotaFacts
 from .model import PodGroup, PodRequest
 
 
@@ -109,13 +110,34 @@ def _constraints_from_dict(data: Mapping[str, Any]) -> Constraints:
     )
 
 
+def _quota(facts: QuotaFacts) -> dict[str, Any]:
+    return {"usage": dict(facts.usage), "bestEffort": facts.best_effort, "terminating": facts.terminating,
+            "priorityClass": facts.priority_class, "crossNamespace": facts.cross_namespace,
+            "unset": {name: list(containers) for name, containers in facts.unset.items()}}
+
+
+def _quota_back(data: Any) -> QuotaFacts | None:
+    if not isinstance(data, Mapping):
+        return None  # written before quotas were read: its requests stand in (`PodRequest.quota_facts`)
+    return QuotaFacts({str(k): int(v) for k, v in (data.get("usage") or {}).items()}, bool(data.get("bestEffort")),
+                      bool(data.get("terminating")), str(data.get("priorityClass") or ""),
+                      bool(data.get("crossNamespace")),
+                      {str(k): tuple(map(str, v)) for k, v in (data.get("unset") or {}).items()})
+
+
+def _pod(p: PodRequest) -> dict[str, Any]:
+    data = {"name": p.name, "rank": p.rank, "requests": dict(p.requests),
+            "constraints": _constraints_to_dict(p.constraints), "labels": dict(p.labels), "namespace": p.namespace}
+    if p.quota is not None:
+        data["quota"] = _quota(p.quota)
+    return data
+
+
 def group_to_dict(group: PodGroup) -> dict[str, Any]:
     return {
         "id": group.id, "experiment": group.experiment, "user": group.user, "priority": group.priority,
         "submittedAt": group.submitted_at, "sequence": group.sequence, "slots": group.slots,
-        "pods": [{"name": p.name, "rank": p.rank, "requests": dict(p.requests),
-                  "constraints": _constraints_to_dict(p.constraints), "labels": dict(p.labels),
-                  "namespace": p.namespace} for p in group.pods],
+        "pods": [_pod(p) for p in group.pods],
     }
 
 
@@ -126,6 +148,7 @@ def group_from_dict(data: Mapping[str, Any]) -> PodGroup:
         pods=tuple(PodRequest(str(p["name"]), int(p["rank"]), {str(k): int(v) for k, v in p["requests"].items()},
                               _constraints_from_dict(p.get("constraints") or {}),
                               {str(k): str(v) for k, v in (p.get("labels") or {}).items()},
-                              str(p.get("namespace") or "")) for p in data["pods"]),
+                              str(p.get("namespace") or ""), quota=_quota_back(p.get("quota")))
+                   for p in data["pods"]),
         slots=int(data.get("slots", 0)),
     )

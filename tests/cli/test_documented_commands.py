@@ -26,7 +26,7 @@ from tests.conftest import ROOT
 # Commands that talk to a cluster (or a registry), by their first words.
 CLUSTER = ("install", "upgrade", "uninstall", "status", "diff", "get", "history", "rollback", "list", "pods",
            "nodes list", "nodes label", "nodes unlabel", "nodes taint", "nodes check-gpu", "experiment",
-           "scheduler run", "scheduler policy", "doctor", "checkpoint check")  # the last: the storage
+           "scheduler run", "scheduler policy", "queues", "doctor", "checkpoint check")  # the last: the storage
 # ...unless an option makes them offline.
 OFFLINE_WITH = {"install": "--dry-run", "nodes map": "--snapshot"}
 # Files a reader brings: a command naming one shows the syntax, it cannot run as printed here.

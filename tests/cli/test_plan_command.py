@@ -321,3 +321,21 @@ def test_topology_and_admission_flags_reach_the_plan(run_cli, tmp_path):
     assert record["why"]["topology"] == {"key": "rack", "best_domain": "r0", "pods_there": 2}
     assert record["reason"].startswith("never fits one rack (needs 3 pods x 4 nvidia.com/gpu), which the topology "
                                        "policy requires; the largest, r0 holds at most 2 of its 3 pods")
+
+
+def test_plan_reads_the_resource_quotas_in_the_snapshot(run_cli, tmp_path):
+    """`kubectl get nodes,pods,resourcequotas -A -o yaml` as the snapshot: a quota the group would exceed holds it."""
+    cluster = yaml.safe_load((SNAPSHOTS / "twelve-gpus.yaml").read_text())
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu-quota", "namespace": "default"},
+             "spec": {"hard": {"requests.nvidia.com/gpu": "8"}},
+             "status": {"hard": {"requests.nvidia.com/gpu": "8"}, "used": {"requests.nvidia.com/gpu": "0"}}}
+    snapshot = tmp_path / "snapshot.yaml"
+    snapshot.write_text(yaml.safe_dump({**cluster, "items": [*cluster["items"], quota]}))
+    data = plan_json(run_cli, TWELVE_A, "--snapshot", snapshot)
+    (record,) = data["experiments"]
+    assert record["status"] == "queued"
+    assert record["reason"].startswith("namespace default: quota gpu-quota: requests.nvidia.com/gpu 0 of 8 used, "
+                                       "the group needs 12 (more than the quota allows in all)")
+    assert record["why"]["code"] == "quota" and record["why"]["quota"]["hard"] == "8"
+    elsewhere = plan_json(run_cli, TWELVE_A, "--snapshot", snapshot, "-n", "other")
+    assert elsewhere["experiments"][0]["status"] == "placed"  # the quota is default's

@@ -367,11 +367,11 @@ def test_a_group_whose_pods_are_refused_for_good_fails_after_its_attempts(twelve
 
 
 @pytest.mark.parametrize("status, message", [
-    (403, 'pods "x" is forbidden: exceeded quota: gpu-quota, requested: nvidia.com/gpu=4'),
     (500, "etcdserver: request timed out"),
 ])
 def test_a_passing_creation_failure_is_retried_without_counting(twelve_gpus, status, message):
-    """A full quota frees up when other groups finish; a 5xx passes: neither may fail the group."""
+    """A 5xx passes: it may not fail the group. (A quota's refusal is one retry after a pause:
+    tests/kube/test_resource_quotas_live.py.)"""
     cluster = twelve_gpus
     submit(cluster, "aaaa0001", 4, 1)
     cluster.api.fail("POST", "pods", status, message, times=4)

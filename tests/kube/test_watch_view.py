@@ -42,7 +42,7 @@ def test_it_lists_once_then_follows_the_watch(cluster, view):
     cluster.api.update("pods", "agent-0", {"status": {"phase": "Succeeded"}})  # a finished pod leaves the view
     until(lambda: "agent-0" not in names(view))
     assert view.stats.lists == {"nodes": 1, "pods": 1, "configmaps": 1, "persistentvolumeclaims": 1,  # once each
-                                "persistentvolumes": 1, "storageclasses": 1, "namespaces": 1}
+                                "persistentvolumes": 1, "storageclasses": 1, "namespaces": 1, "resourcequotas": 1}
     state = view.state()
     fresh = read_cluster(cluster.connect(), "coscheduler")  # what a one-shot pass lists: the same cluster
     assert {p.name for p in fresh.snapshot.pods} == {p.name for p in state.snapshot.pods}
