@@ -34,6 +34,7 @@ from pathlib import Path as PathType
 from typing import Any
 
 from ..errors import Problem, Severity
+from .podvalues import check_pod_values
 from .source import Path, SourceMap, format_path, type_name
 
 _API_VERSION = "v1"
@@ -305,14 +306,21 @@ def check_pod_spec(spec: Any, path: Path, sources: SourceMap, version: KubeVersi
     problems: list[Problem] = []
     seen: set[tuple[tuple[str | int, ...], str]] = set()
     errors = sorted(schema.validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path])
+    reported: set[tuple[str | int, ...]] = set()
     for error in errors:
         for finding in _findings(error, schema, version):
             if (finding.path, finding.message) in seen:
                 continue
             seen.add((finding.path, finding.message))
+            reported.add(finding.path)
             full = (*path, *finding.path)
             problems.append(Problem(Severity.ERROR, format_path(full), finding.message, finding.hint,
                                     sources.find(full)))
+    for value in check_pod_values(document, _minor(version.wanted or version.schema)):  # what the schema cannot say
+        if value.path in reported:
+            continue  # the schema's own finding there says it (a container without a name, say)
+        full = (*path, *value.path)
+        problems.append(Problem(Severity.ERROR, format_path(full), value.message, value.hint, sources.find(full)))
     return problems
 
 
