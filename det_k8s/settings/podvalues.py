@@ -422,7 +422,7 @@ def _container(out: _Out, path: Where, container: Mapping[str, Any], *, init: bo
 
 # -- lists with null entries ------------------------------------------------------------------------------------
 
-_OBJECT_LISTS = ("containers", "initContainers", "tolerations", "volumes", "imagePullSecrets", "hostAliases",
+_OBJECT_LISTS = ("containers", "initContainers", "tolerations", "volumes", "hostAliases",
                  "topologySpreadConstraints", "readinessGates", "resourceClaims")
 _CONTAINER_OBJECT_LISTS = ("env", "envFrom", "ports", "volumeMounts", "volumeDevices")
 
@@ -440,11 +440,16 @@ def _names(out: _Out, spec: Mapping[str, Any], base: Where) -> None:
     """validation.go: validateContainers / validateInitContainers: names unique across containers and init
     containers."""
     seen: dict[str, Where] = {}
+    inits = spec.get("initContainers")
+    for index, container in enumerate(inits if isinstance(inits, list) else ()):
+        if isinstance(container, Mapping) and container.get("name") == MAIN_CONTAINER:
+            out.add((*base, "initContainers", index, "name"), f"duplicate container name {MAIN_CONTAINER!r}: "
+                    "Determined's main container has it", "give the init container another name")
     for kind in ("initContainers", "containers"):
         items = spec.get(kind)
         for index, container in enumerate(items if isinstance(items, list) else ()):
             name = container.get("name") if isinstance(container, Mapping) else None
-            if not isinstance(name, str) or not name:
+            if not isinstance(name, str) or not name or (kind == "initContainers" and name == MAIN_CONTAINER):
                 continue
             if name in seen:
                 out.add((*base, kind, index, "name"), f"duplicate container name {_shown(name)} (also at "
@@ -500,13 +505,14 @@ def check_pod_values(document: Mapping[str, Any], kube: tuple[int, int] = NEWEST
     if isinstance(overhead, Mapping):  # validation.go: validateOverhead (ValidateResourceRequirements on limits)
         resource_requirements(out, (*base, "overhead"), {"limits": overhead})
     resource_requirements(out, (*base, "resources"), spec.get("resources"), pod_level=True)
-    for field in ("activeDeadlineSeconds",):
-        value = spec.get(field)
-        if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
-            out.add((*base, field), f"must be greater than 0, found {value}")
-    grace = spec.get("terminationGracePeriodSeconds")
-    if isinstance(grace, int) and not isinstance(grace, bool) and grace < 0:
-        out.add((*base, "terminationGracePeriodSeconds"), f"must be greater than or equal to 0, found {grace}")
+    deadline = spec.get("activeDeadlineSeconds")  # validation.go: ValidatePodSpec
+    if isinstance(deadline, int) and not isinstance(deadline, bool) and not 1 <= deadline <= 2**31 - 1:
+        out.add((*base, "activeDeadlineSeconds"), f"must be between 1 and 2147483647, found {deadline}")
+    # terminationGracePeriodSeconds: a negative one is made 1 before validation (pod strategy), not refused
+    dns = spec.get("dnsConfig")
+    servers = dns.get("nameservers") if isinstance(dns, Mapping) else None
+    if spec.get("dnsPolicy") == "None" and not servers:  # validation.go: validateDNSPolicy / validatePodDNSConfig
+        out.add((*base, "dnsConfig", "nameservers"), "required when dnsPolicy is None: at least one DNS nameserver")
     scheduler = spec.get("schedulerName")
     if isinstance(scheduler, str) and scheduler and not is_dns_subdomain(scheduler):
         out.add((*base, "schedulerName"), f"{_shown(scheduler)} is not a valid scheduler name (a DNS-1123 subdomain)")
