@@ -213,6 +213,13 @@ pod("init container restartPolicy Sometimes",
     {"initContainers": [{"name": "proxy", "image": "busybox", "restartPolicy": "Sometimes"}]}, REFUSE,
     "validateInitContainers: Unsupported value")
 
+pod("enums left empty are defaulted, not refused",
+    {"restartPolicy": "", "dnsPolicy": "",
+     "containers": [{"name": MAIN, "imagePullPolicy": "", "terminationMessagePolicy": "",
+                     "ports": [{"containerPort": 80, "protocol": ""}],
+                     "readinessProbe": {"httpGet": {"port": 80, "scheme": ""}}}],
+     "initContainers": [{"name": "init", "image": "busybox", "restartPolicy": ""}]}, ACCEPT)
+
 # -- pod-level enums and numbers (ValidatePodSpec) ----------------------------------------------------------------
 
 for policy, ok in (("Never", True), ("OnFailure", True), ("Always", True), ("never", False), ("Sometimes", False)):

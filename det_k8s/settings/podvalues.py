@@ -56,8 +56,9 @@ def _shown(value: Any) -> str:
 
 
 def _choose(out: _Out, path: Where, value: Any, choices: Sequence[str], *, empty: bool = False) -> None:
-    """An enum field, as the API server's `field.NotSupported` checks it (after defaulting an unset field)."""
-    if value is None or (empty and value == "") or (isinstance(value, str) and value in choices):
+    """An enum field, as the API server's `field.NotSupported` checks it, after defaulting: an empty one is unset
+    (SetDefaults_Container, SetDefaults_PodSpec... fill it in), so it passes."""
+    if value is None or value == "" or (isinstance(value, str) and value in choices):
         return
     options = [*choices, "empty"] if empty else list(choices)
     shown = f"{', '.join(options[:-1])} or {options[-1]}" if len(options) > 1 else options[0]
