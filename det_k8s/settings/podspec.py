@@ -324,13 +324,25 @@ def check_pod_spec(spec: Any, path: Path, sources: SourceMap, version: KubeVersi
     return problems
 
 
+_POOL_POD_SPECS = ("cpu_pod_spec", "gpu_pod_spec", "checkpoint_gc_pod_spec")
+
+
 def settings_pod_specs(values: Mapping[str, Any]) -> list[tuple[Path, Any]]:
-    """The pod specs in settings values: (key path, spec) for taskContainerDefaults.cpuPodSpec/gpuPodSpec."""
+    """The pod specs in settings values, (key path, spec): taskContainerDefaults.cpuPodSpec/gpuPodSpec and
+    checkpointGcPodSpec, and each resource pool's task_container_defaults.cpu_pod_spec/gpu_pod_spec/
+    checkpoint_gc_pod_spec (the master builds that pool's task pods from them)."""
+    found: list[tuple[Path, Any]] = []
     defaults = values.get("taskContainerDefaults")
-    if not isinstance(defaults, Mapping):
-        return []
-    return [(("taskContainerDefaults", name), defaults.get(name)) for name in ("cpuPodSpec", "gpuPodSpec")
-            if defaults.get(name) is not None]
+    if isinstance(defaults, Mapping):
+        found += [(("taskContainerDefaults", name), defaults.get(name))
+                  for name in ("cpuPodSpec", "gpuPodSpec", "checkpointGcPodSpec") if defaults.get(name) is not None]
+    pools = values.get("resourcePools")
+    for index, pool in enumerate(pools if isinstance(pools, list) else ()):
+        tcd = pool.get("task_container_defaults") if isinstance(pool, Mapping) else None
+        if isinstance(tcd, Mapping):
+            found += [(("resourcePools", index, "task_container_defaults", name), tcd.get(name))
+                      for name in _POOL_POD_SPECS if tcd.get(name) is not None]
+    return found
 
 
 def check_settings_pod_specs(values: Mapping[str, Any], sources: SourceMap,

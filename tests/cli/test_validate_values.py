@@ -171,3 +171,28 @@ def test_experiment_pod_spec_every_bad_value_with_key_and_line_not_blamed_on_the
     assert any(f.startswith("error: environment.pod_spec.spec.containers[0].resources.requests.cpu: '8 cores'")
                for f in found), found
     assert "never fits this cluster" not in result.out + result.err
+
+
+def test_pod_specs_of_resource_pools_and_checkpoint_gc_are_checked_too(run_cli, tmp_path):
+    site = write(tmp_path, "site.yaml", """maxSlotsPerPod: 4
+initialUserPassword: Secret-Pass-1
+taskContainerDefaults:
+  checkpointGcPodSpec:
+    spec:
+      containers: [{name: determined-container, resources: {limits: {memory: 1GB}}}]
+resourcePools:
+  - pool_name: a100
+    task_container_defaults:
+      gpu_pod_spec:
+        spec:
+          tolerations: [{key: nvidia.com/gpu, operator: Equals}]
+""")
+    result = run_cli("validate", "-f", site)
+    assert result.code == 1
+    found = errors(result.out + result.err)
+    assert any(f.startswith("error: taskContainerDefaults.checkpointGcPodSpec.spec.containers[0].resources.limits."
+                            "memory: '1GB' is not a Kubernetes quantity") and f.endswith(f"({site}:6)") for f in found)
+    assert any(f.startswith("error: resourcePools[0].task_container_defaults.gpu_pod_spec.spec.tolerations[0]."
+                            "operator: must be Exists or Equal, found 'Equals'") and f.endswith(f"({site}:12)")
+               for f in found), found
+    assert len(found) == 2
