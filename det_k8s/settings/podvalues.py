@@ -311,7 +311,7 @@ def _env(out: _Out, path: Where, env: Any, kube: tuple[int, int]) -> None:
         if not isinstance(var, Mapping):
             continue
         name = var.get("name")
-        if name in (None, ""):
+        if name in (None, "") and "name" in var:  # left out: the schema check says EnvVar needs it
             out.add((*where, "name"), "required")
         elif isinstance(name, str):
             if kube >= (1, 32):
@@ -351,7 +351,7 @@ def _handler(out: _Out, path: Where, handler: Mapping[str, Any], kinds: Sequence
         out.add((*path, "exec", "command"), "required")
     for kind in ("httpGet", "tcpSocket"):
         action = handler.get(kind)
-        if isinstance(action, Mapping):
+        if isinstance(action, Mapping) and "port" in action:  # left out: the schema check says so
             _port_num_or_name(out, (*path, kind, "port"), action.get("port"))
     http = handler.get("httpGet")
     if isinstance(http, Mapping):
@@ -417,7 +417,7 @@ def _container(out: _Out, path: Where, container: Mapping[str, Any], *, init: bo
     for index, mount in enumerate(mounts if isinstance(mounts, list) else ()):
         if isinstance(mount, Mapping):
             for field in ("name", "mountPath"):
-                if mount.get(field) in (None, ""):
+                if mount.get(field) in (None, "") and field in mount:  # left out: the schema check says so
                     out.add((*path, "volumeMounts", index, field), "required")
 
 
