@@ -26,6 +26,7 @@ from typing import Any
 ACCEPT, REFUSE = "accept", "refuse"
 MAIN = "determined-container"
 IMAGE = "determinedai/pytorch-ngc:0.38.1"
+EXEC = {"exec": {"command": ["true"]}}
 CHART_BASE: dict[str, Any] = {"maxSlotsPerPod": 4, "initialUserPassword": "Corpus-Pass-1"}
 
 Case = dict[str, Any]
@@ -58,9 +59,11 @@ def chart(name: str, values: dict[str, Any], expected: str, why: str = "") -> No
 # -- quantities (resource.ParseQuantity; ValidateResourceQuantityValue) --------------------------------------------
 
 GOOD_QUANTITIES = ["1", "0.5", "500m", "64G", "64Gi", "1e3", "1E3", "1.5Gi", "+1", "1.", ".5", "129e6", "123Mi",
-                   "0", "2k", "7910m", "1Ki", "100M", 8, 1.5]
-BAD_QUANTITIES = ["64GB", "8 cores", "abc", "8 GiB", "1K", "1gb", "1.5.2", "Gi", "1ki", "1e", "0x10", "1Mb",
-                   "8cpu", "--1", "1 000", "one", "1,5", "5%"]
+                   "0", "2k", "7910m", "1Ki", "100M", 8, 1.5, "1e-3", "1n", "1e100", " 2", "2 ", "+.5", "-0",
+                   # ParseQuantity takes a suffix or a sign without digits as 0 (a real API server 1.37.2 did)
+                   "Gi", "m", "+", ".", "E"]
+BAD_QUANTITIES = ["64GB", "8 cores", "abc", "8 GiB", "1K", "1gb", "1.5.2", "1ki", "1e", "0x10", "1Mb",
+                   "8cpu", "--1", "1 000", "one", "1,5", "5%", ""]
 for resource in ("cpu", "memory"):
     for q in GOOD_QUANTITIES:
         pod(f"quantity {resource} request {q!r}", main({"requests": {resource: q}}), ACCEPT)
@@ -174,6 +177,10 @@ pod("toleration value too long", {"tolerations": [{"key": "a", "value": "v" * 64
 pod("toleration prefixed key", {"tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
                                                  "effect": "NoExecute", "tolerationSeconds": 30}]}, ACCEPT)
 pod("toleration null entry", {"tolerations": [None]}, REFUSE, "validateTolerations: an empty toleration")
+for operator in ("Lt", "Gt"):
+    pod(f"toleration operator {operator} (feature gate TaintTolerationComparisonOperators, off)",
+        {"tolerations": [{"key": "a", "operator": operator, "value": "5"}]}, REFUSE,
+        "validateTolerations: Unsupported value (the feature gate is off by default)")
 
 # -- containers (validateContainers, validateInitContainers, validateContainerCommon) ------------------------------
 
@@ -218,7 +225,18 @@ pod("enums left empty are defaulted, not refused",
      "containers": [{"name": MAIN, "imagePullPolicy": "", "terminationMessagePolicy": "",
                      "ports": [{"containerPort": 80, "protocol": ""}],
                      "readinessProbe": {"httpGet": {"port": 80, "scheme": ""}}}],
-     "initContainers": [{"name": "init", "image": "busybox", "restartPolicy": ""}]}, ACCEPT)
+     "initContainers": [{"name": "init", "image": "busybox"}]}, ACCEPT)
+pod("container restartPolicy empty (a set field is not defaulted)", main(restartPolicy=""), REFUSE,
+    "validateContainerRestartPolicy: Unsupported value")
+pod("init container restartPolicy empty", {"initContainers": [{"name": "i", "image": "busybox", "restartPolicy": ""}]},
+    REFUSE, "validateContainerRestartPolicy: Unsupported value")
+for policy in ("Never", "OnFailure", "Always"):
+    pod(f"container restartPolicy {policy}", main(restartPolicy=policy), ACCEPT)
+    pod(f"init container restartPolicy {policy}",
+        {"initContainers": [{"name": "i", "image": "busybox", "restartPolicy": policy}]}, ACCEPT)
+pod("init container restartPolicy Never with a probe",
+    {"initContainers": [{"name": "i", "image": "busybox", "restartPolicy": "Never", "readinessProbe": EXEC}]}, REFUSE,
+    "validateInitContainers: may not be set for init containers without restartPolicy=Always")
 
 # -- pod-level enums and numbers (ValidatePodSpec) ----------------------------------------------------------------
 
@@ -235,7 +253,16 @@ pod("dnsPolicy None with a nameserver", {"dnsPolicy": "None", "dnsConfig": {"nam
 pod("activeDeadlineSeconds 3600", {"activeDeadlineSeconds": 3600}, ACCEPT)
 pod("activeDeadlineSeconds 0", {"activeDeadlineSeconds": 0}, REFUSE, "ValidatePodSpec: must be between 1 and 2147483647")
 pod("schedulerName my-scheduler", {"schedulerName": "my-scheduler"}, ACCEPT)
-pod("schedulerName My_Scheduler", {"schedulerName": "My_Scheduler"}, REFUSE, "ValidatePodSpec: ValidateDNS1123Subdomain")
+pod("schedulerName My_Scheduler (not validated)", {"schedulerName": "My_Scheduler"}, ACCEPT)
+pod("overhead without a RuntimeClass", {"overhead": {"cpu": "1"}}, REFUSE,
+    "RuntimeClass admission: Pod Overhead set without corresponding RuntimeClass defined Overhead")
+pod("pod-level resources cpu", {"resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}}, ACCEPT)
+pod("pod-level resources nvidia.com/gpu", {"resources": {"limits": {"nvidia.com/gpu": "1"}}}, REFUSE,
+    "validatePodResourceRequirements: supported values cpu, hugepages-, memory")
+pod("imagePullSecrets null entry (accepted)", {"imagePullSecrets": [None]}, ACCEPT)
+pod("kubernetes.io/ prefixed resource, a fraction", main({"limits": {"kubernetes.io/foo": "0.5"}}), ACCEPT)
+pod("terminationGracePeriodSeconds -1 (made 1)", {"terminationGracePeriodSeconds": -1}, ACCEPT)
+pod("memory 1.5 bytes", main({"requests": {"memory": "1.5"}}), ACCEPT)
 pod("nodeSelector good", {"nodeSelector": {"nvidia.com/gpu.product": "A100-SXM4-80GB"}}, ACCEPT)
 pod("nodeSelector bad value", {"nodeSelector": {"gpu": "a100 80gb"}}, REFUSE, "ValidateNodeSelector: IsValidLabelValue")
 pod("nodeSelector bad key", {"nodeSelector": {"gpu type": "a100"}}, REFUSE, "ValidateNodeSelector: IsQualifiedName")
@@ -250,7 +277,7 @@ pod("volumes emptyDir", {"volumes": [{"name": "scratch", "emptyDir": {}}],
 # -- environment variables (validateEnv, validateEnvVarValueFrom) --------------------------------------------------
 
 for name, ok in (("MY_VAR", True), ("my.var", True), ("MY-VAR", True), ("1VAR", True), ("A=B", False), ("", False),
-                 ("tab\tname", False), ("caf\u00e9", False)):
+                 ("tab\tname", False), ("caf\u00e9", False), ("A B", True)):
     pod(f"env name {name!r}", main(env=[{"name": name, "value": "x"}]), ACCEPT if ok else REFUSE,
         "" if ok else "validateEnv: IsRelaxedEnvVarName (printable ASCII except '=')")
 pod("env valueFrom fieldRef", main(env=[{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]),
@@ -285,7 +312,6 @@ pod("hostPort 8080", main(ports=[{"containerPort": 8080, "hostPort": 8080}]), AC
 
 # -- probes and lifecycle handlers (validateProbe, validateHandler, validateLifecycle) -----------------------------
 
-EXEC = {"exec": {"command": ["true"]}}
 pod("probe liveness exec", main(livenessProbe=EXEC), ACCEPT)
 pod("probe readiness httpGet port 8080", main(readinessProbe={"httpGet": {"path": "/", "port": 8080}}), ACCEPT)
 pod("probe readiness httpGet named port", main(readinessProbe={"httpGet": {"path": "/", "port": "http"}}), ACCEPT)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ..names import is_dns_label, is_dns_subdomain, is_label_key, is_label_value
+from ..names import is_dns_label, is_label_key, is_label_value
 from ..quantity import QuantityError, parse_quantity
 
 MAIN_CONTAINER = "determined-container"  # Determined's model.DeterminedK8ContainerName
@@ -78,14 +78,48 @@ _UNIT_TYPOS = {"kb": "k", "mb": "M", "gb": "G", "tb": "T", "pb": "P", "eb": "E",
 _LOOSE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
 
 
+_KUBE_QUANTITY = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_EXPONENT_LIMIT = 1000  # beyond it the value is valid but too large to compare (the API server takes up to int32)
+UNCOMPARABLE = Fraction(-1, 10**30)  # a valid quantity det-k8s does not compute (e.g. 1e5000)
+
+
 def quantity(value: Any) -> Fraction | None:
-    """The quantity as the API server parses it (resource.ParseQuantity, JSON numbers and strings), else None."""
+    """The quantity as the API server parses it, else None: resource.ParseQuantity after Quantity.UnmarshalJSON's
+    TrimSpace, as permissive as it is (`Gi`, `+`, `.` and `E` alone are 0; digits are optional before a suffix).
+    A valid quantity too large to compute is UNCOMPARABLE."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return None
-    try:
-        return parse_quantity(value)
-    except QuantityError:
+    if isinstance(value, int | float):
+        try:
+            return parse_quantity(value)
+        except QuantityError:
+            return None
+    text = value.strip()
+    match = _KUBE_QUANTITY.fullmatch(text) if text and len(text) <= 128 else None
+    if match is None:
         return None
+    sign, whole, fraction, suffix = match[1], match[2] or "0", match[3] or "", match[4] or ""
+    number = Fraction(int(whole + fraction), 10 ** len(fraction))
+    if sign == "-":
+        number = -number
+    if suffix in _BINARY:
+        return number * Fraction(2 ** _BINARY[suffix])
+    if suffix in _DECIMAL:
+        return number * _pow10(_DECIMAL[suffix])
+    if suffix:
+        exponent = int(suffix[1:])
+        if abs(exponent) >= 2**31:
+            return None  # strconv.ParseInt(..., 10, 32) refuses it
+        if abs(exponent) > _EXPONENT_LIMIT:
+            return UNCOMPARABLE
+        return number * _pow10(exponent)
+    return number
+
+
+def _pow10(exponent: int) -> Fraction:
+    return Fraction(10**exponent) if exponent >= 0 else Fraction(1, 10**-exponent)
 
 
 def quantity_hint(value: Any) -> str:
@@ -164,6 +198,8 @@ def _resource_list(out: _Out, path: Where, resources: Any) -> dict[str, Fraction
             if isinstance(value, str | int | float) and not isinstance(value, bool):
                 out.add(where, f"{_shown(value)} is not a Kubernetes quantity", quantity_hint(value))
             continue  # another type: the schema check reports it
+        if amount is UNCOMPARABLE:
+            continue
         if amount < 0:
             out.add(where, f"must be greater than or equal to 0, found {_shown(value)}")
             continue
@@ -396,8 +432,11 @@ def _container(out: _Out, path: Where, container: Mapping[str, Any], *, init: bo
     _ports(out, (*path, "ports"), container.get("ports"))
     _env(out, (*path, "env"), container.get("env"), kube)
     sidecar = init and container.get("restartPolicy") == "Always"
-    if init:
-        _choose(out, (*path, "restartPolicy"), container.get("restartPolicy"), ("Always",))
+    policy = container.get("restartPolicy")  # validateContainerRestartPolicy: a set field is never defaulted
+    if policy == "":
+        out.add((*path, "restartPolicy"), "must be Always, Never or OnFailure, found ''", "remove it, or give one")
+    else:
+        _choose(out, (*path, "restartPolicy"), policy, RESTART_POLICIES)
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         if container.get(probe) is None:
             continue
@@ -514,7 +553,9 @@ def check_pod_values(document: Mapping[str, Any], kube: tuple[int, int] = NEWEST
     servers = dns.get("nameservers") if isinstance(dns, Mapping) else None
     if spec.get("dnsPolicy") == "None" and not servers:  # validation.go: validateDNSPolicy / validatePodDNSConfig
         out.add((*base, "dnsConfig", "nameservers"), "required when dnsPolicy is None: at least one DNS nameserver")
-    scheduler = spec.get("schedulerName")
-    if isinstance(scheduler, str) and scheduler and not is_dns_subdomain(scheduler):
-        out.add((*base, "schedulerName"), f"{_shown(scheduler)} is not a valid scheduler name (a DNS-1123 subdomain)")
+    # schedulerName: the API server takes any string (a real API server 1.37.2 accepted My_Scheduler)
+    overhead_set = isinstance(overhead, Mapping) and bool(overhead)
+    if overhead_set and not spec.get("runtimeClassName"):  # plugin/pkg/admission/runtimeclass: PodOverhead
+        out.add((*base, "overhead"), "set without a RuntimeClass: the RuntimeClass admission plugin refuses the pod",
+                "remove it: a RuntimeClass with an overhead sets it (runtimeClassName)")
     return out.findings
