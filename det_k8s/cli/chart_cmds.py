@@ -110,18 +110,27 @@ def validate(
         "json` prints it (pods: what determined-system and DaemonSet pods take). With --kube-context instead, the live "
         "cluster's nodes and pods are read.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
+    upgrade: Annotated[bool, typer.Option(
+        "--upgrade", help="The release is already installed: check the settings for `det-k8s upgrade`. Without it "
+        "they are checked for a fresh install, which also needs initialUserPassword (Determined 0.31 and later).")
+    ] = False,
     kube_version: KubeVersionOpt = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Report every problem in the settings at once: errors exit 1, warnings alone exit 0."""
     from ..settings.node_rules import check_nodes, without_pods
     from ..settings.podspec import checking_against, recheck_settings
+    from ..settings.rules import missing_initial_password
 
     checked = pod_spec_version(kube_version)
     with checking_against(checked):
         stdin_once(values, nodes)
         loaded = load_settings_from_cli(values, set_, set_string)
     problems = list(loaded.problems)
+    missing = None if upgrade else missing_initial_password(loaded.values, loaded.app_version)
+    if missing is not None:  # what `install` refuses (release.py): the next step is a fresh install
+        problems.append(replace(missing, hint=f"{missing.hint}; or --upgrade if the release is already installed",
+                                location=loaded.sources.find(("initialUserPassword",))))
     options = current()
     live = nodes is None and options.kube_context is not None
     if (nodes is not None or live) and not loaded.errors:
@@ -161,4 +170,5 @@ def validate(
                             reported=True)
     if output_format is OutputFormat.table:
         count = len(problems)
-        output.success("settings are valid" + (f" ({count} warning{'s' * (count != 1)})" if count else ""))
+        output.success("settings are valid" + (" for an upgrade" if upgrade else "")
+                       + (f" ({count} warning{'s' * (count != 1)})" if count else ""))

@@ -34,6 +34,7 @@ from pathlib import Path as PathType
 from typing import Any
 
 from ..errors import Problem, Severity
+from .podvalues import check_pod_values
 from .source import Path, SourceMap, format_path, type_name
 
 _API_VERSION = "v1"
@@ -305,24 +306,43 @@ def check_pod_spec(spec: Any, path: Path, sources: SourceMap, version: KubeVersi
     problems: list[Problem] = []
     seen: set[tuple[tuple[str | int, ...], str]] = set()
     errors = sorted(schema.validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path])
+    reported: set[tuple[str | int, ...]] = set()
     for error in errors:
         for finding in _findings(error, schema, version):
             if (finding.path, finding.message) in seen:
                 continue
             seen.add((finding.path, finding.message))
+            reported.add(finding.path)
             full = (*path, *finding.path)
             problems.append(Problem(Severity.ERROR, format_path(full), finding.message, finding.hint,
                                     sources.find(full)))
+    for value in check_pod_values(document, _minor(version.wanted or version.schema)):  # what the schema cannot say
+        if value.path in reported:
+            continue  # the schema's own finding there says it (a container without a name, say)
+        full = (*path, *value.path)
+        problems.append(Problem(Severity.ERROR, format_path(full), value.message, value.hint, sources.find(full)))
     return problems
 
 
+_POOL_POD_SPECS = ("cpu_pod_spec", "gpu_pod_spec", "checkpoint_gc_pod_spec")
+
+
 def settings_pod_specs(values: Mapping[str, Any]) -> list[tuple[Path, Any]]:
-    """The pod specs in settings values: (key path, spec) for taskContainerDefaults.cpuPodSpec/gpuPodSpec."""
+    """The pod specs in settings values, (key path, spec): taskContainerDefaults.cpuPodSpec/gpuPodSpec and
+    checkpointGcPodSpec, and each resource pool's task_container_defaults.cpu_pod_spec/gpu_pod_spec/
+    checkpoint_gc_pod_spec (the master builds that pool's task pods from them)."""
+    found: list[tuple[Path, Any]] = []
     defaults = values.get("taskContainerDefaults")
-    if not isinstance(defaults, Mapping):
-        return []
-    return [(("taskContainerDefaults", name), defaults.get(name)) for name in ("cpuPodSpec", "gpuPodSpec")
-            if defaults.get(name) is not None]
+    if isinstance(defaults, Mapping):
+        found += [(("taskContainerDefaults", name), defaults.get(name))
+                  for name in ("cpuPodSpec", "gpuPodSpec", "checkpointGcPodSpec") if defaults.get(name) is not None]
+    pools = values.get("resourcePools")
+    for index, pool in enumerate(pools if isinstance(pools, list) else ()):
+        tcd = pool.get("task_container_defaults") if isinstance(pool, Mapping) else None
+        if isinstance(tcd, Mapping):
+            found += [(("resourcePools", index, "task_container_defaults", name), tcd.get(name))
+                      for name in _POOL_POD_SPECS if tcd.get(name) is not None]
+    return found
 
 
 def check_settings_pod_specs(values: Mapping[str, Any], sources: SourceMap,

@@ -511,6 +511,78 @@ def _rule_database_tls(v: Mapping[str, Any], out: ProblemCollector) -> None:
                   "serves only TLS", "use passthrough or reencrypt, or leave tlsSecret unset to end TLS at the router")
 
 
+def _rendered(value: Any) -> bool:
+    """Whether the chart's `{{- with .Values.x }}` renders a value (Go templates skip 0, "" and null)."""
+    return value is not None and value != "" and value != 0 and value is not False
+
+
+def _request_not_above_limit(v: Mapping[str, Any], request: Path, limit: Path, resource: str,
+                             out: ProblemCollector) -> None:
+    """pkg/apis/core/validation/validation.go: ValidateResourceRequirements ("must be less than or equal to cpu
+    limit"), for a request and a limit the chart writes into a container's resources."""
+    wanted, most = get_path(v, request), get_path(v, limit)
+    if not _rendered(most) or wanted is None:
+        return
+    try:
+        if parse_quantity(wanted) <= parse_quantity(most):
+            return
+    except QuantityError:
+        return  # the structure pass reports it
+    out.error(request, f"{_yaml_scalar(wanted)} is above {format_path(limit)} {_yaml_scalar(most)}: the API server "
+              f"refuses a container whose {resource} request exceeds its limit (helm fails part-way through)",
+              f"lower {format_path(request)} to {_yaml_scalar(most)} or less, or raise {format_path(limit)}")
+
+
+def _rule_chart_objects(v: Mapping[str, Any], out: ProblemCollector) -> None:
+    """Quantities the chart renders into its own objects, checked as the API server checks those objects."""
+    _request_not_above_limit(v, ("masterCpuRequest",), ("masterCpuLimit",), "cpu", out)
+    _request_not_above_limit(v, ("masterMemRequest",), ("masterMemLimit",), "memory", out)
+    db = _map(v, "db")
+    if db.get("hostAddress"):
+        return  # an external database: the chart deploys none
+    _request_not_above_limit(v, ("db", "cpuRequest"), ("db", "cpuLimit"), "cpu", out)
+    _request_not_above_limit(v, ("db", "memRequest"), ("db", "memLimit"), "memory", out)
+    size = db.get("storageSize")
+    if db.get("disablePVC") or size is None:
+        return
+    try:
+        amount = parse_quantity(size)
+    except QuantityError:
+        return  # the structure pass reports it
+    if amount == 0:  # validation.go: ValidatePersistentVolumeClaimSpec, "must be greater than zero"
+        out.error(("db", "storageSize"), "must be greater than 0: the API server refuses a PersistentVolumeClaim "
+                  "requesting no storage", "e.g. 30Gi (the default), or db.disablePVC: true for a database without "
+                  "a volume")
+
+
+def _rule_resource_pools(v: Mapping[str, Any], version: versions.Version | None, out: ProblemCollector) -> None:
+    """What the Determined master checks of `resource_pools` at start-up (master/internal/config/
+    resource_config.go: ResourceConfig.Validate, duplicate names; resource_pool_config.go:
+    ResourcePoolConfig.Validate, `resource pool name cannot be empty`): it refuses to start otherwise."""
+    pools = v.get("resourcePools")
+    if not isinstance(pools, list) or (version is not None and not versions.has("master.resource_pools", version)):
+        return
+    seen: dict[str, int] = {}
+    for index, pool in enumerate(pools):
+        where: Path = ("resourcePools", index)
+        if not isinstance(pool, Mapping):
+            out.error(where, f"expected a mapping with pool_name, found {type_name(pool)}: the master refuses to "
+                      "start", "remove the entry, or give it a pool_name (--set resourcePools[N].x=y leaves every "
+                      "entry before N null)")
+            continue
+        name = pool.get("pool_name")
+        if name is None or (isinstance(name, str) and not name.strip()):
+            out.error((*where, "pool_name"), "required: the master refuses to start with a resource pool without "
+                      "a name (resource pool name cannot be empty)", "e.g. pool_name: default")
+        elif not isinstance(name, str):
+            out.error((*where, "pool_name"), f"expected a string, found {type_name(name)}")
+        elif name in seen:
+            out.error((*where, "pool_name"), f"duplicate pool name {name!r} (also resourcePools[{seen[name]}]): the "
+                      "master refuses to start", "give every pool its own name")
+        else:
+            seen[name] = index
+
+
 RULES: tuple[Callable[[Mapping[str, Any], Mapping[str, Any], ProblemCollector], None], ...] = (
     _rule_slots,
     _rule_storage,
@@ -534,6 +606,8 @@ def check_semantics(values: Mapping[str, Any], user_values: Mapping[str, Any], a
     _rule_passwords(values, user_values, version, out)
     _rule_schedulers(values, user_values, out)
     _rule_database_tls(values, out)
+    _rule_chart_objects(values, out)
+    _rule_resource_pools(values, version, out)
     return _storage_type_first(out.problems)
 
 

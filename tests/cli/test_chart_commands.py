@@ -62,7 +62,7 @@ def test_render_into_a_user_chart(run_cli, tmp_path):
 def test_validate_reports_all_problems_on_stdout_and_exits_1(run_cli, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("maxSlotPerPod: 4\ncheckpointStorage:\n  type: s3\nslotType: gpus\n")
-    result = run_cli("validate", "-f", bad)
+    result = run_cli("validate", "--upgrade", "-f", bad)
     assert result.code == 1
     assert result.out.splitlines() == [
         f"error: maxSlotPerPod: unknown key; did you mean maxSlotsPerPod? ({bad}:1)",
@@ -76,9 +76,9 @@ def test_validate_reports_all_problems_on_stdout_and_exits_1(run_cli, tmp_path):
 def test_validate_warnings_alone_exit_0_and_strict_makes_them_errors(run_cli, tmp_path):
     warn = tmp_path / "w.yaml"
     warn.write_text("maxSlotsPerPod: 1\n")  # shared_fs: a warning
-    ok = run_cli("validate", "-f", warn)
+    ok = run_cli("validate", "--upgrade", "-f", warn)
     assert ok.code == 0 and ok.out.startswith("warning: checkpointStorage.type: shared_fs is for testing only")
-    strict = run_cli("validate", "-f", warn, "--strict")
+    strict = run_cli("validate", "--upgrade", "-f", warn, "--strict")
     assert strict.code == 1
 
 
@@ -220,7 +220,7 @@ def test_a_utf16_file_is_named_as_such_with_the_way_out(run_cli, tmp_path):
 def test_a_utf8_byte_order_mark_is_accepted_and_bad_bytes_are_located(run_cli, tmp_path):
     marked = tmp_path / "marked.yaml"
     marked.write_bytes(b"\xef\xbb\xbfmaxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
-    assert run_cli("validate", "-f", marked).code == 0
+    assert run_cli("validate", "--upgrade", "-f", marked).code == 0
     latin1 = tmp_path / "latin1.yaml"
     latin1.write_bytes(b"\xef\xbb\xbfclusterName: caf\xe9\n")
     result = run_cli("validate", "-f", latin1)
@@ -245,11 +245,11 @@ def test_validate_against_a_clouds_gpu_nodes_counts_the_toleration_admission_add
     settings = tmp_path / "s.yaml"
     settings.write_text("maxSlotsPerPod: 3\ncheckpointStorage: {type: s3, bucket: b}\n")
     for cloud in ("gke", "eks"):
-        result = run_cli("validate", "-f", settings, "--nodes", CLOUDS / f"{cloud}.yaml")
+        result = run_cli("validate", "--upgrade", "-f", settings, "--nodes", CLOUDS / f"{cloud}.yaml")
         assert result.code == 1 and "maxSlotsPerPod: 3 does not divide the GPUs of" in result.out, result.out
         assert "no usable node" not in result.out + result.err
         settings.write_text("maxSlotsPerPod: 8\ncheckpointStorage: {type: s3, bucket: b}\n")
-        assert run_cli("validate", "-f", settings, "--nodes", CLOUDS / f"{cloud}.yaml").code == 0
+        assert run_cli("validate", "--upgrade", "-f", settings, "--nodes", CLOUDS / f"{cloud}.yaml").code == 0
         settings.write_text("maxSlotsPerPod: 3\ncheckpointStorage: {type: s3, bucket: b}\n")
 
 

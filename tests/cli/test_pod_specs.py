@@ -59,7 +59,7 @@ def errors(text: str) -> list[str]:
 
 
 def test_validate_reports_every_typo_with_its_line(run_cli, files):
-    result = run_cli("validate", "-f", files["typo.yaml"])
+    result = run_cli("validate", "--upgrade", "-f", files["typo.yaml"])
     assert result.code == 1
     found = errors(result.out)
     assert len(found) == 3, result.out
@@ -78,8 +78,8 @@ def test_install_dry_run_refuses_a_bad_pod_spec_before_helm(run_cli, files, fake
 
 
 def test_kube_version_picks_the_schema_offline(run_cli, files):
-    assert run_cli("validate", "-f", files["gates.yaml"]).code == 0
-    result = run_cli("validate", "-f", files["gates.yaml"], "--kube-version", "v1.25.3")
+    assert run_cli("validate", "--upgrade", "-f", files["gates.yaml"]).code == 0
+    result = run_cli("validate", "--upgrade", "-f", files["gates.yaml"], "--kube-version", "v1.25.3")
     assert result.code == 1
     assert ("error: taskContainerDefaults.gpuPodSpec.spec.schedulingGates: not a field of PodSpec in Kubernetes 1.25 "
             "(--kube-version)") in result.out
@@ -99,7 +99,7 @@ def test_plan_reports_a_dedented_key_in_an_experiments_pod_spec(run_cli, files):
 def test_validate_against_a_cluster_uses_its_version(run_cli, cluster, files):
     cluster.api.version = {"major": "1", "minor": "25", "gitVersion": "v1.25.9"}
     cluster.api.put(node("gpu-0", gpus=4))
-    result = run_cli("validate", "-f", files["gates.yaml"], "--kube-context", "emulator")
+    result = run_cli("validate", "--upgrade", "-f", files["gates.yaml"], "--kube-context", "emulator")
     assert result.code == 1
     assert "schedulingGates: not a field of PodSpec in Kubernetes 1.25 (the cluster's)" in result.out
 

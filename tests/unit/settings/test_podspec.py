@@ -89,7 +89,7 @@ def test_wrong_types_are_named_without_echoing_values():
 
 
 def test_a_key_one_level_too_deep_points_to_where_it_belongs():
-    (found,) = problems("spec:\n  containers:\n    - name: c\n      tolerations: []\n")
+    (found,) = problems("spec:\n  containers:\n    - name: c\n      image: busybox\n      tolerations: []\n")
     assert "pod.spec.containers[0].tolerations: not a field of Container" in found
     assert "did you mean spec.tolerations? (tolerations belongs under spec" in found
 
@@ -113,7 +113,8 @@ def test_the_version_decides_which_fields_exist():
     assert too_new == ("error: pod.spec.schedulingGates: not a field of PodSpec in Kubernetes 1.25 (the cluster's) "
                        "(site.yaml:3)")
     assert problems(gates, version=KubeVersion("1.26", CLUSTER)) == []
-    resize = "spec:\n  containers: [{name: c, resizePolicy: [{resourceName: cpu, restartPolicy: NotRequired}]}]\n"
+    resize = ("spec:\n  containers: [{name: c, image: busybox, resizePolicy: [{resourceName: cpu, restartPolicy: "
+              "NotRequired}]}]\n")
     assert problems(resize, version=KubeVersion("1.26", "--kube-version")) != []
     assert problems(resize, version=KubeVersion("1.27", "--kube-version")) == []
     with checking_against(KubeVersion("1.26", "--kube-version")):

@@ -1,0 +1,561 @@
+"""The values inside a pod spec, checked as the Kubernetes API server checks them.
+
+`podspec.py` checks a pod spec's structure against the OpenAPI schema (field names and types); the
+schema says nothing of values: `operator: Equals`, `memory: 64GB`, a request above its limit, two
+containers of one name all pass it, are written into the master configuration, and every task pod
+is then refused. No maintained Python implementation of the API server's validation exists
+(`kubernetes-validate` checks the OpenAPI structure only), so det-k8s writes these rules itself, each
+naming the function of Kubernetes' `pkg/apis/core/validation/validation.go` (or of
+`k8s.io/apimachinery/pkg/util/validation`) it mirrors, as of Kubernetes 1.37.
+
+Determined merges a pod spec into its own task pod: the container named `determined-container` is
+merged into the master's main container (which brings the image), every other container is passed on
+as it is. So a pod spec may leave out `containers` and the image of `determined-container`, nothing
+else. Values of environment variables are never echoed (they may be secrets); quantities and enums
+are.
+
+Pure: data in, findings out (paths relative to the pod spec document).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from ..names import is_dns_label, is_label_key, is_label_value
+from ..quantity import QuantityError, parse_quantity
+
+MAIN_CONTAINER = "determined-container"  # Determined's model.DeterminedK8ContainerName
+NEWEST = (1, 37)
+
+Where = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: Where
+    message: str
+    hint: str | None = None
+
+
+class _Out:
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+
+    def add(self, path: Where, message: str, hint: str | None = None) -> None:
+        self.findings.append(Finding(path, message, hint))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:36] + "...'"
+
+
+def _choose(out: _Out, path: Where, value: Any, choices: Sequence[str], *, empty: bool = False) -> None:
+    """An enum field, as the API server's `field.NotSupported` checks it, after defaulting: an empty one is unset
+    (SetDefaults_Container, SetDefaults_PodSpec... fill it in), so it passes."""
+    if value is None or value == "" or (isinstance(value, str) and value in choices):
+        return
+    options = [*choices, "empty"] if empty else list(choices)
+    shown = f"{', '.join(options[:-1])} or {options[-1]}" if len(options) > 1 else options[0]
+    hint = None
+    if isinstance(value, str):
+        close = [c for c in choices if c.lower() == value.strip().lower()] or difflib.get_close_matches(
+            value, list(choices), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else None
+    out.add(path, f"must be {shown}, found {_shown(value)}", hint)
+
+
+# -- quantities: k8s.io/apimachinery/pkg/api/resource.ParseQuantity --------------------------------------------
+
+_UNIT_TYPOS = {"kb": "k", "mb": "M", "gb": "G", "tb": "T", "pb": "P", "eb": "E", "kib": "Ki", "mib": "Mi",
+               "gib": "Gi", "tib": "Ti", "pib": "Pi", "eib": "Ei", "cores": "", "core": "", "cpus": "", "cpu": "",
+               "b": "", "bytes": "", "millicores": "m"}
+_LOOSE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
+
+
+_KUBE_QUANTITY = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_EXPONENT_LIMIT = 1000  # beyond it the value is valid but too large to compare (the API server takes up to int32)
+UNCOMPARABLE = Fraction(-1, 10**30)  # a valid quantity det-k8s does not compute (e.g. 1e5000)
+
+
+def quantity(value: Any) -> Fraction | None:
+    """The quantity as the API server parses it, else None: resource.ParseQuantity after Quantity.UnmarshalJSON's
+    TrimSpace, as permissive as it is (`Gi`, `+`, `.` and `E` alone are 0; digits are optional before a suffix).
+    A valid quantity too large to compute is UNCOMPARABLE."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    if isinstance(value, int | float):
+        try:
+            return parse_quantity(value)
+        except QuantityError:
+            return None
+    text = value.strip()
+    match = _KUBE_QUANTITY.fullmatch(text) if text and len(text) <= 128 else None
+    if match is None:
+        return None
+    sign, whole, fraction, suffix = match[1], match[2] or "0", match[3] or "", match[4] or ""
+    number = Fraction(int(whole + fraction), 10 ** len(fraction))
+    if sign == "-":
+        number = -number
+    if suffix in _BINARY:
+        return number * Fraction(2 ** _BINARY[suffix])
+    if suffix in _DECIMAL:
+        return number * _pow10(_DECIMAL[suffix])
+    if suffix:
+        exponent = int(suffix[1:])
+        if abs(exponent) >= 2**31:
+            return None  # strconv.ParseInt(..., 10, 32) refuses it
+        if abs(exponent) > _EXPONENT_LIMIT:
+            return UNCOMPARABLE
+        return number * _pow10(exponent)
+    return number
+
+
+def _pow10(exponent: int) -> Fraction:
+    return Fraction(10**exponent) if exponent >= 0 else Fraction(1, 10**-exponent)
+
+
+def quantity_hint(value: Any) -> str:
+    """What a user most likely meant by a text that is not a quantity (`64GB` -> 64G or 64Gi)."""
+    match = _LOOSE.match(value) if isinstance(value, str) else None
+    if match is not None:
+        number, unit = match[1], match[2]
+        fixed = _UNIT_TYPOS.get(unit.lower()) if unit.lower() in _UNIT_TYPOS else (
+            unit if unit in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E", "m") else None)
+        if unit.lower() in ("kb", "mb", "gb", "tb", "pb", "eb"):
+            return f"did you mean {number}{fixed} (powers of 10) or {number}{fixed}i (powers of 2)?"
+        if fixed is not None:
+            return f"did you mean {number}{fixed}?"
+    return "a quantity is a number with an optional suffix: 8, 500m, 64G, 16Gi"
+
+
+# -- resource names: validateContainerResourceName, IsExtendedResourceName, IsHugePageResourceName ----------------
+
+_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+_HUGEPAGES = "hugepages-"
+
+
+def _is_native(name: str) -> bool:
+    """helper.IsNativeResource: no prefix, or a kubernetes.io/ one."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _is_extended(name: str) -> bool:
+    """helper.IsExtendedResourceName: not native, and `requests.<name>` a qualified name (quota's form)."""
+    return not _is_native(name) and not name.startswith("requests.") and is_label_key(f"requests.{name}")
+
+
+def _is_hugepages(name: str) -> bool:
+    return name.startswith(_HUGEPAGES)
+
+
+def _overcommit(name: str) -> bool:
+    """helper.IsOvercommitAllowed: native resources except huge pages may be requested below their limit."""
+    return _is_native(name) and not _is_hugepages(name)
+
+
+def _resource_name(out: _Out, path: Where, name: str) -> None:
+    """validation.go: validateContainerResourceName (with validateResourceName, IsStandardContainerResourceName)."""
+    if not is_label_key(name):
+        out.add(path, f"{_shown(name)} is not a resource name (a qualified name: [prefix/]name of letters, "
+                "digits, '-', '_' and '.')", "e.g. cpu, memory, nvidia.com/gpu")
+    elif "/" not in name:
+        if name not in _CONTAINER_RESOURCES and not _is_hugepages(name):
+            close = difflib.get_close_matches(name.lower(), list(_CONTAINER_RESOURCES), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else (
+                "GPUs are an extended resource: nvidia.com/gpu or amd.com/gpu" if "gpu" in name.lower() else
+                "a device is an extended resource with its vendor's prefix, e.g. nvidia.com/gpu")
+            out.add(path, f"{_shown(name)} is not a resource a container can request (cpu, memory, "
+                    "ephemeral-storage, hugepages-<size>, or prefix/name)", hint)
+    elif not _is_native(name) and not _is_extended(name):
+        out.add(path, f"{_shown(name)} does not follow the extended resource name standard")
+
+
+def _hugepage_size(name: str) -> Fraction | None:
+    return quantity(name[len(_HUGEPAGES):])
+
+
+def _resource_list(out: _Out, path: Where, resources: Any) -> dict[str, Fraction]:
+    """Each name and quantity of a ResourceList: ValidateResourceQuantityValue (non-negative; an integer for
+    extended resources) and validateResourceQuantityHugePageValue. Returns the valid entries."""
+    parsed: dict[str, Fraction] = {}
+    if not isinstance(resources, Mapping):
+        return parsed
+    for name, value in resources.items():
+        where = (*path, name)
+        if not isinstance(name, str):
+            continue
+        _resource_name(out, where, name)
+        amount = quantity(value)
+        if amount is None:
+            if isinstance(value, str | int | float) and not isinstance(value, bool):
+                out.add(where, f"{_shown(value)} is not a Kubernetes quantity", quantity_hint(value))
+            continue  # another type: the schema check reports it
+        if amount is UNCOMPARABLE:
+            continue
+        if amount < 0:
+            out.add(where, f"must be greater than or equal to 0, found {_shown(value)}")
+            continue
+        if _is_extended(name) and amount.denominator != 1:
+            out.add(where, f"must be an integer, found {_shown(value)} ({name} is counted in whole devices)")
+            continue
+        if _is_hugepages(name):
+            size = _hugepage_size(name)
+            if size is None or size <= 0 or (amount / size).denominator != 1:
+                out.add(where, f"{_shown(value)} is not a positive integer multiple of {name}")
+                continue
+        parsed[name] = amount
+    return parsed
+
+
+def resource_requirements(out: _Out, path: Where, resources: Any, *, pod_level: bool = False) -> None:
+    """validation.go: ValidateResourceRequirements, after SetDefaults_Pod copied limits into unset requests."""
+    if not isinstance(resources, Mapping):
+        return
+    limits = _resource_list(out, (*path, "limits"), resources.get("limits"))
+    requests = _resource_list(out, (*path, "requests"), resources.get("requests"))
+    given = resources.get("limits")
+    raw_limits: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+    for name, amount in requests.items():
+        if name in limits:
+            limit = limits[name]
+            if amount != limit and not _overcommit(name):
+                out.add((*path, "requests", name), f"must be equal to {name} limit of {_shown(raw_limits[name])} "
+                        f"({name} cannot be overcommitted)", "give the same value in requests and limits, or only "
+                        "limits (the request defaults to it)")
+            elif amount > limit:
+                out.add((*path, "requests", name), f"must be less than or equal to {name} limit of "
+                        f"{_shown(raw_limits[name])}", f"raise limits.{name} or lower requests.{name}")
+        elif name not in raw_limits and not _overcommit(name):
+            out.add((*path, "limits", name), f"required: a limit must be set for {name}, which cannot be "
+                    "overcommitted", f"set limits.{name} (the request defaults to it)")
+    names = set(limits) | set(requests)
+    if any(_is_hugepages(n) for n in names) and not names & {"cpu", "memory"}:
+        out.add(path, "huge pages require a cpu or memory request or limit")
+    if pod_level:  # validation.go: validatePodResourceRequirements (pod-level resources)
+        for kind in ("requests", "limits"):
+            for name in resources.get(kind) or {} if isinstance(resources.get(kind), Mapping) else {}:
+                if isinstance(name, str) and name not in ("cpu", "memory") and not _is_hugepages(name):
+                    out.add((*path, kind, name), f"{_shown(name)} is not supported at the pod level "
+                            "(only cpu, memory and hugepages-<size>)", "move it into the container's resources")
+
+
+# -- tolerations: validation.go validateTolerations, validateTaintEffect --------------------------------------
+
+TOLERATION_OPERATORS = ("Exists", "Equal")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def tolerations(out: _Out, path: Where, items: Any) -> None:
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        where = (*path, index)
+        if not isinstance(item, Mapping):
+            continue  # null: reported by _nulls; another type by the schema
+        key, operator, value = item.get("key") or "", item.get("operator") or "", item.get("value") or ""
+        effect = item.get("effect") or ""
+        if isinstance(key, str) and key and not is_label_key(key):
+            out.add((*where, "key"), f"{_shown(key)} is not a valid taint key (a qualified name: [prefix/]name)")
+        if not isinstance(operator, str):
+            continue
+        if operator not in ("", *TOLERATION_OPERATORS):
+            _choose(out, (*where, "operator"), operator, TOLERATION_OPERATORS)
+        elif key == "" and operator != "Exists":
+            out.add((*where, "operator"), "must be Exists when key is empty (a toleration without a key tolerates "
+                    "every taint)", "set operator: Exists, or give the taint's key")
+        elif operator == "Exists" and value != "":
+            out.add((*where, "value"), "must be empty when operator is Exists",
+                    "use operator: Equal to match this value, or remove value")
+        elif operator in ("", "Equal") and isinstance(value, str) and not is_label_value(value):
+            out.add((*where, "value"), f"{_shown(value)} is not a valid taint value (at most 63 letters, digits, "
+                    "'-', '_' and '.', starting and ending with a letter or digit)")
+        if isinstance(effect, str):
+            _choose(out, (*where, "effect"), effect, TAINT_EFFECTS, empty=True)
+        if item.get("tolerationSeconds") is not None and effect != "NoExecute":
+            out.add((*where, "effect"), "must be NoExecute when tolerationSeconds is set",
+                    "tolerationSeconds only bounds how long a NoExecute taint is tolerated")
+
+
+# -- containers: validateContainers, validateInitContainers, validateContainerCommon -----------------------
+
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
+DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+_STRICT_ENV = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+_PORT_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+
+
+def is_port_name(name: str) -> bool:
+    """validation.IsValidPortName: an IANA_SVC_NAME, at most 15 characters, a letter, no '--'."""
+    return (len(name) <= 15 and _PORT_NAME.fullmatch(name) is not None and "--" not in name
+            and re.search("[a-z]", name) is not None)
+
+
+def _port_number(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
+
+
+def _port_num_or_name(out: _Out, path: Where, value: Any) -> None:
+    """validation.go: ValidatePortNumOrName."""
+    if value is None:
+        out.add(path, "required")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if not _port_number(value):
+            out.add(path, f"must be between 1 and 65535, found {value}")
+    elif isinstance(value, str) and not is_port_name(value):
+        hint = "write the number without quotes" if value.isdigit() else None
+        out.add(path, f"{_shown(value)} is not a port number or name (an IANA service name: at most 15 lower-case "
+                "letters, digits and '-', with a letter)", hint)
+
+
+def _ports(out: _Out, path: Where, ports: Any) -> None:
+    """validation.go: validateContainerPorts."""
+    names: set[str] = set()
+    for index, port in enumerate(ports if isinstance(ports, list) else ()):
+        where = (*path, index)
+        if not isinstance(port, Mapping):
+            continue
+        name = port.get("name")
+        if isinstance(name, str) and name:
+            if not is_port_name(name):
+                out.add((*where, "name"), f"{_shown(name)} is not a port name (an IANA service name: at most 15 "
+                        "lower-case letters, digits and '-', with a letter)")
+            elif name in names:
+                out.add((*where, "name"), f"duplicate port name {_shown(name)} in this container")
+            names.add(name)
+        number = port.get("containerPort")
+        if isinstance(number, int) and not isinstance(number, bool) and not _port_number(number):
+            out.add((*where, "containerPort"), f"must be between 1 and 65535, found {number}")
+        host = port.get("hostPort")
+        if isinstance(host, int) and not isinstance(host, bool) and host != 0 and not _port_number(host):
+            out.add((*where, "hostPort"), f"must be between 1 and 65535, found {host}")
+        _choose(out, (*where, "protocol"), port.get("protocol"), PROTOCOLS)
+
+
+def _env(out: _Out, path: Where, env: Any, kube: tuple[int, int]) -> None:
+    """validation.go: validateEnv (IsRelaxedEnvVarName from 1.32, RelaxedEnvironmentVariableValidation; IsEnvVarName
+    before), validateEnvVarValueFrom."""
+    for index, var in enumerate(env if isinstance(env, list) else ()):
+        where = (*path, index)
+        if not isinstance(var, Mapping):
+            continue
+        name = var.get("name")
+        if name in (None, "") and "name" in var:  # left out: the schema check says EnvVar needs it
+            out.add((*where, "name"), "required")
+        elif isinstance(name, str):
+            if kube >= (1, 32):
+                if any(ord(c) > 126 or ord(c) < 32 or c == "=" for c in name):
+                    out.add((*where, "name"), f"{_shown(name)} is not a valid environment variable name (printable "
+                            "ASCII characters except '=')")
+            elif not _STRICT_ENV.fullmatch(name):
+                out.add((*where, "name"), f"{_shown(name)} is not a valid environment variable name (letters, digits, "
+                        "'_', '-' and '.', not starting with a digit)")
+        source = var.get("valueFrom")
+        if isinstance(source, Mapping):
+            count = sum(1 for k in ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef")
+                        if source.get(k) is not None)
+            if count == 0:
+                out.add((*where, "valueFrom"), "must specify one of fieldRef, resourceFieldRef, configMapKeyRef or "
+                        "secretKeyRef")
+            elif count > 1:
+                out.add((*where, "valueFrom"), "may not have more than one field specified at a time")
+            elif var.get("value") not in (None, ""):
+                out.add((*where, "valueFrom"), "may not be specified when value is not empty",
+                        "give value or valueFrom, not both")
+
+
+_PROBE_HANDLERS = ("exec", "httpGet", "tcpSocket", "grpc")
+_LIFECYCLE_HANDLERS = ("exec", "httpGet", "tcpSocket", "sleep")
+
+
+def _handler(out: _Out, path: Where, handler: Mapping[str, Any], kinds: Sequence[str]) -> None:
+    """validation.go: validateHandler / validateLifecycleHandler: exactly one handler, each valid."""
+    given = [k for k in kinds if handler.get(k) is not None]
+    if not given:
+        out.add(path, f"must specify a handler type ({', '.join(kinds)})")
+    elif len(given) > 1:
+        out.add(path, f"may not specify more than 1 handler type, found {' and '.join(given)}")
+    exec_ = handler.get("exec")
+    if isinstance(exec_, Mapping) and not exec_.get("command"):
+        out.add((*path, "exec", "command"), "required")
+    for kind in ("httpGet", "tcpSocket"):
+        action = handler.get(kind)
+        if isinstance(action, Mapping) and "port" in action:  # left out: the schema check says so
+            _port_num_or_name(out, (*path, kind, "port"), action.get("port"))
+    http = handler.get("httpGet")
+    if isinstance(http, Mapping):
+        _choose(out, (*path, "httpGet", "scheme"), http.get("scheme"), ("HTTP", "HTTPS"))
+    grpc = handler.get("grpc")
+    if isinstance(grpc, Mapping) and not _port_number(grpc.get("port")):
+        out.add((*path, "grpc", "port"), f"must be between 1 and 65535, found {_shown(grpc.get('port'))}")
+
+
+def _probe(out: _Out, path: Where, probe: Any, *, liveness: bool) -> None:
+    """validation.go: validateProbe (and validateContainers' successThreshold of liveness and startup probes)."""
+    if not isinstance(probe, Mapping):
+        return
+    _handler(out, path, probe, _PROBE_HANDLERS)
+    for name in ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold"):
+        value = probe.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            out.add((*path, name), f"must be greater than or equal to 0, found {value}")
+    grace = probe.get("terminationGracePeriodSeconds")
+    if isinstance(grace, int) and not isinstance(grace, bool) and grace <= 0:
+        out.add((*path, "terminationGracePeriodSeconds"), f"must be greater than 0, found {grace}")
+    threshold = probe.get("successThreshold")
+    if liveness and isinstance(threshold, int) and not isinstance(threshold, bool) and threshold not in (0, 1):
+        out.add((*path, "successThreshold"), f"must be 1 for liveness and startup probes, found {threshold}")
+
+
+def _container(out: _Out, path: Where, container: Mapping[str, Any], *, init: bool, kube: tuple[int, int]) -> None:
+    """validation.go: validateContainerCommon and what validateContainers/validateInitContainers add."""
+    name = container.get("name")
+    if name in (None, "") and "name" in container:  # left out: the schema check says the Container needs it
+        out.add((*path, "name"), "required", "every container needs a name (a DNS-1123 label, e.g. sidecar)")
+    elif isinstance(name, str) and not is_dns_label(name):
+        out.add((*path, "name"), f"{_shown(name)} is not a valid container name (a DNS-1123 label: at most 63 "
+                "lower-case letters, digits and '-', starting and ending with a letter or digit)")
+    if container.get("image") in (None, "") and (init or name != MAIN_CONTAINER):
+        out.add((*path, "image"), "required", f"Determined gives its image only to the container named "
+                f"{MAIN_CONTAINER}; every other container is passed on as it is")
+    _choose(out, (*path, "imagePullPolicy"), container.get("imagePullPolicy"), PULL_POLICIES)
+    _choose(out, (*path, "terminationMessagePolicy"), container.get("terminationMessagePolicy"),
+            ("File", "FallbackToLogsOnError"))
+    resource_requirements(out, (*path, "resources"), container.get("resources"))
+    _ports(out, (*path, "ports"), container.get("ports"))
+    _env(out, (*path, "env"), container.get("env"), kube)
+    sidecar = init and container.get("restartPolicy") == "Always"
+    policy = container.get("restartPolicy")  # validateContainerRestartPolicy: a set field is never defaulted
+    if policy == "":
+        out.add((*path, "restartPolicy"), "must be Always, Never or OnFailure, found ''", "remove it, or give one")
+    else:
+        _choose(out, (*path, "restartPolicy"), policy, RESTART_POLICIES)
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        if container.get(probe) is None:
+            continue
+        if init and not sidecar:
+            out.add((*path, probe), "may not be set for init containers without restartPolicy: Always")
+            continue
+        _probe(out, (*path, probe), container.get(probe), liveness=probe != "readinessProbe")
+    lifecycle = container.get("lifecycle")
+    if isinstance(lifecycle, Mapping):
+        if init and not sidecar:
+            out.add((*path, "lifecycle"), "may not be set for init containers without restartPolicy: Always")
+        else:
+            for hook in ("postStart", "preStop"):
+                if isinstance(lifecycle.get(hook), Mapping):
+                    _handler(out, (*path, "lifecycle", hook), lifecycle[hook], _LIFECYCLE_HANDLERS)
+    mounts = container.get("volumeMounts")
+    for index, mount in enumerate(mounts if isinstance(mounts, list) else ()):
+        if isinstance(mount, Mapping):
+            for field in ("name", "mountPath"):
+                if mount.get(field) in (None, "") and field in mount:  # left out: the schema check says so
+                    out.add((*path, "volumeMounts", index, field), "required")
+
+
+# -- lists with null entries ------------------------------------------------------------------------------------
+
+_OBJECT_LISTS = ("containers", "initContainers", "tolerations", "volumes", "hostAliases",
+                 "topologySpreadConstraints", "readinessGates", "resourceClaims")
+_CONTAINER_OBJECT_LISTS = ("env", "envFrom", "ports", "volumeMounts", "volumeDevices")
+
+
+def _nulls(out: _Out, path: Where, items: Any) -> None:
+    """A null entry decodes to an empty object, which every list of objects in a Pod refuses (a container without a
+    name, a toleration without key and operator...). `--set a.b[1].c=x` leaves such an entry at [0]."""
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        if item is None:
+            out.add((*path, index), "an empty entry (null): the API server refuses the pod",
+                    "remove it, or fill it in (--set ...[N].x=y leaves every entry before N null)")
+
+
+def _names(out: _Out, spec: Mapping[str, Any], base: Where) -> None:
+    """validation.go: validateContainers / validateInitContainers: names unique across containers and init
+    containers."""
+    seen: dict[str, Where] = {}
+    inits = spec.get("initContainers")
+    for index, container in enumerate(inits if isinstance(inits, list) else ()):
+        if isinstance(container, Mapping) and container.get("name") == MAIN_CONTAINER:
+            out.add((*base, "initContainers", index, "name"), f"duplicate container name {MAIN_CONTAINER!r}: "
+                    "Determined's main container has it", "give the init container another name")
+    for kind in ("initContainers", "containers"):
+        items = spec.get(kind)
+        for index, container in enumerate(items if isinstance(items, list) else ()):
+            name = container.get("name") if isinstance(container, Mapping) else None
+            if not isinstance(name, str) or not name or (kind == "initContainers" and name == MAIN_CONTAINER):
+                continue
+            if name in seen:
+                out.add((*base, kind, index, "name"), f"duplicate container name {_shown(name)} (also at "
+                        f"{_format(seen[name])})", "container names are unique across containers and initContainers")
+            else:
+                seen[name] = (kind, index)
+
+
+def _format(path: Where) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else ("." if i else "") + p for i, p in enumerate(path))
+
+
+def _labels(out: _Out, path: Where, labels: Any) -> None:
+    """apimachinery validation: ValidateLabels (keys qualified names, values label values); also nodeSelector."""
+    if not isinstance(labels, Mapping):
+        return
+    for key, value in labels.items():
+        if not is_label_key(key):
+            out.add((*path, str(key)), f"{_shown(key)} is not a valid label key (a qualified name: [prefix/]name, "
+                    "the name at most 63 letters, digits, '-', '_' and '.')")
+        elif isinstance(value, str) and not is_label_value(value):
+            out.add((*path, str(key)), f"{_shown(value)} is not a valid label value (at most 63 letters, digits, "
+                    "'-', '_' and '.', starting and ending with a letter or digit)")
+
+
+def check_pod_values(document: Mapping[str, Any], kube: tuple[int, int] = NEWEST) -> list[Finding]:
+    """Every value of a pod spec document (`metadata`, `spec`) the API server refuses (validation.go:
+    ValidatePodCreate, ValidatePodSpec), on Kubernetes `kube` (major, minor). Wrong types are left to the schema
+    check (podspec.py)."""
+    out = _Out()
+    meta = document.get("metadata")
+    if isinstance(meta, Mapping):
+        _labels(out, ("metadata", "labels"), meta.get("labels"))
+    spec = document.get("spec")
+    if not isinstance(spec, Mapping):
+        return out.findings
+    base: Where = ("spec",)
+    for name in _OBJECT_LISTS:
+        _nulls(out, (*base, name), spec.get(name))
+    for kind in ("initContainers", "containers"):
+        items = spec.get(kind)
+        for index, container in enumerate(items if isinstance(items, list) else ()):
+            if isinstance(container, Mapping):
+                for name in _CONTAINER_OBJECT_LISTS:
+                    _nulls(out, (*base, kind, index, name), container.get(name))
+                _container(out, (*base, kind, index), container, init=kind == "initContainers", kube=kube)
+    _names(out, spec, base)
+    tolerations(out, (*base, "tolerations"), spec.get("tolerations"))
+    _choose(out, (*base, "restartPolicy"), spec.get("restartPolicy"), RESTART_POLICIES)
+    _choose(out, (*base, "dnsPolicy"), spec.get("dnsPolicy"), DNS_POLICIES)
+    _labels(out, (*base, "nodeSelector"), spec.get("nodeSelector"))
+    overhead = spec.get("overhead")
+    if isinstance(overhead, Mapping):  # validation.go: validateOverhead (ValidateResourceRequirements on limits)
+        resource_requirements(out, (*base, "overhead"), {"limits": overhead})
+    resource_requirements(out, (*base, "resources"), spec.get("resources"), pod_level=True)
+    deadline = spec.get("activeDeadlineSeconds")  # validation.go: ValidatePodSpec
+    if isinstance(deadline, int) and not isinstance(deadline, bool) and not 1 <= deadline <= 2**31 - 1:
+        out.add((*base, "activeDeadlineSeconds"), f"must be between 1 and 2147483647, found {deadline}")
+    # terminationGracePeriodSeconds: a negative one is made 1 before validation (pod strategy), not refused
+    dns = spec.get("dnsConfig")
+    servers = dns.get("nameservers") if isinstance(dns, Mapping) else None
+    if spec.get("dnsPolicy") == "None" and not servers:  # validation.go: validateDNSPolicy / validatePodDNSConfig
+        out.add((*base, "dnsConfig", "nameservers"), "required when dnsPolicy is None: at least one DNS nameserver")
+    # schedulerName: the API server takes any string (a real API server 1.37.2 accepted My_Scheduler)
+    overhead_set = isinstance(overhead, Mapping) and bool(overhead)
+    if overhead_set and not spec.get("runtimeClassName"):  # plugin/pkg/admission/runtimeclass: PodOverhead
+        out.add((*base, "overhead"), "set without a RuntimeClass: the RuntimeClass admission plugin refuses the pod",
+                "remove it: a RuntimeClass with an overhead sets it (runtimeClassName)")
+    return out.findings

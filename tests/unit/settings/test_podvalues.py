@@ -1,0 +1,51 @@
+"""podvalues.py: what the corpus does not pin down, the messages, hints and versions."""
+
+from __future__ import annotations
+
+from det_k8s.settings.podvalues import check_pod_values, quantity_hint
+
+
+def found(spec: dict, kube: tuple[int, int] = (1, 37)) -> dict[str, str]:
+    return {".".join(str(p) for p in f.path[1:]): f.message for f in check_pod_values({"spec": spec}, kube)}
+
+
+def test_quantity_hints_say_what_was_meant():
+    assert quantity_hint("64GB") == "did you mean 64G (powers of 10) or 64Gi (powers of 2)?"
+    assert quantity_hint("8 GiB") == "did you mean 8Gi?"
+    assert quantity_hint("8 cores") == "did you mean 8?"
+    assert quantity_hint("2 CPUs") == "did you mean 2?"
+    assert quantity_hint("abc").startswith("a quantity is a number")
+
+
+def test_environment_variable_names_follow_the_version():
+    env = {"containers": [{"name": "determined-container", "env": [{"name": "1VAR", "value": "x"}]}]}
+    assert found(env, (1, 37)) == {}
+    assert found(env, (1, 31)) == {"containers.0.env.0.name": "'1VAR' is not a valid environment variable name "
+                                   "(letters, digits, '_', '-' and '.', not starting with a digit)"}
+
+
+def test_env_values_are_never_echoed():
+    secret = "hunter2-Secret"
+    spec = {"containers": [{"name": "determined-container", "env": [
+        {"name": "A=B", "value": secret, "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]}
+    messages = found(spec)
+    assert set(messages) == {"containers.0.env.0.name", "containers.0.env.0.valueFrom"}
+    assert secret not in " ".join(messages.values())
+
+
+def test_every_problem_of_one_pod_spec_at_once():
+    spec = {"tolerations": [{"key": "a", "operator": "Equals", "effect": "NoSchedul"}, None],
+            "containers": [None, {"name": "determined-container",
+                                  "resources": {"requests": {"cpu": "abc", "memory": "64GB", "gpu": 1}}}],
+            "restartPolicy": "never"}
+    assert sorted(found(spec)) == [
+        "containers.0", "containers.1.resources.requests.cpu", "containers.1.resources.requests.gpu",
+        "containers.1.resources.requests.memory", "restartPolicy", "tolerations.0.effect", "tolerations.0.operator",
+        "tolerations.1"]
+
+
+def test_wrong_types_are_left_to_the_schema_check():
+    spec = {"tolerations": [{"key": 5, "operator": 7, "effect": True}],
+            "containers": [{"name": "determined-container", "resources": {"requests": {"cpu": True}}, "env": "x",
+                            "ports": [{"containerPort": "80"}]}]}
+    assert found(spec) == {}
