@@ -100,7 +100,9 @@ def render(
     output.message(f"Next: helm lint {result.directory}   or   det-k8s install RELEASE -f ...")
 
 
-@with_options("kube_context", "kubeconfig", *OFFLINE)  # a context: check the live cluster's nodes
+@with_options("kube_context", "kubeconfig", "namespace", *OFFLINE,  # a context: check the live cluster's nodes
+              namespace_help="With --kube-context: the namespace the task pods' dry run goes to (default: the "
+              "context's, as helm chooses it).")
 def validate(
     values: ValuesOpt = None,
     set_: SetOpt = None,
@@ -151,6 +153,11 @@ def validate(
                 except Forbidden:
                     node_list, pod_list = read_nodes(api), ()
             problems.extend(recheck_settings(loaded.values, loaded.sources, checked, cluster))
+            if not any(p.is_error for p in problems):  # ask the API server itself (admission included): a dry run
+                from ..kube.dryrun import dry_run_pod_specs
+
+                with output.spinner(f"sending task pods from the pod specs to {api.target.context} (dry run)"):
+                    problems.extend(dry_run_pod_specs(api, loaded.values, loaded.sources, api.namespace))
         problems.extend(check_nodes(loaded.settings(), node_list, loaded.sources, origin, pod_list))
         unread = without_pods(loaded.settings(), loaded.sources, origin) if node_list and not pod_list else None
         if unread is not None:

@@ -82,6 +82,10 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
                                     app_version=settings.app_version, user_chart=user_chart,
                                     plugin=settings.values.get("gangScheduler") == "plugin")
         problems += recheck_settings(loaded.values, loaded.sources, pod_specs_checked, cluster_version(version))
+        if not any(p.is_error for p in problems) and api.namespace_exists(namespace):
+            from ..kube.dryrun import dry_run_pod_specs
+
+            problems += dry_run_pod_specs(api, loaded.values, loaded.sources, namespace)
     try:
         nodes = read_nodes(api)
         try:
