@@ -537,5 +537,12 @@ def dry_plan(snapshot: Snapshot | DryCluster, entries: Sequence[QueueEntry], pol
     cluster = snapshot if isinstance(snapshot, DryCluster) else DryCluster(snapshot)
     queue = [group_from_dict(e.group) for e in entries if e.state == QUEUED] + list(extra)
     queue += cluster.master_queue
-    running = [*running_in(cluster.snapshot, namespace), *cluster.master_running]
-    return schedule(cluster.snapshot, queue, policy, running, now=now)
+    # Pods of a queued group are what an interrupted creation left: the next pass deletes them before it plans
+    # (`_leftovers`, intent records), so they never hold the group's own place (no group "held by" itself).
+    queued = {e.id for e in entries if e.state == QUEUED}
+    planned = cluster.snapshot
+    if queued and any(p.namespace == namespace and p.labels.get(L.GROUP) in queued for p in planned.pods):
+        planned = replace(planned, pods=tuple(p for p in planned.pods if not (
+            p.namespace == namespace and L.is_managed(p.labels) and p.labels.get(L.GROUP) in queued)))
+    running = [*running_in(planned, namespace), *cluster.master_running]
+    return schedule(planned, queue, policy, running, now=now)
