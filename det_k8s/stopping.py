@@ -56,6 +56,7 @@ class _State:
         self.shield = 0
         self.notes: list[str] = []
         self.private: list[Path] = []
+        self.children: Path | None = None
         self.timer: threading.Timer | None = None
         self.lock = threading.Lock()
 
@@ -90,6 +91,7 @@ def install() -> Callable[[], None]:
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     reset()
+    sweep_stale(Path(tempfile.gettempdir()), "det-k8s-")  # what a det-k8s killed outright left (kill -9)
     previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
     for sig in SIGNALS:
         signal.signal(sig, _handler)
@@ -112,6 +114,7 @@ def reset() -> None:
         _state.timer.cancel()
     _state.signum, _state.deadline, _state.hurried, _state.pending, _state.shield = None, float("inf"), False, False, 0
     _state.notes = []
+    _state.children = None
 
 
 def received() -> int | None:
@@ -173,10 +176,97 @@ def shielded() -> Iterator[None]:
 
 
 def private_dir(prefix: str = "det-k8s-", parent: Path | None = None) -> Path:
-    """A fresh 0700 directory for files holding secrets, removed by `remove_private` or at the latest by `main`."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    """A fresh 0700 directory for files holding secrets, removed by `remove_private` or at the latest by `main`.
+
+    Its name carries this process's id (`<prefix><pid>-<random>`): what a process killed outright (kill -9) left
+    in the same place, the next det-k8s that makes one there removes (`sweep_stale`).
+    """
+    where = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+    sweep_stale(where, prefix)
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=where))
     _state.private.append(path)
     return path
+
+
+def sweep_stale(where: Path, prefix: str) -> list[Path]:
+    """Remove the private directories of det-k8s processes that ended without removing them (kill -9), ours only.
+
+    A directory is stale when the process its name carries no longer exists; a process id in use again keeps it
+    (the next sweep after that process ends removes it)."""
+    removed: list[Path] = []
+    try:
+        candidates = [entry for entry in os.scandir(where) if entry.name.startswith(prefix)]
+    except OSError:
+        return removed
+    for entry in candidates:
+        pid_text = entry.name[len(prefix):].partition("-")[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            _end_orphans(Path(entry.path) / CHILDREN)
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
+
+
+CHILDREN = "children"  # in a private directory: one file per running child's process group, holding its start time
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), "" when unknown."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace").rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def child_started(pid: int) -> None:
+    """Record a child that leads its own process group (tools/process.py), for a successor to end should det-k8s be
+    killed outright while it runs (`sweep_stale`)."""
+    start = _start_time(pid)
+    if not start:
+        return
+    if _state.children is None:
+        with contextlib.suppress(OSError):
+            _state.children = private_dir() / CHILDREN
+            _state.children.mkdir()
+    if _state.children is not None:
+        with contextlib.suppress(OSError):
+            (_state.children / str(pid)).write_text(start, encoding="ascii")
+
+
+def child_ended(pid: int) -> None:
+    if _state.children is not None:
+        with contextlib.suppress(OSError):
+            (_state.children / str(pid)).unlink()
+
+
+def _end_orphans(records: Path) -> None:
+    """SIGKILL the process groups a killed det-k8s left running. Safe against reused ids: a process group's id is
+    not given out again while any member lives, and when a process of that id runs it must be the recorded one."""
+    try:
+        entries = list(records.iterdir())
+    except OSError:
+        return
+    for record in entries:
+        if not record.name.isdigit():
+            continue
+        group = int(record.name)
+        try:
+            recorded = record.read_text(encoding="ascii").strip()
+        except OSError:
+            continue
+        now = _start_time(group)
+        if now and now != recorded:
+            continue  # another process has that id now: not ours
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)
 
 
 def remove_private(path: Path) -> None:

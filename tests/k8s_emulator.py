@@ -222,6 +222,7 @@ class Pause:
     released: threading.Event = field(default_factory=threading.Event)
     dropped: bool = False
     served: bool = False  # the held request was carried out after its release
+    finished: threading.Event = field(default_factory=threading.Event)  # answered, dropped, or its client hung up
 
     def release(self) -> None:
         self.released.set()
@@ -387,16 +388,19 @@ class ApiEmulator(kmock.KubernetesScaffold):
         watching = method == "GET" and str(request.params.get("watch", "")).lower() in ("true", "1")
         with self._lock:
             held = None if watching else self._take_pause(method, plural, name or body_name)
-        if held is not None:  # served on release, whether or not its client is still there
+        if held is not None:  # served on release, unless its client hung up meanwhile (aiohttp cancels the handler)
             held.reached.set()
-            while not held.released.is_set():
-                await asyncio.sleep(0.01)
-            if held.dropped:
-                return _status(503, "ServiceUnavailable", "dropped by the test")
-            with self._lock:
-                self.calls.append((method, path, dict(request.params)))
-                held.served = True
-                return self._serve(method, plural, request, name)
+            try:
+                while not held.released.is_set():
+                    await asyncio.sleep(0.01)
+                if held.dropped:
+                    return _status(503, "ServiceUnavailable", "dropped by the test")
+                with self._lock:
+                    self.calls.append((method, path, dict(request.params)))
+                    held.served = True
+                    return self._serve(method, plural, request, name)
+            finally:
+                held.finished.set()
         with self._lock:
             self.calls.append((method, path, dict(request.params)))
             fault = self._take_fault(method, plural, name or body_name)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import stopping
 from ..errors import Conflict, DetK8sError, Forbidden, NotFound
 from .api import KubeApi
 from .kinds import LEASES
@@ -400,8 +401,8 @@ class SchedulingLease:
                     raise LeaseHeld(f"the scheduling lease {self.namespace}/{self.name} is held by {who}{until}",
                                     hint="another det-k8s client is scheduling; try again in a few seconds")
                 sleep(poll)
-        except KeyboardInterrupt:  # Ctrl-C between our write and its answer: give back what may be ours
-            with contextlib.suppress(DetK8sError):
+        except KeyboardInterrupt:  # Ctrl-C or a signal between our write and its answer: give back what may be ours
+            with contextlib.suppress(DetK8sError), stopping.shielded():
                 self.release(passed=False)
             raise
         try:
@@ -412,5 +413,6 @@ class SchedulingLease:
         try:
             yield
         finally:
-            self.release()
+            with stopping.shielded():  # a signal arriving now waits for the release (a second one cuts it short)
+                self.release()
 

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from .. import stopping
 from ..cluster.model import Pod, Snapshot
 from ..cluster.read import pod_from_object
 from ..errors import Conflict, DetK8sError
@@ -424,9 +423,8 @@ class LiveScheduler:
         self._still_ours()
         attempt = new_attempt()
         try:  # the intent first: a successor finishes what a killed process leaves (kube/doomed.py)
-            with stopping.shielded():
-                entry = self.store.update(mark_intent(entry, attempt, [str(m["metadata"]["name"]) for m in manifests],
-                                                      self.clock()))
+            entry = self.store.update(mark_intent(entry, attempt, [str(m["metadata"]["name"]) for m in manifests],
+                                                  self.clock()))
         except DetK8sError as exc:
             report.problems.append(f"{entry.id}: could not record its creation before starting it, so it was not "
                                    f"started: {exc.message}; the next pass tries again")
