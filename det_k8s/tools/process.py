@@ -124,7 +124,8 @@ def _communicate(process: subprocess.Popen[str], timeout: float) -> tuple[str, s
     try:
         return process.communicate(timeout=timeout)
     except BaseException:  # TimeoutExpired, KeyboardInterrupt: the tool and its children must not outlive us
-        _kill_group(process)
+        with stopping.blocked():  # bounded (TERM, 2 s, KILL): a second signal waits for it, never cuts it
+            _kill_group(process)
         with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
             process.communicate(timeout=GRACE_SECONDS)  # reap it; a grandchild that left the group may hold a pipe
         for stream in (process.stdout, process.stderr):

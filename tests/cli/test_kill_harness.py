@@ -288,15 +288,17 @@ sleep 120
                          [(r, c, s) for r in range(ROUNDS) for c in ("install", "upgrade") for s in SIGNALS
                           if FULL or c == "install" or s == signal.SIGTERM],
                          ids=lambda v: v.name if isinstance(v, signal.Signals) else str(v))
-def test_install_stopped_while_helm_runs_leaves_no_secret_and_no_helm(tmp_path, round_, command, sig):
-    """`install --dry-run` (helm template) with a helm that never finishes: stopped while it runs."""
+@pytest.mark.parametrize("twice", [False, True], ids=["once", "twice"])
+def test_install_stopped_while_helm_runs_leaves_no_secret_and_no_helm(tmp_path, round_, command, sig, twice):
+    """`install --dry-run` (helm template) with a helm that never finishes: stopped while it runs (by one
+    signal, or by two in a row)."""
     fake = tmp_path / "bin" / "helm"
     fake.parent.mkdir()
     started = tmp_path / "helm-started"
     fake.write_text(FAKE_HELM.format(started=started))
     fake.chmod(0o755)
-    env = _env(tmp_path, tmp_path / "no-kubeconfig", f"helm-{round_}-{command}-{sig}")
-    label = f"{command} --dry-run {signal.Signals(sig).name}"
+    env = _env(tmp_path, tmp_path / "no-kubeconfig", f"helm-{round_}-{command}-{sig}-{twice}")
+    label = f"{command} --dry-run {signal.Signals(sig).name}" + (" twice" if twice else "")
     TALLY.runs[label] += 1
     proc = _start([command, "demo", "-f", str(example("gpu-cluster.yaml")), "--set", f"db.password={MARKER}",
                    "--dry-run", "--helm-binary", str(fake)], env)
@@ -308,6 +310,9 @@ def test_install_stopped_while_helm_runs_leaves_no_secret_and_no_helm(tmp_path, 
     assert staged, "the chart with the secret is staged for helm while it runs"
     stopped_at = time.monotonic()
     proc.send_signal(sig)
+    if twice and sig != signal.SIGKILL:  # a second signal cuts the grace short: the secrets still go
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGINT if sig != signal.SIGINT else signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     TALLY.worst_stop = max(TALLY.worst_stop, time.monotonic() - stopped_at)
     problems = []
