@@ -22,6 +22,8 @@ itself and adds what det-k8s depends on, the way a real API server behaves:
   Status error (403, 409, 500...), without touching the stored state; `after_write=True` does the
   write first (the answer is lost), `late_write=True` does it only after `delay` seconds, when a
   client with a shorter read timeout has given up and rolled back (a write landing after a timeout).
+- a held request: `pause("POST", "pods", after=1)` holds the second pod creation; `reached` is set when it
+  arrives, `release()` serves it then (if its client still waits), `drop()` answers 503 (the kill harness).
 - (scheduling the master's pods) the `pods/binding` subresource (sets spec.nodeName and the
   PodScheduled condition; 400 for a name mismatch, 404 for a missing pod, 409 when the pod is already
   bound, being deleted or not the uid the binding names, 422 for an invalid target), the `pods/status`
