@@ -535,12 +535,17 @@ def dry_plan(snapshot: Snapshot | DryCluster, entries: Sequence[QueueEntry], pol
     cluster = snapshot if isinstance(snapshot, DryCluster) else DryCluster(snapshot)
     queue = [group_from_dict(e.group) for e in entries if e.state == QUEUED] + list(extra)
     queue += cluster.master_queue
-    # Pods of a queued group are what an interrupted creation left: the next pass deletes them before it plans
-    # (`_leftovers`, intent records), so they never hold the group's own place (no group "held by" itself).
+    # Pods of a queued group (not yet stopping) are what an interrupted creation left: the next pass deletes them
+    # before it plans (`_leftovers`, intent records), so they never hold the group's own place (never "held by"
+    # itself). Pods already stopping still hold their resources until they are gone.
     queued = {e.id for e in entries if e.state == QUEUED}
     planned = cluster.snapshot
-    if queued and any(p.namespace == namespace and p.labels.get(L.GROUP) in queued for p in planned.pods):
-        planned = replace(planned, pods=tuple(p for p in planned.pods if not (
-            p.namespace == namespace and L.is_managed(p.labels) and p.labels.get(L.GROUP) in queued)))
+
+    def leftover(pod: Pod) -> bool:
+        return (pod.namespace == namespace and not pod.deleting and L.is_managed(pod.labels)
+                and pod.labels.get(L.GROUP) in queued)
+
+    if queued and any(leftover(p) for p in planned.pods):
+        planned = replace(planned, pods=tuple(p for p in planned.pods if not leftover(p)))
     running = [*running_in(planned, namespace), *cluster.master_running]
     return schedule(planned, queue, policy, running, now=now)

@@ -135,6 +135,19 @@ def _communicate(process: subprocess.Popen[str], timeout: float) -> tuple[str, s
         raise
 
 
+def _start(argv: tuple[str, ...], tool: str, env: Mapping[str, str] | None) -> subprocess.Popen[str]:
+    try:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                env=child_env() if env is None else dict(env), text=True, errors="replace",
+                                start_new_session=True, preexec_fn=_end_with_parent())  # noqa: PLW1509
+    except FileNotFoundError as exc:
+        raise ToolNotFound(f"{tool} not found at {argv[0]}") from exc
+    except PermissionError as exc:
+        raise ToolNotFound(f"{tool} at {argv[0]} is not executable") from exc
+    except OSError as exc:  # not an executable at all (ENOEXEC), a name too long...
+        raise ToolNotFound(f"{tool} at {argv[0]} cannot be run: {exc.strerror or exc}") from exc
+
+
 def run(argv: Sequence[str], *, timeout: float, tool: str, env: Mapping[str, str] | None = None,
         check: bool = True, secrets: Sequence[str] = (), log: Callable[[str], None] | None = None,
         timeout_hint: str | None = None) -> Completed:
@@ -147,26 +160,25 @@ def run(argv: Sequence[str], *, timeout: float, tool: str, env: Mapping[str, str
     argv = tuple(str(a) for a in argv)
     if log is not None:
         log(f"+ {display(argv)}")
+    process: subprocess.Popen[str] | None = None
     try:
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                   env=child_env() if env is None else dict(env), text=True, errors="replace",
-                                   start_new_session=True, preexec_fn=_end_with_parent())  # noqa: PLW1509
-    except FileNotFoundError as exc:
-        raise ToolNotFound(f"{tool} not found at {argv[0]}") from exc
-    except PermissionError as exc:
-        raise ToolNotFound(f"{tool} at {argv[0]} is not executable") from exc
-    except OSError as exc:  # not an executable at all (ENOEXEC), a name too long...
-        raise ToolNotFound(f"{tool} at {argv[0]} cannot be run: {exc.strerror or exc}") from exc
-    stopping.child_started(process.pid)
-    try:
+        with stopping.shielded():  # a signal now is raised once the child is known, so its group is ended below
+            process = _start(argv, tool, env)
+            stopping.child_started(process.pid)
         stdout, stderr = _communicate(process, timeout)
     except subprocess.TimeoutExpired as exc:
         subcommand = " ".join(a for a in argv[1:3] if not a.startswith("-"))
         raise OperationTimeout(f"{tool} {subcommand} did not finish within {timeout:g}s; it was stopped",
                                hint=timeout_hint or "check that the cluster answers: det-k8s status, kubectl "
                                                     "get nodes") from exc
+    except BaseException:
+        if process is not None and process.returncode is None:  # stopped before `_communicate` took charge
+            with stopping.blocked():
+                _kill_group(process)
+        raise
     finally:
-        stopping.child_ended(process.pid)
+        if process is not None:
+            stopping.child_ended(process.pid)
     completed = Completed(argv, process.returncode, stdout, stderr)
     if check and process.returncode != 0:
         subcommand = " ".join(a for a in argv[1:3] if not a.startswith("-"))

@@ -20,7 +20,9 @@ from tests.conftest import example
 from tests.k8s_emulator import node
 from tests.kube.test_live_scheduler import submit
 
-NOW = datetime.datetime.now(datetime.UTC)
+
+def now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 @pytest.fixture
@@ -46,11 +48,11 @@ def crashed(cluster, group: str, created: int, attempt: str = "dead0001") -> lis
     store = QueueStore(cluster.connect(), "default")
     entry = store.get(group)
     names = [str(m["metadata"]["name"]) for m in entry.pods]
-    store.update(mark_intent(entry, attempt, names, NOW))
+    store.update(mark_intent(entry, attempt, names, now()))
     for i, manifest in enumerate(entry.pods[:created]):
         meta = {**manifest["metadata"], "labels": {**manifest["metadata"]["labels"], ATTEMPT_LABEL: attempt}}
         cluster.api.put({**manifest, "metadata": meta, "spec": {**manifest["spec"], "nodeName": f"gpu-{i}"}})
-    stamp = NOW.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    stamp = now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     cluster.api.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                      "metadata": {"name": LEASE_NAME, "namespace": "default",
                                   "annotations": {PROCESS: process_key(dead_pid())}},
@@ -126,7 +128,7 @@ def test_commands_without_the_lease_report_an_intent_and_never_delete_its_pods(t
 
 def test_a_lease_whose_process_ended_here_is_taken_at_once_a_live_ones_is_not(cluster):
     api = cluster.connect()
-    stamp = NOW.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    stamp = now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
     def held_by(key: str) -> None:
         cluster.api.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -146,7 +148,7 @@ def test_a_lease_whose_process_ended_here_is_taken_at_once_a_live_ones_is_not(cl
 
 
 def test_a_lease_past_its_time_says_when_it_is_free_not_a_time_gone_by(cluster):
-    old = (NOW - datetime.timedelta(seconds=40)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    old = (now() - datetime.timedelta(seconds=40)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     cluster.api.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                      "metadata": {"name": LEASE_NAME, "namespace": "default"},
                      "spec": {"holderIdentity": "other@host", "leaseDurationSeconds": 30, "renewTime": old}})
