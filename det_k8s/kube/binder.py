@@ -10,6 +10,9 @@ bindings", so:
   master sees its pods go and restarts the trial whole, instead of a partly started trial holding
   GPUs idle. The failure is recorded as a Warning event on every pod of the group (and so in the trial
   log), and `det-k8s doctor` lists it;
+- a signal (SIGTERM on a rollout, Ctrl-C; det_k8s/stopping.py) during the bindings sends no more, waits at most
+  `IN_FLIGHT_WAIT` for the answers on their way, and deletes every pod of a begun group that is or may be bound,
+  as above, before det-k8s exits; what it could not delete, the next pass finds partly bound and repairs;
 - a victim of preemption gets the label `determined-preemption` on every pod: the master asks the
   trial to checkpoint and stop, and its pods go away; the preemptor is bound in a later pass, once
   they are gone (never a partial group, never a victim of equal or higher priority: `schedule()`);

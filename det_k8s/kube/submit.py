@@ -3,7 +3,9 @@
 Kubernetes has no transaction for "these N pods", so det-k8s makes one: it creates the pods
 (pinned to the nodes the plan chose) and, if any creation fails, deletes the ones it already
 created and reports what happened. Creation can run on a small bounded pool of threads, which
-shortens the window during which a group exists only in part.
+shortens the window during which a group exists only in part. A signal (det_k8s/stopping.py) stops the
+creation the same way: no more pods, the ones that may exist deleted, what may remain named in the last line
+(the caller's intent record lets the next pass delete it, kube/doomed.py).
 """
 
 from __future__ import annotations
