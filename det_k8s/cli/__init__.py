@@ -107,15 +107,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cached is not None:
         return cached
     debug = "--debug" in args or os.environ.get("DET_K8S_DEBUG") == "1"
-    from typer import main as typer_main
-
     from .. import stopping
-    from .app import build_app, command_name, plain_metavars
-    from .options import GlobalOptions, set_current
 
-    restore = stopping.install()  # SIGTERM, SIGINT, SIGHUP: one way to stop (det_k8s/stopping.py)
+    restore = stopping.install()  # SIGTERM, SIGINT, SIGHUP: one way to stop (det_k8s/stopping.py), from here on
     code: int | None = None
     try:
+        from typer import main as typer_main
+
+        from .app import build_app, command_name, plain_metavars
+        from .options import GlobalOptions, set_current
+
         set_current(GlobalOptions())
         command = plain_metavars(typer_main.get_command(build_app(only=command_name(args))))
         code = run_guarded(lambda: command.main(args=args, prog_name="det-k8s", standalone_mode=False), debug=debug)
