@@ -84,8 +84,9 @@ def serve(nodes: int, pods: int, backlog: int, seed: int) -> None:
         else:
             named = False
         method = str(getattr(request.method, "value", request.method)).upper()
-        verb = {"GET": "watch" if watch else ("get" if named else "list"), "POST": "create", "PUT": "update",
-                "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
+        by_node = str(request.params.get("fieldSelector", "")).startswith("spec.nodeName=")
+        verb = {"GET": "watch" if watch else ("get" if named else "list one node's" if by_node else "list"),
+                "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
         key = f"{token} {verb} {kind}"
         stats[key] = stats.get(key, 0) + 1
         return await original(self, request)

@@ -16,7 +16,9 @@ credential plugin may echo its token. So `Scrubber` removes
   `user:password@` of URLs.
 
 A form shorter than `WHOLE_TOKEN_BELOW` characters is masked only as a whole token (a hyphen joins words), so
-a short password never masks the words that contain it.
+a short password never masks the words that contain it; a short secret that the settings' non-secret values
+also hold as a word (`accessKey: minio` beside `endpointUrl: http://minio:9000`, see `register_plain`) only where
+it is a secret-looking field's value, so `minio:9000` in an endpoint error stays readable.
 
 Known secrets are registered once, where they are read (`register`), and `scrub` applies them to
 every line `cli/output.py` prints and to every tool's stderr (`tools/process.py`), so a path that
@@ -45,7 +47,7 @@ WHOLE_TOKEN_BELOW = 12
 _SECRET_FIELDS = re.compile(
     r"(?i)\b(AccountKey|SharedAccessSignature|sig|X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token"
     r"|Signature|Credential|AWSAccessKeyId|access_token|refresh_token|id_token|client_secret|password|passwd|pwd"
-    r"|token|apikey|api_key)=([^;&,\s'\"<>]+)"
+    r"|token|apikey|api_key)=([^;&,\s'\"<>]+?)(?=\)?(?:[;&,\s'\"<>]|$))"  # a closing parenthesis after it stays
 )
 # A bearer token, and a JSON Web Token wherever it appears (kubeconfig tokens, cloud identity tokens).
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
@@ -119,23 +121,47 @@ def _variants(secret: str) -> set[str]:
     return {form for form in forms if len(form) >= MIN_SECRET}
 
 
+# A short secret that the run's other, non-secret text also holds as a word (an S3 `accessKey: minio` beside
+# `endpointUrl: http://minio:9000`) names hosts, users and products in the same messages: it is masked only where
+# it stands as the value of a secret-looking field (`accessKey: minio`, `access_key=minio`, `"secretKey": "minio"`,
+# `--set checkpointStorage.accessKey=minio`), so `minio:9000` in an endpoint error stays readable.
+_FIELD_NAME = (r"(?i:[\w.-]*(?:key|secret|pass|pwd|token|cred|auth|sig|conn|user|account|login)[\w.-]*)"
+               r"['\"]?\s*[:=]\s*['\"]?")
+
+
+def common_word(secret: str, plain: Iterable[str]) -> bool:
+    """A short secret that the non-secret `plain` texts (settings values) also hold as a whole token."""
+    pattern = _whole_token(secret.strip())
+    return pattern is not None and any(pattern.search(text) for text in plain)
+
+
 class Scrubber:
     """Callable: `Scrubber(secrets)(text)` is the text with every secret masked as `***`."""
 
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
+    def __init__(self, secrets: Iterable[str] = (), plain: Iterable[str] = ()) -> None:
+        plain = [text for text in plain if isinstance(text, str)]
         forms: set[str] = set()
+        words: set[str] = set()  # forms of short common-word secrets: masked as a field's value only
         cores: set[str] = set()  # middles of base64 encodings: inside longer encoded text by nature
         for secret in secrets:
             if isinstance(secret, str) and len(secret.strip()) >= MIN_SECRET:
-                forms |= _variants(secret)
-                cores |= _encoded_middles(secret)
+                if common_word(secret, plain):
+                    words |= _variants(secret) - _encoded_middles(secret)
+                else:
+                    forms |= _variants(secret)
+                    cores |= _encoded_middles(secret)
+        words -= forms
         # Longest first, so a secret that contains another is masked whole.
         self._forms = [(form, None if form in cores else _whole_token(form))
                        for form in sorted(forms, key=len, reverse=True)]
+        self._words = re.compile(f"({_FIELD_NAME})(?:" + "|".join(
+            re.escape(w) for w in sorted(words, key=len, reverse=True)) + r")(?![\w-])") if words else None
 
     def __call__(self, text: str) -> str:
         for form, pattern in self._forms:
             text = text.replace(form, MASK) if pattern is None else pattern.sub(MASK, text)
+        if self._words is not None:
+            text = self._words.sub(lambda m: f"{m.group(1)}{MASK}", text)
         text = _AUTH_HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
         text = _BEARER.sub(lambda m: f"{m.group(1)}{MASK}", text)
         text = _JWT.sub(MASK, text)
@@ -147,6 +173,7 @@ class Scrubber:
 
 _lock = threading.Lock()
 _registered: set[str] = set()
+_plain: set[str] = set()
 _current = Scrubber()
 
 
@@ -158,7 +185,19 @@ def register(*secrets: object) -> None:
         return
     with _lock:
         _registered.update(fresh)
-        _current = Scrubber(_registered)
+        _current = Scrubber(_registered, _plain)
+
+
+def register_plain(*texts: object) -> None:
+    """Remember the non-secret values read beside the secrets (settings values): a short secret they also hold as
+    a word (a host `minio`) is masked only as a secret field's value, not wherever that word appears."""
+    global _current
+    fresh = {t for t in texts if isinstance(t, str) and t} - _plain
+    if not fresh:
+        return
+    with _lock:
+        _plain.update(fresh)
+        _current = Scrubber(_registered, _plain)
 
 
 def registered() -> frozenset[str]:
@@ -170,10 +209,11 @@ def forget() -> None:
     global _current
     with _lock:
         _registered.clear()
+        _plain.clear()
         _current = Scrubber()
 
 
 def scrub(text: str, extra: Iterable[str] = ()) -> str:
     """`text` with every registered secret (and `extra`), in every form, and every secret-looking fragment masked."""
     extra = [s for s in extra if isinstance(s, str) and len(s.strip()) >= MIN_SECRET and s not in _registered]
-    return (Scrubber([*_registered, *extra]) if extra else _current)(text)
+    return (Scrubber([*_registered, *extra], _plain) if extra else _current)(text)

@@ -23,6 +23,7 @@ from tests.emulators import (  # noqa: F401
     moto_server,
     tarpit,
 )
+from tests.realkube.fixtures import control_plane, real_cluster  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / ".tools"
@@ -130,8 +131,29 @@ class Cluster:
         return KubeApi.connect(kubeconfig=str(self.kubeconfig), namespace=namespace)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module with `ON_REAL_CLUSTER_TOO = True` runs each test that uses `cluster` twice: on the API emulator and on
+    the real control plane (tests/realkube), but for tests marked `emulator_only` (fault injection the real API
+    server cannot be made to do on demand)."""
+    if "cluster" not in metafunc.fixturenames or not getattr(metafunc.module, "ON_REAL_CLUSTER_TOO", False):
+        return
+    backends = ["emulator"] if metafunc.definition.get_closest_marker("emulator_only") else ["emulator", "real"]
+    metafunc.parametrize("cluster_backend", backends, indirect=True)
+
+
 @pytest.fixture
-def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def cluster_backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "emulator"))
+
+
+@pytest.fixture
+def cluster(cluster_backend: str, request: pytest.FixtureRequest):
+    """The API emulator (tests/k8s_emulator.py), or in modules that also run on it, the real control plane."""
+    return request.getfixturevalue("emulator_cluster" if cluster_backend == "emulator" else "real_cluster")
+
+
+@pytest.fixture
+def emulator_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A fresh Kubernetes API emulator on 127.0.0.1 with KUBECONFIG pointing at it."""
     from tests.k8s_emulator import RunningEmulator
 

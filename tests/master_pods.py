@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import math
 import secrets
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -201,16 +202,31 @@ def _job_pod(job: dict[str, Any], index: int) -> dict[str, Any]:
             "spec": {**job["spec"]["template"]["spec"]}}
 
 
-def create_task(api: KubeApi, task: MasterTask, *, pods: int | None = None) -> MasterTask:
+def create_task(api: KubeApi, task: MasterTask, *, pods: int | None = None, job_controller: bool = False
+                ) -> MasterTask:
     """Create the task's objects through the API as the master (and the Job controller) would.
 
     `pods` creates only the first N pods (a master still creating them); `create_pods` adds the rest.
+    `job_controller`: the cluster runs the real Job controller (tests/realkube), which creates a Job's pods itself:
+    only the Job is created, and `task.pods` become the pods the controller made.
     """
     from det_k8s.errors import Conflict
 
     for priority_class in task.priority_classes:
         with contextlib.suppress(Conflict):  # one class per priority value may already exist
             api.create(PRIORITY_CLASSES, priority_class)
+    if task.job is not None and job_controller:
+        created = api.create(JOBS, task.job, task.namespace)
+        want, uid = len(task.pods), created["metadata"]["uid"]
+        deadline = time.monotonic() + 60
+        while True:
+            made = [p for p in api.list(PODS, task.namespace, label_selector=f"batch.kubernetes.io/controller-uid={uid}")]
+            if len(made) >= want:
+                task.pods = sorted(made, key=lambda p: p["metadata"]["name"])
+                return task
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the Job controller made {len(made)} of {want} pods of {task.job['metadata']['name']}")
+            time.sleep(0.1)
     if task.job is not None:
         created = api.create(JOBS, task.job, task.namespace)
         owner = {"apiVersion": "batch/v1", "kind": "Job", "name": created["metadata"]["name"],
@@ -224,11 +240,20 @@ def create_task(api: KubeApi, task: MasterTask, *, pods: int | None = None) -> M
 
 
 def create_pods(api: KubeApi, task: MasterTask, which: list[dict[str, Any]] | None = None) -> None:
-    from det_k8s.errors import Conflict
+    from det_k8s.errors import Conflict, Forbidden
 
     for pod in task.pods if which is None else which:
-        with contextlib.suppress(Conflict):  # created already
-            api.create(PODS, pod, task.namespace)
+        for attempt in range(50):
+            try:
+                with contextlib.suppress(Conflict):  # created already
+                    api.create(PODS, pod, task.namespace)
+                break
+            except Forbidden as exc:
+                # A real API server's Priority admission reads PriorityClasses from an informer: one created a moment
+                # ago may not be in it yet ("no PriorityClass with name ... was found"); the master retries too.
+                if "no PriorityClass" not in exc.message or attempt == 49:
+                    raise
+                time.sleep(0.1)
 
 
 def honour_preemption(emulator: Any, namespace: str = "default") -> list[str]:
@@ -237,7 +262,15 @@ def honour_preemption(emulator: Any, namespace: str = "default") -> list[str]:
     label = fact("tasks.preemption_label").value
     stopped = sorted({p["metadata"]["labels"][ALLOCATION] for p in emulator.items("pods", namespace)
                       if label in (p["metadata"].get("labels") or {}) and ALLOCATION in p["metadata"]["labels"]})
-    for pod in emulator.items("pods", namespace):
-        if (pod["metadata"].get("labels") or {}).get(ALLOCATION) in stopped:
-            emulator.remove("pods", pod["metadata"]["name"], namespace)
+    doomed = [p for p in emulator.items("pods", namespace)
+              if (p["metadata"].get("labels") or {}).get(ALLOCATION) in stopped]
+    jobs = {o["name"] for p in doomed for o in p["metadata"].get("ownerReferences") or () if o.get("kind") == "Job"}
+    for job in sorted(jobs):  # from 0.34 the master deletes the task's Job, or the Job controller would replace the pods
+        emulator.remove("jobs", job, namespace)
+    for pod in doomed:
+        emulator.remove("pods", pod["metadata"]["name"], namespace)
+    if hasattr(emulator, "plane"):  # the real API server: the pods go once the Job controller drops its finalizer
+        names = {p["metadata"]["name"] for p in doomed}
+        emulator.plane.wait_for("the preempted pods to be gone", lambda: not names & {
+            p["metadata"]["name"] for p in emulator.items("pods", namespace)})
     return stopped

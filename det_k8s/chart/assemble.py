@@ -23,6 +23,8 @@ import yaml
 
 from ..bounded import URL_AS_PATH, load_yaml, read_file
 from ..errors import InputError, UsageError
+from ..kube.deploy import CHART_FILE as SCHEDULER_FILE
+from ..kube.deploy import chart_template
 from ..settings.jsonschema_export import values_json_schema
 from ..settings.merge import deep_merge
 from .facts import FILE as FACTS_FILE
@@ -178,11 +180,42 @@ def _chart_defaults(path: Path) -> dict[str, Any]:
     return loaded if isinstance(loaded, dict) else {}
 
 
+MARKER_HEAD = ("rendered by det-k8s; `det-k8s render` may replace this directory, and only if it holds no file "
+               "but these, which it wrote:\n")
+
+
+def _files(root: Path) -> list[str]:
+    """Every file and link under `root`, as paths relative to it, sorted (directories are implied)."""
+    found: list[str] = []
+    for base, dirs, names in os.walk(root):
+        here = Path(base)
+        found.extend(str((here / name).relative_to(root)) for name in names)
+        found.extend(str((here / name).relative_to(root)) for name in dirs if (here / name).is_symlink())
+    return sorted(found)
+
+
+def _refuse_foreign_files(out: Path, written: list[str]) -> None:
+    """A previous det-k8s render at `out` is replaced whole: refuse when it holds files det-k8s did not write
+    there (the marker lists them) and will not write now, naming them, rather than delete them."""
+    if not out.is_dir():
+        return
+    try:
+        listed = (out / MARKER).read_text(encoding="utf-8").splitlines()[1:]
+    except (OSError, UnicodeDecodeError):
+        listed = []
+    ours = set(listed) | set(written) | {MARKER}
+    foreign = [name for name in _files(out) if name not in ours]
+    if foreign:
+        names = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise UsageError(f"--output-dir {out}: holds files det-k8s did not write ({names}); a new render replaces "
+                         "the directory and would delete them", hint="move them out, or render into a new directory")
+
+
 def _prepare_destination(out: Path) -> None:
     if out.exists() and not out.is_dir():
-        raise UsageError(f"--output {out}: exists and is not a directory")
+        raise UsageError(f"--output-dir {out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
-        raise UsageError(f"--output {out}: directory is not empty and was not written by det-k8s",
+        raise UsageError(f"--output-dir {out}: directory is not empty and was not written by det-k8s",
                          hint="choose a new directory, or empty this one")
 
 
@@ -193,7 +226,7 @@ def write_chart(out: Path, values: Mapping[str, Any], app_version: str, chart: P
     except OSError as exc:  # read-only file system, no permission, a file where a directory should be...
         reason = exc.strerror or str(exc)
         where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(out) else ""
-        raise InputError(f"--output {out}: cannot write the chart there: {reason}{where}",
+        raise InputError(f"--output-dir {out}: cannot write the chart there: {reason}{where}",
                          hint="choose a directory you can write to") from exc
 
 
@@ -223,8 +256,10 @@ def _write_chart(out: Path, values: Mapping[str, Any], app_version: str, chart: 
             schema_text = json.dumps(values_json_schema(), indent=2) + "\n"
             (build / "values.schema.json").write_text(schema_text, encoding="utf-8")
             (build / "templates" / FACTS_FILE).write_text(versions_tpl(), encoding="utf-8")
-        (build / MARKER).write_text("rendered by det-k8s; `det-k8s render` may replace this directory\n",
-                                    encoding="utf-8")
+            (build / "templates" / SCHEDULER_FILE).write_text(chart_template(), encoding="utf-8")
+        written = _files(build)
+        (build / MARKER).write_text(MARKER_HEAD + "".join(f"{name}\n" for name in written), encoding="utf-8")
+        _refuse_foreign_files(out, written)
         _swap_into_place(build, out, staging)
     finally:
         stopping.remove_private(staging)

@@ -62,8 +62,13 @@ _NOT_A_PLAIN_STRING = re.compile(
     r"|y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|null|Null|NULL|~|)$")
 
 
+# Line breaks YAML knows beyond \n: PyYAML writes them as they are inside single quotes, where a reader folds them
+# into a space; double quotes escape them (\N, \L, \P).
+_UNICODE_BREAKS = re.compile("[\x85\u2028\u2029]")
+
+
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "'" if _NOT_A_PLAIN_STRING.match(value) else None
+    style = '"' if _UNICODE_BREAKS.search(value) else "'" if _NOT_A_PLAIN_STRING.match(value) else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
@@ -130,7 +135,8 @@ _PLACED = frozenset({
     "createNonNamespacedObjects", "externalCaCertSecretName", "masterPort", "useNodePortForMaster", "tlsSecret",
     "masterService", "loadBalancerSourceRanges", "openshiftRoute", "masterCpuRequest", "masterMemRequest",
     "masterCpuLimit", "masterMemLimit", "db", "checkpointStorage", "maxSlotsPerPod", "slotType",
-    "slotResourceRequests", "taskContainerDefaults", "defaultScheduler", "gangScheduler", "initialUserPassword",
+    "slotResourceRequests", "taskContainerDefaults", "defaultScheduler", "gangScheduler", "detK8sScheduler",
+    "initialUserPassword",
     "defaultPassword", "clusterName", "telemetry", "logging",
 })
 

@@ -107,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cached is not None:
         return cached
     debug = "--debug" in args or os.environ.get("DET_K8S_DEBUG") == "1"
+    import time
+
     from .. import stopping
 
     restore = stopping.install()  # SIGTERM, SIGINT, SIGHUP: one way to stop (det_k8s/stopping.py), from here on
@@ -115,11 +117,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from typer import main as typer_main
 
         from .app import build_app, command_name, plain_metavars
-        from .options import GlobalOptions, set_current
+        from .options import GlobalOptions, current, set_current
 
+        started = time.monotonic()
         set_current(GlobalOptions())
-        command = plain_metavars(typer_main.get_command(build_app(only=command_name(args))))
+        name = command_name(args)
+        command = plain_metavars(typer_main.get_command(build_app(only=name)))
         code = run_guarded(lambda: command.main(args=args, prog_name="det-k8s", standalone_mode=False), debug=debug)
+        if current().verbose >= 2 and stopping.received() is None:
+            from . import output
+
+            output.message(f"timing: det-k8s {name or ''}".rstrip() + f": {time.monotonic() - started:.2f} s in all "
+                           f"(exit {code})")
     except KeyboardInterrupt:  # a signal while the command's own error was being reported
         pass
     finally:

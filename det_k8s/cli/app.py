@@ -96,7 +96,8 @@ def _add(app: typer.Typer, name: str) -> None:
 
 def plain_metavars(command: Any) -> Any:
     """Arguments shown as helm shows them: `RELEASE`, `[REVISION]`, `NODE...` in usage lines and help, without
-    Typer's Python type (`RELEASE <str>`, `EXPERIMENT <list[Path]>`) or Click's braces (`{RELEASE}`)."""
+    Typer's Python type (`RELEASE <str>`, `EXPERIMENT <list[Path]>`) or Click's braces (`{RELEASE}`); a command's
+    first help paragraph listed whole in its group's help."""
     from typer.core import TyperArgument
 
     class PlainArgument(TyperArgument):
@@ -113,6 +114,8 @@ def plain_metavars(command: Any) -> Any:
         if type(param) is TyperArgument:
             param.__class__ = PlainArgument
     for sub in (getattr(command, "commands", None) or {}).values():
+        if not sub.short_help and sub.help:  # listed whole, wrapped, never cut at 45 characters with `...`
+            sub.short_help = " ".join(sub.help.strip().split("\n\n", 1)[0].split())
         plain_metavars(sub)
     return command
 

@@ -24,6 +24,7 @@ from .options import (
     cluster_pod_spec_version,
     current,
     pod_spec_version,
+    timed,
     with_options,
 )
 
@@ -33,9 +34,39 @@ def report_warnings(loaded: LoadedSettings) -> None:
         output.problem(item, stream=sys.stderr)
 
 
+FORMAT_WORDS = ("table", "json", "yaml", "wide", "name", "jsonpath", "go-template", "custom-columns", "template")
+
+
+def output_directory(out_dir: Path | None, old_out: str | None) -> Path:
+    """--output-dir, or -o/--output DIR with a note; -o json (an output format, as everywhere else) is refused
+    rather than written as a directory named json."""
+    from ..errors import UsageError
+
+    if out_dir is not None and old_out is not None:
+        raise UsageError("--output-dir and -o/--output both name the chart directory", hint="give --output-dir alone")
+    if out_dir is not None:
+        return out_dir
+    if old_out is None:
+        raise UsageError("render needs the directory to write the chart into",
+                         hint="add --output-dir DIR (e.g. --output-dir out/chart)")
+    if old_out.split("=", 1)[0].lower() in FORMAT_WORDS:
+        raise UsageError(f"-o {old_out}: render writes a chart directory, it has no output format",
+                         hint=f"name the directory with --output-dir DIR (a directory named {old_out}: "
+                         f"--output-dir ./{old_out})")
+    output.message(f"note: -o {old_out} is --output-dir {old_out} (helm's spelling; -o is the output format "
+                   "elsewhere)")
+    return Path(old_out)
+
+
 @with_options(*OFFLINE)
 def render(
-    out_dir: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="Directory to write the chart into.")],
+    out_dir: Annotated[Path | None, typer.Option(
+        "--output-dir", metavar="DIR", show_default=False,
+        help="Directory to write the chart into (helm's spelling); a det-k8s render there is replaced, files "
+        "det-k8s did not write are never deleted.")] = None,
+    old_out: Annotated[str | None, typer.Option(
+        "--output", "-o", metavar="DIR", show_default=False,
+        help="The same as --output-dir (kept for old scripts; elsewhere -o is the output format).")] = None,
     values: ValuesOpt = None,
     set_: SetOpt = None,
     set_string: SetStringOpt = None,
@@ -50,11 +81,14 @@ def render(
     from ..chart.assemble import write_chart
     from ..settings.podspec import checking_against
 
-    with checking_against(pod_spec_version(kube_version)):
+    out_dir = output_directory(out_dir, old_out)
+
+    with checking_against(pod_spec_version(kube_version)), timed("reading and checking the settings"):
         loaded = load_settings_from_cli(values, set_, set_string, chart=chart)
-    settings = loaded.settings()  # raises SettingsError listing every error
+        settings = loaded.settings()  # raises SettingsError listing every error
     report_warnings(loaded)
-    result = write_chart(out_dir, loaded.values, settings.app_version, chart)
+    with timed(f"writing the chart to {out_dir}"):
+        result = write_chart(out_dir, loaded.values, settings.app_version, chart)
     if chart is not None:  # a chart det-k8s did not write: does helm template it, do the settings reach the master?
         with output.spinner(f"helm template {result.directory}"):
             dropped = check_user_chart(helm(helm_binary), result, chart, loaded, settings, severity=Severity.WARNING)

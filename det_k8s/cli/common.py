@@ -36,8 +36,10 @@ AllNamespacesOpt = Annotated[bool, typer.Option("--all-namespaces", "-A", help="
 
 
 def log(text: str) -> None:
-    """Commands run, shown with -v."""
-    if current().verbose:
+    """Commands run and their stderr, shown with -v; how long each took (lines starting `timing: `) with -vv."""
+    from ..tools.process import TIMING
+
+    if current().verbose >= (2 if text.startswith(TIMING) else 1):
         output.message(text)
 
 

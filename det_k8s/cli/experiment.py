@@ -80,10 +80,42 @@ def _scheduler(api: KubeApi, policy: Any, user: str) -> Any:
     return LiveScheduler(api, api.namespace, policy, holder_id(user))
 
 
+EXPERIMENT_KEYS = frozenset(("entrypoint", "searcher", "hyperparameters", "resources", "environment",
+                             "max_restarts", "checkpoint_storage", "min_validation_period", "records_per_epoch",
+                             "bind_mounts", "data", "scheduling_unit", "workspace", "project"))
+
+
+def experiment_argument(file: Path | None, values: list[str] | None) -> tuple[Path, list[str] | None]:
+    """FILE, or (kubectl's habit) the `-f` file that is an experiment rather than settings, with a note."""
+    from ..bounded import load_yaml
+    from ..errors import DetK8sError
+    from ..settings.schema import SCHEMA
+
+    if file is not None:
+        return file, values
+    usage = "experiment create FILE [-f SETTINGS]: -f names settings files here, as for install"
+    for given in reversed(values or []):
+        if given == "-" or "://" in given:
+            continue
+        try:
+            data = load_yaml(read_text(Path(given), "experiment file"), given)
+        except DetK8sError:
+            continue
+        keys = set(data) if isinstance(data, dict) else set()
+        if keys & EXPERIMENT_KEYS and not keys & set(SCHEMA):
+            output.message(f"note: -f {given} is an experiment, taken as FILE ({usage})")
+            rest = [v for v in values or [] if v != given]
+            return Path(given), rest or None
+    raise UsageError("missing the experiment file", hint=f"det-k8s {usage}")
+
+
 @app.command("create")
 @with_global_options
 def create(
-    file: Annotated[Path, typer.Argument(metavar="FILE", help="Experiment config (Determined's keys); - reads stdin.")],
+    file: Annotated[Path | None, typer.Argument(
+        metavar="FILE", show_default=False,
+        help="Experiment config (Determined's keys); - reads stdin. kubectl's `-f FILE` works too when FILE is an "
+        "experiment (not settings).")] = None,
     values: ValuesOpt = None,
     set_: SetOpt = None,
     set_string: SetStringOpt = None,
@@ -116,6 +148,7 @@ def create(
     from .live import current_user, effective_policy, entry_for, new_group_id, now, scheduling_settings
 
     seconds = parse_duration(timeout)
+    file, values = experiment_argument(file, values)
     stdin_once(file, values)
     text = read_text(file, "experiment file")
     source, default_name = ("stdin", "experiment") if str(file) == "-" else (str(file), file.stem)

@@ -87,8 +87,8 @@ def load_settings_from_cli(files: Sequence[str | Path] | None, sets: Sequence[st
 
     if required and not files and not sets and not set_strings:
         raise UsageError("no settings given", hint="pass a settings file with -f, e.g. -f examples/gpu-cluster.yaml")
-    from ..scrub import register
-    from ..settings.redact import secrets_in
+    from ..scrub import register, register_plain
+    from ..settings.redact import plain_in, secrets_in
 
     stdin_once(files)
     documents = [Document(*read_source(given, "settings file", SETTINGS_LIMIT)) for given in files or ()]
@@ -98,6 +98,7 @@ def load_settings_from_cli(files: Sequence[str | Path] | None, sets: Sequence[st
 
         default = chart_app_version(chart)
     loaded = load_settings(documents, sets or (), set_strings or (), default_app_version=default)
+    register_plain(*plain_in(loaded.user_values))  # a secret that is also a host's name is masked as a field only
     register(*secrets_in(loaded.user_values))  # from here on, no output can show them (cli/output.py)
     return loaded
 

@@ -47,9 +47,10 @@ def scheduling_settings(api: KubeApi, values: Sequence[str | Path] | None, sets:
                            "Deployment is unreadable, or its image tag is not a release det-k8s supports); taking "
                            f"{versions.DEFAULT}; pass -f with your settings to name yours")
         loaded = load_settings([Document(config.where, yaml.safe_dump(found))])
-        from ..scrub import register
-        from ..settings.redact import secrets_in
+        from ..scrub import register, register_plain
+        from ..settings.redact import plain_in, secrets_in
 
+        register_plain(*plain_in(loaded.user_values))
         register(*secrets_in(loaded.user_values))
     settings = loaded.settings()
     for item in loaded.warnings:

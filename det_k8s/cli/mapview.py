@@ -12,7 +12,9 @@ and the largest free blocks.
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -34,14 +36,16 @@ MAX_ROWS = 200  # more nodes than this are summarised, whatever the width
 MIN_WIDTH = 20  # a narrower terminal is drawn for as 20 columns
 STATE_ROOM = 24  # characters of a node's state a row must have room for (else the pools are summarised)
 LEGEND_IN_SUMMARY = 8  # holders listed under a summary: reserved-for, evicted and planned first, then the largest
-PALETTE = ("dodger_blue2", "medium_orchid", "dark_cyan", "orange3", "deep_pink3", "chartreuse3", "steel_blue",
-           "gold3", "medium_purple3", "turquoise4", "indian_red", "dark_olive_green3")
+# Letters are black (grey0, never the theme's "black") on colours lighter than WCAG's AA contrast asks (4.5:1),
+# the other styles likewise; 256-colour names, which no terminal or SVG theme remaps (`test_map_styles_contrast`).
+PALETTE = ("dodger_blue1", "medium_orchid1", "dark_cyan", "orange3", "deep_pink1", "chartreuse3", "steel_blue",
+           "gold3", "medium_purple1", "turquoise2", "indian_red1", "dark_olive_green3")
 GLYPH = {CellKind.FREE: ".", CellKind.FOREIGN: "#", CellKind.RESERVED: "~", CellKind.TERMINATING: "-"}
-STYLE = {CellKind.FREE: "grey50", CellKind.FOREIGN: "grey70 on grey30", CellKind.RESERVED: "bold yellow on grey23",
-         CellKind.TERMINATING: "grey50 on grey19"}
-PLANNED_STYLE = "bold black on bright_green"
-REPLACING_STYLE = "bold black on dark_orange"  # planned where an evicted group runs now
-VICTIM_STYLE = "bold strike bright_white on red3"
+STYLE = {CellKind.FREE: "grey62", CellKind.FOREIGN: "grey85 on grey30", CellKind.RESERVED: "bold yellow1 on grey23",
+         CellKind.TERMINATING: "grey66 on grey19"}
+PLANNED_STYLE = "bold grey0 on green1"
+REPLACING_STYLE = "bold grey0 on dark_orange"  # planned where an evicted group runs now
+VICTIM_STYLE = "bold strike grey100 on red3"
 KINDS = {"det-k8s": "det-k8s group", "determined": "Determined task"}
 _CONTROL = UNPRINTABLE  # names from a hand-edited snapshot never drive the terminal
 
@@ -87,7 +91,7 @@ class _Lines:
 
 
 def holder_style(index: int) -> str:
-    return f"bold black on {PALETTE[index % len(PALETTE)]}"
+    return f"bold grey0 on {PALETTE[index % len(PALETTE)]}"
 
 
 def _cell(cell: Cell, width: int, plain: bool, styles: dict[str, str]) -> tuple[str, str]:
@@ -394,11 +398,14 @@ def plain_output() -> bool:
             or os.environ.get("TERM") == "dumb")
 
 
-def terminal_width() -> int:
-    """The terminal's width; when piped, COLUMNS or 80 (what Rich and most tools assume). At least MIN_WIDTH:
-    narrower, words would be wrapped one letter a line."""
+def terminal_width() -> int | None:
+    """The terminal's width, or COLUMNS when set. Piped without COLUMNS: None, lines as long as they need (piped
+    text is whole, never cut or wrapped at an assumed 80 columns). At least MIN_WIDTH: narrower, words would be
+    wrapped one letter a line."""
     import shutil
 
+    if not _is_tty(sys.stdout) and not os.environ.get("COLUMNS", "").strip().isdigit():
+        return None
     return max(shutil.get_terminal_size((80, 24)).columns, MIN_WIDTH)
 
 
@@ -440,6 +447,69 @@ def picture(omap: OccupancyMap, *, summary: bool | None = None, after_plan: bool
     return console
 
 
+# The SVG loads nothing: Rich's own template fetches Fira Code from a CDN; this copy of it names local monospace
+# fonts only, and every character is placed at its own cell (`x` lists one position per glyph, no `textLength`
+# stretching), so the cells line up whatever font the viewer has, offline too.
+FONTS = "'DejaVu Sans Mono', Menlo, Consolas, 'Liberation Mono', 'Courier New', monospace"
+SVG_TEMPLATE = """\
+<svg class="rich-terminal" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">
+    <!-- det-k8s, through Rich's SVG export; no external resources -->
+    <style>
+    .{unique_id}-matrix {{
+        font-family: @FONTS@;
+        font-size: {char_height}px;
+        line-height: {line_height}px;
+        font-variant-east-asian: full-width;
+    }}
+
+    .{unique_id}-title {{
+        font-size: 18px;
+        font-weight: bold;
+        font-family: sans-serif;
+    }}
+
+    {styles}
+    </style>
+
+    <defs>
+    <clipPath id="{unique_id}-clip-terminal">
+      <rect x="0" y="0" width="{terminal_width}" height="{terminal_height}" />
+    </clipPath>
+    {lines}
+    </defs>
+
+    {chrome}
+    <g transform="translate({terminal_x}, {terminal_y})" clip-path="url(#{unique_id}-clip-terminal)">
+    {backgrounds}
+    <g class="{unique_id}-matrix">
+    {matrix}
+    </g>
+    </g>
+</svg>
+""".replace("@FONTS@", FONTS)
+_TEXT = re.compile(r'<text class="(?P<cls>[^"]*)" x="(?P<x>[\d.]+)" y="(?P<y>[\d.]+)" textLength="(?P<len>[\d.]+)"'
+                   r' clip-path="(?P<clip>[^"]*)">(?P<body>[^<]*)</text>')
+
+
+def _placed(match: re.Match[str]) -> str:
+    """One `<text>` of Rich's export with each character at its own cell."""
+    from rich.cells import cell_len
+
+    body = html.unescape(match["body"])
+    step = float(match["len"]) / max(len(body), 1)  # Rich's width of one cell
+    xs, at = [], float(match["x"])
+    for char in body:
+        xs.append(f"{at:.2f}".rstrip("0").rstrip("."))
+        at += step * max(cell_len(char), 1)
+    return (f'<text class="{match["cls"]}" x="{" ".join(xs)}" y="{match["y"]}" clip-path="{match["clip"]}">'
+            f'{match["body"]}</text>')
+
+
+def svg_of(console: Console, title: str) -> str:
+    """Rich's SVG export of `console`, self-contained, every character at its cell."""
+    return _TEXT.sub(_placed, console.export_svg(title=title, code_format=SVG_TEMPLATE))
+
+
 def write_pictures(omap: OccupancyMap, *, svg: Path | None, html: Path | None, summary: bool | None = None,
                    after_plan: bool = False, notes: Sequence[Note] = (), title_text: str = "det-k8s nodes map") -> None:
     """Write the map as an SVG and/or an HTML file, through Rich's export; says where on stderr."""
@@ -449,7 +519,7 @@ def write_pictures(omap: OccupancyMap, *, svg: Path | None, html: Path | None, s
         if path is None:
             continue
         console = picture(omap, summary=summary, after_plan=after_plan, notes=notes)
-        text = console.export_svg(title=title_text) if kind == "svg" else console.export_html(inline_styles=True)
+        text = svg_of(console, title_text) if kind == "svg" else console.export_html(inline_styles=True)
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:

@@ -142,7 +142,7 @@ def run_map(snapshot_file: Path | None, values: Sequence[str] | None, sets: Sequ
             set_strings: Sequence[str] | None, request: MapRequest, output_format: OutputFormat) -> None:
     """`det-k8s nodes map`: read the cluster (or the snapshot file), draw who holds each slot."""
     from .inputs import load_settings_from_cli, load_snapshot, stdin_once
-    from .options import current
+    from .options import current, timed
     from .planning import no_gc
 
     stdin_once(snapshot_file, values)
@@ -152,20 +152,28 @@ def run_map(snapshot_file: Path | None, values: Sequence[str] | None, sets: Sequ
     queue: list[PodGroup] = []
     with no_gc():  # a snapshot is millions of acyclic objects: see planning.no_gc
         if snapshot_file is not None:
-            snapshot = load_snapshot(snapshot_file)
+            with timed(f"reading the snapshot {snapshot_file}"):
+                snapshot = load_snapshot(snapshot_file)
         else:
             from ..kube.scheduler import dry_cluster
 
             api = current().connect()
-            with output.spinner("reading the cluster"):
+            with output.spinner("reading the cluster"), timed("reading the cluster"):
                 cluster = dry_cluster(api)
                 snapshot = cluster.snapshot
                 if settings is None:
                     settings = _live_settings(api)
                 plan, queue = _reservation(api, cluster)
-        omap = occupancy(snapshot, settings, request, plan=plan, queue=queue)
+        with timed("the map"):
+            omap = occupancy(snapshot, settings, request, plan=plan, queue=queue)
     if request.selector and not omap.rows and not omap.without_slots:
         output.warning(f"no node matches the selector {request.selector!r}")
+    if snapshot_file is not None and settings is None:
+        tainted = [row.name for row in omap.rows if any(state.startswith("taint ") for state in row.states)]
+        if tainted:
+            output.warning(f"no settings file given: Determined's task pods are taken to tolerate no taint, so "
+                           f"{len(tainted)} of {len(omap.rows)} nodes show a taint that keeps them off; pass -f with your "
+                           "settings (their pod specs' tolerations), as plan does")
     present(omap, request, output_format)
 
 

@@ -34,7 +34,7 @@ from . import output
 from .common import KubectlBinaryOpt, cluster, kube_flags, kubectl
 from .inputs import SetOpt, SetStringOpt, ValuesOpt
 from .nodemap import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
-from .options import OutputFormat, OutputOpt, current, with_global_options
+from .options import OutputFormat, OutputOpt, current, with_global_options, with_options
 
 app = typer.Typer(help="Cluster nodes: capacity, a map of who holds each GPU, the agent label, taints, a GPU check.",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
@@ -49,9 +49,22 @@ def _cpu(milli: int) -> str:
     return format_cpu(Fraction(milli, 1000))
 
 
+CLUSTER_SCOPED = ("kube_context", "kubeconfig", "verbose", "debug")
+
+
+def _no_namespace(ctx: typer.Context, value: str | None) -> None:
+    if value is not None:
+        raise UsageError(f"-n {value}: nodes belong to no namespace; nodes {ctx.info_name} takes no -n",
+                         hint="drop -n")
+
+
+NoNamespaceOpt = Annotated[str | None, typer.Option("--namespace", "-n", hidden=True, callback=_no_namespace,
+                                                    metavar="NAME", help="Refused: nodes belong to no namespace.")]
+
+
 @app.command("list")
-@with_global_options
-def list_nodes(output_format: OutputOpt = OutputFormat.table) -> None:
+@with_options(*CLUSTER_SCOPED)  # nodes belong to no namespace: no -n
+def list_nodes(output_format: OutputOpt = OutputFormat.table, namespace: NoNamespaceOpt = None) -> None:
     """Per node: readiness, GPUs and CPUs allocatable/requested, taints, the agent label."""
     api = current().connect()
     snapshot = read_snapshot(api)
@@ -100,8 +113,8 @@ def map_(
 
 
 @app.command("label")
-@with_global_options
-def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
+@with_options(*CLUSTER_SCOPED)  # nodes belong to no namespace: no -n
+def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None, namespace: NoNamespaceOpt = None) -> None:
     """Add the agent label determined.ai/pedl-agent=present (kubectl label --overwrite)."""
     argv = label_argv(nodes, kube_flags(None))  # node names checked before anything else is read
     kubectl(kubectl_binary, cluster()).run(argv)
@@ -109,8 +122,8 @@ def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
 
 
 @app.command("unlabel")
-@with_global_options
-def unlabel(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
+@with_options(*CLUSTER_SCOPED)  # nodes belong to no namespace: no -n
+def unlabel(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None, namespace: NoNamespaceOpt = None) -> None:
     """Remove the agent label (kubectl label NODE determined.ai/pedl-agent-)."""
     argv = unlabel_argv(nodes, kube_flags(None))  # node names checked before anything else is read
     kubectl(kubectl_binary, cluster()).run(argv)
@@ -118,12 +131,13 @@ def unlabel(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None) -> None:
 
 
 @app.command("taint")
-@with_global_options
+@with_options(*CLUSTER_SCOPED)  # nodes belong to no namespace: no -n
 def taint(
     args: Annotated[list[str], typer.Argument(metavar="NODE... KEY=VALUE:EFFECT", show_default=False,
                                               help=f"Nodes, then the taint (e.g. {DEFAULT_TAINT}).")],
     remove: Annotated[bool, typer.Option("--remove", help="Remove the taint instead (like KEY:EFFECT-).")] = False,
     kubectl_binary: KubectlBinaryOpt = None,
+    namespace: NoNamespaceOpt = None,
 ) -> None:
     """Taint nodes so only pods that tolerate it (Determined's) run there; effect NoSchedule|PreferNoSchedule|NoExecute."""
     if len(args) < 2 or ":" not in args[-1]:

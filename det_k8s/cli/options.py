@@ -12,7 +12,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -94,16 +94,49 @@ KubeconfigOpt = Annotated[str | None, typer.Option(
     help="Path to the kubeconfig file (default: KUBECONFIG, then ~/.kube/config).")]
 VerboseOpt = Annotated[int, typer.Option(
     "--verbose", "-v", count=True, rich_help_panel=GLOBAL_PANEL, show_default=False,
-    help="Say more: the helm and kubectl commands run, timings. Repeat for more.")]
+    help="Say more: the helm and kubectl commands run and their stderr; -vv also how long each step took.")]
+OfflineVerboseOpt = Annotated[int, typer.Option(
+    "--verbose", "-v", count=True, rich_help_panel=GLOBAL_PANEL, show_default=False,
+    help="Say more (helm's commands and stderr, where it runs helm); -vv also how long each step took.")]
 DebugOpt = Annotated[bool, typer.Option(
     "--debug", rich_help_panel=GLOBAL_PANEL, help="Show tracebacks for internal errors.")]
+def output_format(value: str | OutputFormat) -> OutputFormat:
+    """-o as kubectl and helm take it, with one line naming the formats for any other word (`-o wide`)."""
+    if isinstance(value, OutputFormat):
+        return value
+    try:
+        return OutputFormat(value.strip().lower())
+    except ValueError:
+        from ..errors import UsageError
+
+        kubectl = value.split("=", 1)[0] in ("wide", "name", "jsonpath", "go-template", "custom-columns", "template")
+        raise UsageError(f"-o {value}: not an output format of det-k8s; the formats are table, json and yaml",
+                         hint="table shows every column already; for kubectl's jsonpath, pipe -o json to jq"
+                         if kubectl else "e.g. -o json") from None
+
+
 OutputOpt = Annotated[OutputFormat, typer.Option(
-    "--output", "-o", case_sensitive=False, metavar="FORMAT", help="Output format: table, json or yaml.")]
+    "--output", "-o", parser=output_format, metavar="FORMAT", help="Output format: table, json or yaml.")]
 
 KubeVersionOpt = Annotated[str | None, typer.Option(
     "--kube-version", metavar="VERSION",
     help="Kubernetes version whose schema pod specs are checked against, like helm template --kube-version "
     "(default: the cluster's when one is contacted, else the newest det-k8s knows).")]
+
+
+@contextlib.contextmanager
+def timed(step: str) -> Iterator[None]:
+    """With -vv, one `timing:` line on stderr saying how long `step` took (also when it failed)."""
+    import time
+
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        if current().verbose >= 2:
+            from . import output
+
+            output.message(f"timing: {step}: {time.monotonic() - started:.2f} s")
 
 
 def pod_spec_version(given: str | None) -> KubeVersion:
@@ -146,23 +179,32 @@ def with_global_options(func: F) -> F:
     return _with_options(func, tuple(name for name, _, _ in _GLOBAL_PARAMS))
 
 
-def with_options(*names: str) -> Callable[[F], F]:
+def with_options(*names: str, namespace_help: str | None = None) -> Callable[[F], F]:
     """Like `with_global_options`, with only the named global options: an offline command (render, plan) takes
-    no cluster options, so its help does not offer them."""
+    no cluster options, so its help does not offer them, and its -v says nothing of cluster tools;
+    `namespace_help` says what -n means to it (plan: the queue planned)."""
     unknown = set(names) - {name for name, _, _ in _GLOBAL_PARAMS}
     if unknown:
         raise ValueError(f"not global options: {sorted(unknown)}")
-    return lambda func: _with_options(func, names)
+    overrides: dict[str, Any] = {}
+    if "kube_context" not in names:
+        overrides["verbose"] = OfflineVerboseOpt
+    if namespace_help is not None:
+        overrides["namespace"] = Annotated[str | None, typer.Option(
+            "--namespace", "-n", rich_help_panel=GLOBAL_PANEL, metavar="NAME", callback=_namespace,
+            help=namespace_help)]
+    return lambda func: _with_options(func, names, overrides)
 
 
 OFFLINE = ("verbose", "debug")
 
 
-def _with_options(func: F, names: tuple[str, ...]) -> F:
+def _with_options(func: F, names: tuple[str, ...], overrides: dict[str, Any] | None = None) -> F:
     signature = inspect.signature(func, eval_str=True)
     own = set(signature.parameters)
     added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                          annotation=(overrides or {}).get(name, annotation))
         for name, annotation, default in _GLOBAL_PARAMS
         if name not in own and name in names
     ]

@@ -17,7 +17,9 @@ from .nodemap import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
 from .options import OFFLINE, KubeVersionOpt, OutputFormat, OutputOpt, pod_spec_version, with_options
 
 
-@with_options("namespace", *OFFLINE)  # -n: the queue the plan is for (whose groups it may preempt)
+@with_options("namespace", *OFFLINE, namespace_help=(
+    "The queue to plan for: its namespace (default: HELM_NAMESPACE, then default; no kubeconfig is read). Only "
+    "the snapshot's det-k8s groups of that namespace may be preempted."))
 def plan(
     experiments: Annotated[list[Path], typer.Argument(
         metavar="EXPERIMENT", show_default=False,

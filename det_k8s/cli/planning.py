@@ -35,7 +35,7 @@ from ..scheduling.searchers import Search, trials_at_once
 from ..settings.model import Settings
 from . import output
 from .inputs import load_settings_from_cli, load_snapshot, read_text, stdin_once
-from .options import OutputFormat
+from .options import OutputFormat, timed
 
 if TYPE_CHECKING:
     from ..scheduling.occupancy import OccupancyMap
@@ -240,30 +240,39 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
     stdin_once(experiments, snapshot_file, values)
     namespace = plan_namespace()
     with no_gc():
-        snapshot = load_snapshot(snapshot_file)
+        with timed(f"reading the snapshot {snapshot_file}"):
+            snapshot = load_snapshot(snapshot_file)
         require_nodes(snapshot, str(snapshot_file))
         for warning in snapshot_warnings(snapshot, str(snapshot_file)):
             output.warning(warning)
-        settings = plan_settings(values, sets, set_strings, snapshot)
-        submitter = user or os.environ.get("USER") or "unknown"
-        now = datetime.now(UTC).replace(microsecond=0)
-        entries = build_entries(read_experiments(experiments, settings.version), settings, submitter, now, namespace)
+        with timed("reading the settings and experiments"):
+            settings = plan_settings(values, sets, set_strings, snapshot)
+            submitter = user or os.environ.get("USER") or "unknown"
+            now = datetime.now(UTC).replace(microsecond=0)
+            entries = build_entries(read_experiments(experiments, settings.version), settings, submitter, now,
+                                    namespace)
         announce_searches(entries)
         policy = Policy(preemption=preemption or settings.default_scheduler == "preemption",
                         autoscaling=autoscaling, topology_key=topology_key, topology_required=require_topology,
                         extended_resource_toleration=extended_resource_toleration)
         scope = running_in(snapshot, namespace)
         queue = [e.group for e in entries if e.group is not None]
-        result = schedule(snapshot, queue, policy, scope, now=now)  # just submitted: no reservation
+        with timed(f"scheduling pass ({len(snapshot.nodes)} nodes, {len(queue)} groups)"):
+            result = schedule(snapshot, queue, policy, scope, now=now)  # just submitted: no reservation
         running = {g.id: g for g in running_groups(snapshot.pods)}
         omap = None
         if map_request is not None:
             from .nodemap import occupancy
 
-            omap = occupancy(snapshot, settings, map_request, plan=result, queue=queue,
-                             extended_resource_toleration=extended_resource_toleration)
+            with timed("the map"):
+                omap = occupancy(snapshot, settings, map_request, plan=result, queue=queue,
+                                 extended_resource_toleration=extended_resource_toleration)
     for warning in result.warnings:
         output.warning(warning)
+    if policy.preemption:
+        elsewhere = victims_elsewhere(snapshot, namespace, result, entries)
+        if elsewhere:
+            output.warning(elsewhere)
     show(entries, result, running, output_format, namespace, omap if show_map else None,
          summary=map_request.summary if map_request is not None else None)
     if omap is not None and map_request is not None:
@@ -271,6 +280,29 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
 
         write_pictures(omap, svg=map_request.svg, html=map_request.html, summary=map_request.summary,
                        after_plan=True, notes=notes(report(entries, result, running)), title_text="det-k8s plan")
+
+
+def victims_elsewhere(snapshot: Snapshot, namespace: str, result: Plan, entries: Sequence[Entry]) -> str | None:
+    """When a waiting group found nothing to evict in the queue planned but lower-priority det-k8s groups run in
+    other namespaces: one line naming the queue planned, those groups and the `-n` that would consider them."""
+    waiting = [e.group for e in entries if e.group is not None and e.group.id in result.waiting
+               and result.waiting[e.group.id].preemption in ("none-lower", "not-enough")]
+    if not waiting:
+        return None
+    top = max(g.priority for g in waiting)
+    found: dict[str, list[RunningGroup]] = {}
+    for ns in sorted({pod.namespace for pod in snapshot.pods if pod.namespace != namespace}):
+        lower = [g for g in running_in(snapshot, ns) if g.priority < top and not g.terminating and g.preemptible]
+        if lower:
+            found[ns] = lower
+    if not found:
+        return None
+    where = "; ".join(f"namespace {ns}: " + ", ".join(f"{g.experiment} (priority {g.priority})" for g in groups)
+                      for ns, groups in found.items())
+    hint = " or ".join(f"-n {ns}" for ns in found)
+    return (f"planned for the queue of namespace {namespace} (-n, HELM_NAMESPACE, else default), whose groups alone "
+            f"may be preempted; lower-priority det-k8s groups run in other namespaces ({where}): plan with {hint} "
+            "to plan for their queue")
 
 
 def notes(records: Sequence[dict[str, Any]]) -> list[Any]:

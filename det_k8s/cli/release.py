@@ -8,6 +8,7 @@ prints and runs.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import NotFound, SettingsError, Severity, UsageError
+from ..errors import DetK8sError, NotFound, SettingsError, Severity, UsageError
 from ..kube.api import KubeApi
 from ..kube.kinds import NODES, PVCS, SERVICES
 from ..release import live
@@ -30,11 +31,13 @@ from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import go_duration, parse_duration
 from ..tools.helm import (
     Helm,
+    KubeFlags,
     ReleaseSpec,
     install_argv,
     list_argv,
     manifests_from_render,
     render_argv,
+    rollback_argv,
     uninstall_argv,
     upgrade_argv,
     upgrade_render_argv,
@@ -59,6 +62,7 @@ from .common import (
 )
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
+from .status import wait_until_ready
 
 ReleaseArg = Annotated[str, typer.Argument(metavar="RELEASE", help="The helm release name, e.g. determined.",
                                            show_default=False)]
@@ -71,6 +75,16 @@ DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Print the helm command and the manifests (Secret values redacted); contact no cluster.")]
 RollbackOpt = Annotated[bool, typer.Option(
     "--rollback-on-failure", help="Undo a failed change (helm 4 --rollback-on-failure, helm 3 --atomic).")]
+def _no_chart_version(value: str | None) -> str | None:
+    if value is not None:
+        raise UsageError(f"--version {value}: the bundled chart has no versions of its own; the Determined release is "
+                         "appVersion", hint=f"add --set appVersion={value} (or appVersion: in a -f file)")
+    return value
+
+
+VersionOpt = Annotated[str | None, typer.Option(
+    "--version", metavar="VERSION", hidden=True, callback=_no_chart_version, show_default=False,
+    help="helm's chart version: refused with the appVersion to set instead.")]
 SkipStorageOpt = Annotated[bool, typer.Option("--skip-storage-check", help="Do not probe the checkpoint storage.")]
 
 
@@ -80,14 +94,14 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
     --is-upgrade, and `extra` values for a user's chart, see upgrade_check_values)."""
     output.message(f"would run: {display([tool.path, *spec_argv])}")
     output.message(f"  ({built_chart} and its {Path(values_file).name} are a private copy, removed when det-k8s exits, "
-                   "whatever stops it: to run this yourself, `det-k8s render -o DIR` first; nothing was sent to a "
-                   "cluster)")
+                   "whatever stops it; nothing was sent to a cluster; to run it yourself, write the same chart with "
+                   "`det-k8s render ... --output-dir DIR` and name DIR)")
     if upgrading:
         argv = upgrade_render_argv(release, built_chart, values_file, namespace) + list(extra)
-        text = redact_secrets(tool.run(argv, secrets=secrets).stdout)
+        text = redact_secrets(tool.run(argv, secrets=secrets).stdout, secrets)
     else:
         rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=secrets)
-        text = redact_secrets(manifests_from_render(tool.major, rendered.stdout))
+        text = redact_secrets(manifests_from_render(tool.major, rendered.stdout), secrets)
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):  # a short one only as a whole token
         text = replace_secret(text, secret, "<redacted>")  # charts that put a password outside a Secret (0.17.15)
     output.text(text)
@@ -175,16 +189,41 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
                                   secret_values(settings))
             announce_restarts(api, "upgrade", f"Upgrade release {release} in namespace {api.namespace}? The master "
                               "restarts.", f"upgrade {release}", yes)
-        spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, wait, go_duration(timeout),
-                           create_namespace, rollback)
-        waiting = f" (up to {go_duration(timeout)})" if wait else ""
-        with output.spinner(f"helm {command} {release}{waiting}"):
+        # det-k8s waits for the master itself (cli/status.py:wait_until_ready), not with helm's --wait, which also
+        # waits for a load balancer's address that never comes on clusters without one; and so it also undoes a
+        # release that did not become ready itself (helm's --atomic implies helm's wait).
+        spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, False, go_duration(timeout),
+                           create_namespace, False)
+        started = time.monotonic()
+        with output.spinner(f"helm {command} {release}"):
             tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings),
                      timeout_hint=f"raise --timeout (now {go_duration(timeout)}); `det-k8s status {release}` says "
                      "what is slow")
+        if wait or rollback:  # as with helm's --atomic, undoing a release that did not become ready means waiting
+            left = max(1.0, seconds - (time.monotonic() - started))
+            try:
+                with output.spinner(f"waiting for the master and database of {release} (up to {go_duration(timeout)})"):
+                    wait_until_ready(api, release, api.namespace, left, go_duration(timeout))
+            except DetK8sError:
+                if rollback:
+                    _undo_failed(tool, command, release, kube)
+                raise
     output.success(f"{'Installed' if command == 'install' else 'Upgraded'} release {release} in namespace "
                    f"{api.namespace} (Determined {settings.app_version})")
     _show_address(api, release, api.namespace, bool(settings.tls_secret))
+
+
+def _undo_failed(tool: Helm, command: str, release: str, kube: KubeFlags) -> None:
+    """--rollback-on-failure: an upgrade that did not become ready goes back to the previous revision, an install
+    is uninstalled (what helm's --atomic does, without its wait for load balancers)."""
+    argv = (rollback_argv(tool.major, release, 0, kube) if command == "upgrade"
+            else uninstall_argv(tool.major, release, kube))
+    what = "rolling back to the previous revision" if command == "upgrade" else "uninstalling it"
+    output.warning(f"{release} did not become ready: {what} (--rollback-on-failure)")
+    try:
+        tool.run(argv, timeout=600)
+    except DetK8sError as exc:
+        output.warning(f"{what} failed too: {exc.message}")
 
 
 @with_global_options
@@ -202,6 +241,7 @@ def install(
     skip_storage_check: SkipStorageOpt = False,
     kube_version: KubeVersionOpt = None,
     helm_binary: HelmBinaryOpt = None,
+    version: VersionOpt = None,
 ) -> None:
     """Validate the settings and the cluster, then helm install Determined and print the master's address."""
     _lifecycle("install", release, values, set_, set_string, chart, timeout, dry_run, helm_binary, wait=wait,
@@ -226,6 +266,7 @@ def upgrade(
         "configuration, secrets as hashes).")] = False,
     yes: YesOpt = False,
     helm_binary: HelmBinaryOpt = None,
+    version: VersionOpt = None,
 ) -> None:
     """Validate, warn which experiments restart from their latest checkpoint, ask, then helm upgrade --wait."""
     _lifecycle("upgrade", release, values, set_, set_string, chart, timeout, dry_run, helm_binary, wait=True,

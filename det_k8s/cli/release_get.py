@@ -23,6 +23,19 @@ class ValuesFormat(str, Enum):
     json = "json"
 
 
+def values_format(value: str | ValuesFormat) -> ValuesFormat:
+    """-o yaml or json, as helm get values takes it; any other word is one line naming both."""
+    if isinstance(value, ValuesFormat):
+        return value
+    try:
+        return ValuesFormat(value.strip().lower())
+    except ValueError:
+        from ..errors import UsageError
+
+        raise UsageError(f"-o {value}: not an output format of get values; the formats are yaml and json",
+                         hint="e.g. -o json") from None
+
+
 @app.command("values")
 @with_global_options
 def values(
@@ -31,8 +44,8 @@ def values(
                                                                     "included (default: what was passed).")] = False,
     revision: Annotated[int | None, typer.Option("--revision", metavar="N", min=1, max=2**31 - 1,
                                                  help="That revision's values (default: the latest).")] = None,
-    output_format: Annotated[ValuesFormat, typer.Option("--output", "-o", case_sensitive=False, metavar="FORMAT",
-                                                        help="yaml or json.")] = ValuesFormat.yaml,
+    output_format: Annotated[ValuesFormat, typer.Option("--output", "-o", parser=values_format,
+                                                        metavar="FORMAT", help="yaml or json.")] = ValuesFormat.yaml,
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """The values a release was installed with (helm get values), every password and key masked."""

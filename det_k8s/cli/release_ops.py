@@ -12,6 +12,7 @@ running experiments and asks. Reads go through helm; only `rollback` changes any
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,6 +34,7 @@ from .common import HelmBinaryOpt, YesOpt, cluster, helm, kube_flags, private_ch
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
 from .release import ReleaseArg, SkipStorageOpt, TimeoutOpt
+from .status import wait_until_ready
 
 CHANGES = 2  # `diff` exits 2 when the release would change, as helm diff --detailed-exitcode does
 DiffChartOpt = Annotated[Path | None, typer.Option(
@@ -290,7 +292,11 @@ def rollback(
         return
     announce_restarts(api, "rollback", f"Roll back release {release} in namespace {namespace} to revision {wanted}? "
                       "The master restarts.", f"rollback {release}", yes)
-    with output.spinner(f"helm rollback {release} {wanted} (up to {go_duration(timeout)})"):
+    started = time.monotonic()
+    with output.spinner(f"helm rollback {release} {wanted}"):
         tool.run(argv, timeout=seconds + 60, secrets=secrets)
+    with output.spinner(f"waiting for the master and database of {release} (up to {go_duration(timeout)})"):
+        wait_until_ready(api, release, namespace, max(1.0, seconds - (time.monotonic() - started)),
+                         go_duration(timeout))
     output.success(f"Rolled back release {release} in namespace {namespace} to revision {wanted}"
                    + (f" (Determined {app})" if app else "") + f"; helm recorded it as revision {current_revision + 1}")

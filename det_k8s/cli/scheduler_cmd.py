@@ -236,7 +236,9 @@ def policy(
 
 
 @app.command("manifest")
-@with_options("namespace", *OFFLINE)  # prints manifests: -n is where they go, no cluster is contacted
+@with_options("namespace", *OFFLINE, namespace_help=(  # prints manifests: no cluster is contacted
+    "Where the manifests go, and the namespace of det-k8s's own queue (default: HELM_NAMESPACE, then default; no "
+    "kubeconfig is read)."))
 def manifest(
     image: Annotated[str, typer.Option("--image", metavar="IMAGE", show_default=False,
                                        help="The det-k8s image (built from deploy/Dockerfile).")],

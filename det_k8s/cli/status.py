@@ -16,9 +16,9 @@ from ..bounded import load_yaml
 from ..determined.versions import Version
 from ..errors import ClusterError, DetK8sError, Forbidden, InputError, NotFound
 from ..kube.api import KubeApi
-from ..kube.kinds import DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, SECRETS, SERVICES, STORAGECLASSES
+from ..kube.kinds import DEPLOYMENTS, EVENTS, LEASES, NODES, PODS, PVCS, SECRETS, SERVICES, STORAGECLASSES
 from ..release.address import master_address
-from ..release.diagnose import Observed, PodState, diagnose, pod_state
+from ..release.diagnose import Finding, Observed, PodState, diagnose, pod_state
 from ..release.gpu_check import scheduling_problem
 from ..release.master_config import master_version, read_release_config, secrets_forbidden
 from ..release.names import (
@@ -119,6 +119,66 @@ def observe(api: KubeApi, release: str, namespace: str, tail: int,
     return observed, deployment, address
 
 
+def gang_scheduler(api: KubeApi, release: str, namespace: str) -> dict[str, Any]:
+    """det-k8s's scheduler as the bundled chart deploys it (gangScheduler: det-k8s): its Deployment's readiness,
+    and whether one of its pods holds the scheduling Lease now (and which scheduler name it serves)."""
+    from ..kube.deploy import chart_name
+    from ..kube.lease import LEASE_NAME, NAMESPACE_ENV, SERVING, LeaseState, utcnow
+
+    name = chart_name(release)
+    deployment = _get(api, DEPLOYMENTS, name, namespace)
+    if deployment is None:
+        return {"deployed": False, "deployment": name}
+    spec = (deployment.get("spec") or {}).get("template", {}).get("spec") or {}
+    env = {e.get("name"): e.get("value") for c in spec.get("containers") or [] for e in c.get("env") or []}
+    lease_namespace = str(env.get(NAMESPACE_ENV) or "default")
+    found: dict[str, Any] = {
+        "deployed": True, "deployment": name,
+        "ready": int((deployment.get("status") or {}).get("readyReplicas") or 0),
+        "replicas": int((deployment.get("spec") or {}).get("replicas") or 1),
+        "lease": f"{lease_namespace}/{LEASE_NAME}", "holds_lease": False, "holder": None, "serving": None,
+    }
+    try:
+        lease = api.get(LEASES, LEASE_NAME, lease_namespace)
+    except NotFound:
+        return found
+    except Forbidden:
+        found["holds_lease"] = None  # unknown: this user may not read Leases there
+        return found
+    state = LeaseState.of(lease)
+    live = not state.stale(utcnow())
+    found["holder"] = state.holder if live else None
+    found["holds_lease"] = live and state.holder.partition("@")[2].startswith(f"{name}-")
+    serving = str(((lease.get("metadata") or {}).get("annotations") or {}).get(SERVING) or "")
+    found["serving"] = serving.partition(" until ")[0] or None if found["holds_lease"] else None
+    return found
+
+
+def _scheduler_line(found: dict[str, Any]) -> str:
+    if not found["deployed"]:
+        return (f"not deployed by this release (no Deployment {found['deployment']}: gangScheduler plugin, "
+                "detK8sScheduler.enabled false, or another chart); run `det-k8s scheduler run` or apply "
+                "`det-k8s scheduler manifest`")
+    line = f"{found['ready']}/{found['replicas']} ready (Deployment {found['deployment']})"
+    if found["holds_lease"]:
+        serving = f", serving {found['serving']}" if found["serving"] else ""
+        return f"{line}, holds the Lease {found['lease']} ({found['holder']}{serving})"
+    if found["holds_lease"] is None:
+        return f"{line}; the Lease {found['lease']} could not be read (RBAC)"
+    other = f"held by {found['holder']}" if found["holder"] else "held by nobody"
+    return f"{line}; does not hold the Lease {found['lease']} ({other})"
+
+
+def _scheduler_finding(found: dict[str, Any]) -> Finding | None:
+    if not found["deployed"] or found["ready"] > 0:
+        return None
+    return Finding(f"det-k8s's gang scheduler is not running ({found['ready']}/{found['replicas']} ready): the "
+                   "master's task pods wait unbound", (
+                       f"kubectl describe deployment {found['deployment']}: can the nodes pull detK8sScheduler.image "
+                       "(build it with deploy/Dockerfile and push it)?",
+                       f"kubectl logs deployment/{found['deployment']}"))
+
+
 @with_global_options
 def status(
     release: Annotated[str, typer.Argument(metavar="RELEASE", help="The helm release name.", show_default=False)],
@@ -138,6 +198,9 @@ def status(
     wanted = int((deployment.get("spec") or {}).get("replicas") or 1)
     ready = int(dep_status.get("readyReplicas") or 0)
     findings = diagnose(observed)
+    scheduler = gang_scheduler(api, release, api.namespace)
+    if (stopped := _scheduler_finding(scheduler)) is not None:
+        findings = [*findings, stopped]
     healthy = ready >= 1 and not findings
     data = {
         "release": release, "namespace": api.namespace, "healthy": healthy,
@@ -146,6 +209,7 @@ def status(
         "address": address.as_dict(),
         "database": {"bundled": observed.bundled_db, "external_host": observed.external_db_host,
                      "pods": [p.as_dict() for p in observed.db_pods]},
+        "gangScheduler": scheduler,
         "problems": [f.as_dict() for f in findings],
         "logs": observed.logs.splitlines(),
     }
@@ -156,6 +220,7 @@ def status(
         output.key_values({"Release": f"{release} (namespace {api.namespace})",
                            "Master": f"{ready}/{wanted} ready (Deployment {master_deployment(release)})",
                            "Address": address.url or address.note, "Database": database})
+        output.key_values({"Gang scheduler": _scheduler_line(scheduler)})
         rows = [[p.name, p.phase, "yes" if p.ready else "no", p.reason, p.restarts, p.node]
                 for p in [*observed.master_pods, *observed.db_pods]]
         if rows:
@@ -173,3 +238,41 @@ def status(
         raise DetK8sError(f"the master of release {release} is not ready yet ({ready}/{wanted}); no known problem "
                           "found", hint=f"run det-k8s status {release} again in a minute")
     output.success(f"release {release} is healthy")
+
+
+def wait_until_ready(api: KubeApi, release: str, namespace: str, seconds: float, shown: str, *,
+                     interval: float = 2.0) -> None:
+    """Wait until the release's master (and bundled database, and its volume) are ready, or raise OperationTimeout
+    naming what is not ready and why (status's findings). Never waits for a load balancer's address
+    (det_k8s/release/readiness.py says why)."""
+    import time
+
+    from ..errors import OperationTimeout
+    from ..release.readiness import readiness
+
+    deadline = time.monotonic() + seconds
+    while True:
+        deployments: list[tuple[str, dict[str, Any] | None]] = [
+            (master_deployment(release), _get(api, DEPLOYMENTS, master_deployment(release), namespace))]
+        claims: list[tuple[str, dict[str, Any] | None]] = []
+        db = _get(api, DEPLOYMENTS, db_deployment(release), namespace)
+        if db is not None:
+            deployments.append((db_deployment(release), db))
+            claims.append((db_pvc(release), _get(api, PVCS, db_pvc(release), namespace)))
+        state = readiness(deployments, claims)
+        if state.ready:
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+    why = ""
+    try:
+        observed, _, _ = observe(api, release, namespace, 0)
+        findings = diagnose(observed)
+        why = "; ".join(f.problem for f in findings)
+    except DetK8sError:
+        pass
+    raise OperationTimeout(
+        f"release {release} is not ready after {shown}: {'; '.join(state.waiting)}"
+        + (f" ({why})" if why else ""),
+        hint=f"det-k8s status {release} -n {namespace} says what is wrong; raise --timeout if it is only slow")

@@ -86,6 +86,11 @@ class Toleration:
 
 NAME_FIELD = "metadata.name"  # the one node field a matchFields requirement may name
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"  # tolerating it lets a pod onto a cordoned node
+# The taints the node lifecycle controller (and TaintNodesByCondition admission, on every new node) puts on a node for
+# a condition that passes: they say "not now", never "never".
+CONDITION_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+                              "node.kubernetes.io/memory-pressure", "node.kubernetes.io/disk-pressure",
+                              "node.kubernetes.io/pid-pressure", "node.kubernetes.io/network-unavailable"})
 HOSTNAME = "kubernetes.io/hostname"
 OS_LABEL = "kubernetes.io/os"
 RUNTIME_CLASS_MERGE = "the node selector and tolerations RuntimeClass"  # unmodelled until admission merged them
@@ -330,13 +335,16 @@ class Constraints:
         taint = Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")
         return any(t.tolerates(taint) for t in self.tolerations)
 
-    def node_cause(self, node: Node) -> str | None:
+    def node_cause(self, node: Node, *, lasting: bool = False) -> str | None:
         """Why the pod cannot run on the node for node-level reasons (volumes aside), or None.
 
         In kube-scheduler's order of filters, the first that fails: NodeUnschedulable, NodeAffinity
         (nodeSelector, then required affinity), TaintToleration; then the kubelet's OS check.
+        `lasting`: only what lasts; a node that is not ready, and the taints the node lifecycle controller puts
+        on for a condition (`node.kubernetes.io/not-ready` on every node that joins, until its kubelet reports
+        Ready), pass: such a node may run the pod later, so it counts when asking whether a group can ever fit.
         """
-        if not node.ready:
+        if not node.ready and not lasting:
             return "not ready"
         if node.unschedulable and not self.tolerates_cordon():
             return "cordoned"
@@ -346,7 +354,8 @@ class Constraints:
                 return "node selector"
         if self.required_terms and not any(term_matches(term, node) for term in self.required_terms):
             return "node affinity"
-        taint = self.untolerated(node.taints)
+        taints = [t for t in node.taints if t.key not in CONDITION_TAINTS] if lasting else node.taints
+        taint = self.untolerated(taints)
         if taint is not None:
             return f"taint {taint}"
         if self.os and labels.get(OS_LABEL, self.os) != self.os:
@@ -377,6 +386,7 @@ class Node:
     ready: bool = True
     unschedulable: bool = False
     capacity: Resources = field(default_factory=dict)
+    fence: str = ""  # the value (unix time) of det-k8s's own binding taint, left out of `taints` (kube/fence.py)
 
     @property
     def gpus(self) -> int:

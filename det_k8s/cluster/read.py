@@ -380,6 +380,9 @@ def _malformed(kind: str, obj: Any, exc: BaseException | None) -> MalformedObjec
     return MalformedObject(kind, object_name(obj), problem)
 
 
+BINDING_FENCE = "det-k8s.io/binding"  # kube/fence.py's taint
+
+
 def _read_node(obj: Mapping[str, Any]) -> Node:
     meta = obj.get("metadata") or {}
     name = str(meta.get("name") or "")
@@ -389,9 +392,9 @@ def _read_node(obj: Mapping[str, Any]) -> Node:
     allocatable.setdefault(PODS, DEFAULT_MAX_PODS * 1000)
     conditions = status.get("conditions")
     ready = True
-    taints = [
+    taints = [  # det-k8s's own binding fence (kube/fence.py) is not the node's: it holds only while det-k8s binds
         Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
-        for t in spec.get("taints") or ()
+        for t in spec.get("taints") or () if t.get("key") != BINDING_FENCE
     ]
     if conditions:  # a node object without conditions (hand-written snapshot) counts as Ready
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
@@ -407,6 +410,8 @@ def _read_node(obj: Mapping[str, Any]) -> Node:
         ready=ready,
         unschedulable=bool(spec.get("unschedulable")),
         capacity=_quantities(status.get("capacity"), f"node {name}"),
+        fence=next((str(t.get("value") or "") for t in spec.get("taints") or ()
+                    if isinstance(t, Mapping) and t.get("key") == BINDING_FENCE), ""),
     )
 
 

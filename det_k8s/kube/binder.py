@@ -221,15 +221,16 @@ class Binder:
         return BindResult(tuple(bound), why, removed, tuple(leftovers))
 
     def repair(self, group: MasterGroup, before: Callable[[], None] = lambda: None, *,
-               lost: bool = False) -> BindResult:
-        """A group found partly bound (or, `lost`, bound to a node that no longer exists): delete its bound pods
-        so the master restarts it whole."""
+               lost: Sequence[str] = ()) -> BindResult:
+        """A group found partly bound (or bound to `lost`, nodes that no longer exist): delete its bound pods so
+        the master restarts it whole. Only the nodes in `lost` are named as gone: the group's other pods may sit
+        on nodes that are still there."""
         before()
         doomed = list(group.bound)
         leftovers = delete_pods(self.api, doomed)
         removed = tuple(p.name for p in doomed if p.name not in leftovers)
         if lost:
-            gone = sorted({p.pod.node_name or "" for p in doomed} - {""})
+            gone = sorted(set(lost))
             text = (f"det-k8s: gang {group.name} is bound to a node that no longer exists ({', '.join(gone)}: removed "
                     "between plan and binding, or since); deleted its bound pods so Determined restarts the task whole")
         else:

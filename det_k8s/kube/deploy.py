@@ -3,7 +3,8 @@
 `det-k8s scheduler manifest --image IMAGE -n NAMESPACE | kubectl apply -f -` installs:
 
 - a ServiceAccount `det-k8s-scheduler` in the namespace;
-- a ClusterRole (bound cluster-wide): nodes get/list/watch; pods get/list/watch (every namespace: the
+- a ClusterRole (bound cluster-wide): nodes get/list/watch, patch (a taint fencing a node for the moment det-k8s
+  binds the master's pods to it: kube/fence.py); pods get/list/watch (every namespace: the
   scheduler counts every pod on a node), delete (the master's pods of a binding that failed part-way,
   det-k8s's own groups), patch (the `determined-preemption` label); `pods/binding` create (binding the
   master's pods); `pods/status` patch (the PodScheduled condition); events create/get/patch (why-pending,
@@ -18,19 +19,26 @@
   the other replica takes over at once; with maxSurge 0 two replicas of a rollout never both bind (the Lease).
 
 The pod itself is placed by kube-scheduler (it names no scheduler).
+
+The bundled chart deploys the same objects with the release (gangScheduler: det-k8s): `chart_template` turns these
+manifests into its `templates/det-k8s-scheduler.yaml`, which `chart/assemble.py` writes with the chart, so the
+two never differ in RBAC or Deployment shape.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .. import __version__
 from ..stopping import GRACE_SECONDS
 
 NAME = "det-k8s-scheduler"
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "det-k8s"}
 
 CLUSTER_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    # patch: the short-lived `det-k8s.io/binding` taint that fences a node while the master's pods are bound to it
+    # (kube/fence.py), so kube-scheduler places nothing there meanwhile
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete", "patch"]},
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
@@ -56,26 +64,35 @@ LEASE_RULES: list[dict[str, Any]] = [
 ]
 
 
-def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": dict(LABELS)}
+def _meta(name: str, namespace: str | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": dict(labels or LABELS)}
     if namespace is not None:
         meta["namespace"] = namespace
     return meta
 
 
-def _binding(kind: str, name: str, namespace: str | None, role_kind: str, sa_namespace: str) -> dict[str, Any]:
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": _meta(name, namespace),
+def _binding(kind: str, name: str, namespace: str | None, role_kind: str, sa_namespace: str, sa_name: str = NAME,
+             labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": _meta(name, namespace, labels),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": sa_namespace}]}
+            "subjects": [{"kind": "ServiceAccount", "name": sa_name, "namespace": sa_namespace}]}
 
 
-def scheduler_manifests(image: str, namespace: str, *, scheduler_name: str = "coscheduler", replicas: int = 2,
-                        lease_namespace: str = "default", preemption: bool = False,
-                        image_pull_secret: str | None = None) -> list[dict[str, Any]]:
-    """ServiceAccount, RBAC and Deployment for `det-k8s scheduler run -n namespace` in the cluster."""
+def scheduler_manifests(image: str, namespace: str, *, scheduler_name: str = "coscheduler", replicas: int | str = 2,
+                        lease_namespace: str = "default", preemption: bool | str = False,
+                        image_pull_secret: str | None = None, name: str = NAME, cluster_name: str | None = None,
+                        instance: str | None = None) -> list[dict[str, Any]]:
+    """ServiceAccount, RBAC and Deployment for `det-k8s scheduler run -n namespace` in the cluster.
+
+    `name` names the namespaced objects and `cluster_name` the cluster-scoped ones and the Lease Role (both `NAME`
+    for `scheduler manifest`; the chart's carry the release); `instance` adds that label to the objects and the
+    Deployment's selector. `replicas` and `preemption` may be placeholders (the chart's template is made from
+    these manifests, see `chart_template`)."""
+    cluster_name = cluster_name or name
+    labels = {**LABELS, **({"app.kubernetes.io/instance": instance} if instance else {})}
     args = ["scheduler", "run", "--namespace", namespace, "--scheduler-name", scheduler_name]
     if preemption:
-        args.append("--preemption")
+        args.append(preemption if isinstance(preemption, str) else "--preemption")
     env = [{"name": "USER", "value": NAME},  # the Lease holder is <user>@<pod name>-<random>
            {"name": "DET_K8S_LEASE_NAMESPACE", "value": lease_namespace},
            {"name": "NO_COLOR", "value": "1"}]
@@ -87,7 +104,7 @@ def scheduler_manifests(image: str, namespace: str, *, scheduler_name: str = "co
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
     }
     pod_spec: dict[str, Any] = {
-        "serviceAccountName": NAME, "containers": [container],
+        "serviceAccountName": name, "containers": [container],
         # SIGTERM (a rollout, a drain, an eviction) ends the loop as every det-k8s command ends: the binding in
         # flight finished or undone, the Lease released for the other replica at once (det_k8s/stopping.py). The
         # kubelet waits this long before SIGKILL: the grace det-k8s gives itself, and room for the last requests.
@@ -98,24 +115,78 @@ def scheduler_manifests(image: str, namespace: str, *, scheduler_name: str = "co
     }
     if image_pull_secret:
         pod_spec["imagePullSecrets"] = [{"name": image_pull_secret}]
-    selector = {"app.kubernetes.io/name": NAME}
+    selector = {"app.kubernetes.io/name": NAME, **({"app.kubernetes.io/instance": instance} if instance else {})}
     deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(NAME, namespace),
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, namespace, labels),
         "spec": {"replicas": replicas, "selector": {"matchLabels": selector},
                  "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
-                 "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod_spec}},
+                 "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec}},
     }
+    lease = f"{cluster_name}-lease"
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, namespace)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _meta(NAME),
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace, labels)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _meta(cluster_name,
+                                                                                               labels=labels),
          "rules": CLUSTER_RULES},
-        _binding("ClusterRoleBinding", NAME, None, "ClusterRole", namespace),
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(NAME, namespace),
+        _binding("ClusterRoleBinding", cluster_name, None, "ClusterRole", namespace, name, labels),
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(name, namespace, labels),
          "rules": NAMESPACE_RULES},
-        _binding("RoleBinding", NAME, namespace, "Role", namespace),
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(f"{NAME}-lease", lease_namespace),
+        _binding("RoleBinding", name, namespace, "Role", namespace, name, labels),
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(lease, lease_namespace, labels),
          "rules": LEASE_RULES},
-        {**_binding("RoleBinding", f"{NAME}-lease", lease_namespace, "Role", namespace),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{NAME}-lease"}},
+        _binding("RoleBinding", lease, lease_namespace, "Role", namespace, name, labels),
         deployment,
     ]
+
+
+# The chart's template, made from the same manifests: each placeholder a Helm expression (`chart_template`).
+_HELM = {
+    "ZZNAMESPACEZZ": "{{ .Release.Namespace }}",
+    "ZZNAMEZZ": "det-k8s-scheduler-{{ .Release.Name }}",
+    "ZZCLUSTERNAMEZZ": "det-k8s-scheduler-{{ .Release.Namespace }}-{{ .Release.Name }}",
+    "ZZINSTANCEZZ": "{{ .Release.Name }}",
+    "ZZIMAGEZZ": '{{ dig "image" "" $s | default "det-k8s:' + __version__ + '" | quote }}',
+    "ZZREPLICASZZ": '{{ dig "replicas" 2 $s }}',
+    "ZZLEASENAMESPACEZZ": '{{ dig "leaseNamespace" "default" $s | default "default" }}',
+    "ZZSCHEDULERZZ": '{{ include "determined.masterScheduler" . | default "coscheduler" }}',
+}
+CHART_FILE = "det-k8s-scheduler.yaml"
+
+
+def chart_name(release: str) -> str:
+    """The chart's scheduler Deployment (and ServiceAccount, Role) of a release."""
+    return f"{NAME}-{release}"
+
+
+def chart_template() -> str:
+    """The bundled chart's templates/det-k8s-scheduler.yaml, generated from `scheduler_manifests` so that the
+    chart and `scheduler manifest` deploy the same RBAC and Deployment: rendered with gangScheduler: det-k8s
+    (the default) unless detK8sScheduler.enabled is false, serving the scheduler name the master gives its
+    task pods (coscheduler when defaultScheduler is unset), with --preemption for defaultScheduler: preemption."""
+    import re
+
+    import yaml
+
+    documents = scheduler_manifests(
+        "ZZIMAGEZZ", "ZZNAMESPACEZZ", scheduler_name="ZZSCHEDULERZZ", replicas="ZZREPLICASZZ",
+        lease_namespace="ZZLEASENAMESPACEZZ", preemption="ZZPREEMPTIONZZ", image_pull_secret="ZZPULLSECRETZZ",
+        name="ZZNAMEZZ", cluster_name="ZZCLUSTERNAMEZZ", instance="ZZINSTANCEZZ")
+    text = yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False, width=1 << 16)
+    text = re.sub(r"^( *)- ZZPREEMPTIONZZ$", lambda m: (
+        f'{m[1]}{{{{- if eq (include "determined.masterScheduler" .) "preemption" }}}}\n'
+        f"{m[1]}- --preemption\n{m[1]}{{{{- end }}}}"), text, flags=re.MULTILINE)
+    text = re.sub(r"^( *)imagePullSecrets:\n( *)- name: ZZPULLSECRETZZ$", lambda m: (
+        f'{m[1]}{{{{- with dig "imagePullSecretName" "" $s }}}}\n{m[1]}imagePullSecrets:\n{m[2]}- name: {{{{ . }}}}\n'
+        f"{m[1]}{{{{- end }}}}"), text, flags=re.MULTILINE)
+    for placeholder, expression in _HELM.items():
+        text = text.replace(placeholder, expression)
+    if "ZZ" in text:
+        raise AssertionError("a placeholder of the chart's scheduler template was left: " + text)
+    return (
+        "{{- /* Generated by det-k8s from det_k8s/kube/deploy.py (the manifests `det-k8s scheduler manifest` prints),\n"
+        "       written when the chart is rendered: det-k8s's gang scheduler, `det-k8s scheduler run` in the release's\n"
+        "       namespace, with gangScheduler: det-k8s unless detK8sScheduler.enabled is false. */ -}}\n"
+        '{{- $s := .Values.detK8sScheduler | default dict }}\n'
+        '{{- if and (eq (.Values.gangScheduler | default "det-k8s") "det-k8s") (ne (toString (dig "enabled" true $s)) '
+        '"false") }}\n'
+        + text + "{{- end }}\n")

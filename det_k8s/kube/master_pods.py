@@ -13,14 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from .. import stopping
 from ..errors import DetK8sError, NotFound
 from ..scheduling.explain import describe
-from ..scheduling.master import MasterGroup, State, as_pod_group, as_running_group, master_groups, master_pod
+from ..scheduling.master import (
+    ALLOCATION,
+    GANG_NAME,
+    MasterGroup,
+    State,
+    as_pod_group,
+    as_running_group,
+    master_groups,
+    master_pod,
+)
 from ..scheduling.model import Plan, PodGroup, Reason, ReasonCode, RunningGroup
 from . import binder as B
 from .api import KubeApi
+from .fence import Fence
 from .kinds import NODES, PODS
 
 if TYPE_CHECKING:
@@ -57,6 +68,7 @@ class MasterPods:
     view: ClusterView | None = None
     still_ours: Callable[[], None] = lambda: None
     read_only: bool = False  # a pass of `experiment create` while a loop serves them: planned, never touched
+    fence: bool = True  # taint the planned nodes against kube-scheduler while binding (kube/fence.py)
     groups: dict[str, MasterGroup] = field(default_factory=dict)
 
     def collect(self, state: ClusterState, report: PassReport) -> tuple[list[PodGroup], list[RunningGroup]]:
@@ -64,10 +76,14 @@ class MasterPods:
         queue: list[PodGroup] = []
         running: list[RunningGroup] = []
         known = {node.name for node in state.snapshot.nodes}
+        if not self.read_only and self.fence:  # a fence a process that died left behind
+            for name in Fence(self.api).sweep(state.snapshot.nodes):
+                report.problems.append(f"removed a binding taint left on node {name} by a det-k8s that stopped")
         for group in master_groups(state.served, self.scheduler_name):
             self.groups[group.id] = group
-            if not self.read_only and group.state is not State.LEAVING and self._lost_nodes(group, known):
-                self._orphaned(group, report)  # bound to a node that is gone: it will never run whole
+            lost = self._lost_nodes(group, known) if not self.read_only and group.state is not State.LEAVING else []
+            if lost:
+                self._orphaned(group, report, lost)  # bound to a node that is gone: it will never run whole
                 continue
             if group.state is State.PARTIAL and self.read_only:
                 continue  # the loop that serves them repairs it
@@ -89,13 +105,24 @@ class MasterPods:
         return queue, running
 
     def _confirm(self, group: MasterGroup) -> MasterGroup:
-        """Read the group's pods afresh before tearing it down: a view that lags must not cause a deletion."""
-        fresh = []
-        for pod in group.pods:
+        """Read the group's pods afresh before tearing it down: a view that lags must not cause a deletion.
+
+        A gang's pods are listed by its labels, finished ones included (the pass's view holds only running and
+        pending pods), so a pod that ended is told from one that is missing: a trial whose first pod finished is
+        ending, not partly bound."""
+        fresh: list[Any] = []
+        if group.size > 1 and group.name:
+            selector = f"{GANG_NAME}={group.name}" + (f",{ALLOCATION}={group.allocation}" if group.allocation else "")
             try:
-                fresh.append(master_pod(self.api.get(PODS, pod.name, pod.namespace)))
+                fresh = self.api.list(PODS, group.namespace, label_selector=selector)
             except DetK8sError:
-                continue  # gone (or unreadable): without it the group is not what the view showed
+                fresh = []
+        if not fresh:
+            for pod in group.pods:
+                try:
+                    fresh.append(master_pod(self.api.get(PODS, pod.name, pod.namespace)))
+                except DetK8sError:
+                    continue  # gone (or unreadable): without it the group is not what the view showed
         found = [g for g in master_groups(fresh, self.scheduler_name) if g.id == group.id]
         return found[0] if found else replace(group, pods=())
 
@@ -113,11 +140,11 @@ class MasterPods:
                 continue  # unreadable: not proof that it is gone
         return lost
 
-    def _orphaned(self, group: MasterGroup, report: PassReport) -> None:
-        result = self.binder.repair(group, self.still_ours, lost=True)
+    def _orphaned(self, group: MasterGroup, report: PassReport, lost: Sequence[str]) -> None:
+        result = self.binder.repair(group, self.still_ours, lost=lost)
         self._assume_deleted(group, result.removed)
-        report.repaired[group.id] = (f"bound to a node that no longer exists; deleted {len(result.removed)} bound "
-                                     "pod(s) so Determined restarts it whole")
+        report.repaired[group.id] = (f"bound to a node that no longer exists; deleted {_pods(len(result.removed))} "
+                                     "so Determined restarts it whole")
         if result.leftovers:
             report.problems.append(f"{group.id}: could not delete {', '.join(result.leftovers)}")
 
@@ -125,7 +152,7 @@ class MasterPods:
         result = self.binder.repair(group, self.still_ours)
         self._assume_deleted(group, result.removed)
         report.repaired[group.id] = (f"found partly bound ({len(group.bound)} of {len(group.pods)} pods); deleted "
-                                     f"{len(result.removed)} bound pod(s) so Determined restarts it whole")
+                                     f"{_pods(len(result.removed))} so Determined restarts it whole")
         if result.leftovers:
             report.problems.append(f"{group.id}: could not delete {', '.join(result.leftovers)}")
 
@@ -155,9 +182,7 @@ class MasterPods:
                 continue
             to_bind.append((group, placement))
         if to_bind:
-            results = self.binder.bind_all(to_bind, self.still_ours)
-            for group, planned in to_bind:
-                self._bound(group, planned, results[group.id], report)
+            to_bind = self._fenced_bind(to_bind, report)
         for group_id, reason in {**plan.waiting, **plan.rejected}.items():
             group = self.groups.get(group_id)
             if group is None:
@@ -181,6 +206,35 @@ class MasterPods:
             report.problems.extend(problems)
             problems.clear()
 
+    def _fenced_bind(self, to_bind: list[tuple[MasterGroup, Sequence[tuple[str, str]]]], report: PassReport
+                     ) -> list[tuple[MasterGroup, Sequence[tuple[str, str]]]]:
+        """Bind inside a fence (kube/fence.py): the planned nodes tainted against kube-scheduler for the moment,
+        read afresh, and a group whose nodes were taken meanwhile left waiting, none of it bound."""
+        fence = Fence(self.api) if self.fence else None
+        try:  # raised inside: a signal while it goes up still lowers what it raised (det_k8s/stopping.py)
+            if fence is not None:
+                self.still_ours()
+                with stopping.shielded():  # a signal waits until the taints it put on are known (a moment)
+                    fence.raise_on([node for _, placement in to_bind for _, node in placement])
+                dropped = fence.still_fits([(group.id, placement, {p.name: dict(p.pod.requests) for p in group.pending})
+                                            for group, placement in to_bind])
+                for group, _ in to_bind:
+                    if group.id in dropped:
+                        text = (f"det-k8s: gang {group.name} waits: its planned node(s) were taken meanwhile (a pod "
+                                "another scheduler placed); it is placed again on the next pass")
+                        report.waiting[group.id] = text
+                        self.binder.report_waiting(group, B.WAITING, text, before=self.still_ours)
+                to_bind = [(group, placement) for group, placement in to_bind if group.id not in dropped]
+            results = self.binder.bind_all(to_bind, self.still_ours) if to_bind else {}
+        finally:
+            if fence is not None:
+                with stopping.shielded():  # never torn by a signal: the nodes must not stay fenced
+                    fence.lower()
+                report.problems.extend(fence.problems)
+        for group, planned in to_bind:
+            self._bound(group, planned, results[group.id], report)
+        return to_bind
+
     def _bound(self, group: MasterGroup, placement: Sequence[tuple[str, str]], result: B.BindResult,
                report: PassReport) -> None:
         if self.view is not None:
@@ -191,8 +245,11 @@ class MasterPods:
             report.placed[group.id] = tuple(placement)
             return
         self._assume_deleted(group, result.removed)
-        report.repaired[group.id] = (f"binding failed part-way ({result.failure}); deleted {len(result.removed)} "
-                                     "bound pod(s) so Determined restarts it whole")
+        bound = [name for name in result.removed if name in result.bound]
+        unsure = len(result.removed) - len(bound)  # its binding timed out: it may have landed
+        report.repaired[group.id] = (f"binding failed part-way ({result.failure}); deleted {_pods(len(bound))}"
+                                     + (f" and {unsure} whose binding may have landed" if unsure else "")
+                                     + " so Determined restarts it whole")
         if result.leftovers:
             report.problems.append(f"{group.id}: could not delete {', '.join(result.leftovers)}")
 
@@ -201,3 +258,8 @@ class MasterPods:
             for pod in group.pods:
                 if pod.name in removed:
                     self.view.assume_deleting(pod.namespace, pod.name)
+
+
+def _pods(count: int) -> str:
+    """`1 bound pod`, `2 bound pods`."""
+    return f"{count} bound pod{'' if count == 1 else 's'}"

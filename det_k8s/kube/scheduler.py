@@ -97,6 +97,7 @@ class LiveScheduler:
     serve: str | None = None  # the scheduler name of the master's pods to bind (None: det-k8s's own queue only)
     view: ClusterView | None = None  # the loop's watch-fed cluster (None: list the cluster every pass)
     renew_every: float = 0.0  # seconds between Lease renewals before writes (0: before every write)
+    fence: bool = True  # taint the nodes the master's pods are bound to against kube-scheduler meanwhile (fence.py)
     advertise_for: float = 0.0  # with serve: tell passes without it, for this long, that the master's pods are served
 
     _held: SchedulingLease | None = field(default=None, repr=False)
@@ -258,7 +259,7 @@ class LiveScheduler:
         served = self._served_name()
         if served:  # the master's pods: served by this pass, or planned read-only while a loop serves them
             master = MasterPods(self.api, self.binder(), served, self.view, self._still_ours,
-                                read_only=not self.serve)
+                                read_only=not self.serve, fence=self.fence)
             ready, bound = master.collect(state, report)
             queue += ready
             mine += bound

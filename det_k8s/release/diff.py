@@ -36,14 +36,14 @@ import difflib
 import hashlib
 import re
 import secrets as _random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from ..scrub import replace_secret
-from ..settings.redact import looks_secret, mask_url
+from ..settings.redact import POD_SPEC_KEYS, looks_secret, mask_url
 
 _KEY = _random.token_bytes(32)
 _SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
@@ -94,27 +94,41 @@ _Dumper.add_representer(str, _str)
 
 
 def _dump(value: Any) -> str:
+    """YAML as a person reads it: keys in their order, multi-line strings as block scalars."""
     return str(yaml.dump(value, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
                          width=1 << 16))
 
 
-def _mask_tree(value: Any, known: Sequence[str]) -> Any:
-    """A parsed YAML tree with every secret-looking key's value, and every URL's credentials, hidden."""
+def _mask_tree(value: Any, known: Sequence[str], hide: Callable[[str], str] = secret_token,
+               names: bool = True) -> Any:
+    """A parsed YAML tree with every secret-looking key's value, and every URL's credentials, hidden (`hide`
+    gives what shows instead: a keyed hash for diffs, a plain mask for install --dry-run). Within a pod spec
+    the names are Kubernetes's (a toleration's `key`), so only known secrets and URLs are hidden there."""
     if isinstance(value, Mapping):
         out = {}
         for key, item in value.items():
-            if isinstance(key, str) and looks_secret(key) and item not in (None, "", {}, []):
-                out[key] = secret_token(_dump(item) if isinstance(item, Mapping | list) else str(item))
+            if names and isinstance(key, str) and looks_secret(key) and item not in (None, "", {}, []):
+                out[key] = hide(_dump(item) if isinstance(item, Mapping | list) else str(item))
             else:
-                out[key] = _mask_tree(item, known)
+                out[key] = _mask_tree(item, known, hide, names and key not in POD_SPEC_KEYS)
         return out
     if isinstance(value, list):
-        return [_mask_tree(item, known) for item in value]
+        return [_mask_tree(item, known, hide, names) for item in value]
     if isinstance(value, str):
         if value in known:
-            return secret_token(value)
+            return hide(value)
         return mask_url(value) if "://" in value else value
     return value
+
+
+dump_readable = _dump
+
+
+def mask_yaml_document(text: str, known: Sequence[str], mask: str) -> str | None:
+    """A multi-line YAML mapping (a master.yaml) with its secret-looking keys' values, the `known` secrets and
+    URL credentials shown as `mask`; None when `text` is not one (then the whole value is to be masked)."""
+    parsed = _parse_mapping(text) if "\n" in text.strip() else None
+    return None if parsed is None else _dump(_mask_tree(parsed, known, lambda _: mask))
 
 
 def _load(text: str) -> Any:

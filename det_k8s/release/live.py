@@ -12,11 +12,23 @@ from typing import Any
 
 from ..errors import Forbidden, NotFound, Problem, Severity, ToolFailed
 from ..kube.api import KubeApi
-from ..kube.kinds import CONFIGMAPS, DEPLOYMENTS, JOBS, PODS, PRIORITYCLASSES, PVCS, SECRETS, SERVICES
+from ..kube.kinds import (
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    JOBS,
+    PODS,
+    PRIORITYCLASSES,
+    PVCS,
+    PVS,
+    SECRETS,
+    SERVICES,
+    STORAGECLASSES,
+)
 from ..kube.snapshot import read_nodes, read_snapshot
 from ..settings import LoadedSettings, Settings
 from ..settings.node_rules import check_nodes
 from ..settings.podspec import DEFAULT, KubeVersion, cluster_version, recheck_settings
+from ..settings.source import SourceMap
 from ..tools.helm import Helm, KubeFlags, list_argv
 from . import preflight
 from .kube_compat import check_kubernetes
@@ -85,11 +97,27 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
     wanted = [n for n in (settings.image_pull_secret, settings.tls_secret) if n]
     present = {n for n in wanted if exists and api.exists(SECRETS, n, namespace)}
     problems += preflight.check_secrets(settings, namespace, present, loaded.sources)
+    problems += database_volume_problems(api, loaded.values, release, namespace, loaded.sources)
     releases, skipped = other_releases(api, helm, kube)
     problems += skipped + preflight.check_other_releases(release, namespace, releases, upgrading=upgrading)
     if not skip_storage_check:
         problems += check_checkpoint_storage(settings)
     return problems
+
+
+def database_volume_problems(api: KubeApi, values: Mapping[str, Any], release: str, namespace: str,
+                             sources: SourceMap | None = None) -> list[Problem]:
+    """Can the bundled database's volume bind? (preflight.check_database_volume decides.)"""
+    db = values.get("db") if isinstance(values.get("db"), Mapping) else {}
+    if isinstance(db, Mapping) and (db.get("hostAddress") or db.get("disablePVC")):
+        return []
+    try:
+        classes = api.list(STORAGECLASSES)
+        volumes = api.list(PVS)
+        claim = api.get(PVCS, db_pvc(release), namespace) if api.exists(PVCS, db_pvc(release), namespace) else None
+    except Forbidden as exc:
+        return [_skipped("the database volume check (StorageClasses, PersistentVolumes)", exc)]
+    return preflight.check_database_volume(values, classes, volumes, claim, sources)
 
 
 def priority_class_problems(api: KubeApi, release: str, settings: Settings, *, upgrading: bool) -> list[Problem]:

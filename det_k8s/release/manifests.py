@@ -9,10 +9,8 @@ comments (`# Source: ...`) included.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
-
-import yaml
 
 from ..bounded import load_yaml
 from ..errors import InputError
@@ -22,7 +20,20 @@ MASK = "<redacted>"
 _SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
 
 
-def redact_secrets(stream: str) -> str:
+def _masked(value: Any, known: Sequence[str]) -> str:
+    """A Secret's value as a dry run shows it: a master.yaml with the values of its secret-looking keys masked
+    (the file an admin most wants to review), anything else masked whole."""
+    from .diff import mask_yaml_document
+
+    shown = mask_yaml_document(value, known, MASK) if isinstance(value, str) else None
+    return MASK if shown is None else shown
+
+
+def redact_secrets(stream: str, known: Sequence[str] = ()) -> str:
+    """The manifests with every Secret's values masked; a YAML document in a Secret's stringData (master.yaml
+    from Determined 0.26.2) is shown with only its secrets masked. `known` are the settings' secrets."""
+    from .diff import dump_readable
+
     docs = [d for d in _SEPARATOR.split(stream) if d.strip()]
     out = []
     for text in docs:
@@ -34,10 +45,11 @@ def redact_secrets(stream: str) -> str:
             text = "# a Secret that could not be parsed: omitted\n"
         elif isinstance(obj, dict) and obj.get("kind") == "Secret":
             comments = "".join(line + "\n" for line in text.strip("\n").splitlines() if line.startswith("#"))
-            for field in ("data", "stringData"):
-                if isinstance(obj.get(field), dict):
-                    obj[field] = {key: MASK for key in obj[field]}
-            text = comments + yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+            if isinstance(obj.get("data"), dict):
+                obj["data"] = {key: MASK for key in obj["data"]}
+            if isinstance(obj.get("stringData"), dict):
+                obj["stringData"] = {key: _masked(value, known) for key, value in obj["stringData"].items()}
+            text = comments + dump_readable(obj)
         out.append(text.strip("\n") + "\n")
     return "".join(f"---\n{doc}" for doc in out)
 

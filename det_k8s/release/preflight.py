@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Problem, Severity, ToolFailed
+from ..quantity import QuantityError, parse_quantity
 from ..settings import Settings
 from ..settings.source import SourceMap
 
@@ -157,3 +158,83 @@ def check_priority_classes(existing: Sequence[Mapping[str, Any]], release: str, 
                                 "set createNonNamespacedObjects: false to use the existing PriorityClasses (one "
                                 "installation per cluster owns them)"))
     return problems
+
+
+DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
+                             "storageclass.beta.kubernetes.io/is-default-class")
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+
+
+def _is_default(storage_class: Mapping[str, Any]) -> bool:
+    annotations = (storage_class.get("metadata") or {}).get("annotations") or {}
+    return any(str(annotations.get(a, "")).lower() == "true" for a in DEFAULT_CLASS_ANNOTATIONS)
+
+
+def _volumes_for(volumes: Sequence[Mapping[str, Any]], class_name: str, size: int | None) -> list[str]:
+    """PersistentVolumes of `class_name` ("" = no class) still Available and at least `size` bytes."""
+    found = []
+    for pv in volumes:
+        spec, status = pv.get("spec") or {}, pv.get("status") or {}
+        if (spec.get("storageClassName") or "") != class_name or status.get("phase") != "Available":
+            continue
+        try:
+            capacity = parse_quantity(str((spec.get("capacity") or {}).get("storage", "0")))
+        except QuantityError:  # a PV the API server accepted; an odd capacity is not ours to judge
+            continue
+        if size is None or capacity >= size:
+            found.append(str((pv.get("metadata") or {}).get("name")))
+    return found
+
+
+def check_database_volume(values: Mapping[str, Any], storage_classes: Sequence[Mapping[str, Any]],
+                          volumes: Sequence[Mapping[str, Any]], existing_claim: Mapping[str, Any] | None,
+                          sources: SourceMap | None = None) -> list[Problem]:
+    """The bundled database's PersistentVolumeClaim must be able to bind, or it stays Pending forever and the
+    database never starts (found on a real cluster: no default StorageClass and db.storageClassName unset).
+
+    Nothing to check with an external database (db.hostAddress), db.disablePVC, or a claim that is bound already.
+    A named class must exist; without one the cluster needs a default class; a class with no provisioner (and no
+    class at all) binds only to a PersistentVolume made by hand, so one must be Available and large enough.
+    """
+    db = values.get("db") if isinstance(values.get("db"), Mapping) else {}
+    assert isinstance(db, Mapping)
+    if db.get("hostAddress") or db.get("disablePVC"):
+        return []
+    if existing_claim is not None and ((existing_claim.get("status") or {}).get("phase") == "Bound"):
+        return []
+    try:
+        size: int | None = int(parse_quantity(str(db.get("storageSize") or "0"))) or None
+    except QuantityError:  # the settings rules report a bad size
+        size = None
+    where = sources.find(("db", "storageClassName")) if sources else None
+    named = str(db.get("storageClassName") or "")
+    by_name = {str((c.get("metadata") or {}).get("name")): c for c in storage_classes}
+    names = ", ".join(sorted(by_name)) or "none"
+    if named:
+        chosen = by_name.get(named)
+        if chosen is None:
+            return [Problem(Severity.ERROR, "db.storageClassName", f"StorageClass {named} does not exist: the database "
+                            "volume would stay Pending and the database never start",
+                            f"set db.storageClassName to one of the cluster's classes ({names})", where)]
+        if chosen.get("provisioner") != NO_PROVISIONER or _volumes_for(volumes, named, size):
+            return []
+        return [Problem(Severity.ERROR, "db.storageClassName", f"StorageClass {named} provisions nothing "
+                        f"({NO_PROVISIONER}) and no PersistentVolume of that class is Available"
+                        + (f" with {db.get('storageSize')}" if size else "") + ": the database volume would stay "
+                        "Pending", "create a PersistentVolume of that class first, or choose a class that provisions",
+                        where)]
+    defaults = [name for name, c in by_name.items() if _is_default(c)]
+    if defaults:
+        chosen = by_name[sorted(defaults)[0]]
+        if chosen.get("provisioner") != NO_PROVISIONER or _volumes_for(volumes, sorted(defaults)[0], size):
+            return []
+        return [Problem(Severity.ERROR, "db.storageClassName", f"the default StorageClass {sorted(defaults)[0]} "
+                        f"provisions nothing ({NO_PROVISIONER}) and no PersistentVolume of it is Available: the "
+                        "database volume would stay Pending", "set db.storageClassName to a class that provisions, or "
+                        "create a PersistentVolume first", where)]
+    if _volumes_for(volumes, "", size):
+        return []  # binds to a PersistentVolume without a class, made by hand
+    return [Problem(Severity.ERROR, "db.storageClassName", "db.storageClassName is unset and the cluster has no "
+                    "default StorageClass: the database volume would stay Pending and the database never start",
+                    f"set db.storageClassName to one of the cluster's classes ({names}), or use an external database "
+                    "(db.hostAddress)", where)]

@@ -80,23 +80,25 @@ class Nodes:
         self.nodes = nodes
         self.by_name = {node.name: node for node in nodes}
         self.lasting = lasting or {node.name: node.allocatable for node in nodes}
-        self._eligible: dict[Signature, Eligibility] = {}
+        self._eligible: dict[tuple[Signature, bool], Eligibility] = {}
         self._limits: dict[tuple[object, ...], Limits] = {}
         self._members: dict[tuple[Signature, str], tuple[str, ...]] = {}
 
-    def eligible(self, klass: Signature, constraints: Constraints, volumes: VolumeRule = NO_VOLUMES) -> Eligibility:
-        found = self._eligible.get(klass)
+    def eligible(self, klass: Signature, constraints: Constraints, volumes: VolumeRule = NO_VOLUMES, *,
+                 lasting: bool = False) -> Eligibility:
+        """The nodes the pods of `klass` may run on now; `lasting`: may run on once passing conditions clear."""
+        found = self._eligible.get((klass, lasting))
         if found is None:
             keep: list[str] = []
             excluded: Counter[str] = Counter()
             for node in self.nodes:
-                cause = constraints.node_cause(node) or volumes.cause(node)
+                cause = constraints.node_cause(node, lasting=lasting) or volumes.cause(node)
                 if cause is None:
                     keep.append(node.name)
                 else:
                     excluded[cause] += 1
             causes = tuple(sorted(excluded.items(), key=lambda item: (-item[1], item[0])))
-            found = self._eligible[klass] = Eligibility(tuple(keep), causes)
+            found = self._eligible[(klass, lasting)] = Eligibility(tuple(keep), causes)
         return found
 
     def members(self, klass: Signature, constraints: Constraints, key: str,

@@ -34,6 +34,7 @@ ADMISSION_REJECTIONS = ("OutOf", "UnexpectedAdmissionError", "NodeAffinity", "No
 # other pods come and go, so a pod that lost a race only to an ordering of the group's own pods recovers.
 UNSCHEDULABLE_GRACE = 60.0
 _AVAILABLE = re.compile(r"^\d+/\d+ nodes are available: ")
+_POST_FILTER_NOTES = re.compile(r"[.,]?\s*no new claims to deallocate$")
 
 
 def scheduler_message(message: str) -> str:
@@ -42,7 +43,10 @@ def scheduler_message(message: str) -> str:
     Without the "0/N nodes are available:" lead-in, which the Determined master would rewrite
     (it replaces pod event messages containing that phrase), and without the preemption tail.
     """
-    text = _AVAILABLE.sub("", message.strip()).split(" preemption:", 1)[0].rstrip(". ")
+    text = _AVAILABLE.sub("", message.strip()).split(" preemption:", 1)[0].rstrip(",. ")
+    # kube-scheduler 1.3x puts its DynamicResources plugin's post-filter note before the preemption tail
+    # ("1 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: ..."): not a cause, left out
+    text = _POST_FILTER_NOTES.sub("", text).rstrip(",. ")
     return text.replace("nodes are available", "nodes available")
 
 

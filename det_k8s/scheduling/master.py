@@ -120,7 +120,7 @@ class State(StrEnum):
     INCOMPLETE = "incomplete"  # not every pod exists yet: waits for the master to create the rest
     READY = "ready"  # every pod exists, none bound: queued
     RUNNING = "running"  # bound, none pending
-    PARTIAL = "partial"  # some bound, some pending: to be torn down whole
+    PARTIAL = "partial"  # some bound, the rest pending or missing: to be torn down whole
     LEAVING = "leaving"  # a pod is being deleted or marked for preemption
     GATED = "gated"  # a pending pod has scheduling gates: no scheduler may bind it until they are removed
 
@@ -137,6 +137,7 @@ class MasterGroup:
     pods: tuple[MasterPod, ...]  # its pods that are not finished, by name
     user: str  # the fair-share key
     trial: bool  # only trials are preempted (they checkpoint); commands and notebooks never are
+    finished: int = 0  # its pods that ended (Succeeded, Failed): gone from `pods`, but not missing
 
     @property
     def pending(self) -> tuple[MasterPod, ...]:
@@ -155,8 +156,9 @@ class MasterGroup:
         if any(p.pod.deleting or p.preempting for p in self.pods):
             return State.LEAVING
         bound, pending = len(self.bound), len(self.pending)
-        if bound and pending and bound < self.size:
-            return State.PARTIAL
+        missing = self.size - len(self.pods) - self.finished  # deleted, or never made: the group cannot run whole
+        if bound and bound < self.size and (pending or missing > 0):
+            return State.PARTIAL  # (bound by someone else, or a crash, with the rest pending or gone)
         if bound:
             return State.RUNNING  # (pods beyond min-available may still be pending: `extra`)
         if any(p.gates for p in self.pending):
@@ -213,12 +215,16 @@ def master_groups(objects: Iterable[Mapping[str, Any] | MasterPod],
                   scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> tuple[MasterGroup, ...]:
     """The groups of the pods that name `scheduler_name` (finished pods are left out), sorted by id."""
     found: dict[tuple[str, str, str, int], list[MasterPod]] = {}
+    ended: dict[tuple[str, str, str, int], int] = {}
     for item in objects:
         pod = item if isinstance(item, MasterPod) else master_pod(item)
-        if pod.scheduler != scheduler_name or not pod.pod.name or pod.pod.phase in ("Succeeded", "Failed"):
+        if pod.scheduler != scheduler_name or not pod.pod.name:
             continue
         if is_managed(pod.pod.labels):
             continue  # det-k8s's own pod whose pod spec names this scheduler: its group is det-k8s's, never the master's
+        if pod.pod.phase in ("Succeeded", "Failed"):
+            ended[_key(pod)] = ended.get(_key(pod), 0) + 1
+            continue
         found.setdefault(_key(pod), []).append(pod)
     names: dict[tuple[str, str], int] = {}
     for namespace, name, _, _ in found:
@@ -232,7 +238,8 @@ def master_groups(objects: Iterable[Mapping[str, Any] | MasterPod],
         group_id = f"{namespace}/{name}" + (f"#{allocation}" if shared else "")
         experiment = _experiment(first)
         user = first.labels.get(USER) or (f"experiment {experiment}" if experiment else f"{namespace}/{name}")
-        groups.append(MasterGroup(group_id, namespace, name, allocation, size, tuple(pods), user, _is_trial(first)))
+        groups.append(MasterGroup(group_id, namespace, name, allocation, size, tuple(pods), user, _is_trial(first),
+                                  ended.get((namespace, name, allocation, size), 0)))
     return tuple(sorted(groups, key=lambda g: g.id))
 
 

@@ -268,9 +268,11 @@ class _Pass:
         """Per shape, against the lasting allocatable of its eligible nodes (counts alone: cheap)."""
         explain = self.explainer
         for shape in shapes:
-            eligibility = self.nodes.eligible(shape.klass, shape.constraints, shape.volumes)
+            # Nodes that are only not ready now (one that just joined, or rebooting) count: they say "not now".
+            eligibility = self.nodes.eligible(shape.klass, shape.constraints, shape.volumes, lasting=True)
             limits = self.nodes.limits(shape.klass, eligibility, shape.demand, shape.key)
-            if not eligibility.nodes or not self.fitter.members(shape):  # none left, or none offers what it asks
+            offers = any(self.nodes.by_name[name].allocatable.get(shape.key, 0) > 0 for name in eligibility.nodes)
+            if not eligibility.nodes or not offers:  # none left, or none offers what it asks
                 return explain.rejection(group, shape, limits, ReasonCode.NO_ELIGIBLE_NODES)
             if limits.max_pods < shape.pods:
                 return explain.rejection(group, shape, limits, ReasonCode.EXCEEDS_CLUSTER)

@@ -30,12 +30,33 @@ SHOWN_AHEAD = 3
 SHOWN_HOLDERS = 3
 
 
-def _excluded(nodes: Nodes, shape: Shape, without_key: int) -> tuple[tuple[str, int], ...]:
+def _lacking(nodes: Nodes, shape: Shape, name: str) -> str | None:
+    """The first resource the shape asks for that node `name` has none of (the key resource first): kube-scheduler
+    finds it Insufficient there whatever is free, so the node is not one of the shape's eligible nodes."""
+    allocatable = nodes.by_name[name].allocatable
+    for resource in (shape.key, *sorted(r for r, _ in shape.demand if r != shape.key)):
+        if resource != "pods" and allocatable.get(resource, 0) <= 0:
+            return resource
+    return None
+
+
+def complete(nodes: Nodes, shape: Shape, members: Sequence[str]) -> tuple[str, ...]:
+    """`members` that offer every resource the shape asks for (an extended resource like vpc.amazonaws.com/efa
+    that only some nodes have included)."""
+    return tuple(name for name in members if _lacking(nodes, shape, name) is None)
+
+
+def _excluded(nodes: Nodes, shape: Shape, missing: bool = True) -> tuple[tuple[str, int], ...]:
+    """Why the nodes the shape cannot use are out: its constraints' causes, then (with `missing`) `no <resource>`
+    for eligible nodes without a resource it asks for, naming that resource."""
     eligibility = nodes.eligible(shape.klass, shape.constraints, shape.volumes)
-    causes = list(eligibility.excluded)
-    if without_key and shape.key != "pods":
-        causes.append((f"no {shape.key}", without_key))
-    return tuple(causes)
+    lacking: Counter[str] = Counter()
+    if missing:
+        for name in eligibility.nodes:
+            resource = _lacking(nodes, shape, name)
+            if resource is not None:
+                lacking[f"no {resource}"] += 1
+    return (*eligibility.excluded, *sorted(lacking.items(), key=lambda item: (-item[1], item[0])))
 
 
 class Explainer:
@@ -55,13 +76,15 @@ class Explainer:
     def rejection(self, group: PodGroup, shape: Shape, limits: Limits, code: ReasonCode) -> Reason:
         """The group can never fit the eligible nodes (or there are none)."""
         nodes = self.fitter.nodes
-        members = self.fitter.members(shape)
-        short = limits.limiting(shape.pods, shape.key)
+        members = complete(nodes, shape, self.fitter.members(shape))
         eligibility = nodes.eligible(shape.klass, shape.constraints, shape.volumes)
+        if len(members) < len(eligibility.nodes):  # the numbers over the nodes that offer all it asks for
+            limits = nodes.limits(shape.klass, eligibility, shape.demand, shape.key, frozenset(members))
+        short = limits.limiting(shape.pods, shape.key)
         largest = limits.largest
         total = limits.key_total
         if short != shape.key:
-            sized = sorted(((nodes.lasting[n].get(short, 0), i, n) for i, n in enumerate(eligibility.nodes)),
+            sized = sorted(((nodes.lasting[n].get(short, 0), i, n) for i, n in enumerate(members)),
                            key=lambda row: (-row[0], row[1]))
             largest = tuple((n, amount) for amount, _, n in sized[:SHOWN_NODES] if amount > 0)
             total = dict(limits.totals).get(short, 0)
@@ -69,7 +92,7 @@ class Explainer:
             code=code, pods=group.size, per_pod=shape.request, resource=short, key=shape.key,
             needed=dict(shape.demand).get(short, 0) * shape.pods, cluster_total=total,
             fits_at_most=limits.max_pods, largest_free=largest, limiting=short, eligible_nodes=len(members),
-            excluded=_excluded(nodes, shape, limits.without_key), autoscaling=True,
+            excluded=_excluded(nodes, shape), autoscaling=True,
         )
 
     def domain_rejection(self, group: PodGroup, shapes: Sequence[Shape], key: str, nodes: Nodes) -> Reason:
@@ -84,7 +107,7 @@ class Explainer:
         return Reason(
             code=ReasonCode.EXCEEDS_DOMAIN, pods=group.size, per_pod=shape.request, resource=shape.key,
             key=shape.key, needed=shape.amount * shape.pods, eligible_nodes=len(self.fitter.members(shape)),
-            excluded=_excluded(nodes, shape, 0), topology=(key, best[0], best[1]), autoscaling=True,
+            excluded=_excluded(nodes, shape, missing=False), topology=(key, best[0], best[1]), autoscaling=True,
         )
 
     def pod_rules_rejection(self, group: PodGroup, shapes: Sequence[Shape], failure: Failure | None) -> Reason:
@@ -95,7 +118,7 @@ class Explainer:
         return Reason(
             code=ReasonCode.EXCEEDS_CLUSTER, pods=group.size, per_pod=shape.request, resource=shape.key,
             key=shape.key, needed=shape.amount * shape.pods, eligible_nodes=len(self.fitter.members(shape)),
-            excluded=_excluded(self.fitter.nodes, shape, 0), blocked=blocked, detail=pod, autoscaling=True,
+            excluded=_excluded(self.fitter.nodes, shape, missing=False), blocked=blocked, detail=pod, autoscaling=True,
         )
 
     # -- waiting ---------------------------------------------------------------------------------
@@ -130,7 +153,7 @@ class Explainer:
         found = self._cache.get(key)
         if found is not None:
             return found
-        members = self.fitter.members(shape)
+        members = complete(self.fitter.nodes, shape, self.fitter.members(shape))
         blocked = capacity.blocked
         resources = [name for name, _ in shape.demand]
         free = dict.fromkeys(resources, 0)
@@ -244,9 +267,6 @@ class Explainer:
                     best = (domain, total)
             if best[0]:
                 topology = (topology_key, best[0], min(best[1], shape.pods))
-        nodes = self.fitter.nodes
-        limits = nodes.limits(shape.klass, nodes.eligible(shape.klass, shape.constraints, shape.volumes),
-                              shape.demand, shape.key)
         return (short, largest, numbers["allocatable"][short], numbers["free"][short], numbers["reserved"][short],
                 tuple(holders[:SHOWN_HOLDERS]), topology, index.total(shape.demand), len(numbers["members"]),
-                _excluded(nodes, shape, limits.without_key))
+                _excluded(self.fitter.nodes, shape))

@@ -76,6 +76,21 @@ def secrets_in(values: Any, path: tuple[str | int, ...] = ()) -> list[str]:
     return found
 
 
+def plain_in(values: Any) -> list[str]:
+    """Every string of nested values that is not under a secret key (hosts, buckets, users), for the scrubber."""
+    found: list[str] = []
+    pending: list[tuple[Any, tuple[str | int, ...]]] = [(values, ())]
+    while pending:
+        node, where = pending.pop()
+        if isinstance(node, dict):
+            pending.extend((value, (*where, str(key))) for key, value in node.items())
+        elif isinstance(node, list):
+            pending.extend((value, (*where, i)) for i, value in enumerate(node))
+        elif isinstance(node, str) and where and not _holds_secret(where):
+            found.append(node)
+    return found
+
+
 def _holds_secret(path: Sequence[str | int]) -> bool:
     """A secret key, or one det-k8s does not know whose name looks secret; a known key that only names a
     secret (imagePullSecretName, tlsSecret) holds none."""

@@ -534,7 +534,20 @@ def check_semantics(values: Mapping[str, Any], user_values: Mapping[str, Any], a
     _rule_passwords(values, user_values, version, out)
     _rule_schedulers(values, user_values, out)
     _rule_database_tls(values, out)
-    return out.problems
+    return _storage_type_first(out.problems)
+
+
+def _storage_type_first(problems: list[Problem]) -> list[Problem]:
+    """A checkpoint storage type the release does not have (hdfs on 0.38.1) is the one storage problem worth
+    reading: it comes first, and the others under checkpointStorage (hdfsUrl required, bucket ignored), which
+    would only send the user filling in keys of a type they cannot use, are left out."""
+    fundamental = [p for p in problems if p.path == "checkpointStorage.type" and p.is_error
+                   and "has no" in p.message and "checkpoint storage" in p.message]
+    if not fundamental:
+        return problems
+    rest = [p for p in problems if p not in fundamental and not (p.path == "checkpointStorage"
+                                                               or p.path.startswith("checkpointStorage."))]
+    return [*fundamental, *rest]
 
 
 def missing_initial_password(values: Mapping[str, Any], app_version: Any) -> Problem | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from .. import __version__
 from ..determined import versions
 
 
@@ -94,6 +95,8 @@ CHECKPOINT_TYPES = ("shared_fs", "s3", "gcs", "azure", "directory", "hdfs")
 SLOT_TYPES = ("gpu", "cuda", "cpu", "rocm")
 SCHEDULERS = ("", "coscheduler", "preemption")
 GANG_SCHEDULERS = ("det-k8s", "plugin")
+# The image `docker build -f deploy/Dockerfile -t det-k8s:<version> .` builds: the chart's scheduler Deployment.
+DEFAULT_SCHEDULER_IMAGE = f"det-k8s:{__version__}"
 # The master image tag, the release whose configuration the chart writes; `appVersion` in Chart.yaml.
 DEFAULT_APP_VERSION = str(versions.DEFAULT)
 
@@ -231,10 +234,23 @@ SCHEMA: Mapping[str, Key] = {
                               secret=True, fact="master.security.initial_user_password"),
     "defaultScheduler": Key(Kind.ENUM, "Gang scheduling of the master's task pods: empty (the default Kubernetes "
                             "scheduler), coscheduler, or preemption (before 0.36)", choices=SCHEDULERS, trim=True),
-    "gangScheduler": Key(Kind.ENUM, "det-k8s (default): the chart deploys no scheduler and `det-k8s scheduler run` "
-                         "binds the pods of defaultScheduler; plugin: the chart deploys the official chart's "
+    "gangScheduler": Key(Kind.ENUM, "det-k8s (default): the chart deploys det-k8s's scheduler (detK8sScheduler), "
+                         "which binds the pods of defaultScheduler; plugin: the chart deploys the official chart's "
                          "kube-scheduler 1.18 plugin (unsupported on Kubernetes 1.20 and later)", "det-k8s",
                          choices=GANG_SCHEDULERS),
+    "detK8sScheduler": _section(
+        "det-k8s's gang scheduler, which the chart deploys with gangScheduler: det-k8s (`det-k8s scheduler run` in "
+        "the release's namespace: ServiceAccount, RBAC, a Deployment holding the scheduling Lease)",
+        enabled=_b("Deploy it; false: run `det-k8s scheduler run` elsewhere, or apply `det-k8s scheduler manifest`",
+                   True),
+        image=_s("The det-k8s image, as deploy/Dockerfile builds it (push it where the nodes pull from)",
+                 DEFAULT_SCHEDULER_IMAGE),
+        replicas=_i("Scheduler pods: the Lease lets one bind at a time, another takes over within 30 s", 2,
+                    minimum=1, maximum=5),
+        leaseNamespace=_s("Namespace of the scheduling Lease every det-k8s client of the cluster shares (the "
+                          "clients' DET_K8S_LEASE_NAMESPACE)", "default"),
+        imagePullSecretName=_s("Secret to pull the det-k8s image with"),
+    ),
     "fluent": _section("Fluent Bit sidecar of task pods (deprecated in the master from 0.26)",
                        image=_s("Fluent Bit image"),
                        uid=_i("User id", fact="master.resource_manager.fluent.uid_gid"),

@@ -22,13 +22,14 @@ _Loader = Loader  # the C loader when libyaml is there (several times faster on 
 
 
 def format_path(path: Path) -> str:
-    """Render a key path as users write it: `db.password`, `resourcePools[0].pool_name`."""
+    """Render a key path as users write it: `db.password`, `resourcePools[0].pool_name`; a dot inside a key is
+    escaped as --set writes it (`db\\.password`: one key, not password under db)."""
     out = ""
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + part
+            out += ("." if out else "") + part.replace(".", "\\.")
     return out
 
 

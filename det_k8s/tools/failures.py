@@ -109,9 +109,19 @@ def explain(tool: str, argv: Sequence[str], returncode: int, stderr: str, stdout
     if any(marker in low for marker in _UNAUTHORIZED):
         return Forbidden(f"{tool} {sub}: the API server did not accept the credentials of {where}",
                          hint="log in again (the kubeconfig's token or certificate may have expired)")
-    if "forbidden" in low:
-        return Forbidden(f"{tool} {sub}: {_detail(stderr, stdout)} ({where})",
-                         hint="ask a cluster admin for the RBAC permission, or use another --kube-context")
+    if "forbidden" in low:  # 403 is also admission's answer, not only RBAC's (seen from a real API server)
+        namespace = _flag(argv, "--namespace", "-n") or "the namespace"
+        if "because it is being terminated" in low:
+            hint = (f"{namespace} is being deleted: wait until `kubectl get namespace {namespace}` finds nothing, or "
+                    "use another namespace")
+        elif "exceeded quota" in low:
+            hint = f"a ResourceQuota refuses it: kubectl describe resourcequota -n {namespace}"
+        elif "violates podsecurity" in low:
+            hint = (f"the Pod Security level of {namespace} refuses it (its label "
+                    "pod-security.kubernetes.io/enforce)")
+        else:
+            hint = "ask a cluster admin for the RBAC permission, or use another --kube-context"
+        return Forbidden(f"{tool} {sub}: {_detail(stderr, stdout)} ({where})", hint=hint)
     if any(marker in low for marker in _RELEASE_MISSING):
         words = [a for a in argv[1:] if not a.startswith("-")]
         position = 2 if words[:1] == ["get"] else 1  # `get manifest demo`, `history demo`, `rollback demo 3`

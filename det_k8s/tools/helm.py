@@ -155,8 +155,10 @@ def history_argv(release: str, kube: KubeFlags, max_revisions: int | None = None
 
 
 def rollback_argv(major: int, release: str, revision: int, kube: KubeFlags, *, timeout: str | None = None) -> list[str]:
-    """Back to `revision`, waiting until the master is ready again (helm 4 spells the wait `--wait=watcher`)."""
-    argv = ["rollback", release, str(revision), *kube.helm(), *_wait(major)]
+    """Back to `revision`. det-k8s then waits for the master itself (cli/status.py:wait_until_ready): helm's own wait
+    would also wait for a load balancer's address, which never comes on clusters without one."""
+    del major  # same flags in both majors
+    argv = ["rollback", release, str(revision), *kube.helm()]
     return argv + (["--timeout", timeout] if timeout else [])
 
 

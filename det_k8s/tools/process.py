@@ -18,6 +18,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -148,6 +149,9 @@ def _start(argv: tuple[str, ...], tool: str, env: Mapping[str, str] | None) -> s
         raise ToolNotFound(f"{tool} at {argv[0]} cannot be run: {exc.strerror or exc}") from exc
 
 
+TIMING = "timing: "  # a `log` line starting so is a duration: the CLI shows those with -vv only
+
+
 def run(argv: Sequence[str], *, timeout: float, tool: str, env: Mapping[str, str] | None = None,
         check: bool = True, secrets: Sequence[str] = (), log: Callable[[str], None] | None = None,
         timeout_hint: str | None = None) -> Completed:
@@ -161,6 +165,7 @@ def run(argv: Sequence[str], *, timeout: float, tool: str, env: Mapping[str, str
     if log is not None:
         log(f"+ {display(argv)}")
     process: subprocess.Popen[str] | None = None
+    started = time.monotonic()
     try:
         with stopping.shielded():  # a signal now is raised once the child is known, so its group is ended below
             process = _start(argv, tool, env)
@@ -180,6 +185,9 @@ def run(argv: Sequence[str], *, timeout: float, tool: str, env: Mapping[str, str
         if process is not None:
             stopping.child_ended(process.pid)
     completed = Completed(argv, process.returncode, stdout, stderr)
+    if log is not None:
+        subcommand = " ".join(a for a in argv[1:3] if not a.startswith("-"))
+        log(f"{TIMING}{tool} {subcommand}: {time.monotonic() - started:.2f} s (exit {process.returncode})")
     if check and process.returncode != 0:
         subcommand = " ".join(a for a in argv[1:3] if not a.startswith("-"))
         detail = trim_stderr(stderr, secrets) or trim_stderr(stdout, secrets) or "no output"

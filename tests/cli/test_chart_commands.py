@@ -11,7 +11,7 @@ from tests.conftest import example
 
 
 def test_render_writes_the_chart_and_says_where(run_cli, tmp_path):
-    result = run_cli("render", "-f", example("gpu-cluster.yaml"), "-o", tmp_path / "chart")
+    result = run_cli("render", "-f", example("gpu-cluster.yaml"), "--output-dir", tmp_path / "chart")
     assert result.code == 0, result.err
     assert "Wrote chart to" in result.err and result.out == ""
     values = tmp_path / "chart" / "values.yaml"
@@ -21,7 +21,7 @@ def test_render_writes_the_chart_and_says_where(run_cli, tmp_path):
 
 def test_render_never_prints_secrets(run_cli, tmp_path):
     result = run_cli("render", "-f", example("cpu-azure.yaml"), "--set", "db.password=hunter2-secret",
-                     "-o", tmp_path / "chart", "-v")
+                     "--output-dir", tmp_path / "chart", "-v")
     assert result.code == 0
     assert "hunter2-secret" not in result.out + result.err
     assert "AccountKey" not in result.out + result.err
@@ -29,7 +29,7 @@ def test_render_never_prints_secrets(run_cli, tmp_path):
 
 def test_render_with_errors_lists_each_and_writes_nothing(run_cli, tmp_path):
     result = run_cli("render", "-f", example("gpu-cluster.yaml"), "--set", "maxSlotPerPod=3",
-                     "--set", "checkpointStorage.bucket=null", "-o", tmp_path / "chart")
+                     "--set", "checkpointStorage.bucket=null", "--output-dir", tmp_path / "chart")
     assert result.code == 1
     lines = result.err.strip().splitlines()
     assert lines == [
@@ -42,7 +42,7 @@ def test_render_with_errors_lists_each_and_writes_nothing(run_cli, tmp_path):
 
 def test_render_sets_override_files(run_cli, tmp_path):
     result = run_cli("render", "-f", example("gpu-cluster.yaml"), "--set", "maxSlotsPerPod=8",
-                     "--set-string", "clusterName=0123", "-o", tmp_path / "c")
+                     "--set-string", "clusterName=0123", "--output-dir", tmp_path / "c")
     assert result.code == 0
     values = yaml.safe_load((tmp_path / "c" / "values.yaml").read_text())
     assert (values["maxSlotsPerPod"], values["clusterName"]) == (8, "0123")
@@ -53,7 +53,7 @@ def test_render_into_a_user_chart(run_cli, tmp_path):
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v1\nname: determined\nversion: 0.17.15\nappVersion: 0.17.15\n")
     result = run_cli("render", "-f", example("gpu-cluster.yaml"), "--set-string", "appVersion=0.38.1",
-                     "--chart", chart, "-o", tmp_path / "out")  # the settings' release, not the chart's
+                     "--chart", chart, "--output-dir", tmp_path / "out")  # the settings' release, not the chart's
     assert result.code == 0, result.err
     assert (chart / "Chart.yaml").read_text().endswith("appVersion: 0.17.15\n")
     assert not (chart / "values.yaml").exists()
@@ -132,14 +132,14 @@ def test_unknown_option_is_a_usage_error(run_cli):
 
 
 def test_global_options_work_before_and_after_the_command(run_cli, tmp_path):
-    before = run_cli("-n", "ml", "--kube-context", "c", "-v", "render", "-f", example("cpu-azure.yaml"), "-o",
+    before = run_cli("-n", "ml", "--kube-context", "c", "-v", "render", "-f", example("cpu-azure.yaml"), "--output-dir",
                      tmp_path / "a")
-    after = run_cli("render", "-f", example("cpu-azure.yaml"), "-o", tmp_path / "b", "-v", "--debug")
+    after = run_cli("render", "-f", example("cpu-azure.yaml"), "--output-dir", tmp_path / "b", "-v", "--debug")
     assert before.code == after.code == 0
 
 
 def test_an_offline_command_takes_no_cluster_options_after_it(run_cli, tmp_path):
-    result = run_cli("render", "-f", example("cpu-azure.yaml"), "-o", tmp_path / "b", "--kube-context", "c")
+    result = run_cli("render", "-f", example("cpu-azure.yaml"), "--output-dir", tmp_path / "b", "--kube-context", "c")
     assert result.code == 2 and "No such option: --kube-context" in result.err
 
 

@@ -11,6 +11,7 @@ from tests.conftest import example
 from tests.k8s_emulator import node
 
 EXP = example("experiments")
+ON_REAL_CLUSTER_TOO = True  # every test but the emulator_only ones also runs on the real control plane
 
 
 @pytest.fixture
@@ -98,6 +99,7 @@ def test_slots_not_divisible_are_rejected_at_submit_time(run_cli, cluster, gpus,
     assert entries(cluster) == {}
 
 
+@pytest.mark.emulator_only
 def test_dry_run_changes_nothing(run_cli, cluster, gpus):
     result = run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml", "-f", gpus, "--dry-run")
     assert result.code == 0
@@ -139,7 +141,7 @@ def test_a_finished_group_completes_and_frees_its_service(run_cli, cluster, gpus
     cluster.api.update("pods", pod["metadata"]["name"], {"status": {"phase": "Succeeded"}})
     assert run_cli("scheduler", "run", "--once").code == 0
     assert entries(cluster)["small-4gpu"]["state"] == "completed"
-    assert cluster.api.items("services") == []
+    assert [s for s in cluster.api.items("services") if s["metadata"]["name"] != "kubernetes"] == []
 
 
 def test_killing_the_running_group_lets_the_waiting_one_start(run_cli, cluster, gpus):
@@ -166,6 +168,7 @@ def test_pause_and_resume(run_cli, cluster, gpus):
     assert len(cluster.api.items("pods")) == 1
 
 
+@pytest.mark.emulator_only
 def test_a_failed_pod_creation_leaves_nothing_running_and_the_group_queued(run_cli, cluster, gpus):
     cluster.api.fail("POST", "pods", 403, 'pods is forbidden: exceeded quota: gpu-quota, requested: '
                                           'nvidia.com/gpu=4', times=1)
@@ -178,6 +181,7 @@ def test_a_failed_pod_creation_leaves_nothing_running_and_the_group_queued(run_c
     assert entries(cluster)["distributed-12gpu-a"]["state"] == "running"
 
 
+@pytest.mark.emulator_only
 def test_preemption_evicts_whole_lower_priority_groups_which_return_to_the_queue(run_cli, cluster, gpus, tmp_path):
     cluster.api.graceful_pods = True
     low = tmp_path / "low.yaml"
@@ -289,6 +293,7 @@ def test_ids_shorter_than_four_characters_must_match_exactly(run_cli, cluster, g
     assert entries(cluster)["small-4gpu"]["state"] == "running"
 
 
+@pytest.mark.emulator_only
 def test_the_scheduler_loop_survives_a_failed_pass(cluster, tmp_path):
     import signal
     import time
@@ -326,3 +331,19 @@ def test_topology_and_the_admission_plugin_are_part_of_the_stored_policy(run_cli
     assert (policy.topology_required, policy.extended_resource_toleration) == (False, None)
     bad = run_cli("scheduler", "policy", "--extended-resource-toleration", "maybe")
     assert bad.code == 2 and "expected on, off or detect" in bad.err
+
+
+def test_create_dash_f_names_the_experiment_as_kubectl_users_expect(run_cli, cluster, gpus):
+    result = run_cli("experiment", "create", "-f", EXP / "distributed-12gpu-a.yaml", "-f", gpus, "--user", "alice")
+    assert result.code == 0, result.err
+    assert f"note: -f {EXP / 'distributed-12gpu-a.yaml'} is an experiment, taken as FILE" in result.err
+    assert entries(cluster)["distributed-12gpu-a"]["state"] == "running"
+    assert len(cluster.api.items("pods")) == 3
+
+
+def test_create_without_an_experiment_file_says_how_in_one_line(run_cli, cluster, gpus):
+    result = run_cli("experiment", "create", "-f", gpus)
+    assert result.code == 2
+    assert result.err.splitlines() == ["error: missing the experiment file; det-k8s experiment create FILE "
+                                       "[-f SETTINGS]: -f names settings files here, as for install"]
+    assert cluster.api.items("pods") == []

@@ -76,7 +76,7 @@ CASES = [
     ("slots_per_trial 1000000000", {"big.yaml": "name: big\nresources: {slots_per_trial: 1000000000}\n"},
      ["plan", "{big.yaml}", "--snapshot", str(SNAPSHOT)], 0,
      "slots_per_trial 1000000000 needs 250000000 pods of 4 slots; det-k8s starts at most 10000 pods as one group"),
-    ("maxSlotsPerPod 1e36 as a float", {"f.yaml": "maxSlotsPerPod: 1.0e+36\n"}, ["render", "-f", "{f.yaml}", "-o",
+    ("maxSlotsPerPod 1e36 as a float", {"f.yaml": "maxSlotsPerPod: 1.0e+36\n"}, ["render", "-f", "{f.yaml}", "--output-dir",
      "{out}"], 1, "maxSlotsPerPod: expected an integer, found a number"),
     ("maxSlotsPerPod beyond any node", {"g.yaml": "maxSlotsPerPod: 99999999999999999999\n"},
      ["validate", "-f", "{g.yaml}"], 1, "maxSlotsPerPod: must be at most 4096"),

@@ -20,10 +20,29 @@ DETERMINED = [{"name": "demo", "namespace": "default", "revision": "1", "status"
 
 
 def ready_cluster(cluster, *namespaces: str) -> None:
+    """Nodes, namespaces, and release demo's master Deployment rolled out in each (what install --wait, upgrade and
+    rollback wait for, as the Deployment controller would report it)."""
     for ns in ("default", *namespaces):
         cluster.api.put({"kind": "Namespace", "metadata": {"name": ns}})
+        cluster.api.put(master_deployment_object(ns, available=1))
     cluster.api.put(node("gpu-0", gpus=4))
     cluster.api.put(node("gpu-1", gpus=8))
+    cluster.api.put(DEFAULT_STORAGE_CLASS)  # the bundled database's volume needs one (as every managed cluster has)
+
+
+DEFAULT_STORAGE_CLASS = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                         "metadata": {"name": "standard",
+                                      "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+                         "provisioner": "pd.csi.storage.gke.io"}
+
+
+def master_deployment_object(namespace: str = "default", *, available: int = 1, release: str = "demo") -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": f"determined-master-deployment-{release}", "namespace": namespace, "generation": 1},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": f"determined-master-{release}"}},
+                     "template": {"metadata": {"labels": {"app": f"determined-master-{release}"}},
+                                  "spec": {"containers": [{"name": "determined-master", "image": "x"}]}}},
+            "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": available}}
 
 
 def lifecycle_call(fake, verb: str) -> list[str]:
@@ -50,23 +69,22 @@ def test_install_runs_helm_install_with_the_exact_argv(run_cli, cluster, fake_he
     assert result.code == 0, result.err
     assert fake_helm.calls[0] == ["list", "--output", "json", "--all-namespaces"] + (
         ["--all"] if fake_helm.major == 3 else [])
-    wait = "--wait" if fake_helm.major == 3 else "--wait=watcher"
     assert check_private_chart(fake_helm, lifecycle_call(fake_helm, "install")) == [
-        "install", "demo", "--namespace", "default", wait, "--timeout", "15m"]
+        "install", "demo", "--namespace", "default", "--timeout", "15m"]  # det-k8s waits itself: no helm --wait
     assert "Master: http://203.0.113.7:8080" in result.err
     assert "Next: det-k8s status demo -n default" in result.err
     assert "Ch4nge-me-now" not in json.dumps(fake_helm.invocations()) + result.out + result.err
 
 
 def test_install_flags_map_to_each_helm_major(run_cli, cluster, fake_helm):
-    ready_cluster(cluster)
+    ready_cluster(cluster, "ml")
     result = run_cli("install", "demo", *SETTINGS, "-n", "ml", "--create-namespace", "--rollback-on-failure",
                      "--kube-context", "emulator", "--kubeconfig", cluster.kubeconfig)
     assert result.code == 0, result.err
-    rollback = "--atomic" if fake_helm.major == 3 else "--rollback-on-failure"
+    # det-k8s waits and undoes itself: helm's --atomic would also wait for a load balancer's address
     assert check_private_chart(fake_helm, lifecycle_call(fake_helm, "install")) == [
         "install", "demo", "--namespace", "ml", "--kube-context", "emulator", "--kubeconfig", str(cluster.kubeconfig),
-        "--timeout", "10m", rollback, "--create-namespace"]
+        "--timeout", "10m", "--create-namespace"]
     assert "Master: the load balancer has no address yet" not in result.err  # no Service at all here
     assert "no Service determined-master-service-demo in namespace ml" in result.err
 
@@ -238,11 +256,10 @@ def test_upgrade_with_yes_waits(run_cli, cluster, fake_helm):
     fake_helm.respond("list", stdout=json.dumps(DETERMINED))
     result = run_cli("upgrade", "demo", *SETTINGS, "--yes", "--timeout", "20m")
     assert result.code == 0, result.err
-    wait = "--wait" if fake_helm.major == 3 else "--wait=watcher"
     call = lifecycle_call(fake_helm, "upgrade")
     assert call[5] == "--reset-values"
     assert check_private_chart(fake_helm, call) == ["upgrade", "demo", "--reset-values", "--namespace", "default",
-                                                    wait, "--timeout", "20m"]
+                                                    "--timeout", "20m"]
     assert "Upgraded release demo in namespace default" in result.err
 
 
@@ -277,3 +294,20 @@ def test_a_bad_chart_fails_before_the_cluster_is_contacted(run_cli, cluster, fak
     result = run_cli("install", "demo", *SETTINGS, "--chart", tmp_path / "missing-chart")
     assert result.code == 1 and f"{tmp_path / 'missing-chart'}: no such chart directory or archive" in result.err
     assert cluster.api.calls == [] and fake_helm.calls == []
+
+
+def test_install_wait_does_not_wait_for_a_load_balancer_and_names_what_is_not_ready(run_cli, cluster, fake_helm):
+    """Issue 24 (1): helm --wait waited for a LoadBalancer's address that never comes; det-k8s waits for the master
+    itself, and a wait that runs out names the Deployment that is not ready, not helm's bare deadline."""
+    ready_cluster(cluster)
+    cluster.api.put({"kind": "Service", "metadata": {"name": "determined-master-service-demo", "namespace": "default"},
+                     "spec": {"type": "LoadBalancer", "ports": [{"port": 8080}]}})  # no address: none will come
+    assert run_cli("install", "demo", *SETTINGS, "--wait", "--timeout", "20s").code == 0  # ready though no address
+    cluster.api.put(master_deployment_object("default", available=0))
+    result = run_cli("install", "demo", *SETTINGS, "--wait", "--timeout", "3s", "--rollback-on-failure")
+    assert result.code == 1
+    assert ("error: release demo is not ready after 3s: Deployment determined-master-deployment-demo: 0 of 1 "
+            "replica(s) available") in result.err
+    assert "did not become ready: uninstalling it (--rollback-on-failure)" in result.err
+    assert ["uninstall", "demo", "--namespace", "default"] in fake_helm.calls
+    assert "context deadline exceeded" not in result.err

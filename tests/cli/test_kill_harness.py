@@ -12,8 +12,11 @@ taking the Lease, in this process), and the invariants:
 - no file under the run's TMPDIR holding the planted secret marker;
 - no process left that det-k8s started (found by an environment marker helm passes to its children).
 
+For SIGTERM, SIGINT and SIGHUP also no binding fence (the nodes' det-k8s.io/binding taint) left; after SIGKILL a
+fence is removed by the first pass once it is 30 s old (kube/fence.py), which this harness does not wait for.
+
 For SIGTERM, SIGINT and SIGHUP also: the exit code (143, 130, 129), one last line, no traceback, and the Lease
-released by the stopped process itself. The default run is modest (every pause point with two signals, 31
+released by the stopped process itself. The default run is modest (every pause point with two signals, 40
 runs); DET_K8S_KILL_ROUNDS=N runs every point with every signal N times (60 runs a round), the held request
 let through or dropped at random.
 `DET_K8S_KILL_REPORT=path` writes the numbers as JSON.
@@ -52,7 +55,8 @@ CREATE_POINTS = [("POST", "configmaps", 0), ("POST", "leases", 0), ("PUT", "conf
                  ("POST", "pods", 0), ("POST", "pods", 1), ("POST", "pods", 2), ("PUT", "configmaps", 1),
                  ("PUT", "leases", 1)]
 # ... and `scheduler run` binding a 2-pod gang of a Determined 0.38.1 master
-BIND_POINTS = [("POST", "leases", 0), ("POST", "pods", 0), ("POST", "pods", 1), ("POST", "events", 0)]
+BIND_POINTS = [("POST", "leases", 0), ("PATCH", "nodes", 0), ("POST", "pods", 0), ("POST", "pods", 1),
+               ("PATCH", "nodes", 2), ("POST", "events", 0)]  # PATCH nodes: the binding fence raised, then lowered
 
 
 @dataclass
@@ -157,6 +161,12 @@ def _partial_groups(emulator: Any) -> list[str]:
     return partial
 
 
+def _fenced(emulator: Any) -> list[str]:
+    """Nodes still carrying the binding fence's taint (det-k8s.io/binding)."""
+    return [n["metadata"]["name"] for n in emulator.items("nodes")
+            if any(t.get("key") == "det-k8s.io/binding" for t in (n.get("spec") or {}).get("taints") or ())]
+
+
 def _unfinished_intents(emulator: Any) -> list[str]:
     found = []
     for cm in emulator.items("configmaps"):
@@ -199,6 +209,9 @@ def _stop_and_check(kind: str, proc: subprocess.Popen[str], sig: int, held: Any,
         last = err.strip().splitlines()[-1] if err.strip() else ""
         if "Traceback" in err or not last.startswith(("stopped by", "interrupted")):
             TALLY.violations.append(f"{where}: last line {last!r}" + (" and a traceback" if "Traceback" in err else ""))
+        fenced = _fenced(emulator)
+        if fenced and held.plural != "nodes":  # a fence write landing late is the next pass's (kube/fence.py)
+            TALLY.violations.append(f"{where}: the stopped process left the binding fence on {', '.join(fenced)}")
         if _lease_held(emulator) and held.plural != "leases":  # a Lease write landing late is the successor's
             TALLY.lease_held_after_exit[label] += 1
             TALLY.violations.append(f"{where}: the stopped process did not release the Lease")

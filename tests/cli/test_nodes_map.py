@@ -163,7 +163,8 @@ def svg_rows(svg: str) -> dict[int, list[tuple[float, str]]]:
     lines: dict[int, list[tuple[float, str]]] = {}
     for element in root.iter("{http://www.w3.org/2000/svg}text"):
         y = float(element.get("y", "0"))
-        lines.setdefault(round(y), []).append((float(element.get("x", "0")), (element.text or "").replace("\xa0", " ")))
+        x = float(element.get("x", "0").split()[0])  # det-k8s places each glyph: x lists one position per glyph
+        lines.setdefault(round(y), []).append((x, (element.text or "").replace("\xa0", " ")))
     return lines
 
 
@@ -188,6 +189,64 @@ def test_the_svg_parses_and_holds_one_cell_per_slot(run_cli, tmp_path, wide):
     assert found == 8
     page = html.read_text()
     assert page.lstrip().startswith("<!DOCTYPE html>") and "gpu-7" in page and "resnet-sweep-7" in page
+
+
+def test_the_svg_loads_nothing_and_puts_every_glyph_at_its_cell_whatever_the_font(run_cli, tmp_path, wide):
+    svg = tmp_path / "map.svg"
+    result = run_cli("nodes", "map", "--snapshot", FRAGMENTED, "--svg", svg)
+    assert result.code == 0, result.err
+    text = svg.read_text()
+    assert "@font-face" not in text and "@import" not in text and "textLength" not in text
+    assert re.findall(r"https?://[^\s\"')]+", text) == ["http://www.w3.org/2000/svg"]  # the namespace, not fetched
+    assert all(ref.startswith("#") for ref in re.findall(r"url\(([^)]*)\)", text))  # clip paths of its own
+    family = re.search(r"-matrix \{[^}]*font-family: ([^;]*);", text)[1]
+    assert family.endswith("monospace") and "Fira Code" not in family  # no web font to fall back from
+    root = ET.fromstring(text)
+    cell = None
+    columns: dict[int, str] = {}
+    for element in root.iter("{http://www.w3.org/2000/svg}text"):
+        if "matrix" in (element.get("class") or "") or element.get("clip-path") is None:
+            continue
+        xs = [float(x) for x in element.get("x", "").split()]
+        body = element.text or ""
+        assert len(xs) == len(body), body  # one position per character: no font decides where a cell goes
+        steps = {round(b - a, 2) for a, b in zip(xs, xs[1:], strict=False)}
+        assert len(steps) <= 1
+        cell = cell or (steps.pop() if steps else None)
+        if cell:
+            for x, char in zip(xs, body, strict=True):
+                column = round(x / cell)
+                assert abs(x - column * cell) < 0.01  # every glyph on the grid
+                columns.setdefault(round(float(element.get("y", "0"))) * 1000 + column, char)
+    assert cell == 12.2
+    rows = svg_rows(text)
+    gpu3 = next(y for y, texts in rows.items() if any("gpu-3" in t for _, t in texts))
+    assert "".join(columns.get(gpu3 * 1000 + 9 + i, "?") for i in range(8)) == "DDDD#..."  # at columns 9 to 16
+
+
+def test_map_styles_contrast_at_least_wcag_aa():
+    """Every letter on its colour, and every cell glyph, reads at 4.5:1 or more (WCAG AA) in the SVG's colours."""
+    from rich.color import Color
+    from rich.style import Style
+    from rich.terminal_theme import SVG_EXPORT_THEME
+
+    from det_k8s.cli import mapview
+
+    def luminance(color: Color | None, default: object) -> float:
+        triplet = default if color is None else color.get_truecolor(SVG_EXPORT_THEME)
+        def channel(v: int) -> float:
+            v = v / 255
+            return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+        return 0.2126 * channel(triplet.red) + 0.7152 * channel(triplet.green) + 0.0722 * channel(triplet.blue)
+
+    styles = [mapview.holder_style(i) for i in range(len(mapview.PALETTE))]
+    styles += [*mapview.STYLE.values(), mapview.PLANNED_STYLE, mapview.REPLACING_STYLE, mapview.VICTIM_STYLE]
+    for text in styles:
+        style = Style.parse(text)
+        fg = luminance(style.color, SVG_EXPORT_THEME.foreground_color)
+        bg = luminance(style.bgcolor, SVG_EXPORT_THEME.background_color)
+        ratio = (max(fg, bg) + 0.05) / (min(fg, bg) + 0.05)
+        assert ratio >= 4.5, f"{text}: {ratio:.2f}"
 
 
 def test_the_plan_svg_marks_planned_and_evicted_cells(run_cli, tmp_path):

@@ -84,8 +84,7 @@ def test_rollback_without_consent_names_what_changes_and_changes_nothing(run_cli
 def test_rollback_with_yes_runs_helm_rollback_with_the_exact_argv(run_cli, released):
     result = run_cli("rollback", "demo", "--skip-storage-check", "--yes", "--timeout", "15m")
     assert result.code == 0, result.err
-    wait = "--wait" if released.major == 3 else "--wait=watcher"
-    assert rollbacks(released) == [["rollback", "demo", "2", *NS, wait, "--timeout", "15m"]]
+    assert rollbacks(released) == [["rollback", "demo", "2", *NS, "--timeout", "15m"]]
     assert "Rolled back release demo in namespace default to revision 2 (Determined 0.17.15); helm recorded it as " \
            "revision 4" in result.err
 
@@ -132,8 +131,7 @@ def test_rollback_dry_run_checks_and_says_what_it_would_run(run_cli, released):
     result = run_cli("rollback", "demo", "--skip-storage-check", "--dry-run")
     assert result.code == 0, result.err
     (line,) = [ln for ln in result.err.splitlines() if ln.startswith("would run: ")]
-    assert line.endswith("rollback demo 2 --namespace default " + ("--wait" if released.major == 3 else "--wait=watcher")
-                         + " --timeout 10m  (dry run: nothing was changed)")
+    assert line.endswith("rollback demo 2 --namespace default --timeout 10m  (dry run: nothing was changed)")
     assert rollbacks(released) == []
 
 
@@ -201,5 +199,4 @@ def test_rollback_to_revision_0_is_the_previous_revision_as_in_helm(run_cli, rel
     # to 0, it will roll back to the previous release"); det-k8s refused 0 as a usage error.
     result = run_cli("rollback", "demo", "0", "--skip-storage-check", "--yes")
     assert result.code == 0, result.err
-    wait = "--wait" if released.major == 3 else "--wait=watcher"
-    assert rollbacks(released) == [["rollback", "demo", "2", *NS, wait, "--timeout", "10m"]]
+    assert rollbacks(released) == [["rollback", "demo", "2", *NS, "--timeout", "10m"]]

@@ -41,8 +41,8 @@ def test_validate_names_secret_keys_without_their_values(run_cli):
 
 
 def test_render_and_its_errors_show_no_secret(run_cli, tmp_path):
-    ok = run_cli("render", "-f", example("gpu-cluster.yaml"), *sets(), "-o", tmp_path / "c", "-v")
-    bad = run_cli("render", "-f", example("gpu-cluster.yaml"), *sets(maxSlotsPerPod="zero"), "-o", tmp_path / "d")
+    ok = run_cli("render", "-f", example("gpu-cluster.yaml"), *sets(), "--output-dir", tmp_path / "c", "-v")
+    bad = run_cli("render", "-f", example("gpu-cluster.yaml"), *sets(maxSlotsPerPod="zero"), "--output-dir", tmp_path / "d")
     assert ok.code == 0 and bad.code == 1
     assert_clean(ok.out, ok.err, bad.out, bad.err)
 

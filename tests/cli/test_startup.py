@@ -54,7 +54,7 @@ def test_render_and_validate_import_no_heavy_sdk(tmp_path):
     from tests.conftest import example
 
     assert loaded_modules("validate", "-f", str(example("gpu-cluster.yaml")))[1] == []
-    code, modules = loaded_modules("render", "-f", str(example("gpu-cluster.yaml")), "-o", str(tmp_path / "c"))
+    code, modules = loaded_modules("render", "-f", str(example("gpu-cluster.yaml")), "--output-dir", str(tmp_path / "c"))
     assert (code, modules) == (0, [])
 
 

@@ -108,3 +108,74 @@ def test_forbidden_is_one_line_naming_the_context(run_cli, cluster):
     result = run_cli("status", "demo")
     assert result.code == 1 and len(result.err.strip().splitlines()) == 1
     assert "(context emulator)" in result.err and "Traceback" not in result.err
+
+
+def scheduler_deployment(ready: int) -> dict:
+    """det-k8s's scheduler as the bundled chart deploys it for release demo (its Lease in det-system)."""
+    from det_k8s.kube.deploy import scheduler_manifests
+
+    (found,) = [d for d in scheduler_manifests("det-k8s:0.1", "default", name="det-k8s-scheduler-demo",
+                                               cluster_name="det-k8s-scheduler-default-demo", instance="demo",
+                                               lease_namespace="det-system") if d["kind"] == "Deployment"]
+    return {**found, "status": {"readyReplicas": ready}}
+
+
+def lease(holder: str, *, age: int = 1) -> dict:
+    from datetime import UTC, datetime, timedelta
+
+    renewed = (datetime.now(UTC) - timedelta(seconds=age)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    until = (datetime.now(UTC) + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "det-k8s-scheduler", "namespace": "det-system",
+                         "annotations": {"det-k8s.io/serving": f"coscheduler until {until}"}},
+            "spec": {"holderIdentity": holder, "renewTime": renewed, "leaseDurationSeconds": 30}}
+
+
+def healthy_master(cluster) -> None:
+    cluster.api.put(deployment(ready=1))
+    cluster.api.put(master_pod(ready=True))
+    service(cluster)
+
+
+def test_status_says_the_charts_gang_scheduler_runs_and_holds_the_lease(run_cli, cluster):
+    healthy_master(cluster)
+    cluster.api.put(scheduler_deployment(ready=2))
+    holder = "det-k8s-scheduler@det-k8s-scheduler-demo-6c9f7-x2k4p-1f3a"
+    cluster.api.put(lease(holder))
+    result = run_cli("status", "demo")
+    assert result.code == 0, result.err
+    assert (f"Gang scheduler: 2/2 ready (Deployment det-k8s-scheduler-demo), holds the Lease "
+            f"det-system/det-k8s-scheduler ({holder}, serving coscheduler)") in result.out.splitlines()
+    data = json.loads(run_cli("status", "demo", "-o", "json").out)["gangScheduler"]
+    assert (data["deployed"], data["ready"], data["holds_lease"], data["serving"]) == (True, 2, True, "coscheduler")
+
+
+def test_status_says_when_another_client_holds_the_lease_or_nobody(run_cli, cluster):
+    healthy_master(cluster)
+    cluster.api.put(scheduler_deployment(ready=2))
+    cluster.api.put(lease("alice@laptop-1f3a"))
+    result = run_cli("status", "demo")
+    assert result.code == 0, result.err
+    assert ("Gang scheduler: 2/2 ready (Deployment det-k8s-scheduler-demo); does not hold the Lease "
+            "det-system/det-k8s-scheduler (held by alice@laptop-1f3a)") in result.out.splitlines()
+    cluster.api.put(lease("det-k8s-scheduler@det-k8s-scheduler-demo-6c9f7-x2k4p-1f3a", age=600))  # expired
+    assert "(held by nobody)" in run_cli("status", "demo").out
+
+
+def test_a_stopped_gang_scheduler_is_a_problem(run_cli, cluster):
+    healthy_master(cluster)
+    cluster.api.put(scheduler_deployment(ready=0))
+    result = run_cli("status", "demo")
+    assert result.code == 1
+    assert ("Problem: det-k8s's gang scheduler is not running (0/2 ready): the master's task pods wait unbound"
+            in result.out)
+    assert "error: release demo is not healthy: 1 problem(s) found" in result.err
+
+
+def test_without_the_charts_scheduler_status_says_how_to_run_one(run_cli, cluster):
+    healthy_master(cluster)
+    result = run_cli("status", "demo")
+    assert result.code == 0, result.err
+    line = next(line for line in result.out.splitlines() if line.startswith("Gang scheduler: "))
+    assert line.startswith("Gang scheduler: not deployed by this release (no Deployment det-k8s-scheduler-demo")
+    assert "det-k8s scheduler run" in line and "det-k8s scheduler manifest" in line

@@ -174,7 +174,7 @@ def test_basic_auth_from_the_url_never_follows_a_redirect(run_cli, web):
 def test_a_chart_url_is_refused_in_one_line_that_keeps_it_whole(run_cli, tmp_path, chart):
     # `--chart https://...` read as a path lost a slash ("https:/helm...: no such chart directory"); helm users pass
     # URLs and OCI references there. det-k8s renders into a chart on disk: it says so, with the URL intact.
-    result = run_cli("render", "-f", GPU, "--chart", chart, "-o", tmp_path / "out")
+    result = run_cli("render", "-f", GPU, "--chart", chart, "--output-dir", tmp_path / "out")
     assert result.code == 1
     assert result.err.strip().splitlines()[-1] == (
         f"error: --chart {chart}: det-k8s renders into a chart on disk, not one fetched from a URL or registry; "
@@ -182,7 +182,7 @@ def test_a_chart_url_is_refused_in_one_line_that_keeps_it_whole(run_cli, tmp_pat
 
 
 def test_a_chart_that_is_not_there_suggests_helm_pull(run_cli, tmp_path):
-    result = run_cli("render", "-f", GPU, "--chart", "determined-ai/determined", "-o", tmp_path / "out")
+    result = run_cli("render", "-f", GPU, "--chart", "determined-ai/determined", "--output-dir", tmp_path / "out")
     assert result.code == 1
     assert result.err.strip().splitlines()[-1] == (
         "error: determined-ai/determined: no such chart directory or archive; a chart of a helm repository? "

@@ -152,6 +152,6 @@ def test_chart_archives(run_cli, tmp_path, members, with_chart):
             info.size = len(data) if kind == tarfile.REGTYPE else 0
             tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
     out = tmp_path / "out"
-    run(run_cli, "render", "-f", SETTINGS, "--chart", archive, "-o", out)
+    run(run_cli, "render", "-f", SETTINGS, "--chart", archive, "--output-dir", out)
     escaped = [p for p in tmp_path.rglob("*") if p.name == "x" and out not in p.parents]
     assert escaped == []

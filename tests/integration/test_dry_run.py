@@ -39,10 +39,21 @@ def test_dry_run_prints_the_command_and_redacted_manifests_without_a_cluster(run
     objs = docs(result.out)
     assert objs[("Deployment", "determined-master-deployment-demo")]["metadata"]["namespace"] == "det"
     assert ("PriorityClass", "determined-system-priority") in objs
+    scheduler = objs[("Deployment", "det-k8s-scheduler-demo")]  # one install gives gang scheduling
+    assert scheduler["spec"]["template"]["spec"]["containers"][0]["args"][:4] == ["scheduler", "run", "--namespace",
+                                                                                 "det"]
+    assert ("ClusterRole", "det-k8s-scheduler-det-demo") in objs and ("ServiceAccount", "det-k8s-scheduler-demo") in objs
     secret = objs[("Secret", "determined-master-secrets-demo")]
     assert set(secret["stringData"].values()) == {"<redacted>"} and "db-password" in secret["stringData"]
-    config = objs[("Secret", "determined-master-config-demo")]  # the whole master config from 0.26.2, redacted
-    assert set(config["stringData"].values()) == {"<redacted>"}
+    config = objs[("Secret", "determined-master-config-demo")]  # the whole master config from 0.26.2, shown
+    master = yaml.safe_load(config["stringData"]["master.yaml"])  # with only its secrets masked
+    assert master["db"] == {"user": "postgres", "password": "<redacted>", "host": "determined-db-service-demo",
+                            "port": 5432, "name": "determined"}
+    assert master["security"]["initial_user_password"] == "<redacted>"
+    assert master["checkpoint_storage"]["bucket"] == "det-checkpoints"
+    assert master["resource_manager"]["max_slots_per_pod"] == 4
+    toleration = master["task_container_defaults"]["gpu_pod_spec"]["spec"]["tolerations"][0]
+    assert toleration["key"] == "accelerator"  # a pod spec's `key` is Kubernetes's, no secret
     for secret_text in ("Sup3r-Secret-77", "Ch4nge-me-now"):
         assert secret_text not in result.out + result.err
 

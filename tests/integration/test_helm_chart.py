@@ -104,7 +104,7 @@ def test_external_db_node_port_and_tls(helm, tmp_path):
     assert master["checkpoint_storage"] == {"type": "gcs", "bucket": "det-checkpoints-prod",
                                             "save_experiment_best": 0, "save_trial_best": 1, "save_trial_latest": 1}
     assert master["resource_manager"]["default_scheduler"] == "coscheduler"
-    assert ("Deployment", "coscheduler-demo") not in objs  # gangScheduler det-k8s (the default) deploys no scheduler
+    assert ("Deployment", "coscheduler-demo") not in objs  # gangScheduler det-k8s (the default): not the plugin
 
 
 def test_cpu_slots_and_azure(helm, tmp_path):
@@ -398,13 +398,15 @@ def test_official_chart_keys_reach_the_master_and_the_pods(helm, tmp_path):
     ("0.17.15", "preemption", "coscheduler"), ("0.17.15", "coscheduler", "coscheduler"),
     ("0.26.2", "preemption", "preemption"), ("0.26.2", " coscheduler ", "coscheduler"),
     ("0.38.1", "coscheduler", "coscheduler")])
-def test_default_scheduler_as_the_official_chart_writes_it_and_no_plugin_by_default(helm, tmp_path, version,
+def test_default_scheduler_as_the_official_chart_writes_it_and_det_k8s_serves_it_by_default(helm, tmp_path, version,
                                                                                     setting, scheduler):
     objs = objects(helm, render(tmp_path, "gpu-cluster", version=version), tmp_path,
                    "--set-string", f"defaultScheduler={setting}")
     config = assembled_master_config(objs) if version < "0.26.2" else master_config(objs)
     assert config["resource_manager"]["default_scheduler"] == scheduler
-    assert not [k for k in objs if k[0] == "Deployment" and "scheduler" in k[1] or k[1].startswith(scheduler)]
+    assert not [k for k in objs if k[1].startswith(f"{scheduler}-demo")]  # no plugin by default: det-k8s's own
+    args = objs[("Deployment", "det-k8s-scheduler-demo")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[4:] == ["--scheduler-name", scheduler, *(["--preemption"] if scheduler == "preemption" else [])]
     plugin = objects(helm, render(tmp_path, "gpu-cluster", version=version), tmp_path,
                      "--set-string", f"defaultScheduler={setting}", "--set", "gangScheduler=plugin")
     deployment = plugin[("Deployment", f"{scheduler}-demo")]
@@ -413,3 +415,55 @@ def test_default_scheduler_as_the_official_chart_writes_it_and_no_plugin_by_defa
     assert "determined-system" not in deployment["spec"]["template"]["metadata"]["labels"]
     profile = yaml.safe_load(plugin[("ConfigMap", f"{scheduler}-demo-config")]["data"]["config.yaml"])
     assert profile["profiles"][0]["schedulerName"] == scheduler
+
+
+def scheduler_objects(objs: dict[tuple[str, str], dict]) -> dict[tuple[str, str], dict]:
+    return {key: obj for key, obj in objs.items()
+            if (obj["metadata"].get("labels") or {}).get("app.kubernetes.io/name") == "det-k8s-scheduler"}
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_one_install_deploys_det_k8s_scheduler_as_scheduler_manifest_does(helm, tmp_path, version):
+    """gangScheduler: det-k8s (the default): the scheduler's ServiceAccount, RBAC, Lease Role and Deployment,
+    the very objects `det-k8s scheduler manifest` prints, named and labelled for the release."""
+    from det_k8s.kube.deploy import scheduler_manifests
+    from det_k8s.settings.schema import DEFAULT_SCHEDULER_IMAGE
+
+    chart = render(tmp_path, "gpu-cluster", version=version)
+    found = scheduler_objects(objects(helm, chart, tmp_path))
+    expected = scheduler_manifests(DEFAULT_SCHEDULER_IMAGE, "det", name="det-k8s-scheduler-demo",
+                                   cluster_name="det-k8s-scheduler-det-demo", instance="demo",
+                                   scheduler_name="coscheduler")
+    assert found == {(doc["kind"], doc["metadata"]["name"]): doc for doc in expected}
+    lease_role = found[("Role", "det-k8s-scheduler-det-demo-lease")]
+    assert lease_role["metadata"]["namespace"] == "default"
+    assert lease_role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                    "verbs": ["get", "create", "update"]}]
+    for doc in found.values():
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_the_scheduler_settings_reach_its_deployment(helm, tmp_path):
+    chart = render(tmp_path, "gpu-cluster", "defaultScheduler=preemption", "appVersion=0.30.0",
+                   "detK8sScheduler.image=registry.example.com/det-k8s:0.1", "detK8sScheduler.replicas=3",
+                   "detK8sScheduler.leaseNamespace=det-system", "detK8sScheduler.imagePullSecretName=regcred",
+                   "initialUserPassword=null")
+    objs = scheduler_objects(objects(helm, chart, tmp_path))
+    deployment = objs[("Deployment", "det-k8s-scheduler-demo")]
+    spec = deployment["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert container["image"] == "registry.example.com/det-k8s:0.1" and deployment["spec"]["replicas"] == 3
+    assert container["args"] == ["scheduler", "run", "--namespace", "det", "--scheduler-name", "preemption",
+                                 "--preemption"]
+    assert {"name": "DET_K8S_LEASE_NAMESPACE", "value": "det-system"} in container["env"]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert objs[("Role", "det-k8s-scheduler-det-demo-lease")]["metadata"]["namespace"] == "det-system"
+
+
+@pytest.mark.parametrize("setting", ["detK8sScheduler.enabled=false", "gangScheduler=plugin"])
+def test_the_scheduler_can_be_left_out(helm, tmp_path, setting):
+    chart = render(tmp_path, "gpu-cluster", setting, "defaultScheduler=coscheduler")
+    objs = objects(helm, chart, tmp_path)
+    assert scheduler_objects(objs) == {}
+    if setting.startswith("gangScheduler"):
+        assert ("Deployment", "coscheduler-demo") in objs  # the plugin instead, never both

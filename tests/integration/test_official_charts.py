@@ -38,7 +38,7 @@ def settings(tmp_path: Path, tag: str) -> Path:
 @pytest.mark.parametrize("tag", list(RELEASE_OF))
 def test_rendered_into_the_official_chart_it_lints_and_keeps_apiversion_v1(run_cli, helm, tmp_path, tag):
     out = tmp_path / "out"
-    result = run_cli("render", "-f", settings(tmp_path, tag), "--chart", CHARTS / tag, "-o", out,
+    result = run_cli("render", "-f", settings(tmp_path, tag), "--chart", CHARTS / tag, "--output-dir", out,
                      "--helm-binary", helm)
     assert result.code == 0, result.err
     chart = yaml.safe_load((out / "Chart.yaml").read_text())
@@ -71,7 +71,7 @@ def test_a_chart_helm_cannot_template_is_reported_before_anything_is_installed(r
     data = yaml.safe_load(path.read_text())
     del data["initialUserPassword"]  # v0.38.1's chart fails a fresh install without one
     path.write_text(yaml.safe_dump(data))
-    result = run_cli("render", "-f", path, "--chart", CHARTS / "v0.38.1", "-o", tmp_path / "out",
+    result = run_cli("render", "-f", path, "--chart", CHARTS / "v0.38.1", "--output-dir", tmp_path / "out",
                      "--helm-binary", helm)
     assert result.code == 1
     assert f"--chart {CHARTS / 'v0.38.1'}: helm cannot template it with these settings" in result.err
@@ -98,7 +98,8 @@ def test_the_official_charts_own_scheduler_is_named_whatever_gangscheduler_says(
     # same pods as that plugin.
     out = tmp_path / "out"
     result = run_cli("render", "-f", settings(tmp_path, tag), "--set", "defaultScheduler=coscheduler",
-                     "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag, "-o", out, "--helm-binary", helm)
+                     "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag,
+                     "--output-dir", out, "--helm-binary", helm)
     assert result.code == 0, result.err
     (line,) = [ln for ln in result.err.splitlines() if "kube-scheduler of its own" in ln]
     assert line.startswith(f"warning: defaultScheduler: --chart {CHARTS / tag} deploys a kube-scheduler of its own for "
@@ -106,7 +107,7 @@ def test_the_official_charts_own_scheduler_is_named_whatever_gangscheduler_says(
                            "kube-scheduler:v0.18.9)), whatever gangScheduler says")
     assert "`det-k8s scheduler run` must not run as well" in line
     plain = run_cli("render", "-f", settings(tmp_path, tag), "--set", "checkpointStorage.prefix=null",
-                    "--chart", CHARTS / tag, "-o", tmp_path / "plain", "--helm-binary", helm)
+                    "--chart", CHARTS / tag, "--output-dir", tmp_path / "plain", "--helm-binary", helm)
     assert plain.code == 0 and "kube-scheduler of its own" not in plain.err
 
 
@@ -148,7 +149,7 @@ def test_a_zero_the_official_chart_turns_into_its_default_is_reported(run_cli, h
     # det-k8s said nothing although the master then keeps other checkpoints than the settings say.
     result = run_cli("render", "-f", settings(tmp_path, tag), "--set", "checkpointStorage.saveTrialBest=0",
                      "--set", "checkpointStorage.saveTrialLatest=0", "--set", "checkpointStorage.saveExperimentBest=0",
-                     "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag, "-o", tmp_path / "out",
+                     "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag, "--output-dir", tmp_path / "out",
                      "--helm-binary", helm)
     assert result.code == 0, result.err
     changed = sorted(line for line in result.err.splitlines() if "renders it as" in line)
@@ -163,7 +164,7 @@ def test_a_zero_the_official_chart_turns_into_its_default_is_reported(run_cli, h
 def test_log_color_false_the_official_chart_turns_into_true_is_reported(run_cli, helm, tmp_path, tag):
     # `color: {{ .Values.logColor | default true }}`: logColor: false reaches the master as true.
     result = run_cli("render", "-f", settings(tmp_path, tag), "--set", "logColor=false", "--chart", CHARTS / tag,
-                     "-o", tmp_path / "out", "--helm-binary", helm)
+                     "--output-dir", tmp_path / "out", "--helm-binary", helm)
     assert result.code == 0, result.err
     assert (f"warning: logColor: set to false, but the master configuration --chart {CHARTS / tag} renders it as "
             "log.color: true; use det-k8s's bundled chart, which writes false") in result.err, result.err
@@ -206,14 +207,14 @@ def test_without_an_app_version_the_charts_own_is_installed(run_cli, helm, tmp_p
     path = tmp_path / "no-version.yaml"
     path.write_text(yaml.safe_dump(data))
     out = tmp_path / "out"
-    result = run_cli("render", "-f", path, "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag, "-o", out,
-                     "--helm-binary", helm)
+    result = run_cli("render", "-f", path, "--set", "checkpointStorage.prefix=null", "--chart", CHARTS / tag,
+                     "--output-dir", out, "--helm-binary", helm)
     assert result.code == 0, result.err
     assert yaml.safe_load((out / "Chart.yaml").read_text())["appVersion"] == RELEASE_OF[tag]
     assert f"(appVersion {RELEASE_OF[tag]})" in result.err + result.out
     # and the settings are checked against that release: 0.17.15 and 0.26.2 have no initialUserPassword
     refused = run_cli("render", "-f", path, "--set", "initialUserPassword=Abcdefg1", "--chart", CHARTS / tag,
-                      "-o", tmp_path / "o2", "--helm-binary", helm)
+                      "--output-dir", tmp_path / "o2", "--helm-binary", helm)
     assert refused.code == 1 and f"Determined {RELEASE_OF[tag]} has no initialUserPassword" in refused.out + refused.err
 
 
@@ -222,11 +223,11 @@ def test_a_chart_of_another_release_is_named_by_the_keys_its_master_would_refuse
     # master refuses at start (unknown field; it reads default_namespace). det-k8s said nothing.
     result = run_cli("render", "-f", settings(tmp_path, "0.17.15"), "--set-string", "appVersion=0.38.1",
                      "--set", "defaultPassword=null", "--set", "initialUserPassword=Abcdefg1",
-                     "--chart", CHARTS / "0.17.15", "-o", tmp_path / "out", "--helm-binary", helm)
+                     "--chart", CHARTS / "0.17.15", "--output-dir", tmp_path / "out", "--helm-binary", helm)
     assert result.code == 0, result.err
     (line,) = [ln for ln in result.err.splitlines() if "does not parse" in ln]
     assert line.startswith(f"warning: appVersion: --chart {CHARTS / '0.17.15'} writes resource_manager.namespace into "
                            "the master configuration, which Determined 0.38.1 does not parse")
-    same = run_cli("render", "-f", settings(tmp_path, "0.17.15"), "--chart", CHARTS / "0.17.15", "-o", tmp_path / "o2",
-                   "--helm-binary", helm)
+    same = run_cli("render", "-f", settings(tmp_path, "0.17.15"), "--chart", CHARTS / "0.17.15",
+                   "--output-dir", tmp_path / "o2", "--helm-binary", helm)
     assert same.code == 0 and "does not parse" not in same.err, same.err

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from det_k8s.kube.kinds import PODS
 from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
 from tests.k8s_emulator import node
 from tests.master_pods import VERSIONS, create_pods, create_task, honour_preemption, master_task
 
+ON_REAL_CLUSTER_TOO = True  # the master's pods bound on the real API server too, beside the real kube-scheduler
 REWRITTEN = ("nodes are available", "successfully assigned", "pod triggered scale-up", "skip schedule deleting pod")
 
 
@@ -30,7 +32,7 @@ def nodes(cluster, count: int, gpus: int = 4) -> None:
 
 
 def submit(cluster, version: str, **kwargs):
-    return create_task(cluster.connect(), master_task(version, **kwargs))
+    return create_task(cluster.connect(), master_task(version, **kwargs), job_controller=getattr(cluster, "real", False))
 
 
 def pods_of(cluster, task):
@@ -95,6 +97,7 @@ def master_pod_group_id(task) -> str:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.emulator_only
 def test_a_gang_is_bound_only_once_all_its_pods_exist(cluster, version):
     nodes(cluster, 3)
     task = master_task(version, slots_per_trial=12, max_slots_per_pod=4)
@@ -210,6 +213,7 @@ def test_an_equal_priority_trial_and_a_command_are_never_victims(cluster):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.emulator_only
 def test_a_binding_failing_part_way_deletes_what_was_bound(cluster, version, run_cli):
     nodes(cluster, 2)
     task = submit(cluster, version, slots_per_trial=8)
@@ -217,7 +221,7 @@ def test_a_binding_failing_part_way_deletes_what_was_bound(cluster, version, run
     cluster.api.fail("POST", "pods", 409, f'pod {second} is already assigned to node "gpu-9"', name=second)
     report = run_pass(cluster, workers=1)
     (why,) = report.repaired.values()
-    assert "binding failed part-way" in why and "deleted 1 bound pod" in why
+    assert "binding failed part-way" in why and "deleted 1 bound pod so" in why
     remaining = pods_of(cluster, task)
     assert [p["metadata"]["name"] for p in remaining] == [second]  # the bound one is gone: the master restarts
     assert not any(p["spec"].get("nodeName") for p in remaining)
@@ -226,6 +230,18 @@ def test_a_binding_failing_part_way_deletes_what_was_bound(cluster, version, run
     assert all(e["type"] == "Warning" for e in failed)
     result = run_cli("doctor")
     assert "GangBindingFailed" in result.out and "Groups det-k8s tore down" in result.out
+
+
+def test_a_binding_that_may_have_landed_is_not_counted_as_bound(cluster):
+    nodes(cluster, 2)
+    task = submit(cluster, "0.38.1", slots_per_trial=8)
+    second = sorted(task.names)[1]
+    cluster.api.fail("POST", "pods", 504, "the server was unable to return a response in the time allotted",
+                     name=second)
+    report = run_pass(cluster, workers=1)
+    (why,) = report.repaired.values()
+    assert "deleted 1 bound pod and 1 whose binding may have landed so Determined restarts it whole" in why
+    assert "pod(s)" not in why
 
 
 def test_a_group_found_partly_bound_is_torn_down_and_doctor_reports_it(cluster, run_cli):
@@ -265,6 +281,7 @@ def test_the_masters_trial_and_det_k8s_experiments_share_one_queue(cluster):
     assert QueueStore(cluster.connect(), "default").get("aaaa0001").state == "queued"
 
 
+@pytest.mark.emulator_only
 def test_a_masters_trial_preempts_a_lower_det_k8s_group_and_the_reverse(cluster):
     from det_k8s.kube.queue import QueueStore
     from tests.kube.test_live_scheduler import submit as submit_experiment
@@ -314,3 +331,33 @@ def test_without_a_serving_loop_experiment_create_ignores_the_masters_pending_po
     submit_experiment(cluster, "aaaa0001", 4, 1, priority=20)
     report = LiveScheduler(cluster.connect(), "default", Policy(), "someone").run_pass()
     assert list(report.placed) == ["aaaa0001"]
+
+
+def test_a_gang_bound_by_someone_else_with_a_pod_missing_is_torn_down(cluster, run_cli):
+    """Issue 24 (4), found on the real control plane: one pod bound by another hand, the other deleted. It was counted
+    as running, never torn down, and held its GPUs; doctor said the next pass would delete it."""
+    nodes(cluster, 2)
+    task = submit(cluster, "0.26.2", slots_per_trial=8)
+    first, second = task.names
+    cluster.connect().create_subresource(PODS, first, "binding", {
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": first, "namespace": "default"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-0"}}, "default")
+    cluster.api.remove("pods", second)
+    report = run_pass(cluster)
+    assert master_pod_group_id(task) in report.repaired
+    cluster.wait_for("the bound pod to go", lambda: cluster.api.get("pods", first) is None or
+                     cluster.api.get("pods", first)["metadata"].get("deletionTimestamp"), timeout=30) \
+        if getattr(cluster, "real", False) else None
+    left = cluster.api.get("pods", first)
+    assert left is None or left["metadata"].get("deletionTimestamp")
+
+
+def test_a_gang_whose_pod_finished_first_is_not_torn_down(cluster):
+    nodes(cluster, 2)
+    task = submit(cluster, "0.26.2", slots_per_trial=8)
+    run_pass(cluster)
+    first, second = task.names
+    cluster.api.update("pods", first, {"status": {"phase": "Succeeded"}})
+    report = run_pass(cluster)
+    assert report.repaired == {}
+    assert cluster.api.get("pods", second)["spec"]["nodeName"]

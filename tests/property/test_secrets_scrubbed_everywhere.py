@@ -109,7 +109,7 @@ def test_no_form_of_a_planted_secret_is_ever_printed(markers_cli, tmp_path, plan
     elif command == "validate":
         args = ["validate", *base, "--set", "db.port=x", "-o", "json"]
     else:
-        args = ["render", *base, "-o", tmp_path / "chart", "-v"]
+        args = ["render", *base, "--output-dir", tmp_path / "chart", "-v"]
     with time_bound():
         result = check(run_cli(*args))
     text = result.out + result.err

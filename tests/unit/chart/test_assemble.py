@@ -38,9 +38,27 @@ def test_values_file_is_private(tmp_path, settings):
 def test_rerendering_replaces_a_previous_render(tmp_path, settings):
     out = tmp_path / "out"
     write_chart(out, settings.values, "0.17.14")
-    (out / "templates" / "stale.yaml").write_text("kind: Stale\n")
+    (out / "templates" / "stale.yaml").write_text("kind: Stale\n")  # as if an older det-k8s had written it
+    with (out / ".det-k8s").open("a") as marker:
+        marker.write("templates/stale.yaml\n")
     write_chart(out, settings.values, "0.17.15")
     assert not (out / "templates" / "stale.yaml").exists()
+    assert yaml.safe_load((out / "Chart.yaml").read_text())["appVersion"] == "0.17.15"
+
+
+def test_rerendering_refuses_to_delete_files_the_user_added(tmp_path, settings):
+    out = tmp_path / "out"
+    write_chart(out, settings.values, "0.17.14")
+    (out / "templates" / "mine.yaml").write_text("kind: Mine\n")
+    (out / "NOTES.md").write_text("keep me")
+    with pytest.raises(UsageError, match=r"did not write \(NOTES.md, templates/mine.yaml\)"):
+        write_chart(out, settings.values, "0.17.15")
+    assert (out / "NOTES.md").read_text() == "keep me"
+    assert (out / "templates" / "mine.yaml").exists()
+    assert yaml.safe_load((out / "Chart.yaml").read_text())["appVersion"] == "0.17.14"  # untouched
+    (out / "NOTES.md").unlink()
+    (out / "templates" / "mine.yaml").unlink()
+    write_chart(out, settings.values, "0.17.15")  # only det-k8s's files left: replaced
     assert yaml.safe_load((out / "Chart.yaml").read_text())["appVersion"] == "0.17.15"
 
 
@@ -101,14 +119,14 @@ def test_an_unwritable_destination_is_one_line_naming_output(tmp_path, settings)
     blocker.write_text("not a directory")
     with pytest.raises(InputError) as info:
         write_chart(blocker / "sub", settings.values, "0.17.15")
-    assert str(info.value).startswith(f"--output {blocker / 'sub'}: cannot write the chart there:")
+    assert str(info.value).startswith(f"--output-dir {blocker / 'sub'}: cannot write the chart there:")
 
 
 def test_a_place_nobody_may_write_is_one_line_naming_output(settings):
     # /proc refuses new directories even to root, so this holds wherever the tests run
     with pytest.raises(InputError) as info:
         write_chart(Path("/proc/self/det-k8s-chart"), settings.values, "0.17.15")
-    assert str(info.value).startswith("--output /proc/self/det-k8s-chart: cannot write the chart there:")
+    assert str(info.value).startswith("--output-dir /proc/self/det-k8s-chart: cannot write the chart there:")
 
 
 def _archive_with(tmp_path, *members: tuple[tarfile.TarInfo, bytes | None]):

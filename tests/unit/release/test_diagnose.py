@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import yaml
+
 from det_k8s.release.diagnose import Observed, diagnose, pod_state
 from det_k8s.release.gpu_check import gpu_check_pod, scheduling_problem
 from det_k8s.release.manifests import redact_secrets
@@ -94,3 +96,24 @@ def test_secret_values_are_redacted_and_other_documents_kept_verbatim():
     assert "db-password: <redacted>" in text and "# Source: determined/templates/master-secret.yaml" in text
     assert "---\n# Source: x.yaml\nkind: ConfigMap\ndata:\n  a: \"1\"\n" in text
     assert "hunter2" not in redact_secrets("kind: Secret\nstringData: {a: hunter2\n")  # unparseable: dropped
+
+
+def test_a_master_yaml_in_a_secret_is_shown_with_only_its_secrets_masked():
+    stream = ("---\n# Source: determined/templates/master-config.yaml\napiVersion: v1\nkind: Secret\nmetadata:\n"
+              "  name: determined-master-config-demo\nstringData:\n  master.yaml: |\n    port: 8081\n    db:\n"
+              "      password: hunter2-db\n      host: db\n    checkpoint_storage:\n      type: s3\n"
+              "      secret_key: s3cr3t-key\n      endpoint_url: http://me:pw@minio:9000\n    cluster_name: c1\n"
+              "    task_container_defaults:\n      gpu_pod_spec:\n        spec:\n          tolerations:\n"
+              "          - {key: nvidia.com/gpu, operator: Exists}\n    webhook: hunter2-db-copy\n"
+              "  plain: hunter2\n")
+    text = redact_secrets(stream, known=("hunter2-db-copy",))
+    for secret in ("hunter2", "s3cr3t-key", "me:pw"):
+        assert secret not in text
+    secret = yaml.safe_load(text)
+    assert secret["stringData"]["plain"] == "<redacted>"
+    master = yaml.safe_load(secret["stringData"]["master.yaml"])
+    assert master["db"] == {"password": "<redacted>", "host": "db"}
+    assert master["checkpoint_storage"]["secret_key"] == "<redacted>" and master["cluster_name"] == "c1"
+    assert master["task_container_defaults"]["gpu_pod_spec"]["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert master["webhook"] == "<redacted>"  # a known secret, whatever its key
+    assert "# Source: determined/templates/master-config.yaml" in text

@@ -80,12 +80,18 @@ def test_never_fits_because_pods_do_not_pack():
 
 
 def test_no_eligible_node_lists_why():
+    plan = schedule(snapshot([node("b", 4, cordoned=True)]), [gang("g", 1, 1)], Policy())
+    assert describe(plan.rejected["g"]) == "never fits this cluster: no node can run its pods; 1 node excluded: 1 cordoned"
+
+
+def test_a_node_that_is_only_not_ready_says_not_now_never_never():
+    # Found on the real control plane: every node that joins carries node.kubernetes.io/not-ready (TaintNodesByCondition)
+    # until its kubelet reports Ready; a group submitted then was refused as "can never run here".
     plan = schedule(
         snapshot([node("a", 4, ready=False), node("b", 4, cordoned=True)]), [gang("g", 1, 1)], Policy()
     )
-    assert describe(plan.rejected["g"]) == (
-        "never fits this cluster: no node can run its pods; 2 nodes excluded: 1 cordoned, 1 not ready"
-    )
+    assert "g" not in plan.rejected
+    assert describe(plan.waiting["g"]).endswith("2 nodes excluded: 1 cordoned, 1 not ready")
 
 
 def test_submit_time_rejections_print_their_detail():

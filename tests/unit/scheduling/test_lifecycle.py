@@ -91,3 +91,16 @@ def test_scheduler_messages_never_keep_the_phrase_the_determined_master_rewrites
                              "nvidia.com/gpu. preemption: 0/5 nodes are available: 5 No preemption victims found.") == (
         "2 node(s) had untolerated taint {gpu: x}, 3 Insufficient nvidia.com/gpu")
     assert "nodes are available" not in scheduler_message("odd: nodes are available here")
+
+
+def test_kube_scheduler_137_messages_are_quoted_whole_without_their_tails():
+    # As the real kube-scheduler 1.37 writes them (tests/realkube); with DynamicResources on, a post-filter note comes
+    # before the preemption tail, and the quote ended mid-sentence ("... no new claims to deallocate,").
+    from det_k8s.scheduling.lifecycle import scheduler_message
+
+    assert scheduler_message("0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) had untolerated "
+                             "taint(s). preemption: 0/2 nodes are available: 2 Preemption is not helpful for "
+                             "scheduling.") == "1 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint(s)"
+    assert scheduler_message("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. no new claims to deallocate, "
+                             "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+                             ) == "1 Insufficient nvidia.com/gpu"

@@ -35,6 +35,18 @@ def test_credentials_rbac_tls_and_missing_contexts():
     assert isinstance(missing, UsageError) and missing.message == "kubectl label: no context nope in your kubeconfig"
 
 
+def test_a_403_from_admission_is_not_called_an_rbac_problem():
+    # Seen from a real API server: helm install into a namespace that was still being deleted.
+    stderr = ('Error: INSTALLATION FAILED: create: failed to create: secrets "sh.helm.release.v1.demo.v1" is '
+              "forbidden: unable to create new content in namespace detrel because it is being terminated\n")
+    error = explain("helm", ["helm", "install", "demo", "c", "--namespace", "detrel"], 1, stderr, context="real")
+    assert isinstance(error, Forbidden) and error.hint == (
+        "detrel is being deleted: wait until `kubectl get namespace detrel` finds nothing, or use another namespace")
+    quota = explain("helm", ["helm", "install", "demo", "c", "-n", "ml"], 1,
+                    'Error: pods "x" is forbidden: exceeded quota: gpu-quota, requested: nvidia.com/gpu=4\n')
+    assert quota.hint == "a ResourceQuota refuses it: kubectl describe resourcequota -n ml"
+
+
 def test_a_missing_release_is_not_found_naming_it():
     error = explain("helm", ["helm", "get", "manifest", "demo", "--namespace", "ml"], 1, "Error: release: not found\n",
                     context="dev")

@@ -1,0 +1,122 @@
+"""The race between det-k8s binding the master's pods and kube-scheduler placing ordinary pods on the same node.
+
+On the real control plane (tests/realkube): one free node of 4 GPUs; each round creates, at the same moment, a
+Determined task pod of 4 GPUs (schedulerName coscheduler, which det-k8s serves) and an ordinary pod of 4 GPUs
+(kube-scheduler's), runs det-k8s passes until the task pod is bound or waits, lets kube-scheduler finish, and
+counts the rounds where both pods were bound to the node: an over-commit (a real kubelet then refuses one).
+
+    python -m benchmarks.race [--rounds N]    # prints one line per 25 rounds and the total
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tests.realkube.cluster import ControlPlane, fake_node
+from tests.realkube.components import build_all
+
+
+def ordinary_pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {
+                "requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}}]}}
+
+
+def run(plane: ControlPlane, rounds: int, say: Any = print, *, spread: float = 0.4, seed: int = 1,
+        fence: bool = True) -> dict[str, Any]:
+    from det_k8s.kube.api import KubeApi
+    from det_k8s.kube.scheduler import LiveScheduler
+    from det_k8s.scheduling.model import Policy
+    from tests.master_pods import create_task, master_task
+
+    plane.apply(fake_node("race-0", gpus=4))
+    plane.wait_for("race-0 ready", lambda: not (plane.request("GET", "/api/v1/nodes/race-0")[1]["spec"].get("taints")))
+    api = KubeApi.connect(kubeconfig=str(plane.admin_kubeconfig), namespace="default")
+    overcommits = det_wins = kube_wins = 0
+    rng = random.Random(seed)
+    passes: list[float] = []
+    for i in range(rounds):
+        task = master_task("0.26.2", experiment=i + 1, slots_per_trial=4)
+        other = f"ordinary-{uuid.uuid4().hex[:8]}"
+        create_task(api, task)
+        delay = rng.uniform(0, spread)  # the ordinary pod arrives at some moment of det-k8s's pass
+
+        def arrive(name: str = other, wait: float = delay) -> None:
+            time.sleep(wait)
+            plane.request("POST", "/api/v1/namespaces/default/pods", ordinary_pod(name))
+
+        t = threading.Thread(target=arrive)
+        started = time.monotonic()
+        t.start()
+        LiveScheduler(api.clone(), "default", Policy(), "race", serve="coscheduler", fence=fence).run_pass()
+        passes.append(time.monotonic() - started)
+        t.join()
+        time.sleep(0.3)  # kube-scheduler finishes its cycle
+        _, pods = plane.request("GET", "/api/v1/namespaces/default/pods")
+        on_node = [p["metadata"]["name"] for p in pods["items"] if p["spec"].get("nodeName") == "race-0"]
+        if len(on_node) > 1:
+            overcommits += 1
+        elif on_node and on_node[0] == other:
+            kube_wins += 1
+        elif on_node:
+            det_wins += 1
+        for p in pods["items"]:
+            plane.request("DELETE", f"/api/v1/namespaces/default/pods/{p['metadata']['name']}", {"gracePeriodSeconds": 0})
+        plane.wait_for("pods gone", lambda: not plane.request("GET", "/api/v1/namespaces/default/pods")[1]["items"])
+        if (i + 1) % 25 == 0:
+            say(f"  {i + 1} rounds: {overcommits} over-committed, det-k8s first {det_wins}, "
+                f"kube-scheduler first {kube_wins}")
+    passes.sort()
+    return {"rounds": rounds, "overcommits": overcommits, "det_k8s_first": det_wins, "kube_scheduler_first": kube_wins,
+            "pass_p50_ms": round(1000 * passes[len(passes) // 2]), "spread_ms": round(1000 * spread), "fence": fence}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--spread", type=float, default=0.4, help="seconds over which the ordinary pod may arrive")
+    parser.add_argument("--output", default="benchmarks/RACE.md", help="where the results go (Markdown)")
+    args = parser.parse_args(argv)
+    results = []
+    with ControlPlane(build_all()) as plane:
+        for fence in (False, True):  # side by side in one run, on the same control plane
+            print(f"fence {'on' if fence else 'off'}:", file=sys.stderr, flush=True)
+            results.append(run(plane, args.rounds, lambda s: print(s, file=sys.stderr, flush=True),
+                               spread=args.spread, fence=fence))
+    for result in results:
+        print(result)
+    write_results(results, plane.binaries, args.output)
+    return 0
+
+
+def write_results(results: list[dict[str, Any]], binaries: Any, path: str) -> None:
+    """The figures, with the machine, the date and every component's version, as Markdown."""
+    from benchmarks.machine import describe
+
+    machine = describe()
+    lines = ["# The binding race: det-k8s and kube-scheduler on one free node (`python -m benchmarks.race`)", "",
+             f"Run {machine['date']} at {machine['commit']} on {machine['cpu']} ({machine['cores']} cores, "
+             f"{machine['memory_gib']} GiB), {machine['python']}, load at start {machine['load_at_start']}.",
+             f"Kubernetes {binaries.kube_version} (kube-apiserver, kube-scheduler, kube-controller-manager built from "
+             f"k8s.io/kubernetes), etcd {binaries.etcd_version}, kwok {binaries.kwok_version}.", "",
+             "Each round: a Determined 0.26.2 task pod (4 GPUs, schedulerName coscheduler, bound by det-k8s) and an "
+             "ordinary pod (4 GPUs, placed by kube-scheduler) for one free 4-GPU node; the ordinary pod arrives at a "
+             f"random moment within {results[0]['spread_ms']} ms of the start of det-k8s's pass. An over-commit is a "
+             "round where both were bound to the node (a real kubelet then refuses one).", "",
+             "| binding fence | rounds | over-committed | det-k8s bound first | kube-scheduler bound first | "
+             "pass p50 |", "|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {'on' if r['fence'] else 'off'} | {r['rounds']} | {r['overcommits']} | {r['det_k8s_first']} "
+                     f"| {r['kube_scheduler_first']} | {r['pass_p50_ms']} ms |")
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,85 @@
+"""The binding fence (det_k8s/kube/fence.py) against the real kube-scheduler: while det-k8s binds the master's pods to
+a node, kube-scheduler places nothing there, and a node taken meanwhile is seen before anything is bound.
+
+benchmarks/race.py measures the race it closes over hundreds of rounds (fence off and on, side by side)."""
+
+from __future__ import annotations
+
+import pytest
+
+from det_k8s.kube.binder import Binder
+from det_k8s.kube.events import EventRecorder
+from det_k8s.kube.fence import KEY, Fence
+from det_k8s.scheduling.master import master_groups, master_pod
+from tests.k8s_emulator import node
+from tests.master_pods import create_task, master_task
+
+pytestmark = pytest.mark.real
+
+
+def ordinary(name: str, node_name: str | None = None) -> dict:
+    spec = {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def refused_for_the_fence(real_cluster, name: str) -> bool:
+    pod = real_cluster.api.get("pods", name)
+    return any(c["type"] == "PodScheduled" and c["status"] == "False" and "untolerated taint" in c.get("message", "")
+               for c in pod["status"].get("conditions") or ())
+
+
+def test_kube_scheduler_places_nothing_on_a_fenced_node_and_the_node_is_released(real_cluster):
+    real_cluster.api.put(node("gpu-0", gpus=4))
+    api = real_cluster.connect("default")
+    task = create_task(api, master_task("0.26.2", slots_per_trial=4))
+
+    def meanwhile(seconds: float) -> None:  # an ordinary pod arrives while det-k8s is about to bind
+        real_cluster.api.put(ordinary("ordinary"))
+        real_cluster.wait_for("kube-scheduler to refuse it for the fence",
+                              lambda: refused_for_the_fence(real_cluster, "ordinary"), timeout=30)
+
+    fence = Fence(api, sleep=meanwhile)
+    fence.raise_on(["gpu-0"])
+    (group,) = master_groups([master_pod(p) for p in real_cluster.api.items("pods") if p["metadata"]["name"] in
+                              task.names])
+    placement = [(p.name, "gpu-0") for p in group.pending]
+    assert fence.still_fits([(group.id, placement, {p.name: dict(p.pod.requests) for p in group.pending})]) == set()
+    result = Binder(api, EventRecorder(api, "test")).bind(group, placement)
+    fence.lower()
+    assert result.failure == "" and fence.problems == []
+    assert not any(t["key"] == KEY for t in real_cluster.api.get("nodes", "gpu-0", None)["spec"].get("taints") or ())
+    real_cluster.wait_for("kube-scheduler to retry the ordinary pod (the node is full now)", lambda: any(
+        c["type"] == "PodScheduled" and "Insufficient nvidia.com/gpu" in c.get("message", "")
+        for c in real_cluster.api.get("pods", "ordinary")["status"].get("conditions") or ()), timeout=30)
+    assert not real_cluster.api.get("pods", "ordinary")["spec"].get("nodeName")  # never both on the node
+
+
+def test_a_node_taken_before_the_fence_went_up_is_seen_and_nothing_is_bound(real_cluster):
+    real_cluster.api.put(node("gpu-0", gpus=4))
+    api = real_cluster.connect("default")
+    task = create_task(api, master_task("0.26.2", slots_per_trial=4))
+    (group,) = master_groups([master_pod(p) for p in real_cluster.api.items("pods") if p["metadata"]["name"] in
+                              task.names])
+    real_cluster.api.put(ordinary("early", node_name="gpu-0"))  # placed after det-k8s planned, before it binds
+    fence = Fence(api)
+    fence.raise_on(["gpu-0"])
+    placement = [(p.name, "gpu-0") for p in group.pending]
+    assert fence.still_fits([(group.id, placement, {p.name: dict(p.pod.requests) for p in group.pending})]) == {group.id}
+    fence.lower()
+
+
+def test_a_fence_left_by_a_process_that_died_is_removed_by_the_next_pass(real_cluster):
+    from det_k8s.kube.scheduler import LiveScheduler
+    from det_k8s.scheduling.model import Policy
+
+    real_cluster.api.put(node("gpu-0", gpus=4))
+    real_cluster.api.update("nodes", "gpu-0", {"spec": {"taints": [{"key": KEY, "value": "1000", "effect": "NoSchedule"}]}},
+                            None)
+    task = create_task(real_cluster.connect(), master_task("0.26.2", slots_per_trial=4))
+    report = LiveScheduler(real_cluster.connect(), "default", Policy(), "t", serve="coscheduler").run_pass()
+    assert "removed a binding taint left on node gpu-0 by a det-k8s that stopped" in report.problems
+    assert all(p["spec"].get("nodeName") == "gpu-0" for p in real_cluster.api.items("pods")
+               if p["metadata"]["name"] in task.names)
+    assert not real_cluster.api.get("nodes", "gpu-0", None)["spec"].get("taints")

@@ -1,0 +1,245 @@
+"""pytest fixtures for the real control plane (tests/realkube/cluster.py), imported by tests/conftest.py.
+
+- `control_plane` (session): built once per machine (cached), started once per test session. Where Go is absent
+  and nothing is cached, tests that need it skip with the reason; in CI (`CI=true`) they fail instead.
+- `real_cluster` (function): the control plane with KUBECONFIG pointing at it as an admin, and a facade with the
+  emulator's test surface (`.api.put/get/items/update/remove`), so a test written for the emulator can run on both
+  (a module sets `ON_REAL_CLUSTER_TOO = True`: tests/conftest.py). Everything a test made is removed after it: kwok
+  nodes, the `default` namespace's pods,
+  Jobs, ConfigMaps, Leases and Events, and every namespace it created.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.needs import need
+from tests.realkube.cluster import KWOK_ANNOTATION, ControlPlane, ControlPlaneError
+
+# plural -> (API prefix, namespaced)
+PLURALS: dict[str, tuple[str, bool]] = {
+    "pods": ("/api/v1", True), "nodes": ("/api/v1", False), "events": ("/api/v1", True),
+    "configmaps": ("/api/v1", True), "secrets": ("/api/v1", True), "services": ("/api/v1", True),
+    "namespaces": ("/api/v1", False), "serviceaccounts": ("/api/v1", True),
+    "persistentvolumeclaims": ("/api/v1", True), "persistentvolumes": ("/api/v1", False),
+    "resourcequotas": ("/api/v1", True), "limitranges": ("/api/v1", True),
+    "leases": ("/apis/coordination.k8s.io/v1", True), "jobs": ("/apis/batch/v1", True),
+    "deployments": ("/apis/apps/v1", True), "replicasets": ("/apis/apps/v1", True),
+    "statefulsets": ("/apis/apps/v1", True), "daemonsets": ("/apis/apps/v1", True),
+    "priorityclasses": ("/apis/scheduling.k8s.io/v1", False),
+    "storageclasses": ("/apis/storage.k8s.io/v1", False),
+    "roles": ("/apis/rbac.authorization.k8s.io/v1", True), "rolebindings": ("/apis/rbac.authorization.k8s.io/v1", True),
+    "clusterroles": ("/apis/rbac.authorization.k8s.io/v1", False),
+    "clusterrolebindings": ("/apis/rbac.authorization.k8s.io/v1", False),
+}
+KIND_PLURAL = {"Pod": "pods", "Node": "nodes", "Event": "events", "ConfigMap": "configmaps", "Secret": "secrets",
+               "Service": "services", "Namespace": "namespaces", "ServiceAccount": "serviceaccounts",
+               "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
+               "ResourceQuota": "resourcequotas", "LimitRange": "limitranges", "Lease": "leases", "Job": "jobs",
+               "Deployment": "deployments", "ReplicaSet": "replicasets", "StatefulSet": "statefulsets",
+               "DaemonSet": "daemonsets", "PriorityClass": "priorityclasses", "StorageClass": "storageclasses",
+               "Role": "roles", "RoleBinding": "rolebindings", "ClusterRole": "clusterroles",
+               "ClusterRoleBinding": "clusterrolebindings"}
+SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
+
+
+def path_of(plural: str, namespace: str | None, name: str | None = None) -> str:
+    prefix, namespaced = PLURALS[plural]
+    path = f"{prefix}/namespaces/{namespace}/{plural}" if namespaced and namespace else f"{prefix}/{plural}"
+    return f"{path}/{urllib.parse.quote(name, safe='')}" if name else path
+
+
+def _settled(node: Mapping[str, Any] | None) -> bool:
+    if node is None:
+        return False
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in node["status"].get("conditions") or ())
+    taints = {t["key"] for t in node.get("spec", {}).get("taints") or ()}
+    return ready and not taints & {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+
+
+@dataclass
+class RealApi:
+    """The emulator's test surface (tests/k8s_emulator.ApiEmulator) over a real API server, as the admin."""
+
+    plane: ControlPlane
+    namespaces: set[str] = field(default_factory=set)
+
+    def _ok(self, status: int, body: Any, what: str) -> Any:
+        if status >= 300:
+            raise ControlPlaneError(f"{what}: {status} {body}")
+        return body
+
+    def put(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create `obj` (a Node becomes one of kwok's; a Pod's status is written through its subresource)."""
+        obj = dict(obj)
+        plural = KIND_PLURAL[obj["kind"]]
+        meta = dict(obj["metadata"])
+        ns = meta.get("namespace") or ("default" if PLURALS[plural][1] else None)
+        if plural == "nodes":
+            meta["annotations"] = {**(meta.get("annotations") or {}), KWOK_ANNOTATION: "fake"}
+        if plural == "namespaces":
+            self.namespaces.add(meta["name"])
+        elif ns and ns not in SYSTEM_NAMESPACES and ns not in self.namespaces:
+            self.plane.request("POST", "/api/v1/namespaces",
+                               {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            self.namespaces.add(ns)
+        for key in ("resourceVersion", "uid", "creationTimestamp"):
+            meta.pop(key, None)
+        obj["metadata"] = meta
+        status, body = self.plane.request("POST", path_of(plural, ns), obj)
+        created = self._ok(status, body, f"create {plural}/{meta['name']}")
+        if plural == "nodes":  # as the emulator's: Ready, and without the not-ready taint every new node gets at first
+            name = meta["name"]
+            self.plane.wait_for(f"node {name} Ready and untainted", lambda: _settled(self.get("nodes", name, None)),
+                                timeout=60, interval=0.1)
+        if plural == "pods" and obj.get("status"):
+            status, body = self.plane.request("PATCH", path_of(plural, ns, meta["name"]) + "/status",
+                                              {"status": obj["status"]}, content_type="application/merge-patch+json")
+            created = self._ok(status, body, f"status of pods/{meta['name']}")
+        return created  # type: ignore[no-any-return]
+
+    def get(self, plural: str, name: str, namespace: str | None = "default") -> dict[str, Any] | None:
+        status, body = self.plane.request("GET", path_of(plural, namespace, name))
+        return None if status == 404 else self._ok(status, body, f"get {plural}/{name}")  # type: ignore[no-any-return]
+
+    def items(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        status, body = self.plane.request("GET", path_of(plural, namespace))
+        return list(self._ok(status, body, f"list {plural}")["items"])
+
+    def update(self, plural: str, name: str, patch: Mapping[str, Any], namespace: str | None = "default") -> None:
+        path = path_of(plural, namespace if PLURALS[plural][1] else None, name)
+        rest = {k: v for k, v in patch.items() if k != "status"}
+        if rest:
+            self._ok(*self.plane.request("PATCH", path, rest, content_type="application/merge-patch+json"),
+                     f"patch {plural}/{name}")
+        if "status" in patch:
+            self._ok(*self.plane.request("PATCH", path + "/status", {"status": patch["status"]},
+                                         content_type="application/merge-patch+json"), f"status of {plural}/{name}")
+
+    def remove(self, plural: str, name: str, namespace: str | None = "default") -> None:
+        path = path_of(plural, namespace if PLURALS[plural][1] else None, name)
+        status, body = self.plane.request("DELETE", path, {"gracePeriodSeconds": 0, "propagationPolicy": "Background"})
+        if status not in (200, 202, 404):
+            raise ControlPlaneError(f"delete {plural}/{name}: {status} {body}")
+
+
+@dataclass
+class RealCluster:
+    """What the emulator's `Cluster` (tests/conftest.py) offers, on the real control plane."""
+
+    plane: ControlPlane
+    kubeconfig: Path
+    api: RealApi
+    real: bool = True
+
+    @property
+    def url(self) -> str:
+        return self.plane.server
+
+    def connect(self, namespace: str | None = None) -> Any:
+        from det_k8s.kube.api import KubeApi
+
+        return KubeApi.connect(kubeconfig=str(self.kubeconfig), namespace=namespace)
+
+    def wait_for(self, what: str, check: Any, timeout: float = 60, interval: float = 0.2) -> Any:
+        return self.plane.wait_for(what, check, timeout, interval)
+
+
+_PLANE: ControlPlane | None = None
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    from tests.realkube.components import BuildError, build_all, cached, go_binary
+
+    global _PLANE
+    binaries = cached()
+    if binaries is None:
+        need(go_binary() is not None, "the real control plane needs Go to build kube-apiserver, kube-scheduler, "
+             "kube-controller-manager, etcd and kwok once (install Go 1.26; ./scripts/test then builds them into "
+             "~/.cache/det-k8s)")
+        try:
+            binaries = build_all()
+        except BuildError as e:
+            pytest.fail(f"building the real control plane failed: {e}", pytrace=False)
+    plane = ControlPlane(binaries)
+    try:
+        plane.start()
+    except ControlPlaneError as e:
+        pytest.fail(f"the real control plane did not start: {e}", pytrace=False)
+    _PLANE = plane
+    try:
+        yield plane
+    finally:
+        _PLANE = None
+        plane.stop()
+
+
+def _clean(plane: ControlPlane, namespaces: set[str]) -> None:
+    """Remove what a test made, so the next one starts from an empty cluster (nodes and `default`)."""
+    r = plane.request
+    for ns in namespaces:
+        r("DELETE", f"/api/v1/namespaces/{ns}", {"propagationPolicy": "Background"})
+    r("DELETE", "/apis/batch/v1/namespaces/default/jobs", {"propagationPolicy": "Background", "gracePeriodSeconds": 0})
+    r("DELETE", "/apis/apps/v1/namespaces/default/deployments", {"propagationPolicy": "Background"})
+    r("DELETE", "/api/v1/namespaces/default/pods", {"gracePeriodSeconds": 0})
+    r("DELETE", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%21%3Dkube-root-ca.crt", None)
+    r("DELETE", "/apis/coordination.k8s.io/v1/namespaces/default/leases", None)
+    r("DELETE", "/api/v1/namespaces/default/events", None)
+    r("DELETE", "/api/v1/namespaces/default/resourcequotas", None)
+    r("DELETE", "/api/v1/namespaces/default/secrets", None)
+    keep = {"services": {"kubernetes"}, "serviceaccounts": {"default"}, "configmaps": {"kube-root-ca.crt"}}
+    for plural in ("services", "serviceaccounts", "persistentvolumeclaims", "roles", "rolebindings", "statefulsets",
+                   "replicasets", "daemonsets", "configmaps"):
+        _, listed = r("GET", path_of(plural, "default"))
+        for item in (listed or {}).get("items", []):
+            name = item["metadata"]["name"]
+            if name not in keep.get(plural, set()):
+                r("DELETE", path_of(plural, "default", name), {"propagationPolicy": "Background"})
+    for plural in ("clusterroles", "clusterrolebindings", "priorityclasses", "storageclasses", "persistentvolumes"):
+        _, listed = r("GET", path_of(plural, None))
+        for item in (listed or {}).get("items", []):
+            meta = item["metadata"]
+            if not meta["name"].startswith("system") and "kubernetes.io/bootstrapping" not in (meta.get("labels") or {}) \
+                    and meta["name"] not in ("cluster-admin", "admin", "edit", "view"):
+                r("DELETE", path_of(plural, None, meta["name"]), None)
+    _, nodes = r("GET", "/api/v1/nodes")
+    for item in (nodes or {}).get("items", []):
+        r("DELETE", f"/api/v1/nodes/{item['metadata']['name']}", {"gracePeriodSeconds": 0})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        _, pods = r("GET", "/api/v1/namespaces/default/pods")
+        if not (pods or {}).get("items"):
+            break
+        for pod in pods["items"]:  # a pod kwok no longer manages (its node is gone) keeps its finalizers
+            with contextlib.suppress(Exception):
+                if pod["metadata"].get("finalizers"):
+                    r("PATCH", f"/api/v1/namespaces/default/pods/{pod['metadata']['name']}",
+                      {"metadata": {"finalizers": None}}, content_type="application/merge-patch+json")
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def real_cluster(control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                 ) -> Iterator[RealCluster]:
+    """The real control plane, empty, with KUBECONFIG pointing at it as an admin."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_bytes(control_plane.admin_kubeconfig.read_bytes())
+    kubeconfig.chmod(0o600)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.delenv("HELM_KUBECONTEXT", raising=False)
+    monkeypatch.delenv("HELM_NAMESPACE", raising=False)
+    api = RealApi(control_plane)
+    _clean(control_plane, set())
+    try:
+        yield RealCluster(control_plane, kubeconfig, api)
+    finally:
+        _clean(control_plane, api.namespaces)
