@@ -114,7 +114,8 @@ def test_the_rbac_allows_every_request_of_a_scheduling_session(cluster, monkeypa
     assert sorted(r for r in requests if not allowed(documents, *r)) == []
     for expected in [("create", "pods/binding", "team-a"), ("create", "pods/binding", "team-b"),
                      ("patch", "pods/status", "team-b"), ("patch", "pods", "team-a"), ("delete", "pods", "team-a"),
-                     ("get", "pods", "team-a"), ("create", "events", "team-b"), ("watch", "pods", None),
+                     ("list", "pods", "team-a"), ("create", "events", "team-b"), ("watch", "pods", None),
+                     ("patch", "nodes", None),  # the binding fence (kube/fence.py)
                      ("list", "nodes", None), ("update", "leases", "leases"), ("list", "deployments", None)]:
         assert expected in requests  # the session really exercised it
     del low

@@ -31,6 +31,8 @@ class Clock:
         self.now += datetime.timedelta(seconds=seconds)
         self.mono += seconds
 
+ON_REAL_CLUSTER_TOO = True  # Leases with the real API server's optimistic concurrency too
+
 
 def lease_for(cluster, holder: str, clock=None, duration: int = 30) -> SchedulingLease:
     clock = clock or Clock()
@@ -211,6 +213,7 @@ def test_renew_succeeds_for_the_holder_nobody_disturbed(cluster):
     alice.renew()
 
 
+@pytest.mark.emulator_only
 def test_no_permission_on_leases_names_the_lease_and_the_way_out(cluster):
     cluster.api.fail("GET", "leases", 403, 'leases.coordination.k8s.io "det-k8s-scheduler" is forbidden')
     with pytest.raises(Forbidden) as refused:
@@ -219,6 +222,7 @@ def test_no_permission_on_leases_names_the_lease_and_the_way_out(cluster):
     assert "DET_K8S_LEASE_NAMESPACE" in (refused.value.hint or "")
 
 
+@pytest.mark.emulator_only
 def test_no_permission_to_renew_names_the_lease_too(cluster):
     alice = lease_for(cluster, "alice")
     assert alice.try_acquire()

@@ -379,7 +379,9 @@ class ControlPlane:
             "--use-service-account-credentials=true", f"--service-account-private-key-file={self.sa_key}",
             f"--root-ca-file={self.pki.ca_cert}", f"--cluster-signing-cert-file={self.pki.ca_cert}",
             f"--cluster-signing-key-file={self.pki.directory / 'ca.key'}",
-            "--node-monitor-grace-period=40s", "--concurrent-gc-syncs=5", "--v=1"])
+            # kwok renews node heartbeats every ~20 s; on a loaded 2-core machine that can lag past the default 40 s grace,
+            # and a node marked NotReady marks its pods NotReady (a Deployment then has 0 available)
+            "--node-monitor-grace-period=300s", "--concurrent-gc-syncs=5", "--v=1"])
 
     def _start_scheduler(self) -> None:
         kubeconfig = self._component_kubeconfig("kube-scheduler", "system:kube-scheduler")
