@@ -214,8 +214,7 @@ class MasterPods:
         try:  # raised inside: a signal while it goes up still lowers what it raised (det_k8s/stopping.py)
             if fence is not None:
                 self.still_ours()
-                with stopping.shielded():  # a signal waits until the taints it put on are known (a moment)
-                    fence.raise_on([node for _, placement in to_bind for _, node in placement])
+                fence.raise_on([node for _, placement in to_bind for _, node in placement])  # inside: lowered below
                 dropped = fence.still_fits([(group.id, placement, {p.name: dict(p.pod.requests) for p in group.pending})
                                             for group, placement in to_bind])
                 for group, _ in to_bind:
