@@ -22,6 +22,8 @@ itself and adds what det-k8s depends on, the way a real API server behaves:
   Status error (403, 409, 500...), without touching the stored state; `after_write=True` does the
   write first (the answer is lost), `late_write=True` does it only after `delay` seconds, when a
   client with a shorter read timeout has given up and rolled back (a write landing after a timeout).
+- a held request: `pause("POST", "pods", after=1)` holds the second pod creation; `reached` is set when it
+  arrives, `release()` serves it then (if its client still waits), `drop()` answers 503 (the kill harness).
 - (scheduling the master's pods) the `pods/binding` subresource (sets spec.nodeName and the
   PodScheduled condition; 400 for a name mismatch, 404 for a missing pod, 409 when the pod is already
   bound, being deleted or not the uid the binding names, 422 for an invalid target), the `pods/status`
@@ -215,6 +217,29 @@ class Fault:
     retry_after: str = "1"  # a 429's Retry-After header, as API Priority and Fairness sends it
 
 
+@dataclass
+class Pause:
+    """A request held before it is served (`ApiEmulator.pause`): `reached` is set when it arrives; `release()` lets
+    it through (it is then served as usual, however long ago its client gave up); `drop()` answers 503 unserved."""
+
+    method: str
+    plural: str
+    name: str | None = None
+    after: int = 0  # let this many matching requests through first
+    reached: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+    dropped: bool = False
+    served: bool = False  # the held request was carried out after its release
+    finished: threading.Event = field(default_factory=threading.Event)  # answered, dropped, or its client hung up
+
+    def release(self) -> None:
+        self.released.set()
+
+    def drop(self) -> None:
+        self.dropped = True
+        self.released.set()
+
+
 @attrs.define(kw_only=True)
 class ApiEmulator(kmock.KubernetesScaffold):
     """Stateful Kubernetes API: see the module docstring."""
@@ -225,6 +250,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
     calls: list[tuple[str, str, dict[str, str]]] = attrs.field(factory=list)
     deletions: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)  # (path, DeleteOptions body)
     faults: list[Fault] = attrs.field(factory=list)
+    pauses: list[Pause] = attrs.field(factory=list)
     version: dict[str, str] = attrs.field(factory=lambda: {"major": "1", "minor": "31", "gitVersion": "v1.31.4"})
     version_forbidden: bool = False  # /version answers 403, as where RBAC removes system:public-info-viewer
     _lock: threading.RLock = attrs.field(factory=threading.RLock)
@@ -306,6 +332,23 @@ class ApiEmulator(kmock.KubernetesScaffold):
             self.faults.append(Fault(method.upper(), plural, status, message, name, times, reason, after_write, delay,
                                      late_write, after, retry_after))
 
+    def pause(self, method: str, plural: str, *, name: str | None = None, after: int = 0) -> Pause:
+        """Hold the next matching request (after `after` of them went through) until the test releases it."""
+        held = Pause(method.upper(), plural, name, after)
+        with self._lock:
+            self.pauses.append(held)
+        return held
+
+    def _take_pause(self, method: str, plural: str, name: str | None) -> Pause | None:
+        for held in self.pauses:
+            if held.method == method and held.plural == plural and (held.name is None or held.name == name):
+                if held.after > 0:
+                    held.after -= 1
+                    continue
+                self.pauses.remove(held)
+                return held
+        return None
+
     def count(self, method: str, plural: str | None = None) -> int:
         with self._lock:
             return sum(1 for m, path, _ in self.calls if m == method.upper() and (plural is None or f"/{plural}" in path))
@@ -354,6 +397,21 @@ class ApiEmulator(kmock.KubernetesScaffold):
         method = str(request.method.value if hasattr(request.method, "value") else request.method).upper()
         body_name = (request.data.get("metadata") or {}).get("name") if isinstance(request.data, dict) else None
         watching = method == "GET" and str(request.params.get("watch", "")).lower() in ("true", "1")
+        with self._lock:
+            held = None if watching else self._take_pause(method, plural, name or body_name)
+        if held is not None:  # served on release, unless its client hung up meanwhile (aiohttp cancels the handler)
+            held.reached.set()
+            try:
+                while not held.released.is_set():
+                    await asyncio.sleep(0.01)
+                if held.dropped:
+                    return _status(503, "ServiceUnavailable", "dropped by the test")
+                with self._lock:
+                    self.calls.append((method, path, dict(request.params)))
+                    held.served = True
+                    return self._serve(method, plural, request, name)
+            finally:
+                held.finished.set()
         with self._lock:
             self.calls.append((method, path, dict(request.params)))
             fault = self._take_fault(method, plural, name or body_name)

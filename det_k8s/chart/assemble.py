@@ -233,7 +233,9 @@ def write_chart(out: Path, values: Mapping[str, Any], app_version: str, chart: P
 def _write_chart(out: Path, values: Mapping[str, Any], app_version: str, chart: Path | None) -> ChartResult:
     _prepare_destination(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    from .. import stopping
+
+    staging = stopping.private_dir(f".{out.name}.", out.parent)  # removed whatever stops det-k8s (main's sweep)
     try:
         build = staging / "chart"
         if chart is None:
@@ -260,7 +262,7 @@ def _write_chart(out: Path, values: Mapping[str, Any], app_version: str, chart: 
         _refuse_foreign_files(out, written)
         _swap_into_place(build, out, staging)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        stopping.remove_private(staging)
     return ChartResult(out, out / "values.yaml", out / "Chart.yaml", bundled=chart is None)
 
 

@@ -50,12 +50,15 @@ def run_guarded(invoke: Callable[[], object], *, debug: bool = False) -> int:
     from typer import Abort
     from typer._click import exceptions as click_exceptions
 
+    from .. import stopping
     from ..errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, DetK8sError
 
     try:
         result = invoke()
         return result if isinstance(result, int) else 0
     except DetK8sError as exc:
+        if stopping.received() is not None:  # a consequence of the signal (helm stopped, an answer cut off)
+            return stopping.exit_code()
         if debug:
             import traceback
 
@@ -67,9 +70,13 @@ def run_guarded(invoke: Callable[[], object], *, debug: bool = False) -> int:
         return EXIT_USAGE if exc.exit_code == 2 else exc.exit_code
     except Abort as exc:
         interrupted = isinstance(exc.__context__ or exc.__cause__, KeyboardInterrupt)
+        if stopping.received() is not None:
+            return stopping.exit_code()  # `main` says what was undone, in one line
         print("interrupted" if interrupted else "aborted", file=sys.stderr)
         return EXIT_INTERRUPTED if interrupted else EXIT_FAILURE
     except KeyboardInterrupt:
+        if stopping.received() is not None:
+            return stopping.exit_code()
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
@@ -81,6 +88,8 @@ def run_guarded(invoke: Callable[[], object], *, debug: bool = False) -> int:
             return _reader_left()
         raise
     except Exception as exc:  # a bug in det-k8s: one line, unless --debug asks for the traceback
+        if stopping.received() is not None:
+            return stopping.exit_code()
         if debug:
             raise
         from . import output
@@ -94,27 +103,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     from .root_help import print_cached
 
-    code = print_cached(args)
-    if code is not None:
-        return code
+    cached = print_cached(args)
+    if cached is not None:
+        return cached
     debug = "--debug" in args or os.environ.get("DET_K8S_DEBUG") == "1"
     import time
 
-    from typer import main as typer_main
+    from .. import stopping
 
-    from .app import build_app, command_name, plain_metavars
-    from .options import GlobalOptions, set_current
+    restore = stopping.install()  # SIGTERM, SIGINT, SIGHUP: one way to stop (det_k8s/stopping.py), from here on
+    code: int | None = None
+    try:
+        from typer import main as typer_main
 
-    started = time.monotonic()
-    set_current(GlobalOptions())
-    name = command_name(args)
-    command = plain_metavars(typer_main.get_command(build_app(only=name)))
-    code = run_guarded(lambda: command.main(args=args, prog_name="det-k8s", standalone_mode=False), debug=debug)
-    from .options import current
+        from .app import build_app, command_name, plain_metavars
+        from .options import GlobalOptions, current, set_current
 
-    if current().verbose >= 2:
-        from . import output
+        started = time.monotonic()
+        set_current(GlobalOptions())
+        name = command_name(args)
+        command = plain_metavars(typer_main.get_command(build_app(only=name)))
+        code = run_guarded(lambda: command.main(args=args, prog_name="det-k8s", standalone_mode=False), debug=debug)
+        if current().verbose >= 2 and stopping.received() is None:
+            from . import output
 
-        output.message(f"timing: det-k8s {name or ''}".rstrip() + f": {time.monotonic() - started:.2f} s in all "
-                       f"(exit {code})")
-    return code
+            output.message(f"timing: det-k8s {name or ''}".rstrip() + f": {time.monotonic() - started:.2f} s in all "
+                           f"(exit {code})")
+    except KeyboardInterrupt:  # a signal while the command's own error was being reported
+        pass
+    finally:
+        with stopping.blocked():  # no signal may cut this short: the private directories hold secrets
+            stopping.sweep_private()
+            if stopping.received() is not None:
+                _say_stopped()
+                if argv is None:  # the real process: threads still waiting on an answer must not hold it up
+                    stopping.exit_now(stopping.exit_code())
+            restore()
+    if stopping.received() is not None:
+        code = stopping.exit_code()
+        stopping.reset()
+    return code if code is not None else 1
+
+
+def _say_stopped() -> None:
+    """The one line a stopped command ends with: the signal, what was undone, what is left and who cleans it."""
+    import contextlib
+
+    from .. import stopping
+    from ..scrub import scrub
+
+    signum = stopping.received()
+    head = "interrupted" if signum == 2 else f"stopped by {stopping.name()}"
+    if stopping.hurried():
+        head += " (a second signal or the grace ran out: the undo was cut short)"
+    notes = stopping.notes()
+    with contextlib.suppress(OSError, ValueError):  # stderr closed: the exit code still says it
+        print(scrub(head + (": " + "; ".join(notes) if notes else "")), file=sys.stderr, flush=True)

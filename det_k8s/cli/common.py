@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -124,11 +122,13 @@ def report_problems(problems: Sequence[Problem]) -> None:
 @contextlib.contextmanager
 def private_chart(loaded: LoadedSettings, settings: Settings, chart: Path | None) -> Iterator[ChartResult]:
     """The chart rendered into a fresh 0700 directory (values.yaml 0600), removed afterwards whatever happens."""
-    build = Path(tempfile.mkdtemp(prefix="det-k8s-"))  # mkdtemp makes it 0700
+    from .. import stopping
+
+    build = stopping.private_dir("det-k8s-")  # mkdtemp makes it 0700; `main` removes it last whatever stops us
     try:
         yield write_chart(build / "chart", loaded.values, settings.app_version, chart)
     finally:
-        shutil.rmtree(build, ignore_errors=True)
+        stopping.remove_private(build)
 
 
 # What the check render of an upgrade gives a chart that asks for an initial password on a fresh install (the

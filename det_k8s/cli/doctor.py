@@ -24,6 +24,27 @@ def _failed_creations(api: KubeApi, namespace: str, entries: list[QueueEntry]) -
              "deleted": s.deleted, "message": s.message} for s in sweep_namespace(api, namespace, entries)]
 
 
+def _unfinished(snapshot: Snapshot, namespace: str, entries: list[QueueEntry], prefix: str) -> list[dict[str, Any]]:
+    """Creations recorded as under way (intent records, kube/doomed.py): in flight now, or their process died.
+    Not deleted here (only the holder of the scheduling Lease may), reported."""
+    from ..kube.doomed import ATTEMPT_LABEL, unfinished
+    from ..scheduling import labels as L
+
+    out = []
+    for entry, mark in unfinished(entries):
+        attempt = str(mark.get("attempt"))
+        present = sorted(p.name for p in snapshot.pods if p.namespace == namespace
+                         and p.labels.get(L.GROUP) == entry.id and p.labels.get(ATTEMPT_LABEL) == attempt)
+        found = f"{len(present)} of its {len(mark.get('pods') or ())} pods exist ({', '.join(present)})" if present \
+            else "none of its pods exists"
+        out.append({"group": prefix + entry.id, "attempt": attempt, "since": str(mark.get("at", "")), "present": present,
+                    "message": f"{prefix}{entry.id}: a creation begun at {mark.get('at')} (attempt {attempt}) did not "
+                               f"finish: {found}; unless it is still under way, its process stopped, and the next "
+                               "det-k8s pass under the scheduling lease deletes what it left (det-k8s scheduler run "
+                               "--once)"})
+    return out
+
+
 def _queue_namespaces(api: KubeApi, all_namespaces: bool) -> list[str]:
     """The namespace of the command, and with -A every namespace holding a det-k8s queue entry (one list call)."""
     if not all_namespaces:
@@ -101,6 +122,7 @@ def doctor(
     stale: list[str] = []
     leftovers: list[dict[str, Any]] = []
     skipped: list[str] = []
+    intents: list[dict[str, Any]] = []
     for namespace in _queue_namespaces(api, all_namespaces):  # -A: every namespace that holds a queue
         present = {p.labels.get(L.GROUP) for p in snapshot.pods if p.namespace == namespace}
         store = QueueStore(api, namespace)
@@ -110,6 +132,7 @@ def doctor(
             if entry.state == RUNNING and entry.id not in present:
                 stale.append(prefix + entry.id)
         leftovers += _failed_creations(api, namespace, everything)
+        intents += _unfinished(snapshot, namespace, everything, prefix)
         skipped += store.skipped
     records = [{"group": g.key, "owner": g.owner, "namespace": g.namespace, "running": list(g.running),
                 "waiting": list(g.waiting), "missing": g.missing, "gpusHeld": g.held_gpus, "advice": g.advice,
@@ -118,8 +141,8 @@ def doctor(
                  "lastSeen": f.last, "message": f.message} for f in failures]
     if output_format is not OutputFormat.table:
         output.data({"partialGroups": records, "staleRunningEntries": stale, "failedCreationPods": leftovers,
-                     "unreadableEntries": skipped, "repairedGroups": repaired, "unheldGuarantees": unheld},
-                    output_format)
+                     "unreadableEntries": skipped, "repairedGroups": repaired, "unheldGuarantees": unheld,
+                     "unfinishedIntents": intents}, output_format)
     else:
         if groups:
             output.table(["group", "owner", "namespace", "running", "waiting", "gpus held", "advice"],
@@ -139,14 +162,17 @@ def doctor(
                            "(`det-k8s scheduler run --once`) requeues it")
         for item in leftovers:
             output.warning(item["message"])
+        for item in intents:
+            output.warning(item["message"])
         for message in skipped:
             output.warning(message)
         for message in unheld:
             output.warning(f"team queues: {message}")
-    if groups or stale or leftovers:
+    if groups or stale or leftovers or intents:
         idle = sum(g.held_gpus for g in groups)
         raise DetK8sError(f"{len(groups)} partly-started group(s) holding {idle} GPU(s)"
                           + (f", {len(stale)} stale queue entr{'y' if len(stale) == 1 else 'ies'}" if stale else "")
-                          + (f", {len(leftovers)} pod(s) of failed creations" if leftovers else ""))
+                          + (f", {len(leftovers)} pod(s) of failed creations" if leftovers else "")
+                          + (f", {len(intents)} unfinished creation(s)" if intents else ""))
     if output_format is OutputFormat.table:
         output.success("no partly-started groups" + ("" if all_namespaces else f" in namespace {api.namespace}"))

@@ -93,8 +93,9 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
     """What would run, and the manifests it would apply, rendered offline (an upgrade as one: helm template
     --is-upgrade, and `extra` values for a user's chart, see upgrade_check_values)."""
     output.message(f"would run: {display([tool.path, *spec_argv])}")
-    output.message(f"  ({values_file} is a private copy, removed when det-k8s exits; nothing was sent to a cluster; "
-                   "to run it yourself, write the same chart with `det-k8s render ... --output-dir DIR` and name DIR)")
+    output.message(f"  ({built_chart} and its {Path(values_file).name} are a private copy, removed when det-k8s exits, "
+                   "whatever stops it; nothing was sent to a cluster; to run it yourself, write the same chart with "
+                   "`det-k8s render ... --output-dir DIR` and name DIR)")
     if upgrading:
         argv = upgrade_render_argv(release, built_chart, values_file, namespace) + list(extra)
         text = redact_secrets(tool.run(argv, secrets=secrets).stdout, secrets)

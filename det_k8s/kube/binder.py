@@ -10,6 +10,9 @@ bindings", so:
   master sees its pods go and restarts the trial whole, instead of a partly started trial holding
   GPUs idle. The failure is recorded as a Warning event on every pod of the group (and so in the trial
   log), and `det-k8s doctor` lists it;
+- a signal (SIGTERM on a rollout, Ctrl-C; det_k8s/stopping.py) during the bindings sends no more, waits at most
+  `IN_FLIGHT_WAIT` for the answers on their way, and deletes every pod of a begun group that is or may be bound,
+  as above, before det-k8s exits; what it could not delete, the next pass finds partly bound and repairs;
 - a victim of preemption gets the label `determined-preemption` on every pod: the master asks the
   trial to checkpoint and stop, and its pods go away; the preemptor is bound in a later pass, once
   they are gone (never a partial group, never a victim of equal or higher priority: `schedule()`);
@@ -22,9 +25,10 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+from .. import stopping
 from ..errors import Conflict, DetK8sError, Forbidden, NotFound, Rejected
 from ..scheduling.master import PREEMPTION, UNSCHEDULABLE, MasterGroup, MasterPod
 from .api import KubeApi
@@ -43,6 +47,7 @@ NODE_LOST = "GangNodeLost"  # bound to a node that no longer exists
 PREEMPTED = "Preempted"
 SCHEDULED = "Scheduled"
 FAILURE_REASONS = (BINDING_FAILED, PARTLY_BOUND, NODE_LOST)  # what `doctor` reports
+IN_FLIGHT_WAIT = 2.0  # seconds an interrupted binding waits for the answers already on their way
 
 
 def headline(message: str) -> str:
@@ -125,10 +130,14 @@ class Binder:
         maybe: dict[str, list[str]] = {}
         failures: dict[str, list[tuple[str, DetK8sError]]] = {}
 
+        started: dict[str, list[str]] = {}
+        halted: list[bool] = []  # a signal (or any exception) stopped the binding: send no more
+
         def one(item: tuple[MasterGroup, MasterPod, str]) -> None:
             group, pod, node = item
-            if failures.get(group.id):
+            if failures.get(group.id) or halted:
                 return  # the group is failing: binding more of it would only mean more to delete
+            started.setdefault(group.id, []).append(pod.name)
             try:
                 self.api.create_subresource(PODS, pod.name, "binding", binding(pod, node), pod.namespace)
             except DetK8sError as exc:
@@ -138,12 +147,27 @@ class Binder:
                 return
             bound.setdefault(group.id, []).append(pod.name)
 
-        if self.workers <= 1 or len(work) == 1:
-            for item in work:
-                one(item)
-        else:
-            with ThreadPoolExecutor(max_workers=min(self.workers, len(work)), thread_name_prefix="det-k8s-bind") as pool:
-                list(pool.map(one, work))
+        pool = None if self.workers <= 1 or len(work) == 1 else ThreadPoolExecutor(
+            max_workers=min(self.workers, len(work)), thread_name_prefix="det-k8s-bind")
+        futures: list[Future[None]] = []
+        try:
+            if pool is None:
+                for item in work:
+                    one(item)
+            else:
+                futures = [pool.submit(one, item) for item in work]
+                for future in futures:
+                    future.result()
+                pool.shutdown(wait=True)
+        except BaseException:  # a signal (det_k8s/stopping.py), Ctrl-C: undo every group begun, without waiting long
+            halted.append(True)
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+                pending = [f for f in futures if f.running()]
+                if pending:  # answers on their way say which pods are bound; not waited for past the grace
+                    wait(pending, timeout=min(IN_FLIGHT_WAIT, stopping.remaining()))
+            self._undo_interrupted(plans, started, failures)
+            raise
         for group, placement in plans:
             if group.id in results:
                 continue
@@ -158,6 +182,25 @@ class Binder:
                 continue
             results[group.id] = self._undo(group, done + maybe.get(group.id, []), failures[group.id][0], done)
         return results
+
+    def _undo_interrupted(self, plans: Sequence[tuple[MasterGroup, Sequence[tuple[str, str]]]],
+                          started: dict[str, list[str]], failures: dict[str, list[tuple[str, DetK8sError]]]) -> None:
+        """Bindings cut off by a signal: every pod of a begun group that is or may be bound is deleted (as the
+        partial-binding repair does), so the master restarts the task whole; what could not be, the next pass repairs."""
+        for group, _ in plans:
+            refused = {name for name, error in failures.get(group.id, ()) if not _ambiguous(error)}
+            names = [n for n in started.get(group.id, ()) if n not in refused]
+            if not names:
+                continue
+            by_name = {p.name: p for p in group.pods}
+            leftovers = delete_pods(self.api, [by_name[n] for n in names if n in by_name])
+            removed = [n for n in names if n not in leftovers]
+            if removed:
+                stopping.note(f"gang {group.name}: deleted the {len(removed)} pod(s) whose binding had begun "
+                              f"({', '.join(removed)}), so Determined restarts the task whole")
+            if leftovers:
+                stopping.note(f"gang {group.name}: {', '.join(leftovers)} may be bound: the next det-k8s pass finds the "
+                              "gang partly bound and deletes them (det-k8s scheduler run, or doctor shows it)")
 
     def _undo(self, group: MasterGroup, doomed_names: Sequence[str], first: tuple[str, DetK8sError],
               bound: Sequence[str]) -> BindResult:

@@ -14,6 +14,9 @@
 - a Role in the Lease's namespace: leases get/create/update (one Lease for every det-k8s client of the cluster);
 - a Deployment of `replicas` pods running the loop (two by default: the Lease lets one bind at a time and
   the other take over within its 30 s duration), as a non-root user with a read-only root file system.
+  A replica stopped by SIGTERM (a rolling update, a drain) finishes or undoes the binding in flight and
+  releases the Lease before it exits, within terminationGracePeriodSeconds (`TERMINATION_GRACE_SECONDS`), so
+  the other replica takes over at once; with maxSurge 0 two replicas of a rollout never both bind (the Lease).
 
 The pod itself is placed by kube-scheduler (it names no scheduler).
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..stopping import GRACE_SECONDS
 
 NAME = "det-k8s-scheduler"
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "det-k8s"}
@@ -55,6 +59,7 @@ NAMESPACE_RULES: list[dict[str, Any]] = [
      "verbs": ["get", "list", "watch", "create", "update", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create", "delete"]},
 ]
+TERMINATION_GRACE_SECONDS = int(GRACE_SECONDS) + 25  # the undo's grace, then a request's timeout and the exit
 LEASE_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
 ]
@@ -101,6 +106,10 @@ def scheduler_manifests(image: str, namespace: str, *, scheduler_name: str = "co
     }
     pod_spec: dict[str, Any] = {
         "serviceAccountName": name, "containers": [container],
+        # SIGTERM (a rollout, a drain, an eviction) ends the loop as every det-k8s command ends: the binding in
+        # flight finished or undone, the Lease released for the other replica at once (det_k8s/stopping.py). The
+        # kubelet waits this long before SIGKILL: the grace det-k8s gives itself, and room for the last requests.
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "volumes": [{"name": "tmp", "emptyDir": {}}],

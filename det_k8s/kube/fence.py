@@ -73,17 +73,19 @@ class Fence:
         for name in sorted(set(nodes)):
             if not self.can_taint:
                 break
+            self.tainted.append(name)  # before the write: a signal during it still has `lower` look at this node
             try:
                 self._set(name, lambda taints: [*taints, {"key": KEY, "value": stamp, "effect": "NoSchedule"}])
-                self.tainted.append(name)
             except Forbidden:
+                self.tainted.remove(name)
                 self.can_taint = False
                 self.problems.append("cannot taint nodes while binding (no RBAC to patch nodes): kube-scheduler may "
                                      "place a pod on capacity det-k8s is binding; apply the RBAC of `det-k8s "
                                      "scheduler manifest` again")
             except NotFound:
+                self.tainted.remove(name)
                 continue  # gone: the binding fails and the group is undone, as without the fence
-            except DetK8sError as exc:
+            except DetK8sError as exc:  # (it may have landed: `lower` looks at the node all the same)
                 self.problems.append(f"could not taint node {name} while binding: {exc.message}")
         if self.tainted:
             self.sleep(self.settle)

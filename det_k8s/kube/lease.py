@@ -11,7 +11,11 @@ When is a holder gone? Not by comparing its renewTime with our clock alone: cloc
 client-go does, a client that has itself watched the Lease stay unchanged for
 `leaseDurationSeconds` (on its own monotonic clock) may take it. A client that just started has
 watched nothing yet, so a renewTime older than the duration plus a generous skew allowance also
-counts as gone: a crashed holder never blocks short-lived commands for more than about 90 s.
+counts as gone: a crashed holder never blocks short-lived commands for more than about 90 s. And a
+holder whose process is known to have ended is gone at once: every write names the holder's process
+(`PROCESS`: boot id, PID namespace, PID), and a client on the same machine and PID namespace that finds
+that process ended (kill -9, a crash) takes the Lease over without waiting. A process stopped by a
+signal releases it itself (det_k8s/stopping.py).
 
 There is one Lease for the whole cluster (GPUs are cluster-wide, whatever namespace a queue is
 in): `default/det-k8s-scheduler`, or the namespace in DET_K8S_LEASE_NAMESPACE. Two clients that
@@ -32,8 +36,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from .. import stopping
 from ..errors import Conflict, DetK8sError, Forbidden, NotFound
 from .api import KubeApi
 from .kinds import LEASES
@@ -45,6 +51,7 @@ NAMESPACE_ENV = "DET_K8S_LEASE_NAMESPACE"
 DEFAULT_DURATION = 30  # seconds a pass may hold the Lease without renewing it
 SKEW_ALLOWANCE = 60  # seconds of clock difference tolerated when judging a renewTime we never watched
 DEFAULT_NAMESPACE = "default"
+PROCESS = "det-k8s.io/holder-process"  # annotation: "<boot id>/<pid namespace>/<pid>" of the holder's process
 LAST_PASS = "det-k8s.io/last-pass"  # annotation: when the last pass under this Lease ended
 ACTIVE_WINDOW = datetime.timedelta(minutes=10)  # a scheduler loop backs off to at most 5 minutes between passes
 
@@ -67,6 +74,51 @@ def _parse(text: str | None) -> datetime.datetime | None:
     except ValueError:
         return None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.UTC)  # a zone-less time: UTC
+
+
+def process_key(pid: int | None = None) -> str:
+    """This machine's boot, this PID namespace and the process: who can tell whether the holder still runs ("" when
+    /proc cannot say)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+        space = os.stat("/proc/self/ns/pid").st_ino
+    except (OSError, ValueError):
+        return ""
+    return f"{boot}/{space}/{os.getpid() if pid is None else pid}" if boot else ""
+
+
+def died_here(key: str) -> bool:
+    """Did the process of `key` (`process_key`) run on this machine, in this PID namespace, and end? A killed holder
+    (kill -9, a crash) is then known gone at once, with no need to wait for its Lease to expire. Anything uncertain
+    (another machine, a PID in use again, no /proc) is False: the Lease then expires as usual."""
+    mine = process_key()
+    where, _, pid_text = key.rpartition("/")
+    if not key or not mine or where != mine.rpartition("/")[0] or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid() or pid <= 1:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    try:  # a zombie (ended, not yet reaped by its parent) holds nothing
+        return Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace").rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _with_process(obj: dict[str, Any]) -> dict[str, Any]:
+    """The Lease object naming this process as the holder's (PROCESS), or without a stale name when /proc says none."""
+    meta = dict(obj.get("metadata") or {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != PROCESS}
+    key = process_key()
+    if key:
+        annotations[PROCESS] = key
+    meta["annotations"] = annotations
+    return {**obj, "metadata": meta}
 
 
 @dataclass(frozen=True)
@@ -139,6 +191,9 @@ class SchedulingLease:
         """Has the holder stopped renewing? (see the module docstring)"""
         if state.stale(self.clock()):
             return True
+        annotations = (current.get("metadata") or {}).get("annotations") or {}
+        if isinstance(annotations, dict) and died_here(str(annotations.get(PROCESS) or "")):
+            return True  # its process ended on this machine without releasing it (kill -9, a crash)
         record = (str((current.get("metadata") or {}).get("resourceVersion", "")), state.holder)
         now = self.monotonic()
         if self._watched is None or self._watched[0] != record:
@@ -167,8 +222,8 @@ class SchedulingLease:
         if released is not None:
             # Nobody wrote it since our own release? Then one conditional write takes it back (no read first).
             try:
-                self._written = self.api.replace(LEASES, self.name, {**released, "spec": {
-                    **(released.get("spec") or {}), **spec}}, self.namespace)
+                self._written = self.api.replace(LEASES, self.name, _with_process({**released, "spec": {
+                    **(released.get("spec") or {}), **spec}}), self.namespace)
                 return True
             except (Conflict, NotFound):
                 pass  # someone else has written it since: decide on what it holds now
@@ -176,10 +231,11 @@ class SchedulingLease:
             current = self.api.get(LEASES, self.name, self.namespace)
         except NotFound:
             try:
-                created = self.api.create(LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                                   "metadata": {"name": self.name, "namespace": self.namespace,
-                                                                "labels": {"app.kubernetes.io/managed-by": "det-k8s"}},
-                                                   "spec": spec}, self.namespace)
+                created = self.api.create(LEASES, _with_process({
+                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace,
+                                 "labels": {"app.kubernetes.io/managed-by": "det-k8s"}},
+                    "spec": spec}), self.namespace)
             except Conflict:
                 return False  # another client created it first
             self._written = created
@@ -189,7 +245,7 @@ class SchedulingLease:
             return False
         if state.holder == self.holder:
             spec["acquireTime"] = (current.get("spec") or {}).get("acquireTime") or spec["acquireTime"]
-        body = {**current, "spec": {**(current.get("spec") or {}), **spec}}
+        body = _with_process({**current, "spec": {**(current.get("spec") or {}), **spec}})
         try:
             written = self.api.replace(LEASES, self.name, body, self.namespace)
         except Conflict:
@@ -335,13 +391,18 @@ class SchedulingLease:
                     who = state.holder if state else "another client"
                     until = ""
                     if state and state.renewed:
-                        until = f" (until {_format(state.renewed + datetime.timedelta(seconds=state.duration))} " \
-                                "unless renewed)"
+                        ends = state.renewed + datetime.timedelta(seconds=state.duration)
+                        if ends > self.clock():
+                            until = f" (until {_format(ends)} unless renewed)"
+                        else:  # the real time left: a client that never watched it waits out the skew allowance
+                            latest = ends + datetime.timedelta(seconds=SKEW_ALLOWANCE)
+                            until = (f" (not renewed since {_format(state.renewed)}: its holder may have stopped; "
+                                     f"it is free by {_format(latest)} at the latest)")
                     raise LeaseHeld(f"the scheduling lease {self.namespace}/{self.name} is held by {who}{until}",
                                     hint="another det-k8s client is scheduling; try again in a few seconds")
                 sleep(poll)
-        except KeyboardInterrupt:  # Ctrl-C between our write and its answer: give back what may be ours
-            with contextlib.suppress(DetK8sError):
+        except KeyboardInterrupt:  # Ctrl-C or a signal between our write and its answer: give back what may be ours
+            with contextlib.suppress(DetK8sError), stopping.shielded():
                 self.release(passed=False)
             raise
         try:
@@ -352,5 +413,6 @@ class SchedulingLease:
         try:
             yield
         finally:
-            self.release()
+            with stopping.shielded():  # a signal arriving now waits for the release (a second one cuts it short)
+                self.release()
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from .. import stopping
 from ..errors import DetK8sError, NotFound
 from ..scheduling.explain import describe
 from ..scheduling.master import (
@@ -210,11 +211,10 @@ class MasterPods:
         """Bind inside a fence (kube/fence.py): the planned nodes tainted against kube-scheduler for the moment,
         read afresh, and a group whose nodes were taken meanwhile left waiting, none of it bound."""
         fence = Fence(self.api) if self.fence else None
-        if fence is not None:
-            self.still_ours()
-            fence.raise_on([node for _, placement in to_bind for _, node in placement])
-        try:
+        try:  # raised inside: a signal while it goes up still lowers what it raised (det_k8s/stopping.py)
             if fence is not None:
+                self.still_ours()
+                fence.raise_on([node for _, placement in to_bind for _, node in placement])  # inside: lowered below
                 dropped = fence.still_fits([(group.id, placement, {p.name: dict(p.pod.requests) for p in group.pending})
                                             for group, placement in to_bind])
                 for group, _ in to_bind:
@@ -227,7 +227,8 @@ class MasterPods:
             results = self.binder.bind_all(to_bind, self.still_ours) if to_bind else {}
         finally:
             if fence is not None:
-                fence.lower()
+                with stopping.shielded():  # never torn by a signal: the nodes must not stay fenced
+                    fence.lower()
                 report.problems.extend(fence.problems)
         for group, planned in to_bind:
             self._bound(group, planned, results[group.id], report)

@@ -50,7 +50,7 @@ class QueueEntry:
     placement: Mapping[str, str] = field(default_factory=dict)
     events: tuple[str, ...] = ()
     resource_version: str = ""
-    doomed: tuple[Mapping[str, Any], ...] = ()  # failed creations that may have left pods (kube/doomed.py)
+    doomed: tuple[Mapping[str, Any], ...] = ()  # failed or unfinished creations that may have left pods (kube/doomed.py)
 
     @property
     def configmap_name(self) -> str:
@@ -165,14 +165,16 @@ def from_configmap(obj: Mapping[str, Any]) -> QueueEntry:
 
 
 def _doomed(raw: Any) -> tuple[Mapping[str, Any], ...]:
-    """The recorded failed creations: each {attempt, pods, at}; anything else is unreadable."""
+    """The recorded failed creations: each {attempt, pods, at}, and `intent` while a creation is (or was, when its
+    process died) in flight; anything else is unreadable."""
     if raw is None:
         return ()
     if not isinstance(raw, list) or not all(
             isinstance(m, dict) and isinstance(m.get("attempt"), str) and isinstance(m.get("pods"), list)
             and all(isinstance(p, str) for p in m["pods"]) for m in raw):
         raise ValueError("status.json's doomed is not a list of failed creations")
-    return tuple({"attempt": m["attempt"], "pods": list(m["pods"]), "at": str(m.get("at", ""))} for m in raw)
+    return tuple({"attempt": m["attempt"], "pods": list(m["pods"]), "at": str(m.get("at", "")),
+                  **({"intent": str(m["intent"])} if m.get("intent") else {})} for m in raw)
 
 
 def _reason(exc: BaseException) -> str:

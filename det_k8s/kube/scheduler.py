@@ -43,7 +43,17 @@ from ..scheduling.plan import running_in, schedule
 from ..scheduling.serialize import group_from_dict
 from .api import KubeApi
 from .binder import Binder
-from .doomed import mark_failed, new_attempt, sweep_namespace, uncleared
+from .doomed import (
+    Swept,
+    close_intents,
+    mark_failed,
+    mark_intent,
+    new_attempt,
+    settle,
+    sweep_namespace,
+    uncleared,
+    unfinished,
+)
 from .events import EventRecorder
 from .kinds import PODS, SERVICES
 from .lease import SchedulingLease, lease_namespace, served_now, utcnow
@@ -206,7 +216,10 @@ class LiveScheduler:
             everything = store.entries()
             self._empty_queue_at = seen if not everything and not store.skipped else -1
         report.problems.extend(store.skipped)
-        report.problems.extend(s.message for s in sweep_namespace(self.api, self.namespace, everything))
+        # First of all, under the Lease: what an interrupted creation (a process killed mid-way) left is deleted.
+        swept = sweep_namespace(self.api, self.namespace, everything, intents=True)
+        report.problems.extend(s.message for s in swept)
+        everything = self._close_intents(everything, swept, report)
         entries = {e.id: e for e in everything if e.state in (QUEUED, RUNNING)}
         state = self._cluster()
         snapshot = state.snapshot  # holds only pods that hold resources (not finished ones)
@@ -286,6 +299,16 @@ class LiveScheduler:
         if master is not None and self.serve:
             master.act(plan, report, {group.id: group.priority for group in queue})
         return report
+
+    def _close_intents(self, everything: list[QueueEntry], swept: Sequence[Swept], report: PassReport) -> list[QueueEntry]:
+        """Unfinished intents whose pods are all deleted now become failed-creation records (kube/doomed.py)."""
+        kept = {s.pod.group for s in swept if not s.deleted}
+        out = []
+        for entry in everything:
+            if entry.id not in kept and unfinished([entry]):
+                entry = self._write(close_intents(entry), report)
+            out.append(entry)
+        return out
 
     def _ensure_service(self, entry: QueueEntry) -> str:
         """Create the group's headless Service if it is missing (an interrupted creation may have deleted it).
@@ -413,11 +436,18 @@ class LiveScheduler:
         nodes = dict(placement)
         manifests = [_pinned(m, nodes) for m in entry.pods]
         self._still_ours()
+        attempt = new_attempt()
+        try:  # the intent first: a successor finishes what a killed process leaves (kube/doomed.py)
+            entry = self.store.update(mark_intent(entry, attempt, [str(m["metadata"]["name"]) for m in manifests],
+                                                  self.clock()))
+        except DetK8sError as exc:
+            report.problems.append(f"{entry.id}: could not record its creation before starting it, so it was not "
+                                   f"started: {exc.message}; the next pass tries again")
+            return entry
         try:
-            create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers,
-                         attempt=new_attempt())
+            create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers, attempt=attempt)
         except GroupCreationFailed as exc:
-            entry = mark_failed(entry, exc, self.clock())  # its pods, if any remain or appear, go on sight
+            entry = mark_failed(settle(entry, attempt), exc, self.clock())  # its pods, if any remain, go on sight
             if exc.remaining:
                 report.uncleared[entry.id] = uncleared(entry.id, exc, self.namespace)
             if exc.leftovers:
@@ -435,8 +465,8 @@ class LiveScheduler:
             if not lasting:  # a timeout, a 5xx: may well pass next time, so not the group's fault
                 why = f"creating its pods failed, {left}: {message}; trying again (not counted as an attempt)"
                 report.requeued[entry.id] = why
-                if entry.reason == why:  # the same failure as last pass: no new event, and no write unless marked
-                    return self._write(entry, report) if exc.remaining else entry
+                if entry.reason == why:  # the same failure as last pass: no new event (the intent record goes)
+                    return self._write(entry, report)
                 return self._write(entry.with_event(f"{self._now()} {why}", reason=why), report)
             attempts, again = next_attempt(entry.attempts, self.max_attempts)
             if again:
@@ -452,6 +482,7 @@ class LiveScheduler:
                 self.view.assume_created({**manifest, "metadata": {**manifest["metadata"], "namespace": self.namespace}})
         report.placed[entry.id] = tuple(placement)
         where = ", ".join(f"{pod} on {node}" for pod, node in placement)
+        entry = settle(entry, attempt)
         return self._write(entry.with_event(f"{self._now()} placed: {where}", state=RUNNING, reason="",
                                             placement=nodes), report)
 
@@ -551,5 +582,17 @@ def dry_plan(snapshot: Snapshot | DryCluster, entries: Sequence[QueueEntry], pol
     cluster = snapshot if isinstance(snapshot, DryCluster) else DryCluster(snapshot)
     queue = [group_from_dict(e.group) for e in entries if e.state == QUEUED] + list(extra)
     queue += cluster.master_queue
-    running = [*running_in(cluster.snapshot, namespace), *cluster.master_running]
-    return schedule(cluster.snapshot, queue, policy, running, now=now)
+    # Pods of a queued group (not yet stopping) are what an interrupted creation left: the next pass deletes them
+    # before it plans (`_leftovers`, intent records), so they never hold the group's own place (never "held by"
+    # itself). Pods already stopping still hold their resources until they are gone.
+    queued = {e.id for e in entries if e.state == QUEUED}
+    planned = cluster.snapshot
+
+    def leftover(pod: Pod) -> bool:
+        return (pod.namespace == namespace and not pod.deleting and L.is_managed(pod.labels)
+                and pod.labels.get(L.GROUP) in queued)
+
+    if queued and any(leftover(p) for p in planned.pods):
+        planned = replace(planned, pods=tuple(p for p in planned.pods if not leftover(p)))
+    running = [*running_in(planned, namespace), *cluster.master_running]
+    return schedule(planned, queue, policy, running, now=now)

@@ -3,19 +3,24 @@
 Kubernetes has no transaction for "these N pods", so det-k8s makes one: it creates the pods
 (pinned to the nodes the plan chose) and, if any creation fails, deletes the ones it already
 created and reports what happened. Creation can run on a small bounded pool of threads, which
-shortens the window during which a group exists only in part.
+shortens the window during which a group exists only in part. A signal (det_k8s/stopping.py) stops the
+creation the same way: no more pods, the ones that may exist deleted, what may remain named in the last line
+(the caller's intent record lets the next pass delete it, kube/doomed.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+from .. import stopping
 from ..errors import Conflict, DetK8sError, Forbidden, Rejected
 from .api import KubeApi
 from .kinds import PODS, SERVICES
+
+IN_FLIGHT_WAIT = 2.0  # seconds an interrupted creation waits for the answers already on their way
 
 
 class GroupCreationFailed(DetK8sError):
@@ -93,8 +98,10 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
     if attempt:
         pods = [_labelled(pod, ATTEMPT_LABEL, attempt) for pod in pods]
 
+    halted: list[bool] = []  # a signal (or any exception) stopped the creation: start no more
+
     def create(pod: Mapping[str, Any]) -> None:
-        if failures:
+        if failures or halted:
             return  # the group is doomed: creating more pods would only mean more to delete
         attempted.append(_name(pod))
         try:
@@ -111,17 +118,27 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
     def maybe_ours() -> list[str]:
         return [name for name in attempted if name not in duplicates]
 
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="det-k8s-create") if workers > 1 else None
+    futures: list[Future[None]] = []
     try:
-        if workers <= 1:
+        if pool is None:
             for pod in pods:
                 create(pod)
                 if failures:
                     break
         else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="det-k8s-create") as pool:
-                list(pool.map(create, pods))
-    except BaseException:
-        delete_group(api, namespace, maybe_ours(), service_name, grace_seconds=0)
+            futures = [pool.submit(create, pod) for pod in pods]
+            for future in futures:
+                future.result()
+            pool.shutdown(wait=True)
+    except BaseException:  # a signal (det_k8s/stopping.py), Ctrl-C: undo now, without waiting for slow answers
+        halted.append(True)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+            pending = [f for f in futures if f.running()]
+            if pending:  # answers on their way say whether those pods exist; not waited for past the grace
+                wait(pending, timeout=min(IN_FLIGHT_WAIT, stopping.remaining()))
+        _undo_interrupted(api, namespace, maybe_ours(), set(created), service_name, attempt)
         raise
     if not failures:
         return Created(tuple(created), service_name)
@@ -137,6 +154,24 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
                 + " ".join(n for n in (*outcome.leftovers, *unconfirmed) if not n.startswith("service/")))
     raise GroupCreationFailed(message, leftovers=outcome.leftovers, lasting=lasting_refusal(first_error),
                               hint=hint, unconfirmed=unconfirmed, attempt=attempt)
+
+
+def _undo_interrupted(api: KubeApi, namespace: str, pods: Sequence[str], created: set[str], service: str | None,
+                      attempt: str) -> None:
+    """Delete every pod of an interrupted creation that is or may be there; say what was undone and what is left."""
+    outcome = _roll_back(api, namespace, pods, service)
+    removed = [n for n in outcome.removed if not n.startswith("service/")]
+    unconfirmed = [n for n in outcome.absent if n not in created]
+    if removed:
+        stopping.note(f"deleted the {len(removed)} pod(s) created so far ({', '.join(removed)}): nothing of the "
+                      "group runs")
+    elif not outcome.leftovers and not unconfirmed:
+        stopping.note("no pod of the group had been created")
+    left = [n for n in (*outcome.leftovers, *unconfirmed) if not n.startswith("service/")]
+    if left:
+        where = f" (attempt {attempt})" if attempt else ""
+        stopping.note(f"{', '.join(left)} may still exist or appear{where}: the intent recorded in the queue entry has "
+                      "the next det-k8s pass delete them (det-k8s scheduler run --once, or any experiment create)")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from .. import stopping
 from .report import STEPS, Failure, Reason, Status, Step, StepResult, StorageReport
 
 PROBE_PREFIX = "det-k8s-probe-"
@@ -73,6 +74,7 @@ def run_probe(backend: Backend, key: str, data: bytes, *, storage_type: str,
         return as_result(step, backend.explain(exc, step))
 
     may_exist = True  # pessimistic until the write's outcome is known: an interrupt must still clean up
+    interrupted = False
     try:
         try:
             backend.write(key, data)
@@ -87,23 +89,47 @@ def run_probe(backend: Backend, key: str, data: bytes, *, storage_type: str,
         else:
             for step in (Step.READ, Step.LIST):
                 results[step] = StepResult(step, Status.SKIPPED, "skipped: the write failed")
+    except BaseException:  # a signal or Ctrl-C (det_k8s/stopping.py): the delete below runs all the same
+        interrupted = True
+        raise
     finally:
         if may_exist:
             try:
                 backend.delete(key)
                 results[Step.DELETE] = StepResult(Step.DELETE, Status.OK, "deleted the probe object")
+                if interrupted:
+                    stopping.note(f"deleted the storage probe object {backend.url(key)}")
             except Exception as exc:  # classified into the report, never lost
                 result = failed(Step.DELETE, exc)
                 results[Step.DELETE] = StepResult(
                     Step.DELETE, Status.FAILED,
                     f"{result.message}; the probe object {backend.url(key)} may be left behind: delete it",
                     result.reason)
+                if interrupted:
+                    stopping.note(left_behind(backend.url(key)))
+            except BaseException:  # a second signal cut the delete short: name the object and how to delete it
+                stopping.note(left_behind(backend.url(key)))
+                raise
         else:
             results[Step.DELETE] = StepResult(Step.DELETE, Status.SKIPPED, "skipped: nothing was written")
     left = backend.url(key) if results[Step.DELETE].status is Status.FAILED else None
     return StorageReport(storage_type=storage_type, location=backend.location, probe=backend.url(key),
                          steps=tuple(results[step] for step in STEPS),
                          left_behind=left, warnings=warnings)
+
+
+def left_behind(url: str) -> str:
+    """The probe object a stopped check may leave, and the command that deletes it."""
+    if url.startswith("s3://"):
+        command = f"aws s3 rm {url}"
+    elif url.startswith("gs://"):
+        command = f"gcloud storage rm {url}"
+    elif url.startswith(("http://", "https://")):
+        account_container, _, blob = url.split("://", 1)[1].partition("/")[2].partition("/")
+        command = f"az storage blob delete --container-name {account_container} --name {blob}"
+    else:
+        command = f"rm {url}"
+    return f"the storage probe object {url} may be left behind: {command}"
 
 
 _Failed = Callable[[Step, Exception], StepResult]

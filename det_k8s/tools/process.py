@@ -6,9 +6,10 @@ scrubbed), because that is what tells an admin what went wrong ("Error: INSTALLA
 ..."). A missing binary is `ToolNotFound`, a hang is `OperationTimeout`; no caller ever sees a
 `subprocess` exception.
 
-Each child leads its own session and process group: on a timeout or Ctrl-C the whole group is
-ended (TERM, then KILL), so nothing a tool started (helm's plugins and post-renderers, a credential
-plugin's helpers) outlives det-k8s.
+Each child leads its own session and process group: on a timeout, Ctrl-C or any signal that stops det-k8s
+(det_k8s/stopping.py) the whole group is ended (TERM, then KILL), so nothing a tool started (helm's plugins and
+post-renderers, a credential plugin's helpers) outlives det-k8s. A det-k8s killed outright (kill -9) cannot do
+that; the child then gets SIGTERM from the kernel (PR_SET_PDEATHSIG, Linux).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .. import stopping
 from ..errors import OperationTimeout, ToolFailed, ToolNotFound
 from ..scrub import scrub
 
@@ -74,6 +76,30 @@ def display(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
+def _end_with_parent() -> Callable[[], None] | None:
+    """On Linux, from the main thread: the child gets SIGTERM when det-k8s dies, even by kill -9 (PR_SET_PDEATHSIG),
+    so a killed det-k8s leaves no helm running unwatched. (Tied to the forking thread, so only from the main one.)"""
+    import sys
+    import threading
+
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def set_death_signal() -> None:  # runs in the child between fork and exec: nothing that takes a lock
+        prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # det-k8s died before the line above: go now
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return set_death_signal
+
+
 def _kill_group(process: subprocess.Popen[str]) -> None:
     """End the child and everything it started: its own process group (it leads a new session).
 
@@ -99,7 +125,8 @@ def _communicate(process: subprocess.Popen[str], timeout: float) -> tuple[str, s
     try:
         return process.communicate(timeout=timeout)
     except BaseException:  # TimeoutExpired, KeyboardInterrupt: the tool and its children must not outlive us
-        _kill_group(process)
+        with stopping.blocked():  # bounded (TERM, 2 s, KILL): a second signal waits for it, never cuts it
+            _kill_group(process)
         with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
             process.communicate(timeout=GRACE_SECONDS)  # reap it; a grandchild that left the group may hold a pipe
         for stream in (process.stdout, process.stderr):
@@ -107,6 +134,19 @@ def _communicate(process: subprocess.Popen[str], timeout: float) -> tuple[str, s
                 if stream is not None:
                     stream.close()
         raise
+
+
+def _start(argv: tuple[str, ...], tool: str, env: Mapping[str, str] | None) -> subprocess.Popen[str]:
+    try:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                env=child_env() if env is None else dict(env), text=True, errors="replace",
+                                start_new_session=True, preexec_fn=_end_with_parent())  # noqa: PLW1509
+    except FileNotFoundError as exc:
+        raise ToolNotFound(f"{tool} not found at {argv[0]}") from exc
+    except PermissionError as exc:
+        raise ToolNotFound(f"{tool} at {argv[0]} is not executable") from exc
+    except OSError as exc:  # not an executable at all (ENOEXEC), a name too long...
+        raise ToolNotFound(f"{tool} at {argv[0]} cannot be run: {exc.strerror or exc}") from exc
 
 
 TIMING = "timing: "  # a `log` line starting so is a duration: the CLI shows those with -vv only
@@ -124,24 +164,26 @@ def run(argv: Sequence[str], *, timeout: float, tool: str, env: Mapping[str, str
     argv = tuple(str(a) for a in argv)
     if log is not None:
         log(f"+ {display(argv)}")
+    process: subprocess.Popen[str] | None = None
     started = time.monotonic()
     try:
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                   env=child_env() if env is None else dict(env), text=True, errors="replace",
-                                   start_new_session=True)
-    except FileNotFoundError as exc:
-        raise ToolNotFound(f"{tool} not found at {argv[0]}") from exc
-    except PermissionError as exc:
-        raise ToolNotFound(f"{tool} at {argv[0]} is not executable") from exc
-    except OSError as exc:  # not an executable at all (ENOEXEC), a name too long...
-        raise ToolNotFound(f"{tool} at {argv[0]} cannot be run: {exc.strerror or exc}") from exc
-    try:
+        with stopping.shielded():  # a signal now is raised once the child is known, so its group is ended below
+            process = _start(argv, tool, env)
+            stopping.child_started(process.pid)
         stdout, stderr = _communicate(process, timeout)
     except subprocess.TimeoutExpired as exc:
         subcommand = " ".join(a for a in argv[1:3] if not a.startswith("-"))
         raise OperationTimeout(f"{tool} {subcommand} did not finish within {timeout:g}s; it was stopped",
                                hint=timeout_hint or "check that the cluster answers: det-k8s status, kubectl "
                                                     "get nodes") from exc
+    except BaseException:
+        if process is not None and process.returncode is None:  # stopped before `_communicate` took charge
+            with stopping.blocked():
+                _kill_group(process)
+        raise
+    finally:
+        if process is not None:
+            stopping.child_ended(process.pid)
     completed = Completed(argv, process.returncode, stdout, stderr)
     if log is not None:
         subcommand = " ".join(a for a in argv[1:3] if not a.startswith("-"))

@@ -130,3 +130,31 @@ def test_timeout_takes_a_go_duration_like_every_other_timeout():
 
     assert (storage_timeout("2"), storage_timeout("2s"), storage_timeout("1m30s"), storage_timeout(None)) == (
         2.0, 2.0, 90.0, None)
+
+
+@pytest.mark.parametrize("signum", [15, 1])
+def test_sigterm_after_the_write_still_deletes_the_probe_object(run_cli, tmp_path, moto_s3, monkeypatch, signum):
+    """Issue 19: SIGTERM (or SIGHUP) after the write used to exit 143 with the probe object left in the bucket."""
+    import os
+    import time
+
+    from det_k8s.storage.s3 import S3Backend
+
+    bucket = moto_s3.new_bucket()
+    written: list[str] = []
+    original_read = S3Backend.read
+
+    def read(self, key):
+        written.extend(moto_s3.keys(bucket))
+        os.kill(os.getpid(), signum)
+        time.sleep(5)
+        return original_read(self, key)
+
+    monkeypatch.setattr(S3Backend, "read", read)
+    result = run_cli("checkpoint", "check", "-f", s3_file(tmp_path, moto_s3, bucket))
+    assert result.code == 128 + signum
+    assert written and moto_s3.keys(bucket) == []
+    name = "SIGTERM" if signum == 15 else "SIGHUP"
+    assert result.err.strip().splitlines()[-1] == (f"stopped by {name}: deleted the storage probe object "
+                                                    f"s3://{bucket}/{written[0]}")
+    assert "Traceback" not in result.err and "cli-secret-key" not in result.err + result.out

@@ -1,0 +1,305 @@
+"""SIGTERM, SIGINT and SIGHUP, ending every command the same way (one place: `cli.main` installs this).
+
+The first signal becomes a `Stopped` exception raised in the main thread (a `KeyboardInterrupt`, so every
+cleanup path written for Ctrl-C runs: the Lease is released by `SchedulingLease.held`, a half-created group
+deleted by `create_group`, a half-bound one by the binder, helm's process group ended by `tools/process.py`,
+the private chart directory removed by its `finally`). From then on the command has `GRACE_SECONDS` to
+finish undoing; what it undid or leaves behind it says with `note()`, and `main` prints it as one line and
+exits 128 + the signal's number (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
+
+A second signal, or the grace running out, raises `Stopped` again with `hurried` set: the undo in progress
+is cut short (what it leaves, the intent records say, and the next det-k8s pass finishes). The private
+directories holding secrets (`private_dir()`) are removed last in `main` with every signal blocked, so no
+second signal can keep a secret on disk.
+
+`shielded()` defers the first signal over a short write that must not be torn in half (a queue entry's
+intent record): it is raised when the block ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+GRACE_SECONDS = 20.0  # from the first signal until the undo is cut short (the in-cluster manifest gives 45 s)
+NAMES: dict[int, str] = {int(signal.SIGINT): "SIGINT", int(signal.SIGTERM): "SIGTERM", int(signal.SIGHUP): "SIGHUP"}
+
+
+class Stopped(KeyboardInterrupt):
+    """A signal stopped det-k8s (see the module docstring)."""
+
+    def __init__(self, signum: int, *, hurried: bool = False) -> None:
+        super().__init__(NAMES.get(signum, f"signal {signum}"))
+        self.signum = signum
+        self.hurried = hurried
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class _State:
+    def __init__(self) -> None:
+        self.installed = False
+        self.signum: int | None = None
+        self.deadline = float("inf")
+        self.hurried = False
+        self.pending = False
+        self.shield = 0
+        self.notes: list[str] = []
+        self.private: list[Path] = []
+        self.children: Path | None = None
+        self.timer: threading.Timer | None = None
+        self.lock = threading.Lock()
+
+
+_state = _State()
+
+
+def _handler(signum: int, frame: object) -> None:
+    state = _state
+    if state.signum is None:
+        state.signum = signum
+        state.deadline = time.monotonic() + GRACE_SECONDS
+        state.timer = threading.Timer(GRACE_SECONDS, _grace_over)
+        state.timer.daemon = True
+        state.timer.start()
+        if state.shield:
+            state.pending = True
+            return
+        raise Stopped(signum)
+    state.hurried = True
+    raise Stopped(state.signum, hurried=True)
+
+
+def _grace_over() -> None:
+    with _state.lock:
+        if _state.installed and _state.signum is not None:
+            signal.pthread_kill(threading.main_thread().ident or 0, _state.signum)
+
+
+def install() -> Callable[[], None]:
+    """Handle the signals (main thread only; elsewhere nothing changes). Returns what restores the previous ones."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    reset()
+    sweep_stale(Path(tempfile.gettempdir()), "det-k8s-")  # what a det-k8s killed outright left (kill -9)
+    previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    for sig in SIGNALS:
+        signal.signal(sig, _handler)
+    _state.installed = True
+
+    def restore() -> None:
+        with _state.lock:
+            _state.installed = False
+            if _state.timer is not None:
+                _state.timer.cancel()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    return restore
+
+
+def reset() -> None:
+    """Forget a previous command's signal (one process may run several commands: the tests)."""
+    if _state.timer is not None:
+        _state.timer.cancel()
+    _state.signum, _state.deadline, _state.hurried, _state.pending, _state.shield = None, float("inf"), False, False, 0
+    _state.notes = []
+    _state.children = None
+
+
+def received() -> int | None:
+    """The signal that is stopping det-k8s, or None."""
+    return _state.signum
+
+
+def name(signum: int | None = None) -> str:
+    """SIGTERM, SIGINT, SIGHUP: the signal's name (the one received without an argument)."""
+    number = _state.signum if signum is None else signum
+    return NAMES.get(number or 0, f"signal {number}")
+
+
+def exit_code() -> int:
+    """128 + the signal's number, as shells report a command a signal ended (1 when none came)."""
+    return 128 + _state.signum if _state.signum is not None else 1
+
+
+def hurried() -> bool:
+    """A second signal came, or the grace ran out: undo only what is quick."""
+    return _state.hurried
+
+
+def remaining(limit: float = GRACE_SECONDS) -> float:
+    """Seconds of grace left (at most `limit`): how long an undo may still wait for an answer."""
+    if _state.signum is None:
+        return limit
+    return max(0.0, min(limit, _state.deadline - time.monotonic()))
+
+
+def check() -> None:
+    """Raise `Stopped` if a signal came (for loops that must not start new work after it)."""
+    if _state.signum is not None and not _state.shield:
+        raise Stopped(_state.signum, hurried=_state.hurried)
+
+
+def note(text: str) -> None:
+    """Something a stopped command undid or leaves behind, for its last line (said only when a signal stopped it)."""
+    if _state.signum is not None and text not in _state.notes:
+        _state.notes.append(text)
+
+
+def notes() -> tuple[str, ...]:
+    return tuple(_state.notes)
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Defer the first signal until the block ends (a second one still cuts in)."""
+    _state.shield += 1
+    try:
+        yield
+    finally:
+        _state.shield -= 1
+        if not _state.shield and _state.pending:
+            _state.pending = False
+            if _state.signum is not None:
+                raise Stopped(_state.signum)
+
+
+def private_dir(prefix: str = "det-k8s-", parent: Path | None = None) -> Path:
+    """A fresh 0700 directory for files holding secrets, removed by `remove_private` or at the latest by `main`.
+
+    Its name carries this process's id (`<prefix><pid>-<random>`): what a process killed outright (kill -9) left
+    in the same place, the next det-k8s that makes one there removes (`sweep_stale`).
+    """
+    where = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+    sweep_stale(where, prefix)
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=where))
+    _state.private.append(path)
+    return path
+
+
+def sweep_stale(where: Path, prefix: str) -> list[Path]:
+    """Remove the private directories of det-k8s processes that ended without removing them (kill -9), ours only.
+
+    A directory is stale when the process its name carries no longer exists; a process id in use again keeps it
+    (the next sweep after that process ends removes it)."""
+    removed: list[Path] = []
+    try:
+        candidates = [entry for entry in os.scandir(where) if entry.name.startswith(prefix)]
+    except OSError:
+        return removed
+    for entry in candidates:
+        pid_text = entry.name[len(prefix):].partition("-")[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            _end_orphans(Path(entry.path) / CHILDREN)
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
+
+
+CHILDREN = "children"  # in a private directory: one file per running child's process group, holding its start time
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), "" when unknown."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace").rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def child_started(pid: int) -> None:
+    """Record a child that leads its own process group (tools/process.py), for a successor to end should det-k8s be
+    killed outright while it runs (`sweep_stale`)."""
+    start = _start_time(pid)
+    if not start:
+        return
+    if _state.children is None:
+        with contextlib.suppress(OSError):
+            _state.children = private_dir() / CHILDREN
+            _state.children.mkdir()
+    if _state.children is not None:
+        with contextlib.suppress(OSError):
+            (_state.children / str(pid)).write_text(start, encoding="ascii")
+
+
+def child_ended(pid: int) -> None:
+    if _state.children is not None:
+        with contextlib.suppress(OSError):
+            (_state.children / str(pid)).unlink()
+
+
+def _end_orphans(records: Path) -> None:
+    """SIGKILL the process groups a killed det-k8s left running. Safe against reused ids: a process group's id is
+    not given out again while any member lives, and when a process of that id runs it must be the recorded one."""
+    try:
+        entries = list(records.iterdir())
+    except OSError:
+        return
+    for record in entries:
+        if not record.name.isdigit():
+            continue
+        group = int(record.name)
+        try:
+            recorded = record.read_text(encoding="ascii").strip()
+        except OSError:
+            continue
+        now = _start_time(group)
+        if now and now != recorded:
+            continue  # another process has that id now: not ours
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)
+
+
+def remove_private(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(ValueError):
+        _state.private.remove(path)
+
+
+def sweep_private() -> None:
+    """Remove every private directory still there (`main` calls it last, with every signal blocked)."""
+    while _state.private:
+        shutil.rmtree(_state.private.pop(), ignore_errors=True)
+
+
+@contextlib.contextmanager
+def blocked() -> Iterator[None]:
+    """No signal handled during the block (main thread only): for the cleanup a second signal must not cut."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def exit_now(code: int) -> None:
+    """Leave at once after a signal, when everything is cleaned: threads still waiting on an answer (a binding
+    the API server holds) must not keep the process alive. Standard streams are flushed first."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

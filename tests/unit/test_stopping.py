@@ -1,0 +1,186 @@
+"""det_k8s/stopping.py: a signal as an exception, private directories, and what a killed det-k8s leaves."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from det_k8s import stopping
+from det_k8s.storage.probe import left_behind, run_probe
+from det_k8s.storage.report import Failure, Reason, Step
+
+
+@pytest.fixture
+def handlers():
+    restore = stopping.install()
+    try:
+        yield
+    finally:
+        restore()
+        stopping.reset()
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_sigterm_becomes_stopped_with_its_exit_code_and_a_second_one_hurries(handlers):
+    with pytest.raises(stopping.Stopped) as first:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    assert first.value.exit_code == 143 and stopping.received() == signal.SIGTERM and not stopping.hurried()
+    assert 0 < stopping.remaining() <= stopping.GRACE_SECONDS
+    with pytest.raises(stopping.Stopped) as second:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    assert second.value.hurried and stopping.hurried() and stopping.exit_code() == 143  # the first signal's code
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGHUP, 129)])
+def test_sigint_and_sighup_end_the_same_way(handlers, sig, code):
+    with pytest.raises(KeyboardInterrupt):  # every Ctrl-C cleanup path runs for each of them
+        os.kill(os.getpid(), sig)
+        time.sleep(5)
+    assert stopping.exit_code() == code
+
+
+def test_a_shielded_block_finishes_before_the_signal_is_raised(handlers):
+    done = []
+    with pytest.raises(stopping.Stopped), stopping.shielded():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        done.append("released the lease")
+    assert done == ["released the lease"]
+
+
+def test_private_directories_of_a_killed_process_are_removed_by_the_next_one(tmp_path):
+    dead = tmp_path / f"det-k8s-{dead_pid()}-abcd"
+    (dead / "chart").mkdir(parents=True)
+    (dead / "chart" / "values.yaml").write_text("password: secret")
+    alive = tmp_path / f"det-k8s-{os.getppid()}-efgh"
+    alive.mkdir()
+    other = tmp_path / "det-k8s-chart-1234"
+    other.mkdir()
+    made = stopping.private_dir("det-k8s-", tmp_path)
+    try:
+        assert not dead.exists() and alive.exists() and other.exists()
+        assert made.name.startswith(f"det-k8s-{os.getpid()}-") and oct(made.stat().st_mode & 0o777) == "0o700"
+    finally:
+        stopping.remove_private(made)
+    assert not made.exists()
+
+
+def test_a_killed_processs_children_are_ended_by_the_next_one_never_a_stranger(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        time.sleep(0.2)
+        stale = tmp_path / f"det-k8s-{dead_pid()}-wxyz"
+        (stale / stopping.CHILDREN).mkdir(parents=True)
+        (stale / stopping.CHILDREN / str(child.pid)).write_text(stopping._start_time(child.pid))
+        (stale / stopping.CHILDREN / str(stranger.pid)).write_text("1")  # that id now belongs to someone else
+        assert stopping.sweep_stale(tmp_path, "det-k8s-") == [stale]
+        assert child.wait(10) == -signal.SIGKILL
+        assert stranger.poll() is None
+    finally:
+        for proc in (child, stranger):
+            proc.kill()
+            proc.wait()
+
+
+class Backend:
+    location = "s3://b/p/"
+
+    def __init__(self, fail_delete: bool = False) -> None:
+        self.objects: dict[str, bytes] = {}
+        self.fail_delete = fail_delete
+
+    def url(self, key: str) -> str:
+        return f"s3://b/{key}"
+
+    def write(self, key: str, data: bytes) -> None:
+        self.objects[key] = data
+
+    def read(self, key: str) -> bytes:
+        os.kill(os.getpid(), signal.SIGTERM)  # stopped right after the write
+        time.sleep(5)
+        return b""
+
+    def list(self, prefix: str) -> list[str]:
+        return list(self.objects)
+
+    def delete(self, key: str) -> None:
+        if self.fail_delete:
+            raise OSError("connection reset")
+        self.objects.pop(key, None)
+
+    def explain(self, exc: Exception, step: Step) -> Failure:
+        return Failure(Reason.OTHER, str(exc))
+
+
+def test_a_probe_stopped_after_its_write_deletes_the_object_and_says_so(handlers):
+    backend = Backend()
+    with pytest.raises(stopping.Stopped):
+        run_probe(backend, "p/det-k8s-probe-1", b"x", storage_type="s3")
+    assert backend.objects == {}
+    assert stopping.notes() == ("deleted the storage probe object s3://b/p/det-k8s-probe-1",)
+
+
+def test_a_probe_that_cannot_delete_after_a_signal_names_the_object_and_the_command(handlers):
+    backend = Backend(fail_delete=True)
+    with pytest.raises(stopping.Stopped):
+        run_probe(backend, "p/det-k8s-probe-1", b"x", storage_type="s3")
+    assert stopping.notes() == ("the storage probe object s3://b/p/det-k8s-probe-1 may be left behind: "
+                                "aws s3 rm s3://b/p/det-k8s-probe-1",)
+
+
+@pytest.mark.parametrize(("url", "command"), [
+    ("s3://b/k", "aws s3 rm s3://b/k"),
+    ("gs://b/k", "gcloud storage rm gs://b/k"),
+    ("https://acct.blob.core.windows.net/ckpt/dir/k", "az storage blob delete --container-name ckpt --name dir/k"),
+    ("/mnt/ckpt/k", "rm /mnt/ckpt/k"),
+])
+def test_the_command_that_deletes_a_left_probe(url, command):
+    assert left_behind(url).endswith(f": {command}")
+
+
+def test_the_scheduler_deployment_gives_the_undo_time_before_sigkill():
+    from det_k8s.kube.deploy import scheduler_manifests
+
+    deployment = scheduler_manifests("img:1", "ml")[-1]
+    grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace > stopping.GRACE_SECONDS + 10  # the undo's grace, then a request's timeout, then the exit
+
+
+def test_main_stops_on_a_signal_with_one_line_and_the_private_directory_gone(monkeypatch, tmp_path, capsys):
+    """In-process: a command stopped by SIGTERM while its private chart directory holds a secret."""
+    from det_k8s.cli import main
+
+    seen: list[Path] = []
+    original = stopping.private_dir
+
+    def spy(prefix: str = "det-k8s-", parent: Path | None = None) -> Path:
+        path = original(prefix, parent)
+        (path / "values.yaml").write_text("password: Kill-Harness-Secret")
+        seen.append(path)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        return path
+
+    monkeypatch.setattr(stopping, "private_dir", spy)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    code = main(["install", "demo", "-f", str(Path(__file__).parents[2] / "examples" / "gpu-cluster.yaml"),
+                 "--dry-run", "--helm-binary", "/bin/true"])
+    err = capsys.readouterr().err
+    assert code == 143
+    assert err.strip().splitlines()[-1] == "stopped by SIGTERM"
+    assert seen and not seen[0].exists()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are given back
