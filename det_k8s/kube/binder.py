@@ -72,6 +72,10 @@ class BindResult:
     leftovers: tuple[str, ...] = ()  # pods that could not be deleted (the next pass finds the group partly bound)
 
 
+def _pods(count: int) -> str:
+    return f"{count} pod" + ("s" if count != 1 else "")
+
+
 def _ambiguous(error: DetK8sError) -> bool:
     """A failure after which the binding may still have happened: anything but a definite refusal
     (a lost answer, a timeout, a 5xx)."""
@@ -211,9 +215,13 @@ class Binder:
         removed = tuple(p.name for p in doomed if p.name not in leftovers)
         name, error = first
         why = f"binding {name} failed: {error.message}"
+        sure = [n for n in removed if n in bound]
+        maybe = [n for n in removed if n not in bound]
+        parts = ([f"the {_pods(len(sure))} already bound"] if sure else []) + (
+            [f"{'the ' if not sure else ''}{_pods(len(maybe))} whose binding may have landed"] if maybe else [])
         text = (f"det-k8s: could not bind gang {group.name} whole ({why}); "
-                + (f"deleted the {len(removed)} pod(s) already bound, so Determined restarts the task whole"
-                   if removed else "no pod was bound"))
+                + (f"deleted {' and '.join(parts)}, so Determined restarts the task whole" if removed
+                   else "no pod was bound"))
         if leftovers:
             text += f"; could not delete {', '.join(leftovers)} (the next pass tries again)"
         for pod in group.pods:

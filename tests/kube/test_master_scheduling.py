@@ -228,6 +228,7 @@ def test_a_binding_failing_part_way_deletes_what_was_bound(cluster, version, run
     failed = [e for e in cluster.api.items("events") if e["reason"] == "GangBindingFailed"]
     assert {e["involvedObject"]["name"] for e in failed} == set(task.names)
     assert all(e["type"] == "Warning" for e in failed)
+    assert all("; deleted the 1 pod already bound, so Determined restarts" in e["message"] for e in failed)
     result = run_cli("doctor")
     assert "GangBindingFailed" in result.out and "Groups det-k8s tore down" in result.out
 
@@ -243,6 +244,8 @@ def test_a_binding_that_may_have_landed_is_not_counted_as_bound(cluster):
     (why,) = report.repaired.values()
     assert "deleted 1 bound pod and 1 whose binding may have landed so Determined restarts it whole" in why
     assert "pod(s)" not in why
+    (event,) = {e["message"] for e in cluster.api.items("events") if e["reason"] == "GangBindingFailed"}
+    assert "; deleted the 1 pod already bound and 1 pod whose binding may have landed, so Determined" in event
 
 
 def test_a_group_found_partly_bound_is_torn_down_and_doctor_reports_it(cluster, run_cli):
