@@ -122,8 +122,10 @@ def observe(api: KubeApi, release: str, namespace: str, tail: int,
 def gang_scheduler(api: KubeApi, release: str, namespace: str) -> dict[str, Any]:
     """det-k8s's scheduler as the bundled chart deploys it (gangScheduler: det-k8s): its Deployment's readiness,
     and whether one of its pods holds the scheduling Lease now (and which scheduler name it serves)."""
+    from datetime import datetime
+
     from ..kube.deploy import chart_name
-    from ..kube.lease import LEASE_NAME, NAMESPACE_ENV, SERVING, LeaseState, utcnow
+    from ..kube.lease import LEASE_NAME, NAMESPACE_ENV, SERVED_BY, SERVING, LeaseState, utcnow
 
     name = chart_name(release)
     deployment = _get(api, DEPLOYMENTS, name, namespace)
@@ -149,8 +151,20 @@ def gang_scheduler(api: KubeApi, release: str, namespace: str) -> dict[str, Any]
     live = not state.stale(utcnow())
     found["holder"] = state.holder if live else None
     found["holds_lease"] = live and state.holder.partition("@")[2].startswith(f"{name}-")
-    serving = str(((lease.get("metadata") or {}).get("annotations") or {}).get(SERVING) or "")
+    annotations = (lease.get("metadata") or {}).get("annotations") or {}
+    serving = str(annotations.get(SERVING) or "")
     found["serving"] = serving.partition(" until ")[0] or None if found["holds_lease"] else None
+    # A loop takes the Lease for each pass and gives it back: between passes it is free, and the loop says in it
+    # which scheduler it serves, until when, and who it is (written with the release).
+    served_by = str(annotations.get(SERVED_BY) or "")
+    if not found["holds_lease"] and serving and served_by.partition("@")[2].startswith(f"{name}-"):
+        scheduler, _, until = serving.partition(" until ")
+        try:
+            current = datetime.fromisoformat(until.replace("Z", "+00:00")) > utcnow()
+        except ValueError:
+            current = False
+        if current:
+            found["serving"], found["served_by"] = scheduler, served_by
     return found
 
 
@@ -163,6 +177,9 @@ def _scheduler_line(found: dict[str, Any]) -> str:
     if found["holds_lease"]:
         serving = f", serving {found['serving']}" if found["serving"] else ""
         return f"{line}, holds the Lease {found['lease']} ({found['holder']}{serving})"
+    if found.get("served_by"):
+        return (f"{line}, serving {found['serving']} ({found['served_by']} takes the Lease {found['lease']} for each "
+                "pass)")
     if found["holds_lease"] is None:
         return f"{line}; the Lease {found['lease']} could not be read (RBAC)"
     other = f"held by {found['holder']}" if found["holder"] else "held by nobody"

@@ -47,6 +47,7 @@ from .kinds import LEASES
 LEASE_NAME = "det-k8s-scheduler"
 FENCE = "det-k8s.io/pods-version"  # annotation: the newest pod revision the last holder's writes are within
 SERVING = "det-k8s.io/serving"  # annotation: "<scheduler name> until <RFC 3339>": a loop binds the master's pods
+SERVED_BY = "det-k8s.io/served-by"  # annotation: the holder identity of the loop that last wrote SERVING
 NAMESPACE_ENV = "DET_K8S_LEASE_NAMESPACE"
 DEFAULT_DURATION = 30  # seconds a pass may hold the Lease without renewing it
 SKEW_ALLOWANCE = 60  # seconds of clock difference tolerated when judging a renewTime we never watched
@@ -317,6 +318,8 @@ class SchedulingLease:
                 return
         body = {**current, "spec": {**(current.get("spec") or {}), "holderIdentity": "", "renewTime": None}}
         added = {key: value for key, value in ((FENCE, self.fence), (SERVING, self.serving)) if value}
+        if self.serving:
+            added[SERVED_BY] = self.holder  # who serves between passes, when the Lease itself is free (`status`)
         if passed:
             added[LAST_PASS] = _format(self.clock())
         if added:
