@@ -37,8 +37,8 @@ def test_the_charts_scheduler_holds_the_lease_with_the_charts_rbac(run_cli, real
     site = tmp_path / "site.yaml"
     site.write_text(SITE + "defaultScheduler: coscheduler\n")
     installed = run_cli("install", "demo", "-f", site, "-n", ns, "--create-namespace", "--skip-storage-check",
-                        "--wait", "--timeout", "2m", "--helm-binary", helm4)
-    assert installed.code == 0, installed.err
+                        "--wait", "--timeout", "5m", "--helm-binary", helm4)
+    assert installed.code == 0, installed.err + real_cluster.describe(ns)
     (deployment,) = [d for d in real_cluster.api.items("deployments", ns)
                      if "scheduler" in d["metadata"]["name"] and "master" not in d["metadata"]["name"]]
     real_cluster.wait_for("the scheduler's pod running (kwok)", lambda: (real_cluster.api.get(

@@ -70,8 +70,8 @@ def test_install_upgrade_rollback_uninstall_with_no_load_balancer(run_cli, real_
     real_cluster.api.put(MANUAL)
     real_cluster.api.put(volume())
     args = ("-n", ns, "--skip-storage-check", "--helm-binary", helm)
-    installed = run_cli("install", "demo", "-f", site, "--create-namespace", "--wait", "--timeout", "2m", *args)
-    assert installed.code == 0, installed.err
+    installed = run_cli("install", "demo", "-f", site, "--create-namespace", "--wait", "--timeout", "5m", *args)
+    assert installed.code == 0, installed.err + real_cluster.describe(ns)
     assert "Master: the load balancer has no address yet" in installed.err  # none will come: nothing waits for it
     deployment = real_cluster.api.get("deployments", "determined-master-deployment-demo", ns)
     assert deployment["status"]["availableReplicas"] == 1  # the real Deployment controller, kwok's pod
@@ -81,14 +81,15 @@ def test_install_upgrade_rollback_uninstall_with_no_load_balancer(run_cli, real_
     status = run_cli("status", "demo", "-n", ns)
     assert status.code == 0 and "Master:   1/1 ready" in status.out and "release demo is healthy" in status.err
 
-    upgraded = run_cli("upgrade", "demo", "-f", site, "--set", "maxSlotsPerPod=2", "--yes", "--timeout", "2m", *args)
-    assert upgraded.code == 0, upgraded.err  # helm --wait failed here with `context deadline exceeded`
+    upgraded = run_cli("upgrade", "demo", "-f", site, "--set", "maxSlotsPerPod=2", "--yes", "--timeout", "5m", *args)
+    # (helm --wait failed here with `context deadline exceeded`)
+    assert upgraded.code == 0, upgraded.err + real_cluster.describe(ns)
     assert "context deadline exceeded" not in upgraded.err
     history = run_cli("history", "demo", "-n", ns, "-o", "json", "--helm-binary", helm)
     assert [r["status"] for r in json.loads(history.out)] == ["superseded", "deployed"]
 
-    rolled = run_cli("rollback", "demo", "--yes", "--timeout", "2m", *args)
-    assert rolled.code == 0, rolled.err
+    rolled = run_cli("rollback", "demo", "--yes", "--timeout", "5m", *args)
+    assert rolled.code == 0, rolled.err + real_cluster.describe(ns)
     assert f"Rolled back release demo in namespace {ns} to revision 1" in rolled.err
     values = run_cli("get", "values", "demo", "-n", ns, "-o", "json", "--helm-binary", helm)
     assert json.loads(values.out)["maxSlotsPerPod"] == 4

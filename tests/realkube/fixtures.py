@@ -158,6 +158,24 @@ class RealCluster:
     def wait_for(self, what: str, check: Any, timeout: float = 60, interval: float = 0.2) -> Any:
         return self.plane.wait_for(what, check, timeout, interval)
 
+    def describe(self, namespace: str) -> str:
+        """What a failed test needs to say why: the namespace's pods and events, the nodes, the components' state."""
+        lines = []
+        for pod in self.api.items("pods", namespace):
+            conditions = "; ".join(f"{c['type']}={c['status']} {c.get('reason', '')} {c.get('message', '')}".strip()
+                                   for c in pod["status"].get("conditions") or ())
+            lines.append(f"pod {pod['metadata']['name']}: {pod['status'].get('phase')} on "
+                         f"{pod['spec'].get('nodeName')}: {conditions}")
+        for event in self.api.items("events", namespace)[-30:]:
+            lines.append(f"event {event['involvedObject'].get('kind')}/{event['involvedObject'].get('name')}: "
+                         f"{event.get('reason')}: {event.get('message')}")
+        for node in self.api.items("nodes"):
+            ready = [c["status"] for c in node["status"].get("conditions") or () if c["type"] == "Ready"]
+            lines.append(f"node {node['metadata']['name']}: Ready={ready} taints={node['spec'].get('taints')}")
+        for child in self.plane.children:
+            lines.append(f"{child.name}: {'running' if child.proc.poll() is None else f'exited {child.proc.returncode}'}")
+        return "\n".join(lines)
+
 
 _PLANE: ControlPlane | None = None
 
