@@ -210,7 +210,14 @@ def control_plane() -> Iterator[ControlPlane]:
 def _clean(plane: ControlPlane, namespaces: set[str]) -> None:
     """Remove what a test made, so the next one starts from an empty cluster (nodes and `default`)."""
     r = plane.request
-    for ns in namespaces:
+    for ns in namespaces:  # their pods first, at once: a pod left bound to a node deleted below lingers for minutes
+        _, pods = r("GET", f"/api/v1/namespaces/{ns}/pods")
+        for pod in (pods or {}).get("items", []):
+            name = pod["metadata"]["name"]
+            if pod["metadata"].get("finalizers"):
+                r("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", {"metadata": {"finalizers": None}},
+                  content_type="application/merge-patch+json")
+            r("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
         r("DELETE", f"/api/v1/namespaces/{ns}", {"propagationPolicy": "Background"})
     r("DELETE", "/apis/batch/v1/namespaces/default/jobs", {"propagationPolicy": "Background", "gracePeriodSeconds": 0})
     r("DELETE", "/apis/apps/v1/namespaces/default/deployments", {"propagationPolicy": "Background"})
@@ -235,6 +242,22 @@ def _clean(plane: ControlPlane, namespaces: set[str]) -> None:
             if not meta["name"].startswith("system") and "kubernetes.io/bootstrapping" not in (meta.get("labels") or {}) \
                     and meta["name"] not in ("cluster-admin", "admin", "edit", "view"):
                 r("DELETE", path_of(plural, None, meta["name"]), None)
+    deadline = time.monotonic() + 90  # the next test must not see this one's namespaces, terminating or not
+    while time.monotonic() < deadline:
+        _, listed = r("GET", "/api/v1/namespaces")
+        left = [n["metadata"]["name"] for n in (listed or {}).get("items", [])
+                if n["metadata"]["name"] in namespaces or n.get("status", {}).get("phase") == "Terminating"]
+        if not left:
+            break
+        for ns in left:  # pods a controller made meanwhile (a Job's), or stuck on finalizers
+            _, pods = r("GET", f"/api/v1/namespaces/{ns}/pods")
+            for pod in (pods or {}).get("items", []):
+                name = pod["metadata"]["name"]
+                if pod["metadata"].get("finalizers"):
+                    r("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", {"metadata": {"finalizers": None}},
+                      content_type="application/merge-patch+json")
+                r("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
+        time.sleep(0.5)
     _, nodes = r("GET", "/api/v1/nodes")
     for item in (nodes or {}).get("items", []):
         r("DELETE", f"/api/v1/nodes/{item['metadata']['name']}", {"gracePeriodSeconds": 0})
