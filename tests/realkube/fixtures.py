@@ -207,17 +207,22 @@ def control_plane() -> Iterator[ControlPlane]:
         plane.stop()
 
 
+def _force_delete_pods(plane: ControlPlane, namespace: str) -> None:
+    """Every pod of the namespace gone at once: finalizers dropped, no grace (no kubelet confirms anything here)."""
+    _, pods = plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+    for pod in (pods or {}).get("items", []):
+        name = pod["metadata"]["name"]
+        if pod["metadata"].get("finalizers"):
+            plane.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", {"metadata": {"finalizers": None}},
+                          content_type="application/merge-patch+json")
+        plane.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", {"gracePeriodSeconds": 0})
+
+
 def _clean(plane: ControlPlane, namespaces: set[str]) -> None:
     """Remove what a test made, so the next one starts from an empty cluster (nodes and `default`)."""
     r = plane.request
     for ns in namespaces:  # their pods first, at once: a pod left bound to a node deleted below lingers for minutes
-        _, pods = r("GET", f"/api/v1/namespaces/{ns}/pods")
-        for pod in (pods or {}).get("items", []):
-            name = pod["metadata"]["name"]
-            if pod["metadata"].get("finalizers"):
-                r("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", {"metadata": {"finalizers": None}},
-                  content_type="application/merge-patch+json")
-            r("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
+        _force_delete_pods(plane, ns)
         r("DELETE", f"/api/v1/namespaces/{ns}", {"propagationPolicy": "Background"})
     r("DELETE", "/apis/batch/v1/namespaces/default/jobs", {"propagationPolicy": "Background", "gracePeriodSeconds": 0})
     r("DELETE", "/apis/apps/v1/namespaces/default/deployments", {"propagationPolicy": "Background"})
@@ -250,13 +255,7 @@ def _clean(plane: ControlPlane, namespaces: set[str]) -> None:
         if not left:
             break
         for ns in left:  # pods a controller made meanwhile (a Job's), or stuck on finalizers
-            _, pods = r("GET", f"/api/v1/namespaces/{ns}/pods")
-            for pod in (pods or {}).get("items", []):
-                name = pod["metadata"]["name"]
-                if pod["metadata"].get("finalizers"):
-                    r("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", {"metadata": {"finalizers": None}},
-                      content_type="application/merge-patch+json")
-                r("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
+            _force_delete_pods(plane, ns)
         time.sleep(0.5)
     _, nodes = r("GET", "/api/v1/nodes")
     for item in (nodes or {}).get("items", []):
