@@ -222,6 +222,7 @@ def fake_helm(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
     fake = make_fake(tmp_path / "fake-helm", "helm", HELM_VERSIONS[request.param])
     fake.respond("list", stdout="[]\n")
     fake.major = request.param
+    fake.render_with(_tool(TOOLS / f"helm{request.param}" / "helm"))  # the preflight renders the chart offline
     put_first_on_path(fake.directory, monkeypatch)
     monkeypatch.delenv("DET_K8S_HELM", raising=False)
     forget_versions()

@@ -28,11 +28,19 @@ with open(os.path.join(here, "calls.jsonl"), "a") as log:
     log.write(json.dumps({{"argv": args, "env": sorted(os.environ), "modes": modes}}) + "\\n")
 with open(os.path.join(here, "responses.json")) as handle:
     rules = json.load(handle)
+render = args[:1] == ["template"] or "--dry-run=client" in args  # helm rendering: needs no cluster
+render_delegate = os.path.join(here, "render-delegate")
 for rule in rules:
+    if render and os.path.exists(render_delegate) and rule["prefix"][:1] != ["template"] \
+            and "--dry-run=client" not in rule["prefix"]:
+        continue  # (a rule for `install`/`upgrade` is not about rendering: see `render_with`)
     if args[:len(rule["prefix"])] == rule["prefix"]:
         sys.stdout.write(rule["stdout"])
         sys.stderr.write(rule["stderr"])
         sys.exit(rule["rc"])
+if render and os.path.exists(render_delegate):
+    real = open(render_delegate).read().strip()
+    os.execv(real, [real, *args])
 delegate = os.path.join(here, "delegate")
 if os.path.exists(delegate):  # calls that need no cluster go to the real binary
     real = open(delegate).read().strip()
@@ -80,6 +88,15 @@ class FakeTool:
     @property
     def all_calls(self) -> list[list[str]]:
         return [c["argv"] for c in self.invocations()]
+
+    def render_with(self, real: Path) -> None:
+        """Rendering (`template`, `install --dry-run=client`) runs the real binary unless a rule names it."""
+        (self.directory / "render-delegate").write_text(str(real))
+
+    @property
+    def cluster_calls(self) -> list[list[str]]:
+        """`calls` without the renders (which need no cluster and run the real binary, see `render_with`)."""
+        return [c for c in self.calls if not (c[:1] == ["template"] or "--dry-run=client" in c)]
 
     def delegate_to(self, real: Path) -> None:
         """Calls no rule answers run the real binary (for what needs no cluster: rendering, linting)."""

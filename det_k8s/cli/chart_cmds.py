@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from ..kube.api import KubeApi
     from ..settings import LoadedSettings
 
-from ..errors import SettingsError, Severity
+from ..errors import Problem, SettingsError, Severity
 from . import output
 from .common import HelmBinaryOpt, check_user_chart, helm
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot, stdin_once
@@ -158,6 +159,9 @@ def validate(
 
                 with output.spinner(f"sending task pods from the pod specs to {api.target.context} (dry run)"):
                     problems.extend(dry_run_pod_specs(api, loaded.values, loaded.sources, api.namespace))
+                if not any(p.is_error for p in problems):
+                    with output.spinner(f"sending the chart's objects to {api.target.context} (dry run)"):
+                        problems.extend(_dry_run_chart(api, loaded, upgrade))
         problems.extend(check_nodes(loaded.settings(), node_list, loaded.sources, origin, pod_list))
         unread = without_pods(loaded.settings(), loaded.sources, origin) if node_list and not pod_list else None
         if unread is not None:
@@ -179,3 +183,29 @@ def validate(
         count = len(problems)
         output.success("settings are valid" + (" for an upgrade" if upgrade else "")
                        + (f" ({count} warning{'s' * (count != 1)})" if count else ""))
+
+
+VALIDATE_RELEASE = "det-k8s-validate"  # the release name the chart's objects are rendered with by `validate`
+
+
+def _dry_run_chart(api: KubeApi, loaded: LoadedSettings, upgrading: bool) -> list[Problem]:
+    """The bundled chart's objects (release VALIDATE_RELEASE) judged by the API server as a dry run; without helm
+    or where helm cannot render them, one warning."""
+    from ..errors import DetK8sError
+    from ..kube.dryrun import dry_run_chart_objects
+    from ..release.manifests import secret_values
+    from .common import UPGRADE_CHECK_PASSWORD, private_chart
+    from .release import rendered_manifests
+
+    settings = loaded.settings()
+    try:
+        tool = helm(None)
+        with private_chart(loaded, settings, None) as built:
+            manifests = rendered_manifests(tool, VALIDATE_RELEASE, str(built.directory), str(built.values_file),
+                                           api.namespace, (*secret_values(settings), UPGRADE_CHECK_PASSWORD),
+                                           upgrading=upgrading)
+    except DetK8sError as exc:
+        return [Problem(Severity.WARNING, "", f"the chart's objects are not checked by the API server: {exc.message}",
+                        exc.hint)]
+    return dry_run_chart_objects(api, manifests, api.namespace, loaded.sources,
+                                 namespace_exists=api.namespace_exists(api.namespace))

@@ -88,6 +88,16 @@ VersionOpt = Annotated[str | None, typer.Option(
 SkipStorageOpt = Annotated[bool, typer.Option("--skip-storage-check", help="Do not probe the checkpoint storage.")]
 
 
+def rendered_manifests(tool: Helm, release: str, built_chart: str, values_file: str, namespace: str,
+                       secrets: Sequence[str], *, upgrading: bool = False, extra: Sequence[str] = ()) -> str:
+    """The YAML stream of the objects helm would apply, rendered without a cluster (an upgrade as one)."""
+    if upgrading:
+        argv = upgrade_render_argv(release, built_chart, values_file, namespace) + list(extra)
+        return tool.run(argv, secrets=tuple(secrets)).stdout
+    rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=tuple(secrets))
+    return manifests_from_render(tool.major, rendered.stdout)
+
+
 def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, values_file: str,
              namespace: str, secrets: tuple[str, ...], *, upgrading: bool = False, extra: Sequence[str] = ()) -> None:
     """What would run, and the manifests it would apply, rendered offline (an upgrade as one: helm template
@@ -96,12 +106,8 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
     output.message(f"  ({built_chart} and its {Path(values_file).name} are a private copy, removed when det-k8s exits, "
                    "whatever stops it; nothing was sent to a cluster; to run it yourself, write the same chart with "
                    "`det-k8s render ... --output-dir DIR` and name DIR)")
-    if upgrading:
-        argv = upgrade_render_argv(release, built_chart, values_file, namespace) + list(extra)
-        text = redact_secrets(tool.run(argv, secrets=secrets).stdout, secrets)
-    else:
-        rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=secrets)
-        text = redact_secrets(manifests_from_render(tool.major, rendered.stdout), secrets)
+    text = redact_secrets(rendered_manifests(tool, release, built_chart, values_file, namespace, secrets,
+                                             upgrading=upgrading, extra=extra), secrets)
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):  # a short one only as a whole token
         text = replace_secret(text, secret, "<redacted>")  # charts that put a password outside a Secret (0.17.15)
     output.text(text)
@@ -176,10 +182,15 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         kube = kube_flags(api.namespace)
         tool = replace(tool, context=api.target.context)
         with output.spinner(f"checking cluster {api.target.context}"):
+            upgrading = command == "upgrade"
+            manifests = rendered_manifests(
+                tool, release, str(built.directory), str(built.values_file), api.namespace,
+                (*secret_values(settings), UPGRADE_CHECK_PASSWORD), upgrading=upgrading,
+                extra=upgrade_check_values(loaded, settings, upgrading) if chart is not None else ())
             problems = live.run_preflight(api, tool, loaded, settings, release, kube,
-                                          create_namespace=create_namespace, upgrading=command == "upgrade",
+                                          create_namespace=create_namespace, upgrading=upgrading,
                                           skip_storage_check=skip_storage_check, pod_specs_checked=checked,
-                                          user_chart=chart is not None)
+                                          user_chart=chart is not None, manifests=manifests)
         report_problems(problems)
         if command == "upgrade":
             if show_diff:

@@ -10,14 +10,17 @@ nothing is stored. A refusal is one error naming the settings key and the field 
 from __future__ import annotations
 
 import copy
+import json
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DetK8sError, Forbidden, NotFound, Problem, Rejected, Severity
+from ..errors import DetK8sError, Forbidden, Location, NotFound, Problem, Rejected, Severity
 from ..settings.podspec import settings_pod_specs
 from ..settings.source import SourceMap, format_path
 from .api import KubeApi
-from .kinds import PODS
+from .kinds import PODS, Kind
 
 MAIN = "determined-container"  # the container the master fills in (facts: tasks.container_name)
 PLACEHOLDER_IMAGE = "determinedai/pytorch-ngc:0.38.1"
@@ -75,3 +78,149 @@ def dry_run_pod_specs(api: KubeApi, values: Mapping[str, Any], sources: SourceMa
                                     where))
             break
     return problems
+
+
+# -- the chart's own objects -------------------------------------------------------------------------------------
+
+APPLY_PATCH = "application/apply-patch+yaml"
+DRY_RUN_MANAGER = "det-k8s-dry-run"
+
+# What the settings key behind a refused field of the bundled chart's objects is: (kind, name prefix, field prefix
+# in the API server's message, key). The first row that matches names the key; otherwise the object is named.
+CHART_KEYS: tuple[tuple[str, str, str, str], ...] = (
+    ("PersistentVolumeClaim", "determined-db-pvc", "spec.storageClassName", "db.storageClassName"),
+    ("PersistentVolumeClaim", "determined-db-pvc", "", "db.storageSize"),
+    ("Deployment", "determined-master-deployment", "spec.template.spec.containers[0].resources.requests.cpu",
+     "masterCpuRequest"),
+    ("Deployment", "determined-master-deployment", "spec.template.spec.containers[0].resources.requests.memory",
+     "masterMemRequest"),
+    ("Deployment", "determined-master-deployment", "spec.template.spec.containers[0].resources.limits.cpu",
+     "masterCpuLimit"),
+    ("Deployment", "determined-master-deployment", "spec.template.spec.containers[0].resources.limits.memory",
+     "masterMemLimit"),
+    ("Deployment", "determined-master-deployment", "spec.template.spec.containers[0].resources", "masterCpuRequest"),
+    ("Deployment", "determined-db-deployment", "spec.template.spec.containers[0].resources.requests.cpu",
+     "db.cpuRequest"),
+    ("Deployment", "determined-db-deployment", "spec.template.spec.containers[0].resources.requests.memory",
+     "db.memRequest"),
+    ("Deployment", "determined-db-deployment", "spec.template.spec.containers[0].resources.limits.cpu",
+     "db.cpuLimit"),
+    ("Deployment", "determined-db-deployment", "spec.template.spec.containers[0].resources.limits.memory",
+     "db.memLimit"),
+    ("Service", "determined-master-service", "spec.type", "useNodePortForMaster"),
+    ("Service", "determined-master-service", "spec.ports", "masterPort"),
+    ("Service", "determined-db-service", "spec.type", "db.useNodePortForDB"),
+)
+
+
+@dataclass(frozen=True)
+class _Resource:
+    prefix: str  # "/api/v1" or "/apis/<group>/<version>"
+    plural: str
+    namespaced: bool
+
+    def url(self, namespace: str | None, name: str) -> str:
+        return Kind(self.plural, self.prefix, self.plural, self.namespaced).path(
+            namespace if self.namespaced else None, name)
+
+
+def _resources(api: KubeApi, api_version: str, cache: dict[str, dict[str, _Resource] | None]) -> dict[str, _Resource]:
+    """kind -> resource of one group/version, from discovery (a version the server does not serve: none)."""
+    if api_version not in cache:
+        prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        try:
+            listing = api.request("GET", prefix, what=f"the API server's {api_version} resources")
+        except NotFound:
+            cache[api_version] = None
+        else:
+            found: dict[str, _Resource] = {}
+            for item in listing.get("resources") or () if isinstance(listing, Mapping) else ():
+                name = str(item.get("name") or "") if isinstance(item, Mapping) else ""
+                if name and "/" not in name and item.get("kind"):
+                    found[str(item["kind"])] = _Resource(prefix, name, bool(item.get("namespaced")))
+            cache[api_version] = found
+    return cache[api_version] or {}
+
+
+def chart_objects(manifests: str) -> list[dict[str, Any]]:
+    """The objects of a rendered chart (`helm template`'s YAML stream): mappings with a kind and a name."""
+    import yaml
+
+    objects = []
+    for document in yaml.safe_load_all(manifests):
+        if isinstance(document, Mapping) and document.get("kind") and isinstance(document.get("metadata"), Mapping) \
+                and document["metadata"].get("name"):
+            objects.append(dict(document))
+    return objects
+
+
+def chart_key(kind: str, name: str, message: str) -> str | None:
+    """The settings key behind a refusal of the bundled chart's object, where one row of CHART_KEYS says so."""
+    fields = re.findall(r"(spec(?:\.[A-Za-z]+|\[\d+\])+)", message)
+    for row_kind, row_name, row_field, key in CHART_KEYS:
+        if kind == row_kind and name.startswith(row_name) and (
+                not row_field or any(f.startswith(row_field) for f in fields)):
+            return key
+    return None
+
+
+def dry_run_chart_objects(api: KubeApi, manifests: str, namespace: str, sources: SourceMap | None = None, *,
+                          user_chart: bool = False, namespace_exists: bool = True) -> list[Problem]:
+    """The API server's verdict on every object the chart would create or change: a server-side apply with
+    `dryRun=All` (nothing is stored), so validation, immutable fields, quota, webhooks and admission policies are
+    judged as at `helm install`/`upgrade`. Refusals name the settings key (bundled chart) or the object. Where the
+    namespace does not exist yet (an install that creates it), only the cluster-scoped objects are judged."""
+    problems: list[Problem] = []
+    cache: dict[str, dict[str, _Resource] | None] = {}
+    missing_namespace = not namespace_exists
+    for obj in chart_objects(manifests):
+        kind, meta = str(obj["kind"]), dict(obj["metadata"])
+        name = str(meta["name"])
+        label = f"the chart's {kind} {name}"
+        resource = _resources(api, str(obj.get("apiVersion") or ""), cache).get(kind)
+        if resource is None:
+            problems.append(Problem(Severity.WARNING, label, f"not checked by the API server: "
+                                    f"{api.target.context} does not serve {obj.get('apiVersion')} {kind}", None))
+            continue
+        ns = str(meta.get("namespace") or namespace) if resource.namespaced else None
+        if ns is not None:
+            meta["namespace"] = ns
+        if ns is not None and missing_namespace:
+            continue
+        body = json.dumps({**obj, "metadata": meta})
+        try:
+            api.request("PATCH", resource.url(ns, name), body=body, content_type=APPLY_PATCH,
+                        query=[("dryRun", "All"), ("fieldManager", DRY_RUN_MANAGER), ("force", "true")],
+                        what=f"{label} (dry run)")
+        except Rejected as exc:
+            key = None if user_chart else chart_key(kind, name, exc.message)
+            problems.append(Problem(Severity.ERROR, key or label, f"the API server of {api.target.context} refuses "
+                                    f"{label}" + (" built from it" if key else "") + f": {exc.message}",
+                                    "helm would fail part-way through; fix the field it names", _where(sources, key)))
+        except Forbidden as exc:
+            refused = ("exceeded quota" in exc.message or "webhook" in exc.message
+                       or "violates" in exc.message.lower() or "denied request" in exc.message
+                       or "ValidatingAdmissionPolicy" in exc.message)
+            if refused:
+                key = None if user_chart else chart_key(kind, name, exc.message)
+                problems.append(Problem(Severity.ERROR, key or label, f"admission in {api.target.context} refuses "
+                                        f"{label}: {exc.message}", "helm would fail part-way through",
+                                        _where(sources, key)))
+            else:
+                problems.append(Problem(Severity.WARNING, label, "not checked by the API server (no permission to "
+                                        f"apply it, even as a dry run): {exc.message}", None))
+        except NotFound:
+            if ns is not None:
+                missing_namespace = True
+                problems.append(Problem(Severity.WARNING, f"the chart's objects in {ns}", "not checked by the API "
+                                        f"server: namespace {ns} does not exist yet", None))
+            else:
+                problems.append(Problem(Severity.WARNING, label, "not checked by the API server (not found)", None))
+        except DetK8sError as exc:
+            problems.append(Problem(Severity.WARNING, label, f"not checked by the API server: {exc.message}", None))
+            break
+    return problems
+
+
+def _where(sources: SourceMap | None, key: str | None) -> Location | None:
+    return sources.find(tuple(key.split("."))) if sources is not None and key else None

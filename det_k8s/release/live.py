@@ -67,10 +67,11 @@ def other_releases(api: KubeApi, helm: Helm, kube: KubeFlags) -> tuple[list[pref
 def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Settings, release: str,
                   kube: KubeFlags, *, create_namespace: bool, upgrading: bool,
                   skip_storage_check: bool, pod_specs_checked: KubeVersion = DEFAULT,
-                  user_chart: bool = False) -> list[Problem]:
+                  user_chart: bool = False, manifests: str | None = None) -> list[Problem]:
     """Everything the live cluster says about installing these settings; `pod_specs_checked` is the Kubernetes
     version the settings' pod specs were checked against offline (they are checked again against the cluster's);
-    `user_chart`: the chart is the user's (--chart), not det-k8s's bundled one."""
+    `user_chart`: the chart is the user's (--chart), not det-k8s's bundled one; `manifests`: the objects helm would
+    apply, sent to the API server as a dry run."""
     namespace = kube.namespace or api.namespace
     try:
         version = api.server_version()  # also proves the cluster answers
@@ -82,10 +83,15 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
                                     app_version=settings.app_version, user_chart=user_chart,
                                     plugin=settings.values.get("gangScheduler") == "plugin")
         problems += recheck_settings(loaded.values, loaded.sources, pod_specs_checked, cluster_version(version))
-        if not any(p.is_error for p in problems) and api.namespace_exists(namespace):
-            from ..kube.dryrun import dry_run_pod_specs
+        if not any(p.is_error for p in problems):
+            from ..kube.dryrun import dry_run_chart_objects, dry_run_pod_specs
 
-            problems += dry_run_pod_specs(api, loaded.values, loaded.sources, namespace)
+            there = api.namespace_exists(namespace)
+            if there:
+                problems += dry_run_pod_specs(api, loaded.values, loaded.sources, namespace)
+            if manifests is not None and not any(p.is_error for p in problems):
+                problems += dry_run_chart_objects(api, manifests, namespace, loaded.sources, user_chart=user_chart,
+                                                  namespace_exists=there)
     try:
         nodes = read_nodes(api)
         try:

@@ -20,7 +20,7 @@ def test_install_proceeds_when_the_bucket_works_and_leaves_no_probe(run_cli, clu
     bucket = moto_s3.new_bucket()
     result = run_cli("install", "demo", *s3_settings(moto_s3, bucket))
     assert result.code == 0, result.err
-    assert [c[0] for c in fake_helm.calls].count("install") == 1
+    assert [c[0] for c in fake_helm.cluster_calls].count("install") == 1
     assert moto_s3.keys(bucket) == []
 
 
@@ -30,7 +30,7 @@ def test_install_stops_before_helm_when_the_bucket_is_missing(run_cli, cluster, 
     assert result.code == 1
     assert "error: checkpointStorage: write failed:" in result.err
     assert "no-such-bucket-here" in result.err
-    assert "install" not in [c[0] for c in fake_helm.calls]
+    assert "install" not in [c[0] for c in fake_helm.cluster_calls]
     assert "moto-admin" not in result.out + result.err
 
 
@@ -41,7 +41,7 @@ def test_upgrade_checks_storage_too(run_cli, cluster, fake_helm, moto_s3):
     result = run_cli("upgrade", "demo", *s3_settings(moto_s3, "missing-bucket"), "--yes")
     assert result.code == 1
     assert "checkpointStorage: write failed" in result.err
-    assert "upgrade" not in [c[0] for c in fake_helm.calls]
+    assert "upgrade" not in [c[0] for c in fake_helm.cluster_calls]
 
 
 def test_skip_storage_check_never_touches_the_bucket(run_cli, cluster, fake_helm):

@@ -46,7 +46,7 @@ def master_deployment_object(namespace: str = "default", *, available: int = 1, 
 
 
 def lifecycle_call(fake, verb: str) -> list[str]:
-    (call,) = [c for c in fake.calls if c[0] == verb]
+    (call,) = [c for c in fake.cluster_calls if c[0] == verb]
     return call
 
 
@@ -67,7 +67,7 @@ def test_install_runs_helm_install_with_the_exact_argv(run_cli, cluster, fake_he
                      "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}})
     result = run_cli("install", "demo", *SETTINGS, "--wait", "--timeout", "15m")
     assert result.code == 0, result.err
-    assert fake_helm.calls[0] == ["list", "--output", "json", "--all-namespaces"] + (
+    assert fake_helm.cluster_calls[0] == ["list", "--output", "json", "--all-namespaces"] + (
         ["--all"] if fake_helm.major == 3 else [])
     assert check_private_chart(fake_helm, lifecycle_call(fake_helm, "install")) == [
         "install", "demo", "--namespace", "default", "--timeout", "15m"]  # det-k8s waits itself: no helm --wait
@@ -97,7 +97,7 @@ def test_preflight_errors_stop_before_helm_install(run_cli, cluster, fake_helm):
     assert "error: maxSlotsPerPod: 3 does not divide the GPUs of 2 node(s)" in result.err
     assert "error: imagePullSecretName: Secret regcred does not exist in namespace det" in result.err
     assert "error: namespace det does not exist; pass --create-namespace" in result.err
-    assert [c[0] for c in fake_helm.calls] == ["list"]
+    assert [c[0] for c in fake_helm.cluster_calls] == ["list"]
 
 
 def test_a_missing_pull_secret_names_the_kubectl_command(run_cli, cluster, fake_helm):
@@ -106,7 +106,7 @@ def test_a_missing_pull_secret_names_the_kubectl_command(run_cli, cluster, fake_
     assert result.code == 1
     assert ("error: imagePullSecretName: Secret regcred does not exist in namespace default: the master image cannot "
             "be pulled; create it first: kubectl create secret docker-registry regcred -n default") in result.err
-    assert not [c for c in fake_helm.calls if c[0] == "install"]
+    assert not [c for c in fake_helm.cluster_calls if c[0] == "install"]
 
 
 def test_another_determined_release_is_a_warning_and_a_modern_cluster_is_not(run_cli, cluster, fake_helm):
@@ -143,7 +143,7 @@ def test_install_over_an_existing_release_is_refused(run_cli, cluster, fake_helm
     fake_helm.respond("list", stdout=json.dumps(DETERMINED))
     result = run_cli("install", "demo", *SETTINGS)
     assert result.code == 1 and "error: release demo already exists in namespace default" in result.err
-    assert not [c for c in fake_helm.calls if c[0] == "install"]
+    assert not [c for c in fake_helm.cluster_calls if c[0] == "install"]
 
 
 def test_helm_failure_keeps_helms_message(run_cli, cluster, fake_helm):
@@ -195,7 +195,7 @@ def test_an_unreachable_cluster_is_one_line(run_cli, fake_helm, tmp_path, monkey
     assert result.err.strip().splitlines() == [
         f"error: cannot reach the Kubernetes API at http://127.0.0.1:{port} (context prod): [Errno 111] Connection "
         "refused; is the cluster up? check --kube-context and your kubeconfig"]
-    assert not [c for c in fake_helm.calls if c[0] == "install"]
+    assert not [c for c in fake_helm.cluster_calls if c[0] == "install"]
 
 
 def test_a_missing_helm_is_one_line_saying_how_to_get_it(run_cli, tmp_path, monkeypatch):
@@ -216,7 +216,7 @@ def test_helm_binary_flag_and_environment_variable(run_cli, kubeconfig, tmp_path
     assert run_cli("list", "--helm-binary", fake_helm.path).code == 0
     result = run_cli("list", "--helm-binary", tmp_path / "nope")
     assert result.code == 1 and f"--helm-binary {tmp_path / 'nope'}: no executable helm there" in result.err
-    assert len(fake_helm.calls) == 2
+    assert len(fake_helm.cluster_calls) == 2
 
 
 def test_the_child_never_gets_det_k8s_or_unrelated_variables(run_cli, kubeconfig, fake_helm, monkeypatch):
@@ -248,7 +248,7 @@ def test_upgrade_without_a_terminal_or_yes_refuses_and_runs_nothing(run_cli, clu
     assert "exp-3" not in result.err
     assert result.err.strip().splitlines()[-1] == ("error: upgrade demo: not confirmed, nothing was changed; run it on "
                                                    "a terminal to be asked, or pass --yes")
-    assert not [c for c in fake_helm.calls if c[0] == "upgrade"]
+    assert not [c for c in fake_helm.cluster_calls if c[0] == "upgrade"]
 
 
 def test_upgrade_with_yes_waits(run_cli, cluster, fake_helm):
@@ -267,7 +267,7 @@ def test_upgrade_of_a_missing_release_is_refused(run_cli, cluster, fake_helm):
     ready_cluster(cluster)
     result = run_cli("upgrade", "demo", *SETTINGS, "--yes")
     assert result.code == 1 and "error: no Determined release demo in namespace default" in result.err
-    assert not [c for c in fake_helm.calls if c[0] == "upgrade"]
+    assert not [c for c in fake_helm.cluster_calls if c[0] == "upgrade"]
 
 
 def test_helm_errors_never_show_a_password(run_cli, cluster, fake_helm):
@@ -286,7 +286,7 @@ def test_a_namespace_admin_without_cluster_wide_helm_list_still_installs(run_cli
     assert result.code == 0, result.err
     assert ("warning: other namespaces not checked for Determined releases: helm list: Error: list: failed to list: "
             'secrets is forbidden: User "bob" cannot list resource "secrets" at the cluster scope') in result.err
-    assert [c[:4] for c in fake_helm.calls[:2]] == [["list", "--output", "json", "--all-namespaces"],
+    assert [c[:4] for c in fake_helm.cluster_calls[:2]] == [["list", "--output", "json", "--all-namespaces"],
                                                      ["list", "--output", "json", "--namespace"]]
 
 
@@ -309,5 +309,5 @@ def test_install_wait_does_not_wait_for_a_load_balancer_and_names_what_is_not_re
     assert ("error: release demo is not ready after 3s: Deployment determined-master-deployment-demo: 0 of 1 "
             "replica(s) available") in result.err
     assert "did not become ready: uninstalling it (--rollback-on-failure)" in result.err
-    assert ["uninstall", "demo", "--namespace", "default"] in fake_helm.calls
+    assert ["uninstall", "demo", "--namespace", "default"] in fake_helm.cluster_calls
     assert "context deadline exceeded" not in result.err

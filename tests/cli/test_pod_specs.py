@@ -113,7 +113,7 @@ def test_install_checks_pod_specs_against_the_clusters_version_before_helm(run_c
     assert result.code == 1
     assert ("error: taskContainerDefaults.gpuPodSpec.spec.schedulingGates: not a field of PodSpec in Kubernetes 1.25 "
             "(the cluster's)") in result.err
-    assert not [c for c in fake_helm.calls if c[0] == "install"]
+    assert not [c for c in fake_helm.cluster_calls if c[0] == "install"]
 
 
 def test_experiment_create_checks_the_pod_spec_against_the_clusters_version(run_cli, cluster, files, tmp_path):

@@ -39,6 +39,8 @@ PLURALS: dict[str, tuple[str, bool]] = {
     "roles": ("/apis/rbac.authorization.k8s.io/v1", True), "rolebindings": ("/apis/rbac.authorization.k8s.io/v1", True),
     "clusterroles": ("/apis/rbac.authorization.k8s.io/v1", False),
     "clusterrolebindings": ("/apis/rbac.authorization.k8s.io/v1", False),
+    "validatingadmissionpolicies": ("/apis/admissionregistration.k8s.io/v1", False),
+    "validatingadmissionpolicybindings": ("/apis/admissionregistration.k8s.io/v1", False),
 }
 KIND_PLURAL = {"Pod": "pods", "Node": "nodes", "Event": "events", "ConfigMap": "configmaps", "Secret": "secrets",
                "Service": "services", "Namespace": "namespaces", "ServiceAccount": "serviceaccounts",
@@ -47,7 +49,9 @@ KIND_PLURAL = {"Pod": "pods", "Node": "nodes", "Event": "events", "ConfigMap": "
                "Deployment": "deployments", "ReplicaSet": "replicasets", "StatefulSet": "statefulsets",
                "DaemonSet": "daemonsets", "PriorityClass": "priorityclasses", "StorageClass": "storageclasses",
                "Role": "roles", "RoleBinding": "rolebindings", "ClusterRole": "clusterroles",
-               "ClusterRoleBinding": "clusterrolebindings"}
+               "ClusterRoleBinding": "clusterrolebindings",
+               "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+               "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
 
 
