@@ -54,6 +54,10 @@ def run(
         "--scheduler-name", metavar="NAME",
         help="Also schedule the Determined master's task pods that name this scheduler (its defaultScheduler); "
              "'' for det-k8s's own queue only.")] = "coscheduler",
+    health_port: Annotated[int, typer.Option(
+        "--health-port", metavar="PORT", min=0, max=65535,
+        help="Answer Kubernetes probes on this port: /readyz (the first pass is done; not while stopping) and "
+             "/healthz (the loop moves). 0: off.")] = 0,
 ) -> None:
     """Schedule the queue and the Determined master's pods: a pass on every change until Ctrl-C (or one with --once).
 
@@ -86,6 +90,7 @@ def run(
                            f"bound; scale it to 0 (kubectl scale deployment -n {rival.split('/')[0]} "
                            f"{rival.split('/')[1].split(' ')[0]} --replicas=0), or run det-k8s with another "
                            "--scheduler-name")
+    health = _serve_health(health_port, interval)  # (before the first listing, which may take a while)
     view = None
     if not once:
         view = ClusterView(api.clone(), serve, queue_namespace=api.namespace).start()
@@ -104,6 +109,7 @@ def run(
                               advertise_for=max(120.0, 3 * interval) if view is not None else 0.0)
     policy_read = -math.inf
     while True:
+        health.beat()
         try:
             if once or time.monotonic() - policy_read >= interval:  # an admin may change it meanwhile: read it
                 scheduler.policy = effective_policy(api, preemption=preemption)  # at least every --interval
@@ -134,11 +140,25 @@ def run(
                          "please report it; the loop keeps going")
         if once:
             return
+        health.beat(ready=True)  # an iteration done: a pass, or waiting as the standby of another holder
         wait = min(interval * 2 ** min(failures, 5), 300)  # back off while the cluster misbehaves
         if view is None or failures:
             time.sleep(wait)
         else:
             view.wait_for_change(wait)
+
+
+def _serve_health(port: int, interval: float) -> Any:
+    """The probes' answers (`det_k8s/health.py`), served on `port` unless it is 0. The loop beats at least every
+    300 s of back-off plus a pass; twice that without a beat is a stuck loop."""
+    from .. import stopping
+    from ..health import Health, serve
+
+    health = Health(stale_after=2 * (300 + max(interval, 60.0)), stopping=lambda: stopping.received() is not None)
+    if port:
+        serve(health, port)
+        output.message(f"answering probes on port {port} (/readyz, /healthz)")
+    return health
 
 
 def _print_changes(report: Any, shown: dict[str, str]) -> None:

@@ -13,7 +13,9 @@
   services (det-k8s's own groups' headless services);
 - a Role in the Lease's namespace: leases get/create/update (one Lease for every det-k8s client of the cluster);
 - a Deployment of `replicas` pods running the loop (two by default: the Lease lets one bind at a time and
-  the other take over within its 30 s duration), as a non-root user with a read-only root file system.
+  the other take over within its 30 s duration), as a non-root user with a read-only root file system, with
+  readiness (`/readyz`: the first pass done, not stopping) and liveness (`/healthz`: the loop moves) probes on
+  port 8081.
   A replica stopped by SIGTERM (a rolling update, a drain) finishes or undoes the binding in flight and
   releases the Lease before it exits, within terminationGracePeriodSeconds (`TERMINATION_GRACE_SECONDS`), so
   the other replica takes over at once; with maxSurge 0 two replicas of a rollout never both bind (the Lease).
@@ -59,6 +61,7 @@ NAMESPACE_RULES: list[dict[str, Any]] = [
      "verbs": ["get", "list", "watch", "create", "update", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create", "delete"]},
 ]
+HEALTH_PORT = 8081  # `scheduler run --health-port`: /readyz and /healthz, as controller-runtime serves them
 TERMINATION_GRACE_SECONDS = int(GRACE_SECONDS) + 25  # the undo's grace, then a request's timeout and the exit
 LEASE_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
@@ -91,7 +94,8 @@ def scheduler_manifests(image: str, namespace: str, *, scheduler_name: str = "co
     these manifests, see `chart_template`)."""
     cluster_name = cluster_name or name
     labels = {**LABELS, **({"app.kubernetes.io/instance": instance} if instance else {})}
-    args = ["scheduler", "run", "--namespace", namespace, "--scheduler-name", scheduler_name]
+    args = ["scheduler", "run", "--namespace", namespace, "--scheduler-name", scheduler_name,
+            "--health-port", str(HEALTH_PORT)]
     if preemption:
         args.append(preemption if isinstance(preemption, str) else "--preemption")
     env = [{"name": "USER", "value": NAME},  # the Lease holder is <user>@<pod name>-<random>
@@ -103,6 +107,13 @@ def scheduler_manifests(image: str, namespace: str, *, scheduler_name: str = "co
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "ports": [{"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
+        # ready once the first pass (or the standby's first wait) is done, not while stopping: a rolling update
+        # (maxSurge 0) replaces the next replica only then; alive while the loop moves (det_k8s/health.py)
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"}, "periodSeconds": 5,
+                           "failureThreshold": 2},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"}, "periodSeconds": 30,
+                          "failureThreshold": 3},
     }
     pod_spec: dict[str, Any] = {
         "serviceAccountName": name, "containers": [container],

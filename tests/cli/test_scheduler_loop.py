@@ -95,3 +95,56 @@ def test_ctrl_c_while_creating_a_group_leaves_no_pod_behind(cluster, tmp_path):
     create.send_signal(signal.SIGINT)
     assert create.wait(60) == 130
     assert cluster.api.items("pods") == []
+
+
+def _probe(port: int, path: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+    except OSError:
+        return 0, "not listening"
+
+
+def test_the_loop_answers_readiness_and_liveness_probes_and_is_not_ready_once_stopping(cluster):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    held = cluster.api.pause("GET", "pods")  # the first listing of the cluster's pods takes a while
+    loop = start(["scheduler", "run", "--interval", "1", "--health-port", str(port)], cluster.kubeconfig)
+    try:
+        assert held.reached.wait(60)
+        wait_until(lambda: _probe(port, "/healthz")[0] == 200, "the probes to be answered while listing")
+        assert _probe(port, "/readyz") == (503, "not ready: the first pass has not finished\n")
+        held.release()
+        wait_until(lambda: _probe(port, "/readyz")[0] == 200, "ready after the first pass")
+        assert cluster.api.get("leases", "det-k8s-scheduler") is not None  # (a pass took the Lease)
+        assert _probe(port, "/nope")[0] == 404
+    finally:
+        loop.send_signal(signal.SIGTERM)
+    assert loop.wait(60) == 143
+    said = (loop.stdout.read() if loop.stdout else "") + (loop.stderr.read() if loop.stderr else "")
+    assert f"answering probes on port {port} (/readyz, /healthz)" in said and "Traceback" not in said
+
+
+def test_the_probe_answers_follow_the_loop():
+    from det_k8s.health import Health
+
+    health = Health(stale_after=600)
+    assert health.answer("/readyz")[0] == 503 and health.answer("/healthz")[0] == 200
+    health.beat(ready=True)
+    assert health.answer("/readyz") == (200, "ok\n")
+    health.last_beat -= 601  # a loop stuck in a pass for longer than stale_after
+    code, text = health.answer("/healthz")
+    assert code == 503 and "has not moved for 601s" in text
+    health.beat()
+    assert health.answer("/healthz")[0] == 200 and health.answer("/readyz")[0] == 200  # ready stays ready
+    stopping = Health(stale_after=600, stopping=lambda: True)
+    stopping.beat(ready=True)
+    assert stopping.answer("/readyz") == (503, "stopping\n")

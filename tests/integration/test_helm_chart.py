@@ -406,7 +406,8 @@ def test_default_scheduler_as_the_official_chart_writes_it_and_det_k8s_serves_it
     assert config["resource_manager"]["default_scheduler"] == scheduler
     assert not [k for k in objs if k[1].startswith(f"{scheduler}-demo")]  # no plugin by default: det-k8s's own
     args = objs[("Deployment", "det-k8s-scheduler-demo")]["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[4:] == ["--scheduler-name", scheduler, *(["--preemption"] if scheduler == "preemption" else [])]
+    assert args[4:] == ["--scheduler-name", scheduler, "--health-port", "8081",
+                        *(["--preemption"] if scheduler == "preemption" else [])]
     plugin = objects(helm, render(tmp_path, "gpu-cluster", version=version), tmp_path,
                      "--set-string", f"defaultScheduler={setting}", "--set", "gangScheduler=plugin")
     deployment = plugin[("Deployment", f"{scheduler}-demo")]
@@ -454,7 +455,9 @@ def test_the_scheduler_settings_reach_its_deployment(helm, tmp_path):
     (container,) = spec["containers"]
     assert container["image"] == "registry.example.com/det-k8s:0.1" and deployment["spec"]["replicas"] == 3
     assert container["args"] == ["scheduler", "run", "--namespace", "det", "--scheduler-name", "preemption",
-                                 "--preemption"]
+                                 "--health-port", "8081", "--preemption"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert container["ports"] == [{"name": "health", "containerPort": 8081, "protocol": "TCP"}]
     assert {"name": "DET_K8S_LEASE_NAMESPACE", "value": "det-system"} in container["env"]
     assert spec["imagePullSecrets"] == [{"name": "regcred"}]
     assert objs[("Role", "det-k8s-scheduler-det-demo-lease")]["metadata"]["namespace"] == "det-system"

@@ -35,7 +35,8 @@ def test_the_command_prints_them_and_refuses_a_bad_image(run_cli):
     assert [d["kind"] for d in documents] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
                                               "RoleBinding", "Role", "RoleBinding", "Deployment"]
     (container,) = documents[-1]["spec"]["template"]["spec"]["containers"]
-    assert container["args"] == ["scheduler", "run", "--namespace", "det", "--scheduler-name", "gang"]
+    assert container["args"] == ["scheduler", "run", "--namespace", "det", "--scheduler-name", "gang",
+                                 "--health-port", "8081"]
     bad = run_cli("scheduler", "manifest", "--image", "two words")
     assert bad.code == 2 and "--image 'two words': not an image reference" in bad.err
 
