@@ -185,9 +185,9 @@ def _successor(kubeconfig: Path, serve: str | None) -> None:
     LiveScheduler(api, api.namespace, Policy(), "successor@harness", lease_wait=0, serve=serve).run_pass()
 
 
-def _stop_and_check(kind: str, proc: subprocess.Popen[str], sig: int, held: Any, running: RunningEmulator,
+def _stop_and_check(kind: str, proc: subprocess.Popen[str], sig: int, held: Any, emulator: Any,
                     kubeconfig: Path, env: dict[str, str], serve: str | None, rng: random.Random) -> list[str]:
-    emulator = running.emulator
+    """`emulator`: what the cluster holds (the API emulator, or the real API server's facade: get and items)."""
     before = len(TALLY.violations)
     label = f"{kind} {signal.Signals(sig).name}"
     TALLY.runs[label] += 1
@@ -260,7 +260,8 @@ def test_experiment_create_stopped_anywhere_leaves_all_or_nothing(tmp_path, roun
         if not held.reached.wait(60):
             proc.kill()
             pytest.fail(f"experiment create never sent {method} {plural} #{after + 1}: {proc.communicate()[1]}")
-        problems = _stop_and_check("experiment create", proc, sig, held, running, kubeconfig, env, None, rng)
+        problems = _stop_and_check("experiment create", proc, sig, held, running.emulator, kubeconfig, env, None,
+                                   rng)
     finally:
         running.stop()
     assert not problems
@@ -283,7 +284,8 @@ def test_scheduler_run_stopped_mid_binding_leaves_no_gang_partly_bound(tmp_path,
         if not held.reached.wait(60):
             proc.kill()
             pytest.fail(f"scheduler run never sent {method} {plural} #{after + 1}: {proc.communicate()[1]}")
-        problems = _stop_and_check("scheduler run", proc, sig, held, running, kubeconfig, env, "coscheduler", rng)
+        problems = _stop_and_check("scheduler run", proc, sig, held, running.emulator, kubeconfig, env, "coscheduler",
+                                   rng)
     finally:
         running.stop()
     assert not problems
@@ -352,3 +354,85 @@ def test_install_stopped_while_helm_runs_leaves_no_secret_and_no_helm(tmp_path, 
     problems += [f"process {pid} left running" for pid in left]
     TALLY.violations += [f"{label}: {p}" for p in problems]
     assert not problems
+
+
+# -- the same harness on the real API server ---------------------------------------------------------------------
+# The real kube-apiserver cannot hold a request on demand: det-k8s talks to it through tests/realkube/holdproxy.py,
+# which forwards every request and holds the chosen one. The real controllers (the Job controller's pods, garbage
+# collection), kube-scheduler (it binds det-k8s's own pinned pods) and kwok act meanwhile. Every point with one
+# signal (in turn) by default; DET_K8S_KILL_ROUNDS=N: every signal, N times.
+
+
+def _real_cases(points: list[tuple[str, str, int]]) -> list[tuple[int, tuple[str, str, int], int]]:
+    if FULL:
+        return [(r, point, sig) for r in range(ROUNDS) for point in points for sig in SIGNALS]
+    return [(0, point, SIGNALS[i % len(SIGNALS)]) for i, point in enumerate(points)]
+
+
+def _on_real(real_cluster: Any, tmp: Path, nodes: int) -> tuple[Any, Path]:
+    from tests.realkube.holdproxy import HoldProxy
+
+    for i in range(nodes):
+        real_cluster.api.put(node(f"gpu-{i}", gpus=4, cpu="31910m", memory="240Gi"))
+    real_cluster.api.remove("leases", "det-k8s-scheduler")  # an earlier test's: the points include its creation
+    proxy = HoldProxy(real_cluster.plane.server, real_cluster.plane.pki.ca_cert)
+    return proxy, proxy.kubeconfig(tmp / "proxied-kubeconfig", real_cluster.plane.admin_token)
+
+
+def _settle_real(real_cluster: Any, what: str) -> None:
+    """The real cluster finishes what the successor started (deleted pods go, bound pods run) before counting."""
+    def settled() -> bool:
+        return not any(p["metadata"].get("deletionTimestamp") for p in real_cluster.api.items("pods", "default"))
+
+    real_cluster.wait_for(what, settled, timeout=120)
+
+
+@pytest.mark.real
+@pytest.mark.parametrize(("round_", "point", "sig"), _real_cases(CREATE_POINTS),
+                         ids=lambda v: v.name if isinstance(v, signal.Signals) else str(v))
+def test_experiment_create_stopped_anywhere_on_the_real_api_server(real_cluster, tmp_path, round_, point, sig):
+    rng = random.Random(f"real-{round_}-{point}-{sig}")
+    proxy, proxied = _on_real(real_cluster, tmp_path, 3)
+    try:
+        settings = tmp_path / "settings.yaml"
+        settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+        method, plural, after = point
+        held = proxy.hold(method, plural, after=after)
+        env = _env(tmp_path, proxied, f"real-create-{round_}-{after}-{sig}")
+        proc = _start(["experiment", "create", str(EXP / "distributed-12gpu-a.yaml"), "-f", str(settings)], env)
+        if not held.reached.wait(120):
+            proc.kill()
+            pytest.fail(f"experiment create never sent {method} {plural} #{after + 1}: {proc.communicate()[1]}")
+        problems = _stop_and_check("experiment create (real)", proc, sig, held, real_cluster.api,
+                                   real_cluster.kubeconfig, env, None, rng)
+        _settle_real(real_cluster, "the successor's deletions to finish")
+        problems += [f"after the cluster settled: {p}" for p in _partial_groups(real_cluster.api)]
+    finally:
+        proxy.close()
+    assert not problems, real_cluster.describe("default")
+
+
+@pytest.mark.real
+@pytest.mark.parametrize(("round_", "point", "sig"), _real_cases(BIND_POINTS),
+                         ids=lambda v: v.name if isinstance(v, signal.Signals) else str(v))
+def test_scheduler_run_stopped_mid_binding_on_the_real_api_server(real_cluster, tmp_path, round_, point, sig):
+    rng = random.Random(f"real-{round_}-{point}-{sig}")
+    proxy, proxied = _on_real(real_cluster, tmp_path, 2)
+    try:
+        create_task(real_cluster.connect("default"), master_task("0.38.1", experiment=1, slots_per_trial=8),
+                    job_controller=True)  # the real Job controller makes the two pods
+        method, plural, after = point
+        held = proxy.hold(method, plural, after=after)
+        env = _env(tmp_path, proxied, f"real-bind-{round_}-{after}-{sig}")
+        loop = rng.random() < 0.5
+        proc = _start(["scheduler", "run", *(["--interval", "3600"] if loop else ["--once"])], env)
+        if not held.reached.wait(120):
+            proc.kill()
+            pytest.fail(f"scheduler run never sent {method} {plural} #{after + 1}: {proc.communicate()[1]}")
+        problems = _stop_and_check("scheduler run (real)", proc, sig, held, real_cluster.api, real_cluster.kubeconfig,
+                                   env, "coscheduler", rng)
+        _settle_real(real_cluster, "the successor's deletions to finish")
+        problems += [f"after the cluster settled: {p}" for p in _partial_groups(real_cluster.api)]
+    finally:
+        proxy.close()
+    assert not problems, real_cluster.describe("default")
