@@ -56,3 +56,34 @@ def test_a_watch_resumed_after_compaction_gets_410_lists_again_and_misses_nothin
         until(lambda: "late" in {p.name for p in view.state().snapshot.pods}, "the pod made after the relist")
     finally:
         view.stop()
+
+
+def test_a_quiet_pod_watch_advances_by_the_real_servers_bookmarks(real_cluster):
+    """With the watch cache on (the default), kube-apiserver sends BOOKMARK events to a watch that asked for them
+    (2 s before the watch's timeout, and about once a minute: cacher/cache_watcher.go nextBookmarkTime): the pods'
+    watch of a quiet cluster moves its resourceVersion on without any pod event, so a resumed watch starts from a
+    recent version rather than the list's (which the cache may have forgotten)."""
+    plane = real_cluster.plane
+    api = real_cluster.connect("default")
+    view = ClusterView(api, "coscheduler", queue_namespace="default")
+    view.watch_timeout = 10  # a bookmark 2 s before each watch ends, then the watch resumes from it
+    view.start()
+    try:
+        assert view.wait_synced()
+        listed = int(view.pods_version)
+        events_seen = view.stats.events
+        for i in range(3):  # the revision moves on elsewhere: Secrets, which no watch of the view reads
+            status, body = plane.request("POST", "/api/v1/namespaces/default/secrets",
+                                         {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"bump-{i}"}})
+            assert status == 201, body
+        bumped = int(body["metadata"]["resourceVersion"])
+        assert bumped > listed
+        until(lambda: int(view.pods_version) >= bumped, "a bookmark carrying the pods' watch past the Secrets",
+              seconds=120)
+        assert view.stats.lists.get("pods") == 1 and view.stats.expired == 0  # no list again: the watch moved on
+        assert view.stats.events > events_seen  # (what moved it: events, and no pod changed, so bookmarks)
+        assert not [p for p in real_cluster.api.items("pods", "default")]
+    finally:
+        view.stop()
+        for i in range(3):
+            real_cluster.api.remove("secrets", f"bump-{i}")
