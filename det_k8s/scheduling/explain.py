@@ -12,12 +12,13 @@ phrase); a line never contains it, so the master passes ours to the trial log as
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..cluster.model import Resources
 from ..cluster.quota import amount as quota_amount
 from ..quantity import format_milli
-from .model import QueueHold, QuotaHold, Reason, ReasonCode
+from .model import Lent, QueueHold, QuotaHold, Reason, ReasonCode
 from .queues import unit
 
 
@@ -150,6 +151,15 @@ def _queue(hold: QueueHold) -> str:
     which = hold.queue if hold.queue == hold.leaf else f"{hold.queue} (above {hold.leaf})"
     return (f"queue {which}: {amount(hold.resource, hold.used)} of {unit(hold.resource, hold.limit)} (its limit), "
             f"the group needs {amount(hold.resource, hold.needs)}")
+
+
+def reclaiming(lent: Sequence[Lent], stopping: Sequence[str] = ()) -> str:
+    """`waiting to reclaim 8 GPUs lent to vision`, and the groups that must stop first when named."""
+    text = "waiting to reclaim " + " and ".join(f"{unit(item.resource, item.amount)} lent to {item.lender}"
+                                                for item in lent)
+    if stopping:
+        text += f" (group{'' if len(stopping) == 1 else 's'} now stopping: {', '.join(stopping)})"
+    return text
 
 
 def _request(request: Resources) -> str:

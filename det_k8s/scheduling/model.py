@@ -118,6 +118,15 @@ class QueueHold(NamedTuple):
     needs: int
 
 
+class Lent(NamedTuple):
+    """What a reclaiming group takes back from one queue that borrowed it: `amount` milli-units of `resource` lent
+    by the group's leaf queue to `lender`'s groups (`lender` is the victims' leaf queue)."""
+
+    lender: str
+    resource: str
+    amount: int
+
+
 class RunningPod(NamedTuple):
     name: str
     node: str
@@ -287,6 +296,7 @@ class Plan:
     reservations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     reclaimed: tuple[str, ...] = ()  # the victims taken back for a queue below its guarantee (whatever their priority)
+    reclaims: Mapping[str, tuple[Lent, ...]] = field(default_factory=dict)  # reclaiming group -> what, from whom
 
     def status(self, group_id: str) -> str:
         """`placed`, `queued` or `rejected` (the words `det-k8s plan -o json` uses)."""

@@ -40,10 +40,10 @@ from .capacity import Capacity
 from .fit import Fitter, Nodes, Shape, Shaper, Taken, assign, placed_pods
 from .interpod import Space
 from .labels import GROUP, is_managed, running_groups
-from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
+from .model import Lent, Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from .order import FairOrder
 from .preempt import Evictions
-from .queues import QueueBook
+from .queues import QueueBook, lent_back
 from .reasons import Explainer
 from .repack import BUDGET_PER_POD, Repacker
 from .reserve import Reservations, waited
@@ -129,6 +129,7 @@ class _Pass:
         self.rejected: dict[str, Reason] = {}
         self.preempting: dict[str, tuple[str, ...]] = {}
         self.reclaimed: list[str] = []
+        self.reclaims: dict[str, tuple[Lent, ...]] = {}
         unready = {node.name for node in snapshot.nodes if not node.ready}
         leaving = {pod.labels.get(GROUP) for pod in snapshot.pods if pod.deleting and is_managed(pod.labels)}
         returning = [g for g in running_groups(p for p in snapshot.pods if p.labels.get(GROUP) in leaving)
@@ -159,7 +160,8 @@ class _Pass:
         held = self.reservation.group
         reservations = {held.id: self.reservation.nodes} if held else {}
         return Plan(self.placements, self.waiting, self.rejected, tuple(self.evictions.victims),
-                    self.preempting, tuple(self.decided), reservations, tuple(self.warnings), tuple(self.reclaimed))
+                    self.preempting, tuple(self.decided), reservations, tuple(self.warnings), tuple(self.reclaimed),
+                    self.reclaims)
 
     def shapes(self, group: PodGroup) -> tuple[Shape, ...]:
         found = self._shapes.get(group.id)
@@ -428,6 +430,7 @@ class _Pass:
             queues.leaving(victim)
             self.order.requeue(queues.home.get(victim.id, ""))
             self.reclaimed.append(victim.id)
+        self.reclaims[group.id] = lent_back(group.total_request, asked, found.victims, queues.home)
         self.preempting[group.id] = self.evictions.commit(found, level)
         self.place(group, found.taken, movable=False, counting=False)
         if any(pod.constraints.spread for pod in group.pods):

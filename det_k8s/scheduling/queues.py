@@ -41,7 +41,7 @@ from typing import Any
 from ..cluster.model import AMD_GPU, GPU, Pod
 from ..names import is_dns_label, is_label_key, is_label_value
 from ..quantity import QuantityError, format_milli, parse_milli
-from .model import PodGroup, QueueHold, RunningGroup
+from .model import Lent, PodGroup, QueueHold, RunningGroup
 
 VERSION = 1
 DEFAULT_QUEUE = "default"
@@ -483,6 +483,25 @@ class QueueBook:
             bucket = self.given_back.setdefault(name, {})
             for resource, amount in victim.total_request.items():
                 bucket[resource] = bucket.get(resource, 0) + amount
+
+
+def lent_back(request: Mapping[str, int], guaranteed: Sequence[str], victims: Iterable[RunningGroup],
+              home: Mapping[str, str]) -> tuple[Lent, ...]:
+    """What a reclaiming group takes back, per queue that borrowed it: of the resource its queue guarantees that
+    names it best (a GPU first, else the first by name), what the victims of each queue hold, in the victims'
+    order, in all no more than the group asks."""
+    if not guaranteed:
+        return ()
+    resource = next((name for name in (GPU, AMD_GPU) if name in guaranteed), min(guaranteed))
+    left = request.get(resource, 0)
+    per: dict[str, int] = {}
+    for victim in victims:
+        take = min(victim.total_request.get(resource, 0), left)
+        if take > 0:
+            lender = home.get(victim.id, "")
+            per[lender] = per.get(lender, 0) + take
+            left -= take
+    return tuple(Lent(lender, resource, amount) for lender, amount in per.items())
 
 
 def unit(resource: str, milli: int) -> str:

@@ -37,6 +37,10 @@ def test_a_team_below_its_guarantee_reclaims_a_borrowed_trial_of_higher_priority
     report = run_pass(cluster)
     assert len(report.marked) == 1  # one of vision's trials, though of higher priority: nlp has 8 guaranteed
     assert not bound(cluster, nina)
+    names = {q["metadata"]["name"] for q in nina.pods}
+    messages = [c.get("message", "") for p in cluster.api.items("pods") if p["metadata"]["name"] in names
+                for c in p.get("status", {}).get("conditions", [])]
+    assert any("waiting to reclaim 4 GPUs lent to vision" in m for m in messages), messages  # where users look
     assert len(honour_preemption(cluster.api)) == 1  # the master checkpoints it and stops it
     run_pass(cluster)
     assert bound(cluster, nina)
@@ -79,7 +83,6 @@ def test_det_k8s_experiments_of_a_team_below_its_guarantee_reclaim_and_say_so(cl
     assert report.preempted[victim] == "nina0001" and victim == "vera0002"  # the newest: least work lost
     store = QueueStore(cluster.connect(), "default")
     assert store.get(victim).state == QUEUED and store.get(victim).reason.startswith("reclaimed by nina0001")
-    assert store.get("nina0001").reason == ("waiting to reclaim its queue's guarantee, lent to group(s) now stopping: "
-                                            "vera0002")
+    assert store.get("nina0001").reason == "waiting to reclaim 4 GPUs lent to vision (group now stopping: vera0002)"
     again = run()
     assert store.get("nina0001").state == RUNNING, (again.waiting, again.requeued, again.preempted)

@@ -11,7 +11,7 @@ import pytest
 from det_k8s.cluster.read import constraints_from_spec, effective_requests, snapshot_from_objects
 from det_k8s.errors import PolicyError
 from det_k8s.kube.policy import checked_queues, policy_data, policy_from_data
-from det_k8s.scheduling.explain import describe, to_dict
+from det_k8s.scheduling.explain import describe, reclaiming, to_dict
 from det_k8s.scheduling.model import Plan, PodGroup, PodRequest, Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
 from det_k8s.scheduling.queues import DEFAULT_QUEUE, parse_queues, queues_data
@@ -205,6 +205,21 @@ def test_a_queue_below_its_guarantee_reclaims_what_another_borrowed_even_from_hi
     result = reclaim_plan(B_BORROWS, group("a1", 1, 4, namespace="team-a", priority=10))
     assert result.victims == result.reclaimed == ("b4",)  # one group, the newest (least work lost)
     assert result.preempting["a1"] == ("b4",) and result.placements["a1"] == (("a1-0", "gpu-3"),)
+    assert reclaiming(result.reclaims["a1"]) == "waiting to reclaim 4 GPUs lent to b"
+
+
+def test_what_is_reclaimed_is_named_per_lending_queue_and_never_more_than_the_group_asks():
+    three = {"queues": [{"name": "a", "guarantee": {"nvidia.com/gpu": 12}, "members": {"namespaces": ["team-a"]}},
+                        {"name": "b", "members": {"namespaces": ["team-b"]}},
+                        {"name": "c", "members": {"namespaces": ["team-c"]}}]}
+    busy = cluster(("b1", "team-b", 100, "2024-01-01T01:00:00Z"), ("c1", "team-c", 100, "2024-01-01T02:00:00Z"),
+                   ("b2", "team-b", 100, "2024-01-01T03:00:00Z"), ("c2", "team-c", 100, "2024-01-01T04:00:00Z"))
+    snapshot = snapshot_from_objects([{"kind": "List", "items": [*FOUR, *busy]}])
+    result = schedule(snapshot, [group("a1", 2, 4, namespace="team-a")], Policy(queues=tree(three)))
+    assert sorted(result.victims) == ["b2", "c2"]
+    assert reclaiming(result.reclaims["a1"], result.preempting["a1"]) in (
+        "waiting to reclaim 4 GPUs lent to b and 4 GPUs lent to c (groups now stopping: b2, c2)",
+        "waiting to reclaim 4 GPUs lent to c and 4 GPUs lent to b (groups now stopping: c2, b2)")
 
 
 def test_reclaim_goes_on_while_the_queue_is_below_its_guarantee_and_the_other_borrows():
