@@ -162,6 +162,17 @@ def reclaiming(lent: Sequence[Lent], stopping: Sequence[str] = ()) -> str:
     return text
 
 
+def _unreachable(reason: Reason) -> str | None:
+    """`queue nlp could reclaim 8 GPUs lent to vision, but det-k8s experiments of namespace team-v hold them ...`."""
+    if not reason.unreachable:
+        return None
+    what = " and ".join(f"{unit(item.resource, item.amount)} lent to {item.lender}" for item in reason.unreachable)
+    where = f"namespace{'' if len(reason.unreachable_in) == 1 else 's'} {', '.join(reason.unreachable_in)}"
+    return (f"its queue could reclaim {what}, but det-k8s experiments of {where} hold them, and a pass evicts "
+            "only its own namespace's experiments and the Determined master's trials: stop them there, or run "
+            "the teams' experiments in one namespace")
+
+
 def _request(request: Resources) -> str:
     return " + ".join(f"{amount(name, value)} {name}" for name, value in sorted(request.items())) or "nothing"
 
@@ -200,7 +211,7 @@ def describe(reason: Reason) -> str:
                          f"({', '.join(reason.reserved_nodes)}); starting here would delay it")
         elif code is ReasonCode.STRICT_ORDER:
             parts.append(f"backfill is off and {reason.detail} waits ahead of it")
-        parts += [_holders(reason), _blocked(reason), _excluded(reason), _ahead(reason)]
+        parts += [_unreachable(reason), _holders(reason), _blocked(reason), _excluded(reason), _ahead(reason)]
         if code is not ReasonCode.STRICT_ORDER:
             parts.append(_preemption(reason))
     return "; ".join(part for part in parts if part)
@@ -254,6 +265,10 @@ def to_dict(reason: Reason) -> dict[str, Any]:
         data["queue"] = {"queue": held.queue, "leaf": held.leaf, "resource": held.resource,
                          "used": amount(held.resource, held.used), "limit": amount(held.resource, held.limit),
                          "needs": amount(held.resource, held.needs)}
+    if reason.unreachable:
+        data["unreachable_reclaim"] = {"namespaces": list(reason.unreachable_in), "lent": [
+            {"to": item.lender, "resource": item.resource, "amount": amount(item.resource, item.amount)}
+            for item in reason.unreachable]}
     if reason.detail:
         data["detail"] = reason.detail
     return data

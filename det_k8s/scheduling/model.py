@@ -93,6 +93,15 @@ class PodGroup:
         return total_of(pod.requests for pod in self.pods)
 
 
+class Lent(NamedTuple):
+    """What a reclaiming group takes back from one queue that borrowed it: `amount` milli-units of `resource` lent
+    by the group's leaf queue to `lender`'s groups (`lender` is the victims' leaf queue)."""
+
+    lender: str
+    resource: str
+    amount: int
+
+
 class QuotaHold(NamedTuple):
     """A ResourceQuota that would refuse a pod of the group: `resource` has `used` of `hard` in use (milli-units,
     this pass's placements included) and the group's pods would add `needs`."""
@@ -116,15 +125,6 @@ class QueueHold(NamedTuple):
     used: int
     limit: int
     needs: int
-
-
-class Lent(NamedTuple):
-    """What a reclaiming group takes back from one queue that borrowed it: `amount` milli-units of `resource` lent
-    by the group's leaf queue to `lender`'s groups (`lender` is the victims' leaf queue)."""
-
-    lender: str
-    resource: str
-    amount: int
 
 
 class RunningPod(NamedTuple):
@@ -266,6 +266,9 @@ class Reason:
     preemption: str = ""  # "would-start" (policy off), "none-lower", "not-enough", "not-for-pod-rules"; "" n/a
     quota: QuotaHold | None = None  # the ResourceQuota that holds the group back (code QUOTA)
     queue: QueueHold | None = None  # the queue whose limit holds the group back (code QUEUE_LIMIT)
+    # what the group's queue could reclaim but the pass may not evict: det-k8s groups of other namespaces hold it
+    unreachable: tuple[Lent, ...] = ()
+    unreachable_in: tuple[str, ...] = ()  # ... their namespaces
 
     @property
     def never_fits(self) -> bool:

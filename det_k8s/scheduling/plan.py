@@ -130,6 +130,8 @@ class _Pass:
         self.preempting: dict[str, tuple[str, ...]] = {}
         self.reclaimed: list[str] = []
         self.reclaims: dict[str, tuple[Lent, ...]] = {}
+        self._unreachable: dict[str, tuple[tuple[Lent, ...], tuple[str, ...]]] = {}
+        self._running_ids = frozenset(g.id for g in self.running)
         unready = {node.name for node in snapshot.nodes if not node.ready}
         leaving = {pod.labels.get(GROUP) for pod in snapshot.pods if pod.deleting and is_managed(pod.labels)}
         returning = [g for g in running_groups(p for p in snapshot.pods if p.labels.get(GROUP) in leaving)
@@ -348,6 +350,9 @@ class _Pass:
             self.repacker.placed(group, [shape for shape, _ in taken], taken)
 
     def wait(self, group: PodGroup, reason: Reason) -> None:
+        unreachable = self._unreachable.get(group.id)
+        if unreachable is not None:
+            reason = replace(reason, unreachable=unreachable[0], unreachable_in=unreachable[1])
         self.waiting[group.id] = reason
         self.queued.append(group)
         self.repacker.settle()
@@ -417,13 +422,14 @@ class _Pass:
         guaranteed = queues.tree.get(leaf).guarantee
         asked = [name for name, amount in group.total_request.items() if amount and name in guaranteed]
         pool = [g for g in self.running if queues.home.get(g.id, leaf) != leaf and queues.borrowing(g.id, asked)]
-        if not pool:
-            return False
-        level = max(group.priority, *(g.priority + 1 for g in pool))
-        if self.enabling(shapes, level):
-            return False  # its rules would be judged without the victims: not modelled, it waits instead
-        found = self.evictions.reclaim(shapes, pool, level)
+        found = None
+        if pool:
+            level = max(group.priority, *(g.priority + 1 for g in pool))
+            if self.enabling(shapes, level):
+                return False  # its rules would be judged without the victims: not modelled, it waits instead
+            found = self.evictions.reclaim(shapes, pool, level)
         if found is None or not found.victims:
+            self.out_of_reach(group, shapes, pool, asked)
             return False
         for victim in found.victims:
             self.order.charge(victim.user, victim.total_request, -1)
@@ -436,6 +442,29 @@ class _Pass:
         if any(pod.constraints.spread for pod in group.pods):
             self._shapes.clear()
         return True
+
+    def out_of_reach(self, group: PodGroup, shapes: Sequence[Shape], pool: Sequence[RunningGroup],
+                     asked: Sequence[str]) -> None:
+        """Whether reclaim would have started the group had it been allowed to evict det-k8s groups of other
+        namespaces that borrow (it is not: a pass deletes only its own namespace's det-k8s groups, whose queue
+        entries it keeps, and the master's pods): noted for its waiting reason (`Reason.unreachable`)."""
+        queues = self.queues
+        assert queues is not None
+        mine = self._running_ids
+        leaf = queues.leaf(group)
+        outside = [g for g in queues.running if g.id not in mine and queues.home.get(g.id, leaf) != leaf
+                   and queues.borrowing(g.id, asked)]
+        if not outside:
+            return
+        every = [*pool, *outside]
+        level = max(group.priority, *(g.priority + 1 for g in every))
+        self.evictions.know(outside)
+        found = self.evictions.reclaim(shapes, every, level)
+        if found is None or not any(victim.id not in mine for victim in found.victims):
+            return
+        away = [victim for victim in found.victims if victim.id not in mine]
+        self._unreachable[group.id] = (lent_back(group.total_request, asked, away, queues.home),
+                                       tuple(sorted({queues.namespace.get(v.id, "") for v in away})))
 
     def try_preempt(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
         if self.enabling(shapes, group.priority):

@@ -371,10 +371,13 @@ class QueueBook:
         self.used: dict[str, dict[str, int]] = {q.name: {} for q in tree.queues}
         self.running_in: dict[str, list[str]] = {}
         self.home: dict[str, str] = {}  # running group id -> its leaf queue
+        self.namespace: dict[str, str] = {}  # running group id -> its pods' namespace
+        self.running = tuple(running)
         self.given_back: dict[str, dict[str, int]] = {}  # per queue: what this pass's reclaim victims will free
         self._shares: dict[str, float] = {}  # leaf -> its share, until its use changes
-        for group in running:
+        for group in self.running:
             first = by_name.get(group.pods[0].name) if group.pods else None
+            self.namespace[group.id] = first.namespace if first else ""
             leaf = tree.leaf_for(user=group.user, namespace=first.namespace if first else "",
                                  labels=first.labels if first else {})
             self.running_in.setdefault(leaf, []).append(group.id)

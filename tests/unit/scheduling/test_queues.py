@@ -294,3 +294,24 @@ def test_groups_their_guarantee_holds_go_before_groups_that_would_borrow_whateve
                                                                         sequence=1)]
     assert set(schedule(snapshot, groups, Policy(queues=tree(doc))).placements) == {"a1"}
     assert set(schedule(snapshot, groups, Policy()).placements) == {"b1"}  # without queues: priority first
+
+
+def test_borrowed_capacity_held_in_another_namespace_is_named_when_the_pass_cannot_reclaim_it():
+    """A pass evicts only its own namespace's det-k8s groups (and the master's): b's groups in team-b are out of reach
+    of team-a's pass, and the waiting line says exactly that; with them in scope the same group reclaims."""
+    from det_k8s.scheduling.plan import running_in
+
+    snapshot = snapshot_from_objects([{"kind": "List", "items": [*FOUR, *B_BORROWS]}])
+    policy = Policy(queues=tree(TEAMS))
+    waiting = group("a1", 1, 4, namespace="team-a", priority=10)
+    result = schedule(snapshot, [waiting], policy, running_in(snapshot, "team-a"))
+    assert result.victims == () and "a1" in result.waiting
+    reason = result.waiting["a1"]
+    assert reason.unreachable_in == ("team-b",)
+    assert ("its queue could reclaim 4 GPUs lent to b, but det-k8s experiments of namespace team-b hold them, and a "
+            "pass evicts only its own namespace's experiments and the Determined master's trials") in describe(reason)
+    assert to_dict(reason)["unreachable_reclaim"] == {"namespaces": ["team-b"], "lent": [
+        {"to": "b", "resource": "nvidia.com/gpu", "amount": "4"}]}
+    assert schedule(snapshot, [waiting], policy).victims == ("b4",)  # in scope: reclaimed
+    beyond = schedule(snapshot, [group("a2", 3, 4, namespace="team-a")], policy, running_in(snapshot, "team-a"))
+    assert beyond.waiting["a2"].unreachable == ()  # beyond a's guarantee: nothing to reclaim, nothing said
