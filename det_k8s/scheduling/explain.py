@@ -148,8 +148,12 @@ def _quota(hold: QuotaHold) -> str:
 
 def _queue(hold: QueueHold) -> str:
     """`queue nlp: 48 of 48 GPUs (its limit), the group needs 8`; a parent's: `queue research (above nlp): ...`."""
+    if hold.bound == "lendingLimit":
+        return (f"queue {hold.queue} keeps {unit(hold.resource, hold.used)} it does not lend (its lendingLimit) "
+                f"of the {amount(hold.resource, hold.limit)} free, the group needs {amount(hold.resource, hold.needs)}")
     which = hold.queue if hold.queue == hold.leaf else f"{hold.queue} (above {hold.leaf})"
-    return (f"queue {which}: {amount(hold.resource, hold.used)} of {unit(hold.resource, hold.limit)} (its limit), "
+    bound = "its limit" if hold.bound == "limit" else "its guarantee and borrowingLimit"
+    return (f"queue {which}: {amount(hold.resource, hold.used)} of {unit(hold.resource, hold.limit)} ({bound}), "
             f"the group needs {amount(hold.resource, hold.needs)}")
 
 
@@ -264,7 +268,7 @@ def to_dict(reason: Reason) -> dict[str, Any]:
         held = reason.queue
         data["queue"] = {"queue": held.queue, "leaf": held.leaf, "resource": held.resource,
                          "used": amount(held.resource, held.used), "limit": amount(held.resource, held.limit),
-                         "needs": amount(held.resource, held.needs)}
+                         "needs": amount(held.resource, held.needs), "bound": held.bound}
     if reason.unreachable:
         data["unreachable_reclaim"] = {"namespaces": list(reason.unreachable_in), "lent": [
             {"to": item.lender, "resource": item.resource, "amount": amount(item.resource, item.amount)}

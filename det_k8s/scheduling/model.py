@@ -125,6 +125,8 @@ class QueueHold(NamedTuple):
     used: int
     limit: int
     needs: int
+    bound: str = "limit"  # or "borrowingLimit" (`limit` is then its guarantee plus it), or "lendingLimit": `queue`
+    # keeps `used` of the cluster's free `limit` it does not lend (the group may borrow only what is free beyond it)
 
 
 class RunningPod(NamedTuple):

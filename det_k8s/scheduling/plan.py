@@ -123,6 +123,14 @@ class _Pass:
             if node.ready and not node.unschedulable:
                 for name, amount in node.allocatable.items():
                     totals[name] = totals.get(name, 0) + amount
+        if self.queues is not None and self.queues.kept_resources:
+            free: dict[str, int] = {}
+            for node in snapshot.nodes:
+                if node.ready and not node.unschedulable:
+                    used = snapshot.used.get(node.name, {})
+                    for name in self.queues.kept_resources:
+                        free[name] = free.get(name, 0) + max(node.allocatable.get(name, 0) - used.get(name, 0), 0)
+            self.queues.free_from(free, {})
         self.order = FairOrder(queue, ((g.user, g.total_request) for g in self.running), totals, policy, self.queues)
         self.placements: dict[str, Placement] = {}
         self.waiting: dict[str, Reason] = {}

@@ -49,7 +49,7 @@ WORKSPACE = "determined.ai/workspace"
 USER = "determined.ai/user"
 POOL = "determined.ai/resource_pool"
 MEMBER_KINDS = ("workspaces", "users", "resourcePools", "labels", "namespaces")  # the order a group is matched in
-QUEUE_KEYS = ("name", "guarantee", "limit", "weight", "members", "children")
+QUEUE_KEYS = ("name", "guarantee", "limit", "borrowingLimit", "lendingLimit", "weight", "members", "children")
 TOP_KEYS = ("version", "defaultQueue", "queues")
 
 
@@ -67,7 +67,7 @@ class Members:
         return bool(self.workspaces or self.users or self.resource_pools or self.labels or self.namespaces)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Queue:
     """One queue: `parent` "" at the top; `guarantee` and `limit` per resource in milli-units (a resource the limit
     does not name is not limited); `weight` for sharing what is idle."""
@@ -78,6 +78,24 @@ class Queue:
     limit: Mapping[str, int] = field(default_factory=dict)
     weight: float = 1.0
     members: Members = Members()
+    borrowing_limit: Mapping[str, int] = field(default_factory=dict)  # at most this much above its guarantee
+    lending_limit: Mapping[str, int] = field(default_factory=dict)  # at most this much of its unused guarantee lent
+
+    @cached_property
+    def cap(self) -> dict[str, tuple[int, str]]:
+        """Per resource, the most the queue may use and which bound that is (`limit`, or `borrowingLimit`: its
+        guarantee plus what it may borrow), the lower of the two."""
+        found = {name: (amount, "limit") for name, amount in self.limit.items()}
+        for name, amount in self.borrowing_limit.items():
+            total = self.guarantee.get(name, 0) + amount
+            if name not in found or total < found[name][0]:
+                found[name] = (total, "borrowingLimit")
+        return found
+
+    @cached_property
+    def kept(self) -> dict[str, int]:
+        """Per resource, the part of its guarantee it does not lend (guarantee minus lendingLimit)."""
+        return {name: max(self.guarantee.get(name, 0) - amount, 0) for name, amount in self.lending_limit.items()}
 
 
 @dataclass(frozen=True)
@@ -269,10 +287,17 @@ def parse_queues(raw: Any, where: str = "") -> tuple[QueueTree | None, list[str]
             seen[name] = at
             guarantee = _amounts(item.get("guarantee"), f"{at}.guarantee", problems)
             limit = _amounts(item.get("limit"), f"{at}.limit", problems)
+            borrowing = _amounts(item.get("borrowingLimit"), f"{at}.borrowingLimit", problems)
+            lending = _amounts(item.get("lendingLimit"), f"{at}.lendingLimit", problems)
             for resource, amount in guarantee.items():
                 if resource in limit and limit[resource] < amount:
                     problems.append(f"{at}.limit.{resource}: {format_milli(resource, limit[resource])} is below the "
                                     f"queue's guarantee of {format_milli(resource, amount)}")
+            for resource, amount in sorted(lending.items()):
+                if amount > guarantee.get(resource, 0):
+                    problems.append(f"{at}.lendingLimit.{resource}: {format_milli(resource, amount)} is more than the "
+                                    f"queue's guarantee of {format_milli(resource, guarantee.get(resource, 0))} "
+                                    "(a queue lends only what it is guaranteed)")
             weight = item.get("weight", 1)
             if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) \
                     or weight <= 0:
@@ -290,7 +315,7 @@ def parse_queues(raw: Any, where: str = "") -> tuple[QueueTree | None, list[str]
                     if other != name:
                         problems.append(f"{at}.members: {kind} {value} is already a member of queue {other}; "
                                         "a member belongs to one queue")
-            queues.append(Queue(name, parent, guarantee, limit, float(weight), members))
+            queues.append(Queue(name, parent, guarantee, limit, float(weight), members, borrowing, lending))
             if children is not None:
                 before = len(queues)
                 walk(children, name, f"{at}.children")
@@ -333,6 +358,10 @@ def queues_data(tree: QueueTree) -> dict[str, Any]:
             data["guarantee"] = amounts(queue.guarantee)
         if queue.limit:
             data["limit"] = amounts(queue.limit)
+        if queue.borrowing_limit:
+            data["borrowingLimit"] = amounts(queue.borrowing_limit)
+        if queue.lending_limit:
+            data["lendingLimit"] = amounts(queue.lending_limit)
         if queue.weight != 1:
             data["weight"] = queue.weight
         m = queue.members
@@ -385,6 +414,14 @@ class QueueBook:
             self._add(leaf, group.total_request)
         self._leaf: dict[str, str] = {}
         self._requests: dict[str, dict[str, int]] = {}
+        # lending limits: the resources some queue keeps part of, and the cluster's free amount of each (ready,
+        # schedulable nodes' allocatable less every pod's request), less this pass's placements (`free_from`)
+        self.kept_resources = sorted({name for q in tree.queues for name, amount in q.kept.items() if amount > 0})
+        self.free: dict[str, int] = {}
+
+    def free_from(self, allocatable: Mapping[str, int], used: Mapping[str, int]) -> None:
+        """The cluster's totals, for lending limits (only the resources some queue keeps are followed)."""
+        self.free = {name: allocatable.get(name, 0) - used.get(name, 0) for name in self.kept_resources}
 
     def request(self, group: PodGroup) -> dict[str, int]:
         """The group's total request, summed once."""
@@ -412,17 +449,47 @@ class QueueBook:
         """The first queue on the group's path (from its leaf up) whose limit it would exceed, or None."""
         leaf = self.leaf(group)
         request = self.request(group)
-        for name in self.tree.path(leaf):
+        path = self.tree.path(leaf)
+        for name in path:
             queue = self.tree.get(name)
             used = self.used[name]
-            for resource, limit in sorted(queue.limit.items()):
+            for resource, (limit, bound) in sorted(queue.cap.items()):
                 needs = request.get(resource, 0)
                 if needs and used.get(resource, 0) + needs > limit:
-                    return QueueHold(name, leaf, resource, used.get(resource, 0), limit, needs)
+                    return QueueHold(name, leaf, resource, used.get(resource, 0), limit, needs, bound)
+        for resource in self.kept_resources:
+            needs = request.get(resource, 0)
+            if not needs or not any(self.used[name].get(resource, 0) + needs > self.tree.get(name).guarantee.get(
+                    resource, 0) for name in path):
+                continue  # within the guarantee of every queue on its path: it borrows nothing
+            kept, keeper = self.kept_from(leaf, resource)
+            free = self.free.get(resource, 0)
+            if kept and free - kept < needs:
+                return QueueHold(keeper, leaf, resource, kept, free, needs, "lendingLimit")
         return None
 
+    def kept_from(self, leaf: str, resource: str) -> tuple[int, str]:
+        """What queues outside the leaf's path keep of `resource` and do not lend it (the part of their guarantee
+        above their lendingLimit that they do not use; a parent's and its children's kept parts nest, so the
+        larger counts), and the queue that keeps most."""
+        path = set(self.tree.path(leaf))
+
+        def kept(queue: Queue) -> tuple[int, str]:
+            own = max(queue.kept.get(resource, 0) - self.used[queue.name].get(resource, 0), 0)
+            below = [kept(child) for child in self.tree.children(queue.name)]
+            total = sum(amount for amount, _ in below)
+            if own >= total:
+                return own, queue.name if own else ""
+            return total, max(below)[1]
+
+        found = [kept(q) for q in self.tree.queues if q.name not in path and (not q.parent or q.parent in path)]
+        return sum(amount for amount, _ in found), max(found, default=(0, ""))[1]
+
     def charge(self, group: PodGroup) -> None:
-        self._add(self.leaf(group), self.request(group))
+        request = self.request(group)
+        self._add(self.leaf(group), request)
+        for name in self.kept_resources:
+            self.free[name] = self.free.get(name, 0) - request.get(name, 0)
 
     def within_guarantee(self, group: PodGroup) -> bool:
         """Its leaf queue guarantees a resource the group asks for, and holds the group within every guarantee it
@@ -519,14 +586,15 @@ def unit(resource: str, milli: int) -> str:
 class QueueRow:
     """One queue as `det-k8s queues` shows it: amounts per resource in milli-units. `used` is what the groups
     running in its subtree hold; `borrowed` the part of it above the guarantee, `lent` the guarantee it leaves idle
-    for others; `waiting` the groups of its subtree not placed by the plan (with why, when a queue limit holds them)."""
+    for others (at most its lendingLimit); `waiting` the groups of its subtree not placed by the plan (with why,
+    when a queue limit holds them)."""
 
     name: str
     parent: str
     depth: int
     weight: float
     guarantee: Mapping[str, int]
-    limit: Mapping[str, int]
+    limit: Mapping[str, int]  # the lower of its limit and its guarantee + borrowingLimit, per resource
     used: Mapping[str, int]
     borrowed: Mapping[str, int]
     lent: Mapping[str, int]
@@ -560,9 +628,11 @@ def report(tree: QueueTree, book: QueueBook, waiting: Iterable[PodGroup]) -> lis
         resources = set(used) | set(queue.guarantee)
         borrowed = {r: used.get(r, 0) - queue.guarantee.get(r, 0) for r in resources
                     if used.get(r, 0) > queue.guarantee.get(r, 0)}
-        lent = {r: queue.guarantee[r] - used.get(r, 0) for r in queue.guarantee if queue.guarantee[r] > used.get(r, 0)}
+        lent = {r: min(queue.guarantee[r] - used.get(r, 0), queue.lending_limit.get(r, queue.guarantee[r]))
+                for r in queue.guarantee if queue.guarantee[r] > used.get(r, 0)}
+        lent = {r: amount for r, amount in lent.items() if amount > 0}
         rows.append(QueueRow(queue.name, queue.parent, len(tree.path(queue.name)) - 1, queue.weight,
-                             dict(queue.guarantee), dict(queue.limit), used, borrowed, lent,
+                             dict(queue.guarantee), {r: cap for r, (cap, _) in queue.cap.items()}, used, borrowed, lent,
                              tuple(sorted(running.get(queue.name, ()))), tuple(below.get(queue.name, ()))))
     return rows
 

@@ -86,7 +86,7 @@ def test_plan_refuses_a_broken_policy_file_naming_each_problem(run_cli, tmp_path
     assert result.code == 1
     assert result.err.splitlines()[-1] == (
         "error: queues.queues[0].wieght: not a key here (did you mean weight?); expected one of name, guarantee, "
-        f"limit, weight, members, children ({policy})")
+        f"limit, borrowingLimit, lendingLimit, weight, members, children ({policy})")
 
 
 def test_live_passes_hold_a_group_at_its_queue_limit(run_cli, cluster, tmp_path):

@@ -50,6 +50,11 @@ def test_a_tree_reads_back_with_a_default_queue_added():
     assert queues.path("nlp") == ("nlp", "research") and queues.default == DEFAULT_QUEUE
     assert queues.get("nlp").limit == {"nvidia.com/gpu": 12000} and queues.get("nlp").weight == 2
     assert tree(queues_data(queues)) == queues  # the ConfigMap's form reads back the same
+    limited = tree({"queues": [{"name": "a", "guarantee": {"nvidia.com/gpu": 8}, "limit": {"nvidia.com/gpu": 20},
+                                "borrowingLimit": {"nvidia.com/gpu": 4}, "lendingLimit": {"nvidia.com/gpu": 2}}]})
+    assert tree(queues_data(limited)) == limited
+    assert limited.get("a").cap == {"nvidia.com/gpu": (12000, "borrowingLimit")}  # the lower of 20 and 8 + 4
+    assert limited.get("a").kept == {"nvidia.com/gpu": 6000}
 
 
 @pytest.mark.parametrize("change, expected", [
@@ -67,7 +72,12 @@ def test_a_tree_reads_back_with_a_default_queue_added():
     (lambda d: d["queues"][1].update(weight=0), "queues[1].weight: 0 is not a positive number"),
     (lambda d: d["queues"][1].update(limits={}),
      "queues[1].limits: not a key here (did you mean limit?); expected one of name, guarantee, limit, "
-     "weight, members, children"),
+     "borrowingLimit, lendingLimit, weight, members, children"),
+    (lambda d: d["queues"][0]["children"][1].update(lendingLimit={"nvidia.com/gpu": 6}),
+     "queues[0].children[1].lendingLimit.nvidia.com/gpu: 6 is more than the queue's guarantee of 4 (a queue lends "
+     "only what it is guaranteed)"),
+    (lambda d: d["queues"][1].update(borrowingLimit={"nvidia.com/gpu": "-2"}),
+     "queues[1].borrowingLimit.nvidia.com/gpu: must not be negative"),
     (lambda d: d["queues"][1].update(limit={"nvidia.com/gpu": "lots"}),
      "queues[1].limit.nvidia.com/gpu: 'lots' is not a quantity (examples: 7910m, 7.5, 16Gi)"),
     (lambda d: d["queues"][1].update(name="Shared!"),
@@ -141,7 +151,7 @@ def test_a_queue_at_its_limit_holds_its_groups_back_and_says_so():
     assert reason.code is ReasonCode.QUEUE_LIMIT
     assert describe(reason).startswith("queue nlp: 12 of 12 GPUs (its limit), the group needs 4; needs 1 pod x 4")
     assert to_dict(reason)["queue"] == {"queue": "nlp", "leaf": "nlp", "resource": "nvidia.com/gpu", "used": "12",
-                                        "limit": "12", "needs": "4"}
+                                        "limit": "12", "needs": "4", "bound": "limit"}
     assert set(plan(busy, group("more", 1, 4, namespace="team-nlp"), queues=tree({"queues": []})).placements) == {
         "more"}  # without the queues the cluster has room
 
