@@ -130,11 +130,15 @@ def _goals(results: dict[str, Any]) -> list[str]:
     if "contention" in results:
         cases = results["contention"]["documents"] + results["contention"]["traces"]
         ours = [c[k] for c in cases for k in ("det_k8s", "det_k8s_no_guard")]
+        teams = [t[k] for t in results["contention"].get("teams") or [] for k in ("with_quotas", "without_quotas")]
+        ours += [{"jobs_ever_partial": o["partial_groups"], "broken_plans": o["broken_plans"],
+                  "deadlocked": o["deadlocked"]} for o in teams]
         partial = sum(o["jobs_ever_partial"] for o in ours) + sum(o["broken_plans"] for o in ours)
         deadlocks = sum(o["deadlocked"] for o in ours)
         theirs = sum(c["per_pod"]["deadlocked"] for c in cases)
         rows.append(["3. contention: det-k8s shows zero partial groups and zero deadlocks",
-                     f"det-k8s: {partial} partial groups, {deadlocks} deadlocks in {len(cases)} simulations; "
+                     f"det-k8s: {partial} partial groups, {deadlocks} deadlocks in {len(cases) + len(teams)} "
+                     "simulations; "
                      f"per-pod placement: deadlocked in {theirs} of them",
                      _met(partial == 0 and deadlocks == 0)])
     if "submission" in results:
@@ -452,6 +456,34 @@ def _contention(data: dict[str, Any]) -> list[str]:
     lines += ["Waits of the per-pod baseline count only the jobs that started; after a deadlock nothing starts.",
               "The starvation guard trades mean wait for a bound on the longest one: it holds nodes for a group",
               "that has waited 300 s, which smaller jobs then cannot use.", ""]
+    return lines + _teams(data.get("teams") or [])
+
+
+def _teams(teams: list[dict[str, Any]]) -> list[str]:
+    """Team queues in the simulation: shares against entitlements, fairness, owed guarantees, utilisation."""
+    if not teams:
+        return []
+    first = teams[0]["with_quotas"]
+    entitled = ", ".join(f"{team} {share:.0%}" for team, share in first["entitled"].items())
+    lines = ["### Teams: det-k8s with and without team queues", "",
+             f"Four teams entitled to {entitled} of the GPUs submit 10/20/30/40% of the jobs of an overloaded",
+             "trace (load 1.2, same cluster). With quotas each team's queue is guaranteed its share: it borrows",
+             "what others leave idle and reclaims its share (whole groups; a reclaimed job starts over). The",
+             "shares are of the GPU-hours between the first and the last arrival; Jain's index is over what each",
+             "team got of what it was owed (its entitlement, or what it asked when less, capped at 1); owed",
+             "team-hours: a team below its guarantee had a waiting job that fit what the guarantee leaves.", ""]
+    rows = []
+    for t in teams:
+        for key, who in (("with_quotas", "det-k8s, team queues"), ("without_quotas", "det-k8s, no queues"),
+                         ("per_pod", "per pod")):
+            f = t[key]
+            shares = " / ".join(f"{f['share'][team]:.0%}" for team in f["entitled"])
+            owed = "-" if f["owed_team_hours"] is None else f"{f['owed_team_hours']:.1f}"
+            rows.append([t["scenario"].removeprefix("teams, "), who, shares, f"{f['jain']:.3f}", owed,
+                         f"{f['utilisation']:.0%}" if f["utilisation"] is not None else "-", f["reclaimed_runs"],
+                         f["partial_groups"], "yes" if f["deadlocked"] else "no"])
+    lines += _table(["trace", "scheduler", "shares (" + " / ".join(first["entitled"]) + ")", "Jain",
+                     "owed team-hours", "utilisation", "runs reclaimed", "partial groups", "deadlock"], rows)
     return lines
 
 

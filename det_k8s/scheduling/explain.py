@@ -236,7 +236,7 @@ def to_dict(reason: Reason) -> dict[str, Any]:
         "resource": resource,
         "limiting": reason.limiting,
     }
-    if reason.code not in (ReasonCode.NOT_DIVISIBLE, ReasonCode.INVALID):
+    if reason.code not in (ReasonCode.NOT_DIVISIBLE, ReasonCode.INVALID, ReasonCode.QUEUE_LIMIT):
         data["eligible_nodes"] = reason.eligible_nodes
         data["excluded"] = [{"cause": cause, "nodes": n} for cause, n in reason.excluded]
         data["fits_at_most"] = reason.fits_at_most
@@ -264,6 +264,8 @@ def to_dict(reason: Reason) -> dict[str, Any]:
         data["quota"] = {"namespace": hold.namespace, "name": hold.quota, "resource": hold.resource,
                          "used": quota_amount(hold.resource, hold.used), "hard": quota_amount(hold.resource, hold.hard),
                          "needs": quota_amount(hold.resource, hold.needs)}
+    if reason.code is ReasonCode.QUEUE_LIMIT:  # a queue holds it, not the cluster's capacity: that is not shown
+        data["ahead"] = {"count": reason.ahead_count, "first": list(reason.ahead), "ids": list(reason.ahead_ids)}
     if reason.queue is not None:
         held = reason.queue
         data["queue"] = {"queue": held.queue, "leaf": held.leaf, "resource": held.resource,

@@ -89,8 +89,12 @@ def lasting_usage(pods: Iterable[Pod]) -> dict[str, dict[str, int]]:
 
 def holding(snapshot: Snapshot, running: Sequence[RunningGroup]) -> list[RunningGroup]:
     """Every group that counts against the queues: det-k8s's in every namespace, and the caller's (the master's)."""
-    found = {g.id: g for g in running_groups(snapshot.pods)}
-    for group in running:
+    found = {g.id: g for g in running}
+    if not found:
+        others = running_groups(snapshot.pods)
+    else:  # the caller's already: only the other namespaces' det-k8s groups are read from the pods
+        others = running_groups(p for p in snapshot.pods if is_managed(p.labels) and p.labels[GROUP] not in found)
+    for group in others:
         found.setdefault(group.id, group)
     return [found[key] for key in sorted(found)]
 
@@ -209,7 +213,7 @@ class _Pass:
             return
         limited = self.queues.hold(group) if self.queues is not None else None
         if limited is not None:
-            self.wait(group, replace(self.reason(group, shapes, ReasonCode.QUEUE_LIMIT), queue=limited))
+            self.wait(group, self.explainer.queue_limited(group, shapes, limited, self.queued))
             if not self.policy.backfill and self.blocker is None:
                 self.blocker = group
             return

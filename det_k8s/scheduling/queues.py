@@ -120,8 +120,16 @@ class QueueTree:
     def leaves(self) -> tuple[Queue, ...]:
         return self._leaves
 
+    @cached_property
+    def _children(self) -> dict[str, tuple[Queue, ...]]:
+        found: dict[str, list[Queue]] = {}
+        for queue in self.queues:
+            found.setdefault(queue.parent, []).append(queue)
+        return {name: tuple(items) for name, items in found.items()}
+
     def children(self, name: str) -> tuple[Queue, ...]:
-        return tuple(q for q in self.queues if q.parent == name)
+        """The queue's children in document order ("": the top-level queues)."""
+        return self._children.get(name, ())
 
     def path(self, leaf: str) -> tuple[str, ...]:
         """The queue and its ancestors, from it to the top."""
@@ -394,16 +402,21 @@ class QueueBook:
 
     def __init__(self, tree: QueueTree, running: Iterable[RunningGroup], pods: Iterable[Pod]) -> None:
         self.tree = tree
-        by_name: dict[str, Pod] = {}
-        for pod in sorted(pods, key=lambda p: (p.name, p.namespace)):
-            by_name.setdefault(pod.name, pod)
+        self.running = tuple(running)
+        firsts = {group.pods[0].name for group in self.running if group.pods}
+        by_name: dict[str, Pod] = {}  # a first pod's name -> the pod (of the first namespace by name, if several)
+        for pod in pods:
+            if pod.name in firsts:
+                seen = by_name.get(pod.name)
+                if seen is None or pod.namespace < seen.namespace:
+                    by_name[pod.name] = pod
         self.used: dict[str, dict[str, int]] = {q.name: {} for q in tree.queues}
         self.running_in: dict[str, list[str]] = {}
         self.home: dict[str, str] = {}  # running group id -> its leaf queue
         self.namespace: dict[str, str] = {}  # running group id -> its pods' namespace
-        self.running = tuple(running)
         self.given_back: dict[str, dict[str, int]] = {}  # per queue: what this pass's reclaim victims will free
         self._shares: dict[str, float] = {}  # leaf -> its share, until its use changes
+        self._kept: dict[tuple[str, str], tuple[int, str]] = {}  # (leaf, resource) -> kept_from, until a use changes
         for group in self.running:
             first = by_name.get(group.pods[0].name) if group.pods else None
             self.namespace[group.id] = first.namespace if first else ""
@@ -432,6 +445,7 @@ class QueueBook:
 
     def _add(self, leaf: str, request: Mapping[str, int]) -> None:
         self._shares.pop(leaf, None)
+        self._kept.clear()
         for name in self.tree.path(leaf):
             bucket = self.used[name]
             for resource, amount in request.items():
@@ -472,6 +486,12 @@ class QueueBook:
         """What queues outside the leaf's path keep of `resource` and do not lend it (the part of their guarantee
         above their lendingLimit that they do not use; a parent's and its children's kept parts nest, so the
         larger counts), and the queue that keeps most."""
+        found = self._kept.get((leaf, resource))
+        if found is None:
+            found = self._kept[(leaf, resource)] = self._kept_from(leaf, resource)
+        return found
+
+    def _kept_from(self, leaf: str, resource: str) -> tuple[int, str]:
         path = set(self.tree.path(leaf))
 
         def kept(queue: Queue) -> tuple[int, str]:
@@ -482,7 +502,7 @@ class QueueBook:
                 return own, queue.name if own else ""
             return total, max(below)[1]
 
-        found = [kept(q) for q in self.tree.queues if q.name not in path and (not q.parent or q.parent in path)]
+        found = [kept(q) for name in ("", *path) for q in self.tree.children(name) if q.name not in path]
         return sum(amount for amount, _ in found), max(found, default=(0, ""))[1]
 
     def charge(self, group: PodGroup) -> None:
