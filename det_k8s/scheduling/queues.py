@@ -131,14 +131,26 @@ class QueueTree:
         """The queue's children in document order ("": the top-level queues)."""
         return self._children.get(name, ())
 
+    @cached_property
+    def _paths(self) -> dict[str, tuple[str, ...]]:
+        found: dict[str, tuple[str, ...]] = {}
+        for queue in self.queues:  # parents come before their children
+            found[queue.name] = (queue.name, *found.get(queue.parent, ()))
+        return found
+
     def path(self, leaf: str) -> tuple[str, ...]:
         """The queue and its ancestors, from it to the top."""
-        out = []
-        name = leaf
-        while name:
-            out.append(name)
-            name = self.get(name).parent
-        return tuple(out)
+        return self._paths[leaf]
+
+    @cached_property
+    def _caps(self) -> dict[str, tuple[tuple[str, str, int, str], ...]]:
+        """Per queue, the bounds on its path from it up: (queue, resource, most it may use, which bound)."""
+        return {q.name: tuple((name, resource, limit, bound) for name in self.path(q.name)
+                              for resource, (limit, bound) in sorted(self.get(name).cap.items()))
+                for q in self.queues}
+
+    def caps(self, leaf: str) -> tuple[tuple[str, str, int, str], ...]:
+        return self._caps[leaf]
 
     @cached_property
     def _members(self) -> tuple[dict[str, str], dict[str, str], dict[str, str], dict[tuple[str, str], str],
@@ -463,14 +475,15 @@ class QueueBook:
         """The first queue on the group's path (from its leaf up) whose limit it would exceed, or None."""
         leaf = self.leaf(group)
         request = self.request(group)
+        for name, resource, limit, bound in self.tree.caps(leaf):
+            needs = request.get(resource, 0)
+            if needs:
+                used = self.used[name].get(resource, 0)
+                if used + needs > limit:
+                    return QueueHold(name, leaf, resource, used, limit, needs, bound)
+        if not self.kept_resources:
+            return None
         path = self.tree.path(leaf)
-        for name in path:
-            queue = self.tree.get(name)
-            used = self.used[name]
-            for resource, (limit, bound) in sorted(queue.cap.items()):
-                needs = request.get(resource, 0)
-                if needs and used.get(resource, 0) + needs > limit:
-                    return QueueHold(name, leaf, resource, used.get(resource, 0), limit, needs, bound)
         for resource in self.kept_resources:
             needs = request.get(resource, 0)
             if not needs or not any(self.used[name].get(resource, 0) + needs > self.tree.get(name).guarantee.get(
@@ -515,26 +528,35 @@ class QueueBook:
         """Its leaf queue guarantees a resource the group asks for, and holds the group within every guarantee it
         has of what the group asks: the queue may reclaim what others borrowed of it."""
         queue = self.tree.get(self.leaf(group))
-        request = {name: amount for name, amount in self.request(group).items() if amount}
+        if not queue.guarantee:
+            return False
+        request = self.request(group)
         used = self.used[queue.name]
-        return (any(name in queue.guarantee for name in request)
-                and all(used.get(name, 0) + amount <= queue.guarantee[name]
-                        for name, amount in request.items() if name in queue.guarantee))
+        asked = False
+        for name, guaranteed in queue.guarantee.items():
+            amount = request.get(name, 0)
+            if amount:
+                if used.get(name, 0) + amount > guaranteed:
+                    return False
+                asked = True
+        return asked
 
     def owed(self, groups: Iterable[PodGroup]) -> set[str]:
         """The queued groups their queues' guarantees hold, taken per leaf in priority and submission order while
         they fit (with what the leaf uses now): these go before groups that would borrow (Kueue's entry order)."""
         room: dict[str, dict[str, int]] = {}
+        for queue in self.tree.leaves():
+            if queue.guarantee:
+                used = self.used[queue.name]
+                left = {name: amount - used.get(name, 0) for name, amount in queue.guarantee.items()}
+                if any(amount > 0 for amount in left.values()):  # a leaf with no room left owes nothing
+                    room[queue.name] = left
         found: set[str] = set()
-        for group in sorted(groups, key=lambda g: (-g.priority, g.sequence, g.id)):
-            leaf = self.leaf(group)
-            queue = self.tree.get(leaf)
-            if not queue.guarantee:
-                continue
-            left = room.get(leaf)
-            if left is None:
-                used = self.used[leaf]
-                left = room[leaf] = {name: amount - used.get(name, 0) for name, amount in queue.guarantee.items()}
+        if not room:
+            return found
+        candidates = [group for group in groups if self.leaf(group) in room]
+        for group in sorted(candidates, key=lambda g: (-g.priority, g.sequence, g.id)):
+            left = room[self.leaf(group)]
             request = {name: amount for name, amount in self.request(group).items() if amount and name in left}
             if request and all(amount <= left[name] for name, amount in request.items()):
                 for name, amount in request.items():
