@@ -1,4 +1,4 @@
-"""`python -m benchmarks [--quick] [--baseline REF]`: generate the data, run the eight benchmarks, write RESULTS.md.
+"""`python -m benchmarks [--quick] [--baseline REF]`: generate the data, run the nine benchmarks, write RESULTS.md.
 
 Data goes to benchmarks/data/ (git-ignored); the full run writes benchmarks/RESULTS.md, a quick run
 (tiny sizes, a smoke test of the harness, figures meaningless) writes benchmarks/data/RESULTS-quick.md
@@ -19,11 +19,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import binding, constraints, contention, machine, occupancy, quality, report, scheduling, startup, submission
+from . import (
+    binding,
+    constraints,
+    contention,
+    machine,
+    occupancy,
+    quality,
+    queues,
+    report,
+    scheduling,
+    startup,
+    submission,
+)
 from .timing import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ("scheduling", "quality", "contention", "submission", "startup", "occupancy", "constraints", "binding")
+NAMES = ("scheduling", "quality", "contention", "submission", "startup", "occupancy", "constraints", "binding",
+         "queues")
 
 FULL: dict[str, dict[str, Any]] = {
     "scheduling": {"pass_nodes": [1000, 5000, 10000], "pass_groups": [1000, 10000], "runs": 3, "cli_runs": 5,
@@ -37,6 +50,7 @@ FULL: dict[str, dict[str, Any]] = {
     "constraints": {"nodes": 5000, "pods": 30000, "experiments": 200, "runs": 5},
     "binding": {"nodes": 5000, "pods": 30000, "backlog_groups": 500, "arrivals": 200, "interval": 0.5, "seed": 1,
                 "limit": 900},
+    "queues": {"nodes": 5000, "groups": [1000, 10000], "rounds": 7},
 }
 QUICK: dict[str, dict[str, Any]] = {
     "scheduling": {"pass_nodes": [60, 120], "pass_groups": [20, 100], "runs": 1, "cli_runs": 1,
@@ -50,6 +64,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "constraints": {"nodes": 100, "pods": 600, "experiments": 10, "runs": 1},
     "binding": {"nodes": 60, "pods": 300, "backlog_groups": 5, "arrivals": 6, "interval": 0.2, "seed": 1,
                 "limit": 120},
+    "queues": {"nodes": 60, "groups": [20], "rounds": 1},
 }
 
 
@@ -93,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"machine": machine.describe(), "quick": args.quick, "configs": configs,
                                "baseline": {"ref": args.baseline, "path": str(baseline)} if baseline else None}
     modules = {"scheduling": scheduling, "quality": quality, "contention": contention, "submission": submission,
-               "startup": startup, "occupancy": occupancy, "constraints": constraints, "binding": binding}
+               "startup": startup, "occupancy": occupancy, "constraints": constraints, "binding": binding,
+               "queues": queues}
     for name in args.only:
         print(f"benchmarks: {name} ...", file=sys.stderr, flush=True)
         config = {**configs[name], "data": str(data), "baseline": baseline}
