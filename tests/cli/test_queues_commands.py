@@ -193,3 +193,24 @@ def test_a_reclaim_out_of_the_passes_reach_is_named_by_list_and_doctor(run_cli, 
     result = run_cli("doctor")
     assert result.code == 0 and line in result.err
     assert line in json.loads(run_cli("doctor", "-o", "json").out)["unreachableReclaims"][0]
+
+
+def test_plan_names_what_a_reclaim_takes_back_and_from_whom(run_cli, tmp_path):
+    from tests.kube_objects import node as snapshot_node
+    from tests.kube_objects import running
+
+    items = [snapshot_node(f"gpu-{i}", 4) for i in range(3)]
+    for i in range(3):
+        items += running(f"b{i}", [f"gpu-{i}"], gpus=4, namespace="default", priority=90,
+                         created=f"2024-01-01T0{i}:00:00Z")
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    policy = tmp_path / "queues.yaml"
+    policy.write_text("queues:\n- {name: a, guarantee: {nvidia.com/gpu: 12}, members: {users: [alice]}}\n"
+                      "- {name: b, members: {users: [bob]}}\n")
+    result = run_cli("plan", TWELVE_A, "--snapshot", snapshot, "--policy", policy, "--user", "alice", "-o", "json")
+    assert result.code == 0, result.err
+    (record,) = json.loads(result.out)["experiments"]
+    assert record["status"] == "placed"
+    assert record["reason"].startswith("waiting to reclaim 12 GPUs lent to b; after preempting ")
+    assert record["reclaims"] == [{"from": "b", "resource": "nvidia.com/gpu", "amount": "12"}]
