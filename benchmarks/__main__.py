@@ -1,4 +1,4 @@
-"""`python -m benchmarks [--quick] [--baseline REF]`: generate the data, run the eight benchmarks, write RESULTS.md.
+"""`python -m benchmarks [--quick] [--baseline REF]`: generate the data, run the nine benchmarks, write RESULTS.md.
 
 Data goes to benchmarks/data/ (git-ignored); the full run writes benchmarks/RESULTS.md, a quick run
 (tiny sizes, a smoke test of the harness, figures meaningless) writes benchmarks/data/RESULTS-quick.md
@@ -19,35 +19,52 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import binding, constraints, contention, machine, occupancy, quality, report, scheduling, startup, submission
+from . import (
+    binding,
+    constraints,
+    contention,
+    machine,
+    occupancy,
+    quality,
+    queues,
+    report,
+    scheduling,
+    startup,
+    submission,
+)
 from .timing import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ("scheduling", "quality", "contention", "submission", "startup", "occupancy", "constraints", "binding")
+NAMES = ("scheduling", "quality", "contention", "submission", "startup", "occupancy", "constraints", "binding",
+         "queues")
 
 FULL: dict[str, dict[str, Any]] = {
     "scheduling": {"pass_nodes": [1000, 5000, 10000], "pass_groups": [1000, 10000], "runs": 3, "cli_runs": 5,
                    "plan_cli": {"nodes": 5000, "pods": 30000, "experiments": 200}},
     "quality": {"instances": 1000, "seed": 1},
-    "contention": {"nodes_8gpu": 8, "nodes_4gpu": 8, "jobs": 300, "traces": 10, "load": 0.9},
+    "contention": {"nodes_8gpu": 8, "nodes_4gpu": 8, "jobs": 300, "traces": 10, "load": 0.9, "team_traces": 3,
+                   "team_load": 1.2},
     "submission": {"latencies_ms": [0, 10], "workers": [1, 4, 8, 16], "pods": 64, "rounds": 5},
     "startup": {"runs": 20},
     "occupancy": {"nodes": 5000, "pods": 30000, "experiments": 200, "runs": 5},
     "constraints": {"nodes": 5000, "pods": 30000, "experiments": 200, "runs": 5},
     "binding": {"nodes": 5000, "pods": 30000, "backlog_groups": 500, "arrivals": 200, "interval": 0.5, "seed": 1,
                 "limit": 900},
+    "queues": {"nodes": 5000, "groups": [1000, 10000], "rounds": 7},
 }
 QUICK: dict[str, dict[str, Any]] = {
     "scheduling": {"pass_nodes": [60, 120], "pass_groups": [20, 100], "runs": 1, "cli_runs": 1,
                    "plan_cli": {"nodes": 100, "pods": 600, "experiments": 10}},
     "quality": {"instances": 20, "seed": 1},
-    "contention": {"nodes_8gpu": 2, "nodes_4gpu": 2, "jobs": 30, "traces": 1, "load": 0.9},
+    "contention": {"nodes_8gpu": 2, "nodes_4gpu": 2, "jobs": 30, "traces": 1, "load": 0.9, "team_traces": 1,
+                   "team_load": 1.2},
     "submission": {"latencies_ms": [0], "workers": [1, 4], "pods": 8, "rounds": 1},
     "startup": {"runs": 2},
     "occupancy": {"nodes": 400, "pods": 2400, "experiments": 10, "runs": 1},
     "constraints": {"nodes": 100, "pods": 600, "experiments": 10, "runs": 1},
     "binding": {"nodes": 60, "pods": 300, "backlog_groups": 5, "arrivals": 6, "interval": 0.2, "seed": 1,
                 "limit": 120},
+    "queues": {"nodes": 60, "groups": [20], "rounds": 1},
 }
 
 
@@ -91,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"machine": machine.describe(), "quick": args.quick, "configs": configs,
                                "baseline": {"ref": args.baseline, "path": str(baseline)} if baseline else None}
     modules = {"scheduling": scheduling, "quality": quality, "contention": contention, "submission": submission,
-               "startup": startup, "occupancy": occupancy, "constraints": constraints, "binding": binding}
+               "startup": startup, "occupancy": occupancy, "constraints": constraints, "binding": binding,
+               "queues": queues}
     for name in args.only:
         print(f"benchmarks: {name} ...", file=sys.stderr, flush=True)
         config = {**configs[name], "data": str(data), "baseline": baseline}

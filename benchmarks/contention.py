@@ -20,6 +20,14 @@ progress: no job runs, none can start, and pods hold GPUs for jobs that never wi
 95th-percentile and longest queue wait (arrival to start) of the jobs that started, jobs that
 never started, and the makespan. GPU-hours are counted over the same window for both: from the
 first arrival until 24 hours after the last one.
+
+Teams (`teams_scenario`): four teams entitled to 40/30/20/10% of the GPUs submit 10/20/30/40% of the jobs of an
+overloaded trace (load 1.2). det-k8s with a queue per team (each guaranteed its share, borrowing what others leave,
+reclaiming it: a reclaimed job starts again from the beginning) against det-k8s without queues and per-pod placement:
+each team's share of the GPU-hours of the busy window beside its entitlement, Jain's fairness index over what each
+team got of what it was owed (its entitlement, or what it asked when less), utilisation, the team-hours a guarantee
+was owed (a team below it had a waiting job that fit what it leaves), and the partial-group and deadlock figures,
+which must stay 0 for det-k8s.
 """
 
 from __future__ import annotations
@@ -67,6 +75,9 @@ class Outcome:
     partial_gpu_seconds: float = 0.0
     deadlock: dict[str, Any] | None = None
     broken_plans: int = 0  # placements that were not whole (must stay 0)
+    runs: list[tuple[str, float, float]] = field(default_factory=list)  # (job, start, end) of every run
+    reclaimed: int = 0  # runs ended early by reclaim (their jobs were queued again)
+    owed_team_hours: dict[str, float] = field(default_factory=dict)  # per team: time its guarantee was owed
 
     def summary(self, jobs: list[Job]) -> dict[str, Any]:
         waits = sorted(self.started[j.id] - j.arrival for j in jobs if j.id in self.started)
@@ -109,7 +120,11 @@ def _running_pods(job: Job, placement: tuple[tuple[str, str], ...], started: flo
                 created=created) for rank, (name, node) in enumerate(placement)]
 
 
-def simulate_det_k8s(nodes: list[tuple[str, int]], jobs: list[Job], policy: Policy) -> Outcome:
+def simulate_det_k8s(nodes: list[tuple[str, int]], jobs: list[Job], policy: Policy,
+                     guarantees: dict[str, int] | None = None) -> Outcome:
+    """With team queues in `policy`, reclaim's victims stop at once and go back to the queue (their run's work is
+    lost: they start again from the beginning). `guarantees` (team = user -> GPUs) counts the time each team's
+    guarantee was owed: it had a waiting job that fits within what its guarantee leaves."""
     outcome = Outcome()
     node_objs = tuple(Node(name, {GPU: gpus * 1000, "cpu": 96000, PODS: 110000}) for name, gpus in nodes)
     by_id = {job.id: job for job in jobs}
@@ -118,12 +133,20 @@ def simulate_det_k8s(nodes: list[tuple[str, int]], jobs: list[Job], policy: Poli
     heapq.heapify(events)
     queue: dict[str, PodGroup] = {}
     running: dict[str, list[Pod]] = {}
+    began: dict[str, float] = {}  # running job -> when this run started
+    clock = 0.0
     while events:
         now = events[0][0]
+        if guarantees:
+            _owe(outcome, guarantees, queue, running, by_id, now - clock)
+        clock = now
         while events and events[0][0] == now:
             _, kind, job_id = heapq.heappop(events)
             if kind == 0:
+                if job_id not in running or began[job_id] + by_id[job_id].duration != now:
+                    continue  # the end of a run reclaim cut short
                 running.pop(job_id)
+                outcome.runs.append((job_id, began.pop(job_id), now))
                 outcome.finished[job_id] = now
             else:
                 queue[job_id] = _group(by_id[job_id], sequence[job_id])
@@ -131,14 +154,20 @@ def simulate_det_k8s(nodes: list[tuple[str, int]], jobs: list[Job], policy: Poli
             continue
         snapshot = Snapshot(node_objs, tuple(pod for pods in running.values() for pod in pods))
         plan = schedule(snapshot, list(queue.values()), policy, now=EPOCH + timedelta(seconds=now))
+        for victim in plan.victims:  # reclaimed (or preempted): stops now, queued again from the start
+            running.pop(victim)
+            outcome.runs.append((victim, began.pop(victim), now))
+            outcome.reclaimed += 1
+            queue[victim] = _group(by_id[victim], sequence[victim])
         for job_id, placement in plan.placements.items():
             job = by_id[job_id]
             if len(placement) != job.pods or not all(node for _, node in placement):
                 outcome.broken_plans += 1
                 continue
             del queue[job_id]
-            outcome.started[job_id] = now
+            outcome.started.setdefault(job_id, now)
             running[job_id] = _running_pods(job, placement, now)
+            began[job_id] = now
             heapq.heappush(events, (now + job.duration, 0, job_id))
         for job_id in plan.rejected:
             del queue[job_id]
@@ -146,6 +175,25 @@ def simulate_det_k8s(nodes: list[tuple[str, int]], jobs: list[Job], policy: Poli
     if queue:  # nothing runs, nothing arrives, groups still wait: they can never start
         outcome.deadlock = {"jobs": sorted(queue), "gpus_held": 0}
     return outcome
+
+
+def _owe(outcome: Outcome, guarantees: dict[str, int], queue: dict[str, PodGroup], running: dict[str, list[Pod]],
+         by_id: dict[str, Job], seconds: float) -> None:
+    """Over the last `seconds` (nothing changed in them): each team below its guarantee with a waiting job that
+    fits what the guarantee leaves was owed it."""
+    if seconds <= 0:
+        return
+    used: dict[str, int] = {}
+    for job_id in running:
+        job = by_id[job_id]
+        used[job.user] = used.get(job.user, 0) + job.gpus
+    for job_id in queue:
+        job = by_id[job_id]
+        if used.get(job.user, 0) + job.gpus <= guarantees.get(job.user, 0):
+            owed = outcome.owed_team_hours
+            owed[job.user] = owed.get(job.user, 0.0) + seconds / HOUR
+            used[job.user] = guarantees[job.user] + 1  # counted once per team
+    return
 
 
 # -- per pod, as kube-scheduler ----------------------------------------------------------------------
@@ -204,6 +252,7 @@ def simulate_per_pod(nodes: list[tuple[str, int]], jobs: list[Job]) -> Outcome:
                 continue
             if len(on) == job.pods:
                 outcome.started[job_id] = now
+                outcome.runs.append((job_id, now, now + job.duration))
                 heapq.heappush(events, (now + job.duration, 0, job_id))
             else:
                 outcome.ever_partial.add(job_id)
@@ -265,12 +314,81 @@ def _compare(name: str, nodes: list[tuple[str, int]], jobs: list[Job]) -> dict[s
     }
 
 
+# -- teams ----------------------------------------------------------------------------------------------
+
+TEAMS = (("alice", 0.4), ("bob", 0.3), ("carol", 0.2), ("dave", 0.1))  # team (its user) and its entitled share
+DEMAND = (0.1, 0.2, 0.3, 0.4)  # the share of the jobs each team submits: the most entitled submit the least
+
+
+def team_trace(seed: int, count: int, nodes: list[tuple[str, int]], load: float) -> list[Job]:
+    """`trace`, with the teams submitting DEMAND of the experiments: their needs and entitlements differ."""
+    rng = random.Random(seed * 7919)
+    return [Job(j.id, j.arrival, j.pods, j.gpus_per_pod, j.duration,
+                rng.choices([t for t, _ in TEAMS], DEMAND)[0]) for j in trace(seed, count, nodes, load)]
+
+
+def team_queues(gpus: int) -> dict[str, Any]:
+    """One queue per team, guaranteed its share of the GPUs (rounded down), no limit."""
+    return {"version": 1, "queues": [{"name": team, "guarantee": {GPU: int(gpus * share)}, "members": {"users": [team]}}
+                                     for team, share in TEAMS]}
+
+
+def team_figures(outcome: Outcome, jobs: list[Job], gpus: int, guarantees: dict[str, int] | None) -> dict[str, Any]:
+    """Each team's share of the GPU-hours in the busy window (first to last arrival) beside its entitlement; Jain's
+    fairness index over what each team got of what it was owed (its entitlement of the window's GPU-hours, or the
+    GPU-hours it submitted when fewer; capped at 1); utilisation in that window; the team-hours a guarantee was
+    owed."""
+    start, end = min(j.arrival for j in jobs), max(j.arrival for j in jobs)
+    by_id = {j.id: j for j in jobs}
+    used: dict[str, float] = {team: 0.0 for team, _ in TEAMS}
+    for job_id, began, ended in outcome.runs:
+        overlap = max(0.0, min(ended, end) - max(began, start))
+        used[by_id[job_id].user] += overlap * by_id[job_id].gpus / HOUR
+    demand: dict[str, float] = {team: 0.0 for team, _ in TEAMS}  # GPU-hours submitted in the window
+    for job in jobs:
+        demand[job.user] += job.gpus * job.duration / HOUR
+    total = sum(used.values())
+    window = gpus * (end - start) / HOUR
+    # a team is owed its entitlement, or all it asked for when that is less; getting more is no unfairness to it
+    ratios = [min(1.0, used[team] / min(share * window, demand[team])) if demand[team] else 1.0
+              for team, share in TEAMS]
+    jain = sum(ratios) ** 2 / (len(ratios) * sum(r * r for r in ratios)) if any(ratios) else 0.0
+    return {
+        "share": {team: round(used[team] / total, 3) if total else 0.0 for team, _ in TEAMS},
+        "entitled": dict(TEAMS), "jain": round(jain, 3),
+        "utilisation": round(total / (gpus * (end - start) / HOUR), 3) if end > start else None,
+        "owed_team_hours": round(sum(outcome.owed_team_hours.values()), 1) if guarantees is not None else None,
+        "reclaimed_runs": outcome.reclaimed,
+        "partial_groups": len(outcome.ever_partial), "deadlocked": outcome.deadlock is not None,
+        "broken_plans": outcome.broken_plans,
+    }
+
+
+def teams_scenario(seed: int, nodes: list[tuple[str, int]], count: int, load: float) -> dict[str, Any]:
+    from det_k8s.scheduling.queues import parse_queues
+
+    gpus = sum(g for _, g in nodes)
+    jobs = team_trace(seed, count, nodes, load)
+    tree, problems = parse_queues(team_queues(gpus))
+    assert tree is not None, problems
+    guarantees = {team: int(gpus * share) for team, share in TEAMS}
+    with_quotas = simulate_det_k8s(nodes, jobs, Policy(queues=tree), guarantees)
+    without = simulate_det_k8s(nodes, jobs, Policy(), guarantees)
+    per_pod = simulate_per_pod(nodes, jobs)
+    return {"scenario": f"teams, seed {seed}", "gpus": gpus, "jobs": len(jobs),
+            "with_quotas": team_figures(with_quotas, jobs, gpus, guarantees),
+            "without_quotas": team_figures(without, jobs, gpus, guarantees),
+            "per_pod": team_figures(per_pod, jobs, gpus, None)}
+
+
 def run(config: dict[str, Any]) -> dict[str, Any]:
     nodes = [(f"a100-{i}", 8) for i in range(config["nodes_8gpu"])] + [
         (f"v100-{i}", 4) for i in range(config["nodes_4gpu"])]
     traces = [_compare(f"random trace, seed {seed}", nodes, trace(seed, config["jobs"], nodes, config["load"]))
               for seed in range(1, config["traces"] + 1)]
-    return {"documents": documents_scenarios(), "traces": traces,
+    teams = [teams_scenario(seed, nodes, config["jobs"], config.get("team_load", 1.2))
+             for seed in range(1, config.get("team_traces", 3) + 1)]
+    return {"documents": documents_scenarios(), "traces": traces, "teams": teams,
             "cluster": {"nodes_8gpu": config["nodes_8gpu"], "nodes_4gpu": config["nodes_4gpu"],
                         "gpus": sum(g for _, g in nodes)},
             "load": config["load"], "jobs_per_trace": config["jobs"]}

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ..cluster.model import Snapshot
     from ..kube.api import KubeApi
     from ..kube.queue import QueueEntry
+    from ..scheduling.model import Policy
 
 
 def _failed_creations(api: KubeApi, namespace: str, entries: list[QueueEntry]) -> list[dict[str, Any]]:
@@ -67,16 +68,42 @@ def _queue_namespaces(api: KubeApi, all_namespaces: bool) -> list[str]:
     return sorted(found)
 
 
-def _unheld_guarantees(api: KubeApi, snapshot: Snapshot) -> list[str]:
-    """The namespace's team queues whose guarantees the cluster cannot hold (a warning, not a finding)."""
+def _policy(api: KubeApi) -> Policy | None:
     from ..kube.policy import read_policy
-    from ..scheduling.queues import unheld
 
     try:
-        queues = read_policy(api, api.namespace).queues
+        return read_policy(api, api.namespace)
     except DetK8sError as exc:
         output.warning(f"cannot read the scheduling policy, so its queues are not checked: {exc.message}")
+        return None
+
+
+def _unreachable_reclaims(snapshot: Snapshot, namespace: str, entries: list[QueueEntry], policy: Policy,
+                          prefix: str) -> list[str]:
+    """Queued experiments of the namespace whose queue could reclaim capacity lent to det-k8s experiments of other
+    namespaces, which its passes cannot evict (a warning: they wait until those stop)."""
+    from ..kube.lease import utcnow
+    from ..kube.queue import QUEUED, RUNNING
+    from ..kube.scheduler import dry_plan
+    from ..scheduling.explain import describe
+
+    if policy.queues is None or not any(e.state == QUEUED for e in entries):
         return []
+    plan = dry_plan(snapshot, [e for e in entries if e.state in (QUEUED, RUNNING)], policy, now=utcnow(),
+                    namespace=namespace)
+    found = []
+    for group_id, reason in sorted(plan.waiting.items()):
+        if reason.unreachable:
+            line = next(part for part in describe(reason).split("; ") if part.startswith("its queue could reclaim"))
+            found.append(f"{prefix}{group_id}: {line}")
+    return found
+
+
+def _unheld_guarantees(policy: Policy | None, snapshot: Snapshot) -> list[str]:
+    """The namespace's team queues whose guarantees the cluster cannot hold (a warning, not a finding)."""
+    from ..scheduling.queues import unheld
+
+    queues = policy.queues if policy is not None else None
     if queues is None:
         return []
     totals: dict[str, int] = {}
@@ -116,7 +143,9 @@ def doctor(
             output.warning(f"cannot list events, so the groups det-k8s tore down are not shown: {exc.message}")
             events = []
     failures = recorded_failures(events, FAILURE_REASONS)
-    unheld = _unheld_guarantees(api, snapshot)
+    policy = _policy(api)
+    unheld = _unheld_guarantees(policy, snapshot)
+    unreachable: list[str] = []
     diagnosis = find_partial_groups(snapshot)
     groups = [g for g in diagnosis.partial if all_namespaces or g.namespace == api.namespace]
     stale: list[str] = []
@@ -133,6 +162,8 @@ def doctor(
                 stale.append(prefix + entry.id)
         leftovers += _failed_creations(api, namespace, everything)
         intents += _unfinished(snapshot, namespace, everything, prefix)
+        if policy is not None:
+            unreachable += _unreachable_reclaims(snapshot, namespace, everything, policy, prefix)
         skipped += store.skipped
     records = [{"group": g.key, "owner": g.owner, "namespace": g.namespace, "running": list(g.running),
                 "waiting": list(g.waiting), "missing": g.missing, "gpusHeld": g.held_gpus, "advice": g.advice,
@@ -142,6 +173,7 @@ def doctor(
     if output_format is not OutputFormat.table:
         output.data({"partialGroups": records, "staleRunningEntries": stale, "failedCreationPods": leftovers,
                      "unreadableEntries": skipped, "repairedGroups": repaired, "unheldGuarantees": unheld,
+                     "unreachableReclaims": unreachable,
                      "unfinishedIntents": intents}, output_format)
     else:
         if groups:
@@ -167,6 +199,8 @@ def doctor(
         for message in skipped:
             output.warning(message)
         for message in unheld:
+            output.warning(f"team queues: {message}")
+        for message in unreachable:
             output.warning(f"team queues: {message}")
     if groups or stale or leftovers or intents:
         idle = sum(g.held_gpus for g in groups)

@@ -324,7 +324,8 @@ def list_(
     records = []
     for entry in entries:
         fresh = plan.reason(entry.id) if entry.state == "queued" else None
-        records.append(_entry_data(entry, positions.get(entry.id), describe(fresh) if fresh else None))
+        records.append(_entry_data(entry, positions.get(entry.id),
+                                   describe(fresh) if fresh else _reclaiming(plan, entry.id, entry.state)))
     if output_format is not OutputFormat.table:
         output.data({"experiments": records}, output_format)
         return
@@ -333,6 +334,17 @@ def list_(
     output.table(["id", "name", "user", "state", "position", "slots", "priority", "age", "reason"], rows)
     if not records:
         output.message(f"no experiments in namespace {api.namespace}")
+
+
+def _reclaiming(plan: Plan, group_id: str, state: str) -> str | None:
+    """A queued experiment the next pass places by reclaiming: what it waits to take back, from whom (None when it
+    does not, so the entry's own reason stands)."""
+    from ..scheduling.explain import reclaiming
+
+    lent = plan.reclaims.get(group_id)
+    if state != "queued" or not lent:
+        return None
+    return reclaiming(lent, plan.preempting.get(group_id, ()))
 
 
 def _short(text: str, width: int = 70) -> str:
@@ -362,7 +374,8 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     plan = _fresh_plan(api, everything, cluster)
     rows = group_map(snapshot, entry.id, entry.group, plan)
     reason = plan.reason(entry.id) if entry.state == QUEUED else None
-    data = _entry_data(entry, _queue_positions(plan).get(entry.id), describe(reason) if reason else None)
+    data = _entry_data(entry, _queue_positions(plan).get(entry.id),
+                       describe(reason) if reason else _reclaiming(plan, entry.id, entry.state))
     pods = api.list(PODS, api.namespace, label_selector=f"{L.GROUP}={entry.id}")
     from ..cluster.read import pod_from_object
 

@@ -46,7 +46,7 @@ STYLE = {CellKind.FREE: "grey62", CellKind.FOREIGN: "grey85 on grey30", CellKind
 PLANNED_STYLE = "bold grey0 on green1"
 REPLACING_STYLE = "bold grey0 on dark_orange"  # planned where an evicted group runs now
 VICTIM_STYLE = "bold strike grey100 on red3"
-KINDS = {"det-k8s": "det-k8s group", "determined": "Determined task"}
+KINDS = {"det-k8s": "det-k8s group", "determined": "Determined task", "queue": "team queue"}
 _CONTROL = UNPRINTABLE  # names from a hand-edited snapshot never drive the terminal
 
 

@@ -20,11 +20,12 @@ from . import output
 from .options import OutputFormat
 
 if TYPE_CHECKING:
-    from ..cluster.model import Snapshot
+    from ..cluster.model import Pod, Snapshot
     from ..kube.api import KubeApi
     from ..kube.scheduler import DryCluster
     from ..scheduling.model import Plan, PodGroup
     from ..scheduling.occupancy import OccupancyMap
+    from ..scheduling.queues import QueueTree
     from ..settings import Settings
 
 
@@ -36,6 +37,14 @@ SummaryOpt = Annotated[bool | None, typer.Option(
     "--summary/--no-summary", show_default=False,
     help="Per pool: nodes by free slots and the largest free blocks, instead of one row per node "
          "(default: when the rows do not fit the width, or beyond 200 nodes).")]
+ByOpt = Annotated[str, typer.Option(
+    "--by", metavar="holder|queue",
+    help="Colour the slots by who holds them (holder: each group and task), or by team queue (queue: the rows "
+         "grouped by the queue holding most of each node, unless --group-by is given).")]
+QueuesFileOpt = Annotated[Path | None, typer.Option(
+    "--policy", metavar="FILE", show_default=False,
+    help="With --by queue and --snapshot: the scheduling policy (or queue document) whose queues to use; the live "
+         "cluster's policy otherwise.")]
 GroupByOpt = Annotated[str | None, typer.Option(
     "--group-by", metavar="LABEL", show_default=False,
     help="Group the rows by this node label (default: the first node-pool or zone label the nodes carry).")]
@@ -50,6 +59,7 @@ class MapRequest:
     summary: bool | None = None
     svg: Path | None = None
     html: Path | None = None
+    queues: QueueTree | None = None  # colour and group by these team queues (`nodes map --by queue`)
 
     def __post_init__(self) -> None:
         """Usage errors before anything is read: a selector kubectl would refuse, a --group-by that is no label key."""
@@ -83,10 +93,18 @@ def occupancy(snapshot: Snapshot, settings: Settings | None, request: MapRequest
     names = selected_nodes(snapshot, request.selector)
     picked = set(names) if names is not None else None
     chosen = snapshot.nodes if picked is None else [n for n in snapshot.nodes if n.name in picked]
-    group_by = request.group_by or default_group_by(chosen)
+    tree = request.queues
+    group_by = request.group_by or (None if tree is not None else default_group_by(chosen))
     constraints = task_pod_constraints(settings, snapshot, extended_resource_toleration)  # as planning admits them
+    queue_of = None
+    if tree is not None:
+        from ..scheduling import labels as L
+
+        def queue_of(pod: Pod) -> str:
+            return tree.leaf_for(user=pod.labels.get(L.USER, ""), namespace=pod.namespace, labels=pod.labels)
+
     return build(snapshot, slot_unit(settings), constraints=constraints, group_by=group_by,
-                 plan=plan, queue=queue, nodes=names)
+                 plan=plan, queue=queue, nodes=names, queue_of=queue_of)
 
 
 def present(omap: OccupancyMap, request: MapRequest, output_format: OutputFormat) -> None:
@@ -136,6 +154,38 @@ def _reservation(api: KubeApi, snapshot: Snapshot | DryCluster) -> tuple[Plan | 
         return None, []
     queue = [group_from_dict(e.group) for e in entries if e.state == QUEUED] + master
     return Plan({}, {}, {}, reservations=plan.reservations), queue
+
+
+def queues_for_map(by: str, snapshot_file: Path | None, policy_file: Path | None) -> QueueTree | None:
+    """The team queues `nodes map --by queue` colours by: the policy file's, or the live cluster's policy's."""
+    from ..errors import UsageError
+
+    if by not in ("holder", "queue"):
+        raise UsageError(f"--by {by!r}: expected holder or queue")
+    if by == "holder":
+        if policy_file is not None:
+            raise UsageError("--policy is read only with --by queue")
+        return None
+    if policy_file is not None:
+        from ..scheduling.model import Policy
+        from .planning import with_policy_file
+
+        tree = with_policy_file(Policy(), policy_file).queues
+        where = str(policy_file)
+    elif snapshot_file is not None:
+        raise UsageError("--by queue with --snapshot needs --policy FILE (the policy or queue document whose "
+                         "queues to use)")
+    else:
+        from ..kube.policy import read_policy
+        from .options import current
+
+        api = current().connect()
+        tree = read_policy(api, api.namespace).queues
+        where = f"the scheduling policy of namespace {api.namespace}"
+    if tree is None:
+        raise DetK8sError(f"--by queue: {where} has no team queues",
+                          hint="set them with `det-k8s scheduler policy --queues FILE`")
+    return tree
 
 
 def run_map(snapshot_file: Path | None, values: Sequence[str] | None, sets: Sequence[str] | None,

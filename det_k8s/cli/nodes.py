@@ -8,6 +8,7 @@ for why): the agent label `determined.ai/pedl-agent=present` and the taint
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,7 +34,7 @@ from ..tools.kubectl import (
 from . import output
 from .common import KubectlBinaryOpt, cluster, kube_flags, kubectl
 from .inputs import SetOpt, SetStringOpt, ValuesOpt
-from .nodemap import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
+from .nodemap import ByOpt, GroupByOpt, HtmlOpt, QueuesFileOpt, SummaryOpt, SvgOpt
 from .options import OutputFormat, OutputOpt, current, with_global_options, with_options
 
 app = typer.Typer(help="Cluster nodes: capacity, a map of who holds each GPU, the agent label, taints, a GPU check.",
@@ -98,6 +99,8 @@ def map_(
         "--selector", "-l", metavar="SELECTOR", show_default=False,
         help="Only nodes matching this label selector (e.g. node-pool=a100,!gpu.example/broken).")] = None,
     group_by: GroupByOpt = None,
+    by: ByOpt = "holder",
+    policy_file: QueuesFileOpt = None,
     summary: SummaryOpt = None,
     svg: SvgOpt = None,
     html: HtmlOpt = None,
@@ -107,9 +110,11 @@ def map_(
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Who holds each GPU (or CPU slot) of each node: Determined, det-k8s, other pods, free, reserved."""
-    from .nodemap import MapRequest, run_map
+    from .nodemap import MapRequest, queues_for_map, run_map
 
-    run_map(snapshot_file, values, set_, set_string, MapRequest(selector, group_by, summary, svg, html), output_format)
+    request = MapRequest(selector, group_by, summary, svg, html)  # usage errors first, before anything is read
+    queues = queues_for_map(by, snapshot_file, policy_file)
+    run_map(snapshot_file, values, set_, set_string, replace(request, queues=queues), output_format)
 
 
 @app.command("label")

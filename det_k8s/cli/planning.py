@@ -25,8 +25,9 @@ from ..cluster.model import Snapshot
 from ..cluster.sanity import require_nodes, snapshot_warnings
 from ..determined.versions import Version
 from ..errors import ExperimentError, Unschedulable
+from ..quantity import format_milli
 from ..scheduling.experiments import Experiment, parse_experiment
-from ..scheduling.explain import describe, to_dict
+from ..scheduling.explain import describe, reclaiming, to_dict
 from ..scheduling.groups import build_group
 from ..scheduling.labels import running_groups
 from ..scheduling.model import ZONE, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
@@ -171,7 +172,8 @@ def report(entries: Sequence[Entry], plan: Plan, running: dict[str, RunningGroup
         if waits:
             evicted = [_name(running, v) for v in waits if v in plan.victims]
             leaving = [_name(running, v) for v in waits if v not in plan.victims]
-            text = "; ".join(([f"after preempting {', '.join(evicted)}"] if evicted else [])
+            text = "; ".join(([reclaiming(plan.reclaims[group.id])] if plan.reclaims.get(group.id) else [])
+                             + ([f"after preempting {', '.join(evicted)}"] if evicted else [])
                              + ([f"once terminating {', '.join(leaving)} have left"] if leaving else []))
         pods = [{"name": pod, "node": node, "slots": group.slots_per_pod}
                 for pod, node in plan.placements.get(group.id, ())]
@@ -179,6 +181,10 @@ def report(entries: Sequence[Entry], plan: Plan, running: dict[str, RunningGroup
                                   "pods": pods}
         if reason is not None:
             record["why"] = to_dict(reason)
+        if plan.reclaims.get(group.id):
+            record["reclaims"] = [{"from": item.lender, "resource": item.resource,
+                                   "amount": format_milli(item.resource, item.amount)}
+                                  for item in plan.reclaims[group.id]]
         if waits:
             record["waits_for"] = [{"group": v, "experiment": running[v].experiment if v in running else v,
                                     "victim": v in plan.victims} for v in waits]

@@ -24,7 +24,7 @@ Everything here is pure and in integer milli-units, like the rest of the model.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,26 +158,37 @@ def _containers(spec: Mapping[str, Any], key: str) -> Iterable[Mapping[str, Any]
     return [c for c in raw if isinstance(c, Mapping)] if isinstance(raw, list) else []
 
 
-def effective_limits(spec: Mapping[str, Any], where: str = "pod") -> dict[str, int]:
-    """The pod's effective limit per resource (resourcehelper.PodLimits): max(app containers + sidecars, the largest
-    init container + the sidecars before it), a pod-level limit for cpu and memory, plus the overhead."""
-    apps: dict[str, int] = {}
-    for container in _containers(spec, "containers"):
-        for name, amount in _quantities(_mapping(container.get("resources")).get("limits"), where).items():
-            apps[name] = apps.get(name, 0) + amount
+def containers_total(apps: Iterable[Any], inits: Iterable[Any],
+                     amounts: Callable[[Any], Mapping[str, int]]) -> dict[str, int]:
+    """The containers' part of a pod's effective request or limit (resourcehelper's rule): per resource, the larger
+    of the app containers plus the sidecars (init containers with restartPolicy Always) and the largest other init
+    container plus the sidecars started before it. `amounts` gives one container's requests or limits."""
+    total: dict[str, int] = {}
+    for container in apps:
+        for name, amount in amounts(container).items():
+            total[name] = total.get(name, 0) + amount
     sidecars: dict[str, int] = {}
     peak: dict[str, int] = {}
-    for container in _containers(spec, "initContainers"):
-        limits = _quantities(_mapping(container.get("resources")).get("limits"), where)
-        if container.get("restartPolicy") == "Always":
-            for name, amount in limits.items():
+    for container in inits:
+        own = amounts(container)
+        if container.get("restartPolicy") == "Always":  # a sidecar keeps running beside the app
+            for name, amount in own.items():
                 sidecars[name] = sidecars.get(name, 0) + amount
             continue
-        for name, amount in limits.items():
+        for name, amount in own.items():
             peak[name] = max(peak.get(name, 0), amount + sidecars.get(name, 0))
-    total = {name: apps.get(name, 0) + sidecars.get(name, 0) for name in set(apps) | set(sidecars)}
+    for name, amount in sidecars.items():
+        total[name] = total.get(name, 0) + amount
     for name, amount in peak.items():
         total[name] = max(total.get(name, 0), amount)
+    return total
+
+
+def effective_limits(spec: Mapping[str, Any], where: str = "pod") -> dict[str, int]:
+    """The pod's effective limit per resource (resourcehelper.PodLimits): the containers' (`containers_total`), a
+    pod-level limit for cpu and memory, plus the overhead."""
+    total = containers_total(_containers(spec, "containers"), _containers(spec, "initContainers"),
+                             lambda c: _quantities(_mapping(c.get("resources")).get("limits"), where))
     pod_level = spec.get("resources")
     if isinstance(pod_level, Mapping):
         for name, amount in _quantities(pod_level.get("limits"), where).items():

@@ -42,7 +42,7 @@ from .model import (
     Volume,
     VolumeClaim,
 )
-from .quota import ResourceQuota, quota_from_object
+from .quota import ResourceQuota, containers_total, quota_from_object
 from .shapes import find_problem, object_name
 
 POD_LEVEL_RESOURCES = ("cpu", "memory")  # what `spec.resources` may set (resourcehelper.IsSupportedPodLevelResource)
@@ -106,24 +106,10 @@ def effective_requests(spec: Mapping[str, Any], where: str = "pod") -> dict[str,
 
 
 def _effective_requests(spec: Mapping[str, Any], where: str) -> dict[str, int]:
-    """The general rule: app containers, sidecars, init containers and overhead."""
-    apps: dict[str, int] = {}
-    for container in spec.get("containers") or ():
-        for name, amount in container_requests(container, where).items():
-            apps[name] = apps.get(name, 0) + amount
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for container in spec.get("initContainers") or ():
-        req = container_requests(container, where)
-        if container.get("restartPolicy") == "Always":  # a sidecar keeps running beside the app
-            for name, amount in req.items():
-                sidecars[name] = sidecars.get(name, 0) + amount
-            continue
-        for name, amount in req.items():
-            init_peak[name] = max(init_peak.get(name, 0), amount + sidecars.get(name, 0))
-    total = {name: apps.get(name, 0) + sidecars.get(name, 0) for name in set(apps) | set(sidecars)}
-    for name, amount in init_peak.items():
-        total[name] = max(total.get(name, 0), amount)
+    """The general rule: the containers' (`quota.containers_total`, shared with the effective limits), pod-level
+    resources and overhead."""
+    total = containers_total(spec.get("containers") or (), spec.get("initContainers") or (),
+                             lambda container: container_requests(container, where))
     pod_level = spec.get("resources")
     if isinstance(pod_level, Mapping):  # pod-level resources (PodLevelResources, on by default since 1.34)
         pod_requests = _quantities(pod_level.get("requests"), f"{where}: spec.resources")

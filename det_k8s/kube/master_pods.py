@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import stopping
 from ..errors import DetK8sError, NotFound
-from ..scheduling.explain import describe
+from ..scheduling.explain import describe, reclaiming
 from ..scheduling.master import (
     ALLOCATION,
     GANG_NAME,
@@ -175,7 +175,10 @@ class MasterPods:
                 continue
             waits_for = plan.preempting.get(group_id, ())
             if waits_for:
-                text = (f"det-k8s: gang {group.name} waits for preempted group(s) to stop: {', '.join(waits_for)}; "
+                what = f"gang {group.name}" if group.size > 1 else f"pod {group.name}"
+                text = (f"det-k8s: {what} {reclaiming(plan.reclaims[group_id], waits_for)}; Determined checkpoints "
+                        "them first" if plan.reclaims.get(group_id) else
+                        f"det-k8s: gang {group.name} waits for preempted group(s) to stop: {', '.join(waits_for)}; "
                         "Determined checkpoints them first")
                 report.waiting[group_id] = text
                 self.binder.report_waiting(group, B.PREEMPTING, text, before=self.still_ours)

@@ -34,7 +34,7 @@ from ..cluster.model import Pod, Snapshot
 from ..cluster.read import pod_from_object
 from ..errors import Conflict, DetK8sError
 from ..scheduling import labels as L
-from ..scheduling.explain import describe
+from ..scheduling.explain import describe, reclaiming
 from ..scheduling.groups import pin
 from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS, FREE_REJECTIONS, Health, Verdict, charge, group_health, next_attempt
 from ..scheduling.master import master_groups, planned_forms
@@ -276,9 +276,8 @@ class LiveScheduler:
                 continue  # the master's: bound below
             entry = entries[group_id]
             waits_for = plan.preempting.get(group_id, ())
-            if waits_for and set(waits_for) <= set(plan.reclaimed):
-                report.waiting[group_id] = (f"waiting to reclaim its queue's guarantee, lent to group(s) now stopping: "
-                                            f"{', '.join(waits_for)}")
+            if waits_for and plan.reclaims.get(group_id):
+                report.waiting[group_id] = reclaiming(plan.reclaims[group_id], waits_for)
                 entries[group_id] = self._note(entry, report.waiting[group_id], report)
                 continue
             if waits_for:

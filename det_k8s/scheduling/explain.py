@@ -12,12 +12,13 @@ phrase); a line never contains it, so the master passes ours to the trial log as
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..cluster.model import Resources
 from ..cluster.quota import amount as quota_amount
 from ..quantity import format_milli
-from .model import QueueHold, QuotaHold, Reason, ReasonCode
+from .model import Lent, QueueHold, QuotaHold, Reason, ReasonCode
 from .queues import unit
 
 
@@ -147,9 +148,33 @@ def _quota(hold: QuotaHold) -> str:
 
 def _queue(hold: QueueHold) -> str:
     """`queue nlp: 48 of 48 GPUs (its limit), the group needs 8`; a parent's: `queue research (above nlp): ...`."""
+    if hold.bound == "lendingLimit":
+        return (f"queue {hold.queue} keeps {unit(hold.resource, hold.used)} it does not lend (its lendingLimit) "
+                f"of the {amount(hold.resource, hold.limit)} free, the group needs {amount(hold.resource, hold.needs)}")
     which = hold.queue if hold.queue == hold.leaf else f"{hold.queue} (above {hold.leaf})"
-    return (f"queue {which}: {amount(hold.resource, hold.used)} of {unit(hold.resource, hold.limit)} (its limit), "
+    bound = "its limit" if hold.bound == "limit" else "its guarantee and borrowingLimit"
+    return (f"queue {which}: {amount(hold.resource, hold.used)} of {unit(hold.resource, hold.limit)} ({bound}), "
             f"the group needs {amount(hold.resource, hold.needs)}")
+
+
+def reclaiming(lent: Sequence[Lent], stopping: Sequence[str] = ()) -> str:
+    """`waiting to reclaim 8 GPUs lent to vision`, and the groups that must stop first when named."""
+    text = "waiting to reclaim " + " and ".join(f"{unit(item.resource, item.amount)} lent to {item.lender}"
+                                                for item in lent)
+    if stopping:
+        text += f" (group{'' if len(stopping) == 1 else 's'} now stopping: {', '.join(stopping)})"
+    return text
+
+
+def _unreachable(reason: Reason) -> str | None:
+    """`queue nlp could reclaim 8 GPUs lent to vision, but det-k8s experiments of namespace team-v hold them ...`."""
+    if not reason.unreachable:
+        return None
+    what = " and ".join(f"{unit(item.resource, item.amount)} lent to {item.lender}" for item in reason.unreachable)
+    where = f"namespace{'' if len(reason.unreachable_in) == 1 else 's'} {', '.join(reason.unreachable_in)}"
+    return (f"its queue could reclaim {what}, but det-k8s experiments of {where} hold them, and a pass evicts "
+            "only its own namespace's experiments and the Determined master's trials: stop them there, or run "
+            "the teams' experiments in one namespace")
 
 
 def _request(request: Resources) -> str:
@@ -190,7 +215,7 @@ def describe(reason: Reason) -> str:
                          f"({', '.join(reason.reserved_nodes)}); starting here would delay it")
         elif code is ReasonCode.STRICT_ORDER:
             parts.append(f"backfill is off and {reason.detail} waits ahead of it")
-        parts += [_holders(reason), _blocked(reason), _excluded(reason), _ahead(reason)]
+        parts += [_unreachable(reason), _holders(reason), _blocked(reason), _excluded(reason), _ahead(reason)]
         if code is not ReasonCode.STRICT_ORDER:
             parts.append(_preemption(reason))
     return "; ".join(part for part in parts if part)
@@ -211,7 +236,7 @@ def to_dict(reason: Reason) -> dict[str, Any]:
         "resource": resource,
         "limiting": reason.limiting,
     }
-    if reason.code not in (ReasonCode.NOT_DIVISIBLE, ReasonCode.INVALID):
+    if reason.code not in (ReasonCode.NOT_DIVISIBLE, ReasonCode.INVALID, ReasonCode.QUEUE_LIMIT):
         data["eligible_nodes"] = reason.eligible_nodes
         data["excluded"] = [{"cause": cause, "nodes": n} for cause, n in reason.excluded]
         data["fits_at_most"] = reason.fits_at_most
@@ -239,11 +264,17 @@ def to_dict(reason: Reason) -> dict[str, Any]:
         data["quota"] = {"namespace": hold.namespace, "name": hold.quota, "resource": hold.resource,
                          "used": quota_amount(hold.resource, hold.used), "hard": quota_amount(hold.resource, hold.hard),
                          "needs": quota_amount(hold.resource, hold.needs)}
+    if reason.code is ReasonCode.QUEUE_LIMIT:  # a queue holds it, not the cluster's capacity: that is not shown
+        data["ahead"] = {"count": reason.ahead_count, "first": list(reason.ahead), "ids": list(reason.ahead_ids)}
     if reason.queue is not None:
         held = reason.queue
         data["queue"] = {"queue": held.queue, "leaf": held.leaf, "resource": held.resource,
                          "used": amount(held.resource, held.used), "limit": amount(held.resource, held.limit),
-                         "needs": amount(held.resource, held.needs)}
+                         "needs": amount(held.resource, held.needs), "bound": held.bound}
+    if reason.unreachable:
+        data["unreachable_reclaim"] = {"namespaces": list(reason.unreachable_in), "lent": [
+            {"to": item.lender, "resource": item.resource, "amount": amount(item.resource, item.amount)}
+            for item in reason.unreachable]}
     if reason.detail:
         data["detail"] = reason.detail
     return data

@@ -93,6 +93,15 @@ class PodGroup:
         return total_of(pod.requests for pod in self.pods)
 
 
+class Lent(NamedTuple):
+    """What a reclaiming group takes back from one queue that borrowed it: `amount` milli-units of `resource` lent
+    by the group's leaf queue to `lender`'s groups (`lender` is the victims' leaf queue)."""
+
+    lender: str
+    resource: str
+    amount: int
+
+
 class QuotaHold(NamedTuple):
     """A ResourceQuota that would refuse a pod of the group: `resource` has `used` of `hard` in use (milli-units,
     this pass's placements included) and the group's pods would add `needs`."""
@@ -116,6 +125,8 @@ class QueueHold(NamedTuple):
     used: int
     limit: int
     needs: int
+    bound: str = "limit"  # or "borrowingLimit" (`limit` is then its guarantee plus it), or "lendingLimit": `queue`
+    # keeps `used` of the cluster's free `limit` it does not lend (the group may borrow only what is free beyond it)
 
 
 class RunningPod(NamedTuple):
@@ -257,6 +268,9 @@ class Reason:
     preemption: str = ""  # "would-start" (policy off), "none-lower", "not-enough", "not-for-pod-rules"; "" n/a
     quota: QuotaHold | None = None  # the ResourceQuota that holds the group back (code QUOTA)
     queue: QueueHold | None = None  # the queue whose limit holds the group back (code QUEUE_LIMIT)
+    # what the group's queue could reclaim but the pass may not evict: det-k8s groups of other namespaces hold it
+    unreachable: tuple[Lent, ...] = ()
+    unreachable_in: tuple[str, ...] = ()  # ... their namespaces
 
     @property
     def never_fits(self) -> bool:
@@ -287,6 +301,7 @@ class Plan:
     reservations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     reclaimed: tuple[str, ...] = ()  # the victims taken back for a queue below its guarantee (whatever their priority)
+    reclaims: Mapping[str, tuple[Lent, ...]] = field(default_factory=dict)  # reclaiming group -> what, from whom
 
     def status(self, group_id: str) -> str:
         """`placed`, `queued` or `rejected` (the words `det-k8s plan -o json` uses)."""

@@ -28,7 +28,7 @@ what their numbers say.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -324,6 +324,7 @@ def keys(count: int) -> list[str]:
 
 _Ident = tuple[str, str]  # (kind, id): a holder before it has a key
 PLANNED = "plan"  # the kind of a queued group's ident: planned or reserved for, never running
+QUEUE = "queue"  # the kind of a team queue's ident (a map by queue)
 
 
 @dataclass
@@ -349,6 +350,8 @@ def _ident(labels: Mapping[str, str]) -> _Ident | None:
 
 def _draft(pod: Pod, ident: _Ident) -> _Draft:
     labels = pod.labels
+    if ident[0] == QUEUE:
+        return _Draft(QUEUE, ident[1], f"queue {ident[1]}", "", None, "")
     if ident[0] == L.MANAGER:
         try:
             priority: int | None = int(labels.get(L.PRIORITY, ""))
@@ -375,12 +378,14 @@ _Row = tuple[Node, str, list[_Slot], tuple[str, ...], tuple[tuple[CellKind, int]
 
 def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constraints = NO_CONSTRAINTS,
           group_by: str | None = None, plan: Plan | None = None, queue: Sequence[PodGroup] = (),
-          nodes: Iterable[str] | None = None) -> OccupancyMap:
+          nodes: Iterable[str] | None = None, queue_of: Callable[[Pod], str] | None = None) -> OccupancyMap:
     """The map of `snapshot` (of `nodes` only, when given), after `plan` when given.
 
     `constraints` are those of Determined's task pods (node states name what keeps them off);
     `queue` holds the groups `plan` decided (names and slots of placements and reservations).
-    `group_by` is the node label rows are grouped by (None: one pool).
+    `group_by` is the node label rows are grouped by (None: one pool). With `queue_of` (a pod's team queue), the
+    holders are the queues, not the groups (kind `queue`), and without `group_by` a node's row goes to the pool of
+    the queue holding most of its slots.
     """
     shown = set(nodes) if nodes is not None else None
     selected = [node for node in snapshot.nodes if shown is None or node.name in shown]
@@ -397,7 +402,7 @@ def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constr
     drafted_rows: list[_Row] = []
     without_slots = []
     for node in sorted(selected, key=lambda n: (_pool(n, group_by) == "", _pool(n, group_by), natural(n.name))):
-        slots, states, hidden = _node_cells(node, on_node[node.name], unit, drafts, victims)
+        slots, states, hidden = _node_cells(node, on_node[node.name], unit, drafts, victims, queue_of)
         if plan is not None:
             _apply_plan(slots, hidden, placed_on.get(node.name, ()), reserved.get(node.name), drafts, groups, plan)
             holder = reserved.get(node.name)
@@ -410,7 +415,26 @@ def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constr
         drafted_rows.append((node, _pool(node, group_by), slots,
                              states + node_states(node, constraints) + pods_full(node, len(on_node[node.name])),
                              tuple(hidden.items())))
+    if queue_of is not None and group_by is None:
+        drafted_rows = _by_queue(drafted_rows)
+        group_by = QUEUE  # the map's groupBy says so
     return _finish(unit, group_by, drafted_rows, drafts, tuple(without_slots))
+
+
+NO_QUEUE = "(no queue)"
+
+
+def _by_queue(rows: list[_Row]) -> list[_Row]:
+    """Each row in the pool of the queue holding most of its drawn slots (ties: by name), then by node name."""
+    placed = []
+    for node, _, cells, states, hidden in rows:
+        held: dict[str, int] = {}
+        for cell in cells:
+            if cell.ident is not None and cell.ident[0] == QUEUE:
+                held[cell.ident[1]] = held.get(cell.ident[1], 0) + 1
+        pool = min(held, key=lambda name: (-held[name], name)) if held else NO_QUEUE
+        placed.append((node, pool, cells, states, hidden))
+    return sorted(placed, key=lambda row: (row[1] == NO_QUEUE, row[1], natural(row[0].name)))
 
 
 def _pool(node: Node, group_by: str | None) -> str:
@@ -418,7 +442,8 @@ def _pool(node: Node, group_by: str | None) -> str:
 
 
 def _node_cells(node: Node, pods: list[Pod], unit: SlotUnit, drafts: dict[_Ident, _Draft],
-                victims: set[str]) -> tuple[list[_Slot], tuple[str, ...], dict[CellKind, int]]:
+                victims: set[str], queue_of: Callable[[Pod], str] | None = None,
+                ) -> tuple[list[_Slot], tuple[str, ...], dict[CellKind, int]]:
     """The node's first MAX_DRAWN cells, what keeps it from being drawn whole, and its other slots by kind.
 
     Built from runs (a cell and how many slots it stands for), so a pod holding a billion slots costs one run."""
@@ -441,18 +466,21 @@ def _node_cells(node: Node, pods: list[Pod], unit: SlotUnit, drafts: dict[_Ident
             kind = CellKind.TERMINATING if pod.deleting else CellKind.FOREIGN
             foreign.append((_Slot(kind, None, where), whole))
             continue
+        cell_kind = CellKind(ident[0])
+        if queue_of is not None:  # the holder is the pod's team queue
+            ident = (QUEUE, queue_of(pod))
         record = drafts.get(ident)
         if record is None:
             record = drafts[ident] = _draft(pod, ident)
         record.pods += 1
-        if pod.deleting and record.status == "running":
+        if pod.deleting and record.status == "running" and ident[0] != QUEUE:  # a queue stays, its pods come and go
             record.status = "terminating"
         if ident[0] == L.MANAGER and ident[1] in victims:
             record.status, kind = "evicted", CellKind.VICTIM
         elif pod.deleting:
             kind = CellKind.TERMINATING
         else:
-            kind = CellKind(ident[0])
+            kind = cell_kind
         held.append((_Slot(kind, ident, where), whole))
     total = max(base, 0) // size
     free = max(base - used, 0) // size

@@ -40,10 +40,10 @@ from .capacity import Capacity
 from .fit import Fitter, Nodes, Shape, Shaper, Taken, assign, placed_pods
 from .interpod import Space
 from .labels import GROUP, is_managed, running_groups
-from .model import Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
+from .model import Lent, Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from .order import FairOrder
 from .preempt import Evictions
-from .queues import QueueBook
+from .queues import QueueBook, lent_back
 from .reasons import Explainer
 from .repack import BUDGET_PER_POD, Repacker
 from .reserve import Reservations, waited
@@ -89,8 +89,12 @@ def lasting_usage(pods: Iterable[Pod]) -> dict[str, dict[str, int]]:
 
 def holding(snapshot: Snapshot, running: Sequence[RunningGroup]) -> list[RunningGroup]:
     """Every group that counts against the queues: det-k8s's in every namespace, and the caller's (the master's)."""
-    found = {g.id: g for g in running_groups(snapshot.pods)}
-    for group in running:
+    found = {g.id: g for g in running}
+    if not found:
+        others = running_groups(snapshot.pods)
+    else:  # the caller's already: only the other namespaces' det-k8s groups are read from the pods
+        others = running_groups(p for p in snapshot.pods if is_managed(p.labels) and p.labels[GROUP] not in found)
+    for group in others:
         found.setdefault(group.id, group)
     return [found[key] for key in sorted(found)]
 
@@ -123,12 +127,23 @@ class _Pass:
             if node.ready and not node.unschedulable:
                 for name, amount in node.allocatable.items():
                     totals[name] = totals.get(name, 0) + amount
+        if self.queues is not None and self.queues.kept_resources:
+            free: dict[str, int] = {}
+            for node in snapshot.nodes:
+                if node.ready and not node.unschedulable:
+                    used = snapshot.used.get(node.name, {})
+                    for name in self.queues.kept_resources:
+                        free[name] = free.get(name, 0) + max(node.allocatable.get(name, 0) - used.get(name, 0), 0)
+            self.queues.free_from(free, {})
         self.order = FairOrder(queue, ((g.user, g.total_request) for g in self.running), totals, policy, self.queues)
         self.placements: dict[str, Placement] = {}
         self.waiting: dict[str, Reason] = {}
         self.rejected: dict[str, Reason] = {}
         self.preempting: dict[str, tuple[str, ...]] = {}
         self.reclaimed: list[str] = []
+        self.reclaims: dict[str, tuple[Lent, ...]] = {}
+        self._unreachable: dict[str, tuple[tuple[Lent, ...], tuple[str, ...]]] = {}
+        self._running_ids = frozenset(g.id for g in self.running)
         unready = {node.name for node in snapshot.nodes if not node.ready}
         leaving = {pod.labels.get(GROUP) for pod in snapshot.pods if pod.deleting and is_managed(pod.labels)}
         returning = [g for g in running_groups(p for p in snapshot.pods if p.labels.get(GROUP) in leaving)
@@ -159,7 +174,8 @@ class _Pass:
         held = self.reservation.group
         reservations = {held.id: self.reservation.nodes} if held else {}
         return Plan(self.placements, self.waiting, self.rejected, tuple(self.evictions.victims),
-                    self.preempting, tuple(self.decided), reservations, tuple(self.warnings), tuple(self.reclaimed))
+                    self.preempting, tuple(self.decided), reservations, tuple(self.warnings), tuple(self.reclaimed),
+                    self.reclaims)
 
     def shapes(self, group: PodGroup) -> tuple[Shape, ...]:
         found = self._shapes.get(group.id)
@@ -197,7 +213,7 @@ class _Pass:
             return
         limited = self.queues.hold(group) if self.queues is not None else None
         if limited is not None:
-            self.wait(group, replace(self.reason(group, shapes, ReasonCode.QUEUE_LIMIT), queue=limited))
+            self.wait(group, self.explainer.queue_limited(group, shapes, limited, self.queued))
             if not self.policy.backfill and self.blocker is None:
                 self.blocker = group
             return
@@ -346,6 +362,9 @@ class _Pass:
             self.repacker.placed(group, [shape for shape, _ in taken], taken)
 
     def wait(self, group: PodGroup, reason: Reason) -> None:
+        unreachable = self._unreachable.get(group.id)
+        if unreachable is not None:
+            reason = replace(reason, unreachable=unreachable[0], unreachable_in=unreachable[1])
         self.waiting[group.id] = reason
         self.queued.append(group)
         self.repacker.settle()
@@ -415,24 +434,49 @@ class _Pass:
         guaranteed = queues.tree.get(leaf).guarantee
         asked = [name for name, amount in group.total_request.items() if amount and name in guaranteed]
         pool = [g for g in self.running if queues.home.get(g.id, leaf) != leaf and queues.borrowing(g.id, asked)]
-        if not pool:
-            return False
-        level = max(group.priority, *(g.priority + 1 for g in pool))
-        if self.enabling(shapes, level):
-            return False  # its rules would be judged without the victims: not modelled, it waits instead
-        found = self.evictions.reclaim(shapes, pool, level)
+        found = None
+        if pool:
+            level = max(group.priority, *(g.priority + 1 for g in pool))
+            if self.enabling(shapes, level):
+                return False  # its rules would be judged without the victims: not modelled, it waits instead
+            found = self.evictions.reclaim(shapes, pool, level)
         if found is None or not found.victims:
+            self.out_of_reach(group, shapes, pool, asked)
             return False
         for victim in found.victims:
             self.order.charge(victim.user, victim.total_request, -1)
             queues.leaving(victim)
             self.order.requeue(queues.home.get(victim.id, ""))
             self.reclaimed.append(victim.id)
+        self.reclaims[group.id] = lent_back(group.total_request, asked, found.victims, queues.home)
         self.preempting[group.id] = self.evictions.commit(found, level)
         self.place(group, found.taken, movable=False, counting=False)
         if any(pod.constraints.spread for pod in group.pods):
             self._shapes.clear()
         return True
+
+    def out_of_reach(self, group: PodGroup, shapes: Sequence[Shape], pool: Sequence[RunningGroup],
+                     asked: Sequence[str]) -> None:
+        """Whether reclaim would have started the group had it been allowed to evict det-k8s groups of other
+        namespaces that borrow (it is not: a pass deletes only its own namespace's det-k8s groups, whose queue
+        entries it keeps, and the master's pods): noted for its waiting reason (`Reason.unreachable`)."""
+        queues = self.queues
+        assert queues is not None
+        mine = self._running_ids
+        leaf = queues.leaf(group)
+        outside = [g for g in queues.running if g.id not in mine and queues.home.get(g.id, leaf) != leaf
+                   and queues.borrowing(g.id, asked)]
+        if not outside:
+            return
+        every = [*pool, *outside]
+        level = max(group.priority, *(g.priority + 1 for g in every))
+        self.evictions.know(outside)
+        found = self.evictions.reclaim(shapes, every, level)
+        if found is None or not any(victim.id not in mine for victim in found.victims):
+            return
+        away = [victim for victim in found.victims if victim.id not in mine]
+        self._unreachable[group.id] = (lent_back(group.total_request, asked, away, queues.home),
+                                       tuple(sorted({queues.namespace.get(v.id, "") for v in away})))
 
     def try_preempt(self, group: PodGroup, shapes: Sequence[Shape]) -> bool:
         if self.enabling(shapes, group.priority):

@@ -215,6 +215,16 @@ class Evictions:
         taken = search.place()
         return None if taken is None else Preemption(tuple(chosen), taken)
 
+    def know(self, groups: Sequence[RunningGroup]) -> None:
+        """Rank `groups` by start too (groups outside this pass's victim scope, for a what-if `reclaim`): the ranks
+        of the others keep their order, so the rule's choices among them do not change."""
+        if all(g.id in self.age for g in groups):
+            return
+        every = {g.id: g for g in self.order}
+        every.update((g.id, g) for g in groups)
+        self.age = {g.id: rank for rank, g in enumerate(
+            sorted(every.values(), key=lambda g: (g.started_at, g.id), reverse=True))}
+
     def reclaim(self, shapes: Sequence[Shape], pool: Sequence[RunningGroup], level: int) -> Preemption | None:
         """Victims among `pool` (whole groups running on capacity their queue borrowed, whatever their priority) by the
         same rule and search, or None. `level` is above every candidate's priority: the capacity they free, and

@@ -41,7 +41,7 @@ from typing import Any
 from ..cluster.model import AMD_GPU, GPU, Pod
 from ..names import is_dns_label, is_label_key, is_label_value
 from ..quantity import QuantityError, format_milli, parse_milli
-from .model import PodGroup, QueueHold, RunningGroup
+from .model import Lent, PodGroup, QueueHold, RunningGroup
 
 VERSION = 1
 DEFAULT_QUEUE = "default"
@@ -49,7 +49,7 @@ WORKSPACE = "determined.ai/workspace"
 USER = "determined.ai/user"
 POOL = "determined.ai/resource_pool"
 MEMBER_KINDS = ("workspaces", "users", "resourcePools", "labels", "namespaces")  # the order a group is matched in
-QUEUE_KEYS = ("name", "guarantee", "limit", "weight", "members", "children")
+QUEUE_KEYS = ("name", "guarantee", "limit", "borrowingLimit", "lendingLimit", "weight", "members", "children")
 TOP_KEYS = ("version", "defaultQueue", "queues")
 
 
@@ -67,7 +67,7 @@ class Members:
         return bool(self.workspaces or self.users or self.resource_pools or self.labels or self.namespaces)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Queue:
     """One queue: `parent` "" at the top; `guarantee` and `limit` per resource in milli-units (a resource the limit
     does not name is not limited); `weight` for sharing what is idle."""
@@ -78,6 +78,24 @@ class Queue:
     limit: Mapping[str, int] = field(default_factory=dict)
     weight: float = 1.0
     members: Members = Members()
+    borrowing_limit: Mapping[str, int] = field(default_factory=dict)  # at most this much above its guarantee
+    lending_limit: Mapping[str, int] = field(default_factory=dict)  # at most this much of its unused guarantee lent
+
+    @cached_property
+    def cap(self) -> dict[str, tuple[int, str]]:
+        """Per resource, the most the queue may use and which bound that is (`limit`, or `borrowingLimit`: its
+        guarantee plus what it may borrow), the lower of the two."""
+        found = {name: (amount, "limit") for name, amount in self.limit.items()}
+        for name, amount in self.borrowing_limit.items():
+            total = self.guarantee.get(name, 0) + amount
+            if name not in found or total < found[name][0]:
+                found[name] = (total, "borrowingLimit")
+        return found
+
+    @cached_property
+    def kept(self) -> dict[str, int]:
+        """Per resource, the part of its guarantee it does not lend (guarantee minus lendingLimit)."""
+        return {name: max(self.guarantee.get(name, 0) - amount, 0) for name, amount in self.lending_limit.items()}
 
 
 @dataclass(frozen=True)
@@ -102,17 +120,37 @@ class QueueTree:
     def leaves(self) -> tuple[Queue, ...]:
         return self._leaves
 
+    @cached_property
+    def _children(self) -> dict[str, tuple[Queue, ...]]:
+        found: dict[str, list[Queue]] = {}
+        for queue in self.queues:
+            found.setdefault(queue.parent, []).append(queue)
+        return {name: tuple(items) for name, items in found.items()}
+
     def children(self, name: str) -> tuple[Queue, ...]:
-        return tuple(q for q in self.queues if q.parent == name)
+        """The queue's children in document order ("": the top-level queues)."""
+        return self._children.get(name, ())
+
+    @cached_property
+    def _paths(self) -> dict[str, tuple[str, ...]]:
+        found: dict[str, tuple[str, ...]] = {}
+        for queue in self.queues:  # parents come before their children
+            found[queue.name] = (queue.name, *found.get(queue.parent, ()))
+        return found
 
     def path(self, leaf: str) -> tuple[str, ...]:
         """The queue and its ancestors, from it to the top."""
-        out = []
-        name = leaf
-        while name:
-            out.append(name)
-            name = self.get(name).parent
-        return tuple(out)
+        return self._paths[leaf]
+
+    @cached_property
+    def _caps(self) -> dict[str, tuple[tuple[str, str, int, str], ...]]:
+        """Per queue, the bounds on its path from it up: (queue, resource, most it may use, which bound)."""
+        return {q.name: tuple((name, resource, limit, bound) for name in self.path(q.name)
+                              for resource, (limit, bound) in sorted(self.get(name).cap.items()))
+                for q in self.queues}
+
+    def caps(self, leaf: str) -> tuple[tuple[str, str, int, str], ...]:
+        return self._caps[leaf]
 
     @cached_property
     def _members(self) -> tuple[dict[str, str], dict[str, str], dict[str, str], dict[tuple[str, str], str],
@@ -269,10 +307,17 @@ def parse_queues(raw: Any, where: str = "") -> tuple[QueueTree | None, list[str]
             seen[name] = at
             guarantee = _amounts(item.get("guarantee"), f"{at}.guarantee", problems)
             limit = _amounts(item.get("limit"), f"{at}.limit", problems)
+            borrowing = _amounts(item.get("borrowingLimit"), f"{at}.borrowingLimit", problems)
+            lending = _amounts(item.get("lendingLimit"), f"{at}.lendingLimit", problems)
             for resource, amount in guarantee.items():
                 if resource in limit and limit[resource] < amount:
                     problems.append(f"{at}.limit.{resource}: {format_milli(resource, limit[resource])} is below the "
                                     f"queue's guarantee of {format_milli(resource, amount)}")
+            for resource, amount in sorted(lending.items()):
+                if amount > guarantee.get(resource, 0):
+                    problems.append(f"{at}.lendingLimit.{resource}: {format_milli(resource, amount)} is more than the "
+                                    f"queue's guarantee of {format_milli(resource, guarantee.get(resource, 0))} "
+                                    "(a queue lends only what it is guaranteed)")
             weight = item.get("weight", 1)
             if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) \
                     or weight <= 0:
@@ -290,7 +335,7 @@ def parse_queues(raw: Any, where: str = "") -> tuple[QueueTree | None, list[str]
                     if other != name:
                         problems.append(f"{at}.members: {kind} {value} is already a member of queue {other}; "
                                         "a member belongs to one queue")
-            queues.append(Queue(name, parent, guarantee, limit, float(weight), members))
+            queues.append(Queue(name, parent, guarantee, limit, float(weight), members, borrowing, lending))
             if children is not None:
                 before = len(queues)
                 walk(children, name, f"{at}.children")
@@ -333,6 +378,10 @@ def queues_data(tree: QueueTree) -> dict[str, Any]:
             data["guarantee"] = amounts(queue.guarantee)
         if queue.limit:
             data["limit"] = amounts(queue.limit)
+        if queue.borrowing_limit:
+            data["borrowingLimit"] = amounts(queue.borrowing_limit)
+        if queue.lending_limit:
+            data["lendingLimit"] = amounts(queue.lending_limit)
         if queue.weight != 1:
             data["weight"] = queue.weight
         m = queue.members
@@ -365,16 +414,24 @@ class QueueBook:
 
     def __init__(self, tree: QueueTree, running: Iterable[RunningGroup], pods: Iterable[Pod]) -> None:
         self.tree = tree
-        by_name: dict[str, Pod] = {}
-        for pod in sorted(pods, key=lambda p: (p.name, p.namespace)):
-            by_name.setdefault(pod.name, pod)
+        self.running = tuple(running)
+        firsts = {group.pods[0].name for group in self.running if group.pods}
+        by_name: dict[str, Pod] = {}  # a first pod's name -> the pod (of the first namespace by name, if several)
+        for pod in pods:
+            if pod.name in firsts:
+                seen = by_name.get(pod.name)
+                if seen is None or pod.namespace < seen.namespace:
+                    by_name[pod.name] = pod
         self.used: dict[str, dict[str, int]] = {q.name: {} for q in tree.queues}
         self.running_in: dict[str, list[str]] = {}
         self.home: dict[str, str] = {}  # running group id -> its leaf queue
+        self.namespace: dict[str, str] = {}  # running group id -> its pods' namespace
         self.given_back: dict[str, dict[str, int]] = {}  # per queue: what this pass's reclaim victims will free
         self._shares: dict[str, float] = {}  # leaf -> its share, until its use changes
-        for group in running:
+        self._kept: dict[tuple[str, str], tuple[int, str]] = {}  # (leaf, resource) -> kept_from, until a use changes
+        for group in self.running:
             first = by_name.get(group.pods[0].name) if group.pods else None
+            self.namespace[group.id] = first.namespace if first else ""
             leaf = tree.leaf_for(user=group.user, namespace=first.namespace if first else "",
                                  labels=first.labels if first else {})
             self.running_in.setdefault(leaf, []).append(group.id)
@@ -382,6 +439,14 @@ class QueueBook:
             self._add(leaf, group.total_request)
         self._leaf: dict[str, str] = {}
         self._requests: dict[str, dict[str, int]] = {}
+        # lending limits: the resources some queue keeps part of, and the cluster's free amount of each (ready,
+        # schedulable nodes' allocatable less every pod's request), less this pass's placements (`free_from`)
+        self.kept_resources = sorted({name for q in tree.queues for name, amount in q.kept.items() if amount > 0})
+        self.free: dict[str, int] = {}
+
+    def free_from(self, allocatable: Mapping[str, int], used: Mapping[str, int]) -> None:
+        """The cluster's totals, for lending limits (only the resources some queue keeps are followed)."""
+        self.free = {name: allocatable.get(name, 0) - used.get(name, 0) for name in self.kept_resources}
 
     def request(self, group: PodGroup) -> dict[str, int]:
         """The group's total request, summed once."""
@@ -392,6 +457,7 @@ class QueueBook:
 
     def _add(self, leaf: str, request: Mapping[str, int]) -> None:
         self._shares.pop(leaf, None)
+        self._kept.clear()
         for name in self.tree.path(leaf):
             bucket = self.used[name]
             for resource, amount in request.items():
@@ -409,42 +475,88 @@ class QueueBook:
         """The first queue on the group's path (from its leaf up) whose limit it would exceed, or None."""
         leaf = self.leaf(group)
         request = self.request(group)
-        for name in self.tree.path(leaf):
-            queue = self.tree.get(name)
-            used = self.used[name]
-            for resource, limit in sorted(queue.limit.items()):
-                needs = request.get(resource, 0)
-                if needs and used.get(resource, 0) + needs > limit:
-                    return QueueHold(name, leaf, resource, used.get(resource, 0), limit, needs)
+        for name, resource, limit, bound in self.tree.caps(leaf):
+            needs = request.get(resource, 0)
+            if needs:
+                used = self.used[name].get(resource, 0)
+                if used + needs > limit:
+                    return QueueHold(name, leaf, resource, used, limit, needs, bound)
+        if not self.kept_resources:
+            return None
+        path = self.tree.path(leaf)
+        for resource in self.kept_resources:
+            needs = request.get(resource, 0)
+            if not needs or not any(self.used[name].get(resource, 0) + needs > self.tree.get(name).guarantee.get(
+                    resource, 0) for name in path):
+                continue  # within the guarantee of every queue on its path: it borrows nothing
+            kept, keeper = self.kept_from(leaf, resource)
+            free = self.free.get(resource, 0)
+            if kept and free - kept < needs:
+                return QueueHold(keeper, leaf, resource, kept, free, needs, "lendingLimit")
         return None
 
+    def kept_from(self, leaf: str, resource: str) -> tuple[int, str]:
+        """What queues outside the leaf's path keep of `resource` and do not lend it (the part of their guarantee
+        above their lendingLimit that they do not use; a parent's and its children's kept parts nest, so the
+        larger counts), and the queue that keeps most."""
+        found = self._kept.get((leaf, resource))
+        if found is None:
+            found = self._kept[(leaf, resource)] = self._kept_from(leaf, resource)
+        return found
+
+    def _kept_from(self, leaf: str, resource: str) -> tuple[int, str]:
+        path = set(self.tree.path(leaf))
+
+        def kept(queue: Queue) -> tuple[int, str]:
+            own = max(queue.kept.get(resource, 0) - self.used[queue.name].get(resource, 0), 0)
+            below = [kept(child) for child in self.tree.children(queue.name)]
+            total = sum(amount for amount, _ in below)
+            if own >= total:
+                return own, queue.name if own else ""
+            return total, max(below)[1]
+
+        found = [kept(q) for name in ("", *path) for q in self.tree.children(name) if q.name not in path]
+        return sum(amount for amount, _ in found), max(found, default=(0, ""))[1]
+
     def charge(self, group: PodGroup) -> None:
-        self._add(self.leaf(group), self.request(group))
+        request = self.request(group)
+        self._add(self.leaf(group), request)
+        for name in self.kept_resources:
+            self.free[name] = self.free.get(name, 0) - request.get(name, 0)
 
     def within_guarantee(self, group: PodGroup) -> bool:
         """Its leaf queue guarantees a resource the group asks for, and holds the group within every guarantee it
         has of what the group asks: the queue may reclaim what others borrowed of it."""
         queue = self.tree.get(self.leaf(group))
-        request = {name: amount for name, amount in self.request(group).items() if amount}
+        if not queue.guarantee:
+            return False
+        request = self.request(group)
         used = self.used[queue.name]
-        return (any(name in queue.guarantee for name in request)
-                and all(used.get(name, 0) + amount <= queue.guarantee[name]
-                        for name, amount in request.items() if name in queue.guarantee))
+        asked = False
+        for name, guaranteed in queue.guarantee.items():
+            amount = request.get(name, 0)
+            if amount:
+                if used.get(name, 0) + amount > guaranteed:
+                    return False
+                asked = True
+        return asked
 
     def owed(self, groups: Iterable[PodGroup]) -> set[str]:
         """The queued groups their queues' guarantees hold, taken per leaf in priority and submission order while
         they fit (with what the leaf uses now): these go before groups that would borrow (Kueue's entry order)."""
         room: dict[str, dict[str, int]] = {}
+        for queue in self.tree.leaves():
+            if queue.guarantee:
+                used = self.used[queue.name]
+                left = {name: amount - used.get(name, 0) for name, amount in queue.guarantee.items()}
+                if any(amount > 0 for amount in left.values()):  # a leaf with no room left owes nothing
+                    room[queue.name] = left
         found: set[str] = set()
-        for group in sorted(groups, key=lambda g: (-g.priority, g.sequence, g.id)):
-            leaf = self.leaf(group)
-            queue = self.tree.get(leaf)
-            if not queue.guarantee:
-                continue
-            left = room.get(leaf)
-            if left is None:
-                used = self.used[leaf]
-                left = room[leaf] = {name: amount - used.get(name, 0) for name, amount in queue.guarantee.items()}
+        if not room:
+            return found
+        candidates = [group for group in groups if self.leaf(group) in room]
+        for group in sorted(candidates, key=lambda g: (-g.priority, g.sequence, g.id)):
+            left = room[self.leaf(group)]
             request = {name: amount for name, amount in self.request(group).items() if amount and name in left}
             if request and all(amount <= left[name] for name, amount in request.items()):
                 for name, amount in request.items():
@@ -485,6 +597,25 @@ class QueueBook:
                 bucket[resource] = bucket.get(resource, 0) + amount
 
 
+def lent_back(request: Mapping[str, int], guaranteed: Sequence[str], victims: Iterable[RunningGroup],
+              home: Mapping[str, str]) -> tuple[Lent, ...]:
+    """What a reclaiming group takes back, per queue that borrowed it: of the resource its queue guarantees that
+    names it best (a GPU first, else the first by name), what the victims of each queue hold, in the victims'
+    order, in all no more than the group asks."""
+    if not guaranteed:
+        return ()
+    resource = next((name for name in (GPU, AMD_GPU) if name in guaranteed), min(guaranteed))
+    left = request.get(resource, 0)
+    per: dict[str, int] = {}
+    for victim in victims:
+        take = min(victim.total_request.get(resource, 0), left)
+        if take > 0:
+            lender = home.get(victim.id, "")
+            per[lender] = per.get(lender, 0) + take
+            left -= take
+    return tuple(Lent(lender, resource, amount) for lender, amount in per.items())
+
+
 def unit(resource: str, milli: int) -> str:
     """`48 GPUs`, `1 GPU`, `500m cpu`: an amount as why-pending and `det-k8s queues` show it."""
     text = format_milli(resource, milli)
@@ -497,14 +628,15 @@ def unit(resource: str, milli: int) -> str:
 class QueueRow:
     """One queue as `det-k8s queues` shows it: amounts per resource in milli-units. `used` is what the groups
     running in its subtree hold; `borrowed` the part of it above the guarantee, `lent` the guarantee it leaves idle
-    for others; `waiting` the groups of its subtree not placed by the plan (with why, when a queue limit holds them)."""
+    for others (at most its lendingLimit); `waiting` the groups of its subtree not placed by the plan (with why,
+    when a queue limit holds them)."""
 
     name: str
     parent: str
     depth: int
     weight: float
     guarantee: Mapping[str, int]
-    limit: Mapping[str, int]
+    limit: Mapping[str, int]  # the lower of its limit and its guarantee + borrowingLimit, per resource
     used: Mapping[str, int]
     borrowed: Mapping[str, int]
     lent: Mapping[str, int]
@@ -538,9 +670,11 @@ def report(tree: QueueTree, book: QueueBook, waiting: Iterable[PodGroup]) -> lis
         resources = set(used) | set(queue.guarantee)
         borrowed = {r: used.get(r, 0) - queue.guarantee.get(r, 0) for r in resources
                     if used.get(r, 0) > queue.guarantee.get(r, 0)}
-        lent = {r: queue.guarantee[r] - used.get(r, 0) for r in queue.guarantee if queue.guarantee[r] > used.get(r, 0)}
+        lent = {r: min(queue.guarantee[r] - used.get(r, 0), queue.lending_limit.get(r, queue.guarantee[r]))
+                for r in queue.guarantee if queue.guarantee[r] > used.get(r, 0)}
+        lent = {r: amount for r, amount in lent.items() if amount > 0}
         rows.append(QueueRow(queue.name, queue.parent, len(tree.path(queue.name)) - 1, queue.weight,
-                             dict(queue.guarantee), dict(queue.limit), used, borrowed, lent,
+                             dict(queue.guarantee), {r: cap for r, (cap, _) in queue.cap.items()}, used, borrowed, lent,
                              tuple(sorted(running.get(queue.name, ()))), tuple(below.get(queue.name, ()))))
     return rows
 

@@ -38,12 +38,12 @@ pytestmark = pytest.mark.emulator
 def test_the_report_has_the_machine_every_section_and_a_verdict_per_goal(quick_run):
     results, report = quick_run
     assert results["quick"] is True and results["machine"]["cores"] >= 1 and results["machine"]["python"]
-    for heading in ("## Goals", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7.", "## 8.",
+    for heading in ("## Goals", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7.", "## 8.", "## 9.",
                     "## Against the published anchors"):
         assert heading in report, heading
     goals = report.split("## Goals")[1].split("## 1.")[0].splitlines()
     rows = [line for line in goals if line.startswith("| ") and line[2].isdigit()]
-    assert [row[2] for row in rows] == ["1", "2", "3", "4", "5", "6", "7", "8"]
+    assert [row[2] for row in rows] == ["1", "2", "3", "4", "5", "6", "7", "8", "9"]
     assert all("**met**" in row or "**not met**" in row for row in rows if not row.startswith("| 4."))
     assert "Quick run" in report
 
@@ -147,3 +147,24 @@ def test_the_binding_benchmark_binds_every_group_whole_from_a_watch(quick_run):
     requests = data["requests"]
     assert requests["full_lists_of_pods_or_nodes"] == 0  # listed once at the start, then only the watch
     assert requests["by_kind"]["create pods/binding"] >= config["arrivals"] and requests["per_bound_group"] > 0
+
+
+def test_contention_with_teams_never_breaks_a_group_and_reports_each_teams_share(quick_run):
+    for case in quick_run[0]["contention"]["teams"]:
+        for key in ("with_quotas", "without_quotas"):
+            ours = case[key]
+            assert ours["partial_groups"] == ours["broken_plans"] == 0 and not ours["deadlocked"]
+            assert set(ours["share"]) == set(ours["entitled"]) and 0 <= ours["jain"] <= 1
+            assert ours["owed_team_hours"] is not None and ours["owed_team_hours"] >= 0
+        assert case["per_pod"]["owed_team_hours"] is None
+
+
+def test_the_queue_benchmark_times_three_variants_and_runs_the_documented_scenarios(quick_run):
+    data = quick_run[0]["queues"]
+    (row,) = data["rows"]
+    assert row["queues"] == 50 and set(row["outcome"]) == {"without", "with", "with_open"}
+    assert row["outcome"]["with_open"]["queue_limit"] == 0  # the open tree holds nothing back
+    assert all(row[f"cpu_{name}"] > 0 for name in ("without", "with", "with_open"))
+    assert [s["scenario"] for s in data["scenarios"]][:2] == ["borrowing example", "borrowingLimit"]
+    assert sum(not s["same"] for s in data["scenarios"]) == 1  # a parent's weight is not used (DEVELOPERS.md)
+    assert "## 9. Team queues" in quick_run[1]

@@ -433,3 +433,35 @@ def test_a_clouds_gpu_taint_that_admission_tolerates_does_not_keep_determined_of
     plan = json.loads(run_cli("plan", str(experiment), "--snapshot", snapshot, "-o", "json").out)
     placed = {pod["node"] for e in plan["experiments"] for pod in e.get("pods") or ()}
     assert bool(usable) == bool(placed) == (cloud != "aks") and placed <= usable, (usable, plan)
+
+
+def test_the_map_by_queue_colours_each_slot_by_its_team_queue_and_groups_nodes_by_it(run_cli, tmp_path):
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("queues:\n- {name: nlp, members: {users: [alice]}}\n"
+                      "- {name: vision, members: {users: [bob, carol]}}\n")
+    by_group = json.loads(run_cli("nodes", "map", "--snapshot", FRAGMENTED, "-o", "json").out)
+    result = run_cli("nodes", "map", "--snapshot", FRAGMENTED, "--by", "queue", "--policy", queues, "-o", "json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    slots = {h["id"]: h["slots"] for h in data["holders"].values()}
+    assert {h["kind"] for h in data["holders"].values()} == {"queue"}
+    # nlp: alice's two det-k8s groups; vision: bob's group and carol's trial; default: erin's and the trials of no user
+    expected = {"nlp": 0, "vision": 0, "default": 0}
+    for holder in by_group["holders"].values():
+        team = {"alice": "nlp", "bob": "vision", "carol": "vision"}.get(holder["user"], "default")
+        expected[team] += holder["slots"]
+    assert slots == expected
+    cells = [c for row in data["nodes"] for c in row["cells"] if c["holder"]]
+    assert sum(1 for _ in cells) == sum(expected.values())
+    pools = [row["pool"] for row in data["nodes"]]
+    assert pools == sorted(pools, key=lambda p: (p == "(no queue)", p))  # rows grouped by their main queue
+    assert {"nlp", "vision", "default"} <= set(pools)
+    text = run_cli("nodes", "map", "--snapshot", FRAGMENTED, "--by", "queue", "--policy", queues, "--no-summary").out
+    assert "queue nlp" in text and "team queue" in text
+
+
+def test_the_map_by_queue_from_a_snapshot_needs_the_queues(run_cli):
+    result = run_cli("nodes", "map", "--snapshot", FRAGMENTED, "--by", "queue")
+    assert result.code == 2 and result.err.splitlines()[-1].startswith(
+        "error: --by queue with --snapshot needs --policy FILE")
+    assert run_cli("nodes", "map", "--snapshot", FRAGMENTED, "--by", "team").code == 2

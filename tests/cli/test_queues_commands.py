@@ -86,7 +86,7 @@ def test_plan_refuses_a_broken_policy_file_naming_each_problem(run_cli, tmp_path
     assert result.code == 1
     assert result.err.splitlines()[-1] == (
         "error: queues.queues[0].wieght: not a key here (did you mean weight?); expected one of name, guarantee, "
-        f"limit, weight, members, children ({policy})")
+        f"limit, borrowingLimit, lendingLimit, weight, members, children ({policy})")
 
 
 def test_live_passes_hold_a_group_at_its_queue_limit(run_cli, cluster, tmp_path):
@@ -166,3 +166,51 @@ def test_queues_broken_by_hand_in_the_configmap_can_be_repaired(run_cli, cluster
     repaired = run_cli("scheduler", "policy", "--queues", queues)
     assert repaired.code == 0 and "starting again from the defaults" in repaired.err
     assert read_policy(cluster.connect(), "default").queues is not None
+
+
+def test_a_reclaim_out_of_the_passes_reach_is_named_by_list_and_doctor(run_cli, cluster, tmp_path):
+    """Team b borrows a's guarantee with det-k8s experiments of namespace team-b; a pass for namespace default
+    deletes only its own namespace's experiments, so a's experiment waits, and both commands say why exactly."""
+    from tests.kube_objects import running
+
+    for i in range(3):
+        cluster.api.put(node(f"gpu-{i}", gpus=4, cpu="31910m", memory="240Gi"))
+    for pod in running("b1", ["gpu-0", "gpu-1", "gpu-2"], gpus=4, namespace="team-b"):
+        cluster.api.put(pod)
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("queues:\n- {name: a, guarantee: {nvidia.com/gpu: 12}, members: {namespaces: [default]}}\n"
+                      "- {name: b, members: {namespaces: [team-b]}}\n")
+    assert run_cli("scheduler", "policy", "--queues", queues).code == 0
+    assert run_cli("experiment", "create", TWELVE_A, "-f", settings).code == 0
+    assert cluster.api.count("DELETE", "pods") == 0 and cluster.api.count("POST", "pods") == 0
+    line = ("its queue could reclaim 12 GPUs lent to b, but det-k8s experiments of namespace team-b hold them, and a "
+            "pass evicts only its own namespace's experiments and the Determined master's trials")
+    listed = json.loads(run_cli("experiment", "list", "-o", "json").out)
+    (entry,) = listed["experiments"]
+    assert line in entry["reason"]
+    result = run_cli("doctor")
+    assert result.code == 0 and line in result.err
+    assert line in json.loads(run_cli("doctor", "-o", "json").out)["unreachableReclaims"][0]
+
+
+def test_plan_names_what_a_reclaim_takes_back_and_from_whom(run_cli, tmp_path):
+    from tests.kube_objects import node as snapshot_node
+    from tests.kube_objects import running
+
+    items = [snapshot_node(f"gpu-{i}", 4) for i in range(3)]
+    for i in range(3):
+        items += running(f"b{i}", [f"gpu-{i}"], gpus=4, namespace="default", priority=90,
+                         created=f"2024-01-01T0{i}:00:00Z")
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    policy = tmp_path / "queues.yaml"
+    policy.write_text("queues:\n- {name: a, guarantee: {nvidia.com/gpu: 12}, members: {users: [alice]}}\n"
+                      "- {name: b, members: {users: [bob]}}\n")
+    result = run_cli("plan", TWELVE_A, "--snapshot", snapshot, "--policy", policy, "--user", "alice", "-o", "json")
+    assert result.code == 0, result.err
+    (record,) = json.loads(result.out)["experiments"]
+    assert record["status"] == "placed"
+    assert record["reason"].startswith("waiting to reclaim 12 GPUs lent to b; after preempting ")
+    assert record["reclaims"] == [{"from": "b", "resource": "nvidia.com/gpu", "amount": "12"}]

@@ -37,6 +37,10 @@ def test_a_team_below_its_guarantee_reclaims_a_borrowed_trial_of_higher_priority
     report = run_pass(cluster)
     assert len(report.marked) == 1  # one of vision's trials, though of higher priority: nlp has 8 guaranteed
     assert not bound(cluster, nina)
+    names = {q["metadata"]["name"] for q in nina.pods}
+    messages = [c.get("message", "") for p in cluster.api.items("pods") if p["metadata"]["name"] in names
+                for c in p.get("status", {}).get("conditions", [])]
+    assert any("waiting to reclaim 4 GPUs lent to vision" in m for m in messages), messages  # where users look
     assert len(honour_preemption(cluster.api)) == 1  # the master checkpoints it and stops it
     run_pass(cluster)
     assert bound(cluster, nina)
@@ -79,7 +83,20 @@ def test_det_k8s_experiments_of_a_team_below_its_guarantee_reclaim_and_say_so(cl
     assert report.preempted[victim] == "nina0001" and victim == "vera0002"  # the newest: least work lost
     store = QueueStore(cluster.connect(), "default")
     assert store.get(victim).state == QUEUED and store.get(victim).reason.startswith("reclaimed by nina0001")
-    assert store.get("nina0001").reason == ("waiting to reclaim its queue's guarantee, lent to group(s) now stopping: "
-                                            "vera0002")
+    assert store.get("nina0001").reason == "waiting to reclaim 4 GPUs lent to vision (group now stopping: vera0002)"
     again = run()
     assert store.get("nina0001").state == RUNNING, (again.waiting, again.requeued, again.preempted)
+
+
+def test_a_trial_its_queue_limit_holds_says_so_in_its_pods_condition(cluster):
+    limited, _ = parse_queues({"queues": [{"name": "nlp", "limit": {"nvidia.com/gpu": 4}, "members": {"users": ["nina"]}}]})
+    for i in range(3):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+    first = create_task(cluster.connect(), master_task("0.38.1", experiment=1, user="nina"))
+    second = create_task(cluster.connect(), master_task("0.38.1", experiment=2, user="nina"))
+    LiveScheduler(cluster.connect(), "default", Policy(queues=limited), "sched", serve="coscheduler").run_pass()
+    assert bound(cluster, first) and not bound(cluster, second)
+    names = {q["metadata"]["name"] for q in second.pods}
+    messages = [c.get("message", "") for p in cluster.api.items("pods") if p["metadata"]["name"] in names
+                for c in p.get("status", {}).get("conditions", [])]
+    assert any("queue nlp: 4 of 4 GPUs (its limit), the group needs 4" in m for m in messages), messages

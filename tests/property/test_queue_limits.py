@@ -1,6 +1,7 @@
-"""det-k8s's queue admission against the independent model (`tests/queue_model.py`): random trees, running groups
-and queues on a cluster with and without room. Replayed in plan order: every placed group keeps every queue on its
-path within its limit; every group waiting for a queue limit would have taken one over; plans are deterministic."""
+"""det-k8s's queue admission against the independent model (`tests/queue_model.py`): random trees (limits, borrowing
+and lending limits), running groups and queues on a cluster with and without room. Replayed in plan order: every
+placed group keeps every queue on its path within its limit and leaves what others keep free; every group waiting
+for a queue limit would have taken one over; plans are deterministic."""
 
 from __future__ import annotations
 
@@ -30,9 +31,18 @@ def trees(draw: Any) -> dict[str, Any]:
         item: dict[str, Any] = {"name": next(names)}
         if draw(st.booleans()):
             item["limit"] = {"nvidia.com/gpu": draw(st.integers(0, 24))}
+        if draw(st.booleans()):
+            item["borrowingLimit"] = {"nvidia.com/gpu": draw(st.integers(0, 16))}
         if depth < 2 and draw(st.booleans()):
             item["children"] = [queue(depth + 1) for _ in range(draw(st.integers(1, 2)))]
         else:
+            if draw(st.booleans()):  # guarantees on leaves only: they then always fit their parents'
+                guarantee = draw(st.integers(0, 12))
+                item["guarantee"] = {"nvidia.com/gpu": guarantee}
+                if item.get("limit", {}).get("nvidia.com/gpu", guarantee) < guarantee:
+                    item["limit"] = {"nvidia.com/gpu": guarantee}  # a limit is never below the guarantee
+                if draw(st.booleans()):
+                    item["lendingLimit"] = {"nvidia.com/gpu": draw(st.integers(0, guarantee))}
             members: dict[str, Any] = {}
             if free and draw(st.booleans()):
                 members["namespaces"] = [free.pop(draw(st.integers(0, len(free) - 1)))]
@@ -73,6 +83,7 @@ def test_no_queue_goes_over_its_limit(doc, busy, asked, nodes):
     assert plan == schedule(snapshot, list(reversed(queue)), policy)
 
     used: dict[str, dict[str, Fraction]] = {}
+    free = {"nvidia.com/gpu": Fraction(4 * len(slots))}  # the nodes no running group holds
     for pod in objects:
         if pod["kind"] == "Pod":
             labels = pod["metadata"]["labels"]
@@ -84,12 +95,18 @@ def test_no_queue_goes_over_its_limit(doc, busy, asked, nodes):
         leaf = queue_model.leaf_of(doc, group.user, namespace, {})
         asks = {"nvidia.com/gpu": Fraction(gpus * pods)}
         blocked = queue_model.over(doc, used, leaf, asks)
+        kept = blocked is None and queue_model.lending_blocks(doc, used, leaf, asks, free)
         if group_id in plan.placements:
-            assert blocked is None, (group_id, leaf)
+            assert blocked is None and not kept, (group_id, leaf)
             queue_model.add(doc, used, leaf, asks)
+            free["nvidia.com/gpu"] -= asks["nvidia.com/gpu"]
         elif group_id in plan.rejected:
             continue  # never fits the cluster: judged before any queue
         elif plan.waiting[group_id].code is ReasonCode.QUEUE_LIMIT:
-            assert blocked == plan.waiting[group_id].queue.queue, group_id
+            hold = plan.waiting[group_id].queue
+            if hold.bound == "lendingLimit":
+                assert kept, group_id
+            else:
+                assert blocked == hold.queue, group_id
         else:
-            assert blocked is None, group_id  # waits for room, not for a queue
+            assert blocked is None and not kept, group_id  # waits for room, not for a queue

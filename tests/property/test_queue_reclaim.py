@@ -35,7 +35,10 @@ def teams(draw: Any) -> tuple[dict[str, Any], int]:
     for i in range(draw(st.integers(2, 3))):
         guarantee = draw(st.integers(0, budget))
         budget -= guarantee
-        queues.append({"name": f"q{i}", "guarantee": {GPU: guarantee}, "members": {"namespaces": [f"t{i}"]}})
+        queue = {"name": f"q{i}", "guarantee": {GPU: guarantee}, "members": {"namespaces": [f"t{i}"]}}
+        if draw(st.booleans()):  # lending limits keep part of a guarantee from borrowers: reclaim is unchanged
+            queue["lendingLimit"] = {GPU: draw(st.integers(0, guarantee))}
+        queues.append(queue)
     return {"version": 1, "queues": queues}, nodes
 
 

@@ -11,7 +11,7 @@ import pytest
 from det_k8s.cluster.read import constraints_from_spec, effective_requests, snapshot_from_objects
 from det_k8s.errors import PolicyError
 from det_k8s.kube.policy import checked_queues, policy_data, policy_from_data
-from det_k8s.scheduling.explain import describe, to_dict
+from det_k8s.scheduling.explain import describe, reclaiming, to_dict
 from det_k8s.scheduling.model import Plan, PodGroup, PodRequest, Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
 from det_k8s.scheduling.queues import DEFAULT_QUEUE, parse_queues, queues_data
@@ -50,6 +50,11 @@ def test_a_tree_reads_back_with_a_default_queue_added():
     assert queues.path("nlp") == ("nlp", "research") and queues.default == DEFAULT_QUEUE
     assert queues.get("nlp").limit == {"nvidia.com/gpu": 12000} and queues.get("nlp").weight == 2
     assert tree(queues_data(queues)) == queues  # the ConfigMap's form reads back the same
+    limited = tree({"queues": [{"name": "a", "guarantee": {"nvidia.com/gpu": 8}, "limit": {"nvidia.com/gpu": 20},
+                                "borrowingLimit": {"nvidia.com/gpu": 4}, "lendingLimit": {"nvidia.com/gpu": 2}}]})
+    assert tree(queues_data(limited)) == limited
+    assert limited.get("a").cap == {"nvidia.com/gpu": (12000, "borrowingLimit")}  # the lower of 20 and 8 + 4
+    assert limited.get("a").kept == {"nvidia.com/gpu": 6000}
 
 
 @pytest.mark.parametrize("change, expected", [
@@ -67,7 +72,12 @@ def test_a_tree_reads_back_with_a_default_queue_added():
     (lambda d: d["queues"][1].update(weight=0), "queues[1].weight: 0 is not a positive number"),
     (lambda d: d["queues"][1].update(limits={}),
      "queues[1].limits: not a key here (did you mean limit?); expected one of name, guarantee, limit, "
-     "weight, members, children"),
+     "borrowingLimit, lendingLimit, weight, members, children"),
+    (lambda d: d["queues"][0]["children"][1].update(lendingLimit={"nvidia.com/gpu": 6}),
+     "queues[0].children[1].lendingLimit.nvidia.com/gpu: 6 is more than the queue's guarantee of 4 (a queue lends "
+     "only what it is guaranteed)"),
+    (lambda d: d["queues"][1].update(borrowingLimit={"nvidia.com/gpu": "-2"}),
+     "queues[1].borrowingLimit.nvidia.com/gpu: must not be negative"),
     (lambda d: d["queues"][1].update(limit={"nvidia.com/gpu": "lots"}),
      "queues[1].limit.nvidia.com/gpu: 'lots' is not a quantity (examples: 7910m, 7.5, 16Gi)"),
     (lambda d: d["queues"][1].update(name="Shared!"),
@@ -141,7 +151,7 @@ def test_a_queue_at_its_limit_holds_its_groups_back_and_says_so():
     assert reason.code is ReasonCode.QUEUE_LIMIT
     assert describe(reason).startswith("queue nlp: 12 of 12 GPUs (its limit), the group needs 4; needs 1 pod x 4")
     assert to_dict(reason)["queue"] == {"queue": "nlp", "leaf": "nlp", "resource": "nvidia.com/gpu", "used": "12",
-                                        "limit": "12", "needs": "4"}
+                                        "limit": "12", "needs": "4", "bound": "limit"}
     assert set(plan(busy, group("more", 1, 4, namespace="team-nlp"), queues=tree({"queues": []})).placements) == {
         "more"}  # without the queues the cluster has room
 
@@ -205,6 +215,21 @@ def test_a_queue_below_its_guarantee_reclaims_what_another_borrowed_even_from_hi
     result = reclaim_plan(B_BORROWS, group("a1", 1, 4, namespace="team-a", priority=10))
     assert result.victims == result.reclaimed == ("b4",)  # one group, the newest (least work lost)
     assert result.preempting["a1"] == ("b4",) and result.placements["a1"] == (("a1-0", "gpu-3"),)
+    assert reclaiming(result.reclaims["a1"]) == "waiting to reclaim 4 GPUs lent to b"
+
+
+def test_what_is_reclaimed_is_named_per_lending_queue_and_never_more_than_the_group_asks():
+    three = {"queues": [{"name": "a", "guarantee": {"nvidia.com/gpu": 12}, "members": {"namespaces": ["team-a"]}},
+                        {"name": "b", "members": {"namespaces": ["team-b"]}},
+                        {"name": "c", "members": {"namespaces": ["team-c"]}}]}
+    busy = cluster(("b1", "team-b", 100, "2024-01-01T01:00:00Z"), ("c1", "team-c", 100, "2024-01-01T02:00:00Z"),
+                   ("b2", "team-b", 100, "2024-01-01T03:00:00Z"), ("c2", "team-c", 100, "2024-01-01T04:00:00Z"))
+    snapshot = snapshot_from_objects([{"kind": "List", "items": [*FOUR, *busy]}])
+    result = schedule(snapshot, [group("a1", 2, 4, namespace="team-a")], Policy(queues=tree(three)))
+    assert sorted(result.victims) == ["b2", "c2"]
+    assert reclaiming(result.reclaims["a1"], result.preempting["a1"]) in (
+        "waiting to reclaim 4 GPUs lent to b and 4 GPUs lent to c (groups now stopping: b2, c2)",
+        "waiting to reclaim 4 GPUs lent to c and 4 GPUs lent to b (groups now stopping: c2, b2)")
 
 
 def test_reclaim_goes_on_while_the_queue_is_below_its_guarantee_and_the_other_borrows():
@@ -279,3 +304,24 @@ def test_groups_their_guarantee_holds_go_before_groups_that_would_borrow_whateve
                                                                         sequence=1)]
     assert set(schedule(snapshot, groups, Policy(queues=tree(doc))).placements) == {"a1"}
     assert set(schedule(snapshot, groups, Policy()).placements) == {"b1"}  # without queues: priority first
+
+
+def test_borrowed_capacity_held_in_another_namespace_is_named_when_the_pass_cannot_reclaim_it():
+    """A pass evicts only its own namespace's det-k8s groups (and the master's): b's groups in team-b are out of reach
+    of team-a's pass, and the waiting line says exactly that; with them in scope the same group reclaims."""
+    from det_k8s.scheduling.plan import running_in
+
+    snapshot = snapshot_from_objects([{"kind": "List", "items": [*FOUR, *B_BORROWS]}])
+    policy = Policy(queues=tree(TEAMS))
+    waiting = group("a1", 1, 4, namespace="team-a", priority=10)
+    result = schedule(snapshot, [waiting], policy, running_in(snapshot, "team-a"))
+    assert result.victims == () and "a1" in result.waiting
+    reason = result.waiting["a1"]
+    assert reason.unreachable_in == ("team-b",)
+    assert ("its queue could reclaim 4 GPUs lent to b, but det-k8s experiments of namespace team-b hold them, and a "
+            "pass evicts only its own namespace's experiments and the Determined master's trials") in describe(reason)
+    assert to_dict(reason)["unreachable_reclaim"] == {"namespaces": ["team-b"], "lent": [
+        {"to": "b", "resource": "nvidia.com/gpu", "amount": "4"}]}
+    assert schedule(snapshot, [waiting], policy).victims == ("b4",)  # in scope: reclaimed
+    beyond = schedule(snapshot, [group("a2", 3, 4, namespace="team-a")], policy, running_in(snapshot, "team-a"))
+    assert beyond.waiting["a2"].unreachable == ()  # beyond a's guarantee: nothing to reclaim, nothing said
