@@ -49,6 +49,12 @@ ADMISSION = ("NamespaceLifecycle,LimitRanger,ServiceAccount,TaintNodesByConditio
              "ValidatingAdmissionWebhook,ResourceQuota,NodeRestriction")
 
 
+def admission_plugins(kube_version: str) -> str:
+    """ADMISSION, less the plugins the release does not have (MutatingAdmissionPolicy came with 1.32)."""
+    minor = int(kube_version.split(".")[1])
+    return ",".join(p for p in ADMISSION.split(",") if not (p == "MutatingAdmissionPolicy" and minor < 32))
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -312,7 +318,7 @@ class ControlPlane:
             f"--etcd-servers={self.etcd_url}",
             f"--tls-cert-file={serving_crt}", f"--tls-private-key-file={serving_key}",
             f"--client-ca-file={self.pki.ca_cert}", f"--token-auth-file={tokens}",
-            "--authorization-mode=Node,RBAC", f"--enable-admission-plugins={ADMISSION}",
+            "--authorization-mode=Node,RBAC", f"--enable-admission-plugins={admission_plugins(self.binaries.kube_version)}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={self.sa_pub}", f"--service-account-signing-key-file={self.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
