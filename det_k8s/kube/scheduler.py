@@ -483,8 +483,20 @@ class LiveScheduler:
                                    f"started: {exc.message}; the next pass tries again")
             return entry
         try:
-            create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers, attempt=attempt,
-                         pod_group=pod_group)
+            try:
+                create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers,
+                             attempt=attempt, pod_group=pod_group)
+            except GroupCreationFailed as exc:
+                if not (mode == "auto" and pod_group is not None and exc.pod_group_denied):
+                    raise
+                # auto never makes a group wait for native placement: det-k8s places it itself, as without the API
+                report.problems.append(f"{entry.id}: placement auto: {exc.message}; det-k8s places it itself (grant "
+                                       "get, create and delete on podgroups.scheduling.k8s.io, as `det-k8s scheduler "
+                                       "manifest` does, for kube-scheduler's gang scheduling)")
+                pod_group = None
+                manifests = [_pinned(m, nodes) for m in entry.pods]
+                create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers,
+                             attempt=attempt)
         except GroupCreationFailed as exc:
             entry = mark_failed(settle(entry, attempt), exc, self.clock())  # its pods, if any remain, go on sight
             if exc.remaining:

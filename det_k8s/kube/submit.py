@@ -33,8 +33,10 @@ class GroupCreationFailed(DetK8sError):
     """
 
     def __init__(self, message: str, *, leftovers: Sequence[str] = (), hint: str | None = None,
-                 lasting: bool = False, unconfirmed: Sequence[str] = (), attempt: str = "") -> None:
+                 lasting: bool = False, unconfirmed: Sequence[str] = (), attempt: str = "",
+                 pod_group_denied: bool = False) -> None:
         super().__init__(message, hint=hint)
+        self.pod_group_denied = pod_group_denied  # the PodGroup's creation was denied (RBAC): no pod was created
         self.leftovers = tuple(leftovers)
         self.lasting = lasting  # trying again unchanged will fail again (see `lasting_refusal`)
         self.unconfirmed = tuple(unconfirmed)
@@ -191,7 +193,7 @@ def _create_pod_group(api: KubeApi, namespace: str, manifest: Mapping[str, Any],
     except DetK8sError as exc:
         _roll_back(api, namespace, [], service)
         raise GroupCreationFailed(f"creating pod group {name} failed: {exc}", lasting=lasting_refusal(exc),
-                                  attempt=attempt) from exc
+                                  attempt=attempt, pod_group_denied=isinstance(exc, Forbidden)) from exc
     if (existing.get("metadata") or {}).get("deletionTimestamp"):
         _roll_back(api, namespace, [], service)
         raise GroupCreationFailed(f"pod group {name} of an earlier attempt is still being deleted (its pods are "
