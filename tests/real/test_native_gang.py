@@ -294,3 +294,32 @@ def test_auto_without_rbac_on_pod_groups_places_the_group_itself_and_says_so(gan
     pods = gang.api.items("pods", "determined")
     assert len(pods) == 3 and not any("schedulingGroup" in p["spec"] for p in pods)
     assert all(p["spec"]["affinity"]["nodeAffinity"] for p in pods)  # pinned, as det-k8s places
+
+
+def test_the_scheduler_loop_releases_the_waiting_group_whole_when_the_running_one_ends(run_cli, gang, gpus):
+    """The watch-fed loop (`scheduler run`): what it creates natively counts at once (its view assumes the pods, at
+    their planned nodes), and a queued group goes whole to kube-scheduler once the first is killed."""
+    import os
+    import signal
+
+    assert run_cli("scheduler", "policy", "--placement", "native").code == 0
+    env = {**os.environ, "KUBECONFIG": str(gang.kubeconfig), "NO_COLOR": "1"}
+    loop = subprocess.Popen([sys.executable, "-m", "det_k8s", "scheduler", "run", "--interval", "2s"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for name in ("distributed-12gpu-a", "distributed-12gpu-b"):
+            created = run_cli("experiment", "create", EXP / f"{name}.yaml", "-f", gpus)
+            assert created.code == 0, created.err
+        state = entries(gang)
+        first, second = state["distributed-12gpu-a"], state["distributed-12gpu-b"]
+        wait_bound(gang, first["id"], 3)
+        assert group_pods(gang, second["id"]) == [] and entries(gang)["distributed-12gpu-b"]["state"] == "queued"
+        assert run_cli("experiment", "kill", first["id"]).code == 0
+        pods = wait_bound(gang, second["id"], 3)
+        assert gpus_by_node(pods) == {"gpu-0": 4, "gpu-1": 4, "gpu-2": 4}
+        assert all(p["spec"]["schedulingGroup"] == {"podGroupName": f"det-k8s-{second['id']}"} for p in pods)
+    finally:
+        os.killpg(loop.pid, signal.SIGINT)
+        out, err = loop.communicate(timeout=60)
+    assert loop.returncode in (0, 130), err
+    assert f"{second['id']}: released, 3 pod(s) handed to kube-scheduler together as pod group" in err, err
