@@ -476,8 +476,10 @@ class LiveScheduler:
         self._still_ours()
         attempt = new_attempt()
         try:  # the intent first: a successor finishes what a killed process leaves (kube/doomed.py)
-            entry = self.store.update(mark_intent(entry, attempt, [str(m["metadata"]["name"]) for m in manifests],
-                                                  self.clock()))
+            # (with the PodGroup it names: an interrupted creation's teardown or a kill then deletes it too)
+            entry = self.store.update(replace(
+                mark_intent(entry, attempt, [str(m["metadata"]["name"]) for m in manifests], self.clock()),
+                pod_group=pod_group_ref(pod_group) if pod_group is not None else entry.pod_group))
         except DetK8sError as exc:
             report.problems.append(f"{entry.id}: could not record its creation before starting it, so it was not "
                                    f"started: {exc.message}; the next pass tries again")
@@ -494,6 +496,7 @@ class LiveScheduler:
                                        "get, create and delete on podgroups.scheduling.k8s.io, as `det-k8s scheduler "
                                        "manifest` does, for kube-scheduler's gang scheduling)")
                 pod_group = None
+                entry = replace(entry, pod_group="")  # none was created: nothing of it to delete later
                 manifests = [_pinned(m, nodes) for m in entry.pods]
                 create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers,
                              attempt=attempt)
