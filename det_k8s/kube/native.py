@@ -8,10 +8,11 @@ pod of the group (`minCount` = the group's size) and pods that name it (`spec.sc
 unpinned: kube-scheduler places the whole group in one cycle or none of it, with every filter it owns (DRA
 claims, volumes). `auto` is `native` where the cluster serves the PodGroup API, else `det-k8s`.
 
-The API, read from the sources (k8s.io/api, k8s.io/kubernetes):
+The API, read from the sources (k8s.io/api v0.36.3 and v0.37.2, k8s.io/kubernetes v1.36.3 and v1.37.2):
 - 1.36: `scheduling.k8s.io/v1alpha2` PodGroup, `spec.schedulingPolicy.gang.minCount`, status condition
-  `PodGroupScheduled`; feature gate `GenericWorkload` (and `GangScheduling` in kube-scheduler), runtime config
-  `scheduling.k8s.io/v1alpha2=true`.
+  `PodGroupScheduled`; feature gates `GenericWorkload` (kube-apiserver serves podgroups, kube-scheduler's v1alpha2
+  informer) and `GangScheduling` (kube-scheduler's plugin; it requires GenericWorkload), both alpha and off; runtime
+  config `scheduling.k8s.io/v1alpha2=true`.
 - 1.37: `scheduling.k8s.io/v1beta1` (Beta, off by default) with the same spec fields; condition
   `PodGroupInitiallyScheduled` (reasons `Unschedulable`, `SchedulerError`). One gate, `GenericWorkload`, on
   kube-apiserver (it serves podgroups only with it), kube-scheduler (the GangScheduling plugin, a v1beta1

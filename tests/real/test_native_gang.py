@@ -1,7 +1,8 @@
 """Native placement (det_k8s/kube/native.py) on the real control plane with Kubernetes' own gang scheduling on:
-kube-apiserver, kube-scheduler and kube-controller-manager 1.37.2 with the GenericWorkload gate, and
-scheduling.k8s.io/v1beta1 served. det-k8s keeps the queue and decides when a group is released; kube-scheduler
-places the whole group or none of it.
+kube-apiserver, kube-scheduler and kube-controller-manager 1.37.2 with the GenericWorkload gate and
+scheduling.k8s.io/v1beta1 served; and, where Kubernetes 1.36.3 was built (see `start_plane`), 1.36.3 with
+GenericWorkload and GangScheduling and scheduling.k8s.io/v1alpha2. det-k8s keeps the queue and decides when a group
+is released; kube-scheduler places the whole group or none of it.
 
 This module starts its own control plane (the session's stays without the API, where `auto` falls back to
 det-k8s's placement: tests/cli/test_experiment_commands.py runs that on both backends)."""
@@ -25,13 +26,26 @@ from tests.realkube.fixtures import RealCluster, cluster_on, start_plane
 pytestmark = pytest.mark.real
 
 EXP = example("experiments")
-GANG = Options(feature_gates={"GenericWorkload": True}, runtime_config=("scheduling.k8s.io/v1beta1=true",))
-PODGROUPS = "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups"
+# Kubernetes release -> (the PodGroup API version, its scheduled condition, what turns it on)
+RELEASES = {
+    "1.37.2": ("v1beta1", "PodGroupInitiallyScheduled", Options(
+        feature_gates={"GenericWorkload": True}, runtime_config=("scheduling.k8s.io/v1beta1=true",))),
+    "1.36.3": ("v1alpha2", "PodGroupScheduled", Options(
+        feature_gates={"GenericWorkload": True, "GangScheduling": True},
+        runtime_config=("scheduling.k8s.io/v1alpha2=true",))),
+}
+API = {"version": "v1beta1", "condition": "PodGroupInitiallyScheduled"}  # the running plane's (set by gang_plane)
 
 
-@pytest.fixture(scope="module")
-def gang_plane() -> Iterator[ControlPlane]:
-    plane = start_plane(GANG)
+def podgroups(namespace: str = "default") -> str:
+    return f"/apis/scheduling.k8s.io/{API['version']}/namespaces/{namespace}/podgroups"
+
+
+@pytest.fixture(scope="module", params=list(RELEASES))
+def gang_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    version, condition, options = RELEASES[request.param]
+    plane = start_plane(options, kube_version=request.param)
+    API.update(version=version, condition=condition)
     try:
         yield plane
     finally:
@@ -39,7 +53,7 @@ def gang_plane() -> Iterator[ControlPlane]:
 
 
 def _pod_groups(plane: ControlPlane) -> list[dict]:
-    status, body = plane.request("GET", PODGROUPS)
+    status, body = plane.request("GET", podgroups())
     assert status == 200, body
     return list(body["items"])
 
@@ -49,13 +63,13 @@ def gang(gang_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     with cluster_on(gang_plane, tmp_path, monkeypatch) as cluster:
         yield cluster
         # the pods are gone (cluster_on's cleaning follows); PodGroups are not among what it removes
-        gang_plane.request("DELETE", PODGROUPS, None)
+        gang_plane.request("DELETE", podgroups(), None)
     deadline = time.monotonic() + 60
     while _pod_groups(gang_plane) and time.monotonic() < deadline:
         for group in _pod_groups(gang_plane):  # its protection finalizer outlives pods kwok no longer manages
-            gang_plane.request("PATCH", f"{PODGROUPS}/{group['metadata']['name']}", {"metadata": {"finalizers": None}},
-                               content_type="application/merge-patch+json")
-            gang_plane.request("DELETE", f"{PODGROUPS}/{group['metadata']['name']}", None)
+            gang_plane.request("PATCH", f"{podgroups()}/{group['metadata']['name']}",
+                               {"metadata": {"finalizers": None}}, content_type="application/merge-patch+json")
+            gang_plane.request("DELETE", f"{podgroups()}/{group['metadata']['name']}", None)
         time.sleep(0.5)
 
 
@@ -112,7 +126,7 @@ def test_auto_uses_the_served_pod_group_api_and_kube_scheduler_places_the_whole_
     assert result.code == 0, result.err
     entry = entries(gang)["distributed-12gpu-a"]
     name = f"det-k8s-{entry['id']}"
-    assert entry["state"] == "running" and entry["podGroup"] == f"v1beta1/{name}"
+    assert entry["state"] == "running" and entry["podGroup"] == f"{API['version']}/{name}"
     assert f"{entry['id']}: released, 3 pod(s) handed to kube-scheduler together as pod group {name}" in result.err
     (group,) = _pod_groups(gang.plane)
     assert group["metadata"]["name"] == name
@@ -129,8 +143,8 @@ def test_auto_uses_the_served_pod_group_api_and_kube_scheduler_places_the_whole_
     assert all(e.get("reportingComponent") == "default-scheduler" or
                (e.get("source") or {}).get("component") == "default-scheduler" for e in scheduled)
     gang.wait_for("the pod group's condition", lambda: any(
-        c["type"] == "PodGroupInitiallyScheduled" and c["status"] == "True"
-        for c in (gang.plane.request("GET", f"{PODGROUPS}/{name}")[1].get("status") or {}).get("conditions") or ()),
+        c["type"] == API["condition"] and c["status"] == "True"
+        for c in (gang.plane.request("GET", f"{podgroups()}/{name}")[1].get("status") or {}).get("conditions") or ()),
         timeout=60)
     described = json.loads(run_cli("experiment", "describe", entry["id"], "-o", "json").out)
     assert described["placedBy"] == "kube-scheduler" and described["podGroup"] == name
@@ -217,8 +231,8 @@ def test_kube_scheduler_alone_places_one_of_two_contending_gangs_whole_and_none_
     for i in range(3):
         gang.api.put(node(f"gpu-{i}", gpus=4))
     for name in ("left", "right"):
-        status, body = gang.plane.request("POST", PODGROUPS, {
-            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
+        status, body = gang.plane.request("POST", podgroups(), {
+            "apiVersion": f"scheduling.k8s.io/{API['version']}", "kind": "PodGroup", "metadata": {"name": name},
             "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
         assert status == 201, body
     for i in range(3):
@@ -278,7 +292,7 @@ def test_the_shipped_service_account_creates_and_deletes_pod_groups_and_is_never
     killed = as_service_account(env, "experiment", "kill", group_id)
     assert killed.returncode == 0, killed.stderr
     gang.wait_for("its PodGroup deleted", lambda: gang.plane.request(
-        "GET", f"/apis/scheduling.k8s.io/v1beta1/namespaces/determined/podgroups/det-k8s-{group_id}")[0] == 404,
+        "GET", f"{podgroups('determined')}/det-k8s-{group_id}")[0] == 404,
         timeout=120, interval=0.5)
     assert gang.plane.forbidden(SA) == [], created.stderr + killed.stderr
     assert any("podgroups" in str(event) for event in gang.plane.audit(SA))  # it really made them itself

@@ -180,11 +180,16 @@ class RealCluster:
 _PLANE: ControlPlane | None = None
 
 
-def start_plane(options: Options | None = None) -> ControlPlane:
-    """A started control plane (built once per machine); skips without Go, fails in CI or when it does not start."""
-    from tests.realkube.components import BuildError, build_all, cached, go_binary
+def start_plane(options: Options | None = None, kube_version: str | None = None) -> ControlPlane:
+    """A started control plane (built once per machine); skips without Go, fails in CI or when it does not start.
+    Another `kube_version` than the one the tests build must be built beforehand (`DET_K8S_KUBE_VERSION=1.36.3
+    python -m tests.realkube.cluster build`): without it the test is skipped, saying so."""
+    from tests.realkube.components import KUBE_VERSION, BuildError, build_all, cached, go_binary
 
-    binaries = cached()
+    binaries = cached(kube_version or KUBE_VERSION)
+    if binaries is None and kube_version not in (None, KUBE_VERSION):
+        pytest.skip(f"Kubernetes {kube_version} is not built here: DET_K8S_KUBE_VERSION={kube_version} python -m "
+                    "tests.realkube.cluster build (about 15 minutes) runs these tests against it too")
     if binaries is None:
         need(go_binary() is not None, "the real control plane needs Go to build kube-apiserver, kube-scheduler, "
              "kube-controller-manager, etcd and kwok once (install Go 1.26; ./scripts/test then builds them into "
