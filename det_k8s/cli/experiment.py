@@ -41,7 +41,12 @@ def _print_pass(report: PassReport, focus: str | None = None) -> None:
     for gid, placement in report.placed.items():
         if focus in (None, gid):
             nodes = ", ".join(sorted({node for _, node in placement}))
-            output.success(f"{gid}: placed, {len(placement)} pod(s) started together on {nodes}")
+            if gid in report.native:
+                output.success(f"{gid}: released, {len(placement)} pod(s) handed to kube-scheduler together as pod "
+                               f"group {report.native[gid].partition('/')[2]} (gang of {len(placement)}; room "
+                               f"planned on {nodes})")
+            else:
+                output.success(f"{gid}: placed, {len(placement)} pod(s) started together on {nodes}")
     for victim, by in report.preempted.items():
         if focus in (None, by, victim):
             output.warning(f"{victim}: preempted by {by}: its pods are deleted and it is back in the queue")
@@ -132,6 +137,12 @@ def create(
         "cluster instead of rejecting it. det-k8s creates no pod until all fit, so it does not itself trigger a "
         "pod-driven cluster autoscaler.")]
     = False,
+    placement: Annotated[str | None, typer.Option(
+        "--placement", metavar="auto|native|det-k8s",
+        help="Who places the pods once det-k8s releases the group: kube-scheduler's own gang scheduling (native: a "
+             "PodGroup of all its pods; needs the cluster's PodGroup API), det-k8s (pods pinned to the planned "
+             "nodes), or native where the cluster serves it (auto). Default: the policy's (scheduler policy "
+             "--placement).")] = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Submit an experiment: its pods start all together when they all fit, otherwise it waits in the queue."""
@@ -143,10 +154,13 @@ def create(
     from ..scheduling.experiments import parse_experiment
     from ..scheduling.explain import describe
     from ..scheduling.groups import build_group
+    from ..scheduling.model import PLACEMENTS
     from ..settings.podspec import DEFAULT, checking_against
     from ..tools.duration import format_duration, parse_duration
     from .live import current_user, effective_policy, entry_for, new_group_id, now, scheduling_settings
 
+    if placement is not None and placement not in PLACEMENTS:
+        raise UsageError(f"--placement {placement!r}: expected {', '.join(PLACEMENTS)}")
     seconds = parse_duration(timeout)
     file, values = experiment_argument(file, values)
     stdin_once(file, values)
@@ -185,10 +199,20 @@ def create(
         _show_dry_run(group.id, experiment.name, plan, output_format)
         return
     scheduler = _scheduler(api, policy, who)
+    if (placement or policy.placement) == "native" and scheduler.native_version() is None:
+        from ..errors import ClusterError
+        from ..kube.native import VERSIONS
+
+        raise ClusterError(f"placement native: the cluster serves no PodGroup API (scheduling.k8s.io "
+                           f"{' or '.join(VERSIONS)} podgroups); nothing was submitted",
+                           hint="an admin enables it (feature gate GenericWorkload on kube-apiserver, kube-scheduler "
+                                "and kube-controller-manager, --runtime-config=scheduling.k8s.io/v1beta1=true), or "
+                                "use --placement auto or det-k8s")
     # Nothing is written to the queue before the Lease is held: a client that may not schedule (no RBAC on
     # leases, another Lease location in use) leaves no entry behind, and the first pass runs under the same hold.
     with scheduler.lease().held(wait=scheduler.lease_wait):
-        entry = store.add(entry_for(experiment, text, settings, group, api.namespace))
+        entry = store.add(replace(entry_for(experiment, text, settings, group, api.namespace),
+                                  placement_mode=placement or ""))
         output.message(f"submitted {experiment.name} as {entry.id} ({group.size} pod(s) x {group.slots_per_pod} "
                        f"slot(s), priority {group.priority}, user {who})")
         first: PassReport | None = scheduler.run_pass()
@@ -284,7 +308,8 @@ def _entry_data(entry: QueueEntry, position: int | None = None, reason: str | No
             "state": entry.state, "position": position, "slots": int(group.get("slots", 0)), "pods": len(pods),
             "submittedAt": entry.submitted_at, "attempts": entry.attempts, "admissionRejections": entry.rejections,
             "reason": reason if reason is not None else entry.reason, "placement": dict(entry.placement),
-            "events": list(entry.events)}
+            "placedBy": ("kube-scheduler" if entry.pod_group else "det-k8s") if entry.state == "running" else None,
+            "podGroup": entry.pod_group.partition("/")[2] or None, "events": list(entry.events)}
 
 
 def _fresh_plan(api: KubeApi, entries: list[QueueEntry], cluster: DryCluster | None = None) -> Plan:
@@ -382,6 +407,11 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     read = [pod_from_object(p) for p in pods]  # node: where it is bound, or pinned to until kube-scheduler binds it
     data["pods"] = [{"name": p.name, "node": p.node, "bound": p.node_name is not None, "phase": p.phase}
                     for p in read]
+    unbound = [p for p in read if p.node_name is None and not p.deleting]
+    if entry.state == "running" and entry.pod_group and unbound:  # kube-scheduler's word, read now
+        from ..kube.native import unplaced_reason
+
+        data["reason"] = unplaced_reason(api, api.namespace, entry.pod_group, unbound) or data["reason"]
     if reason is not None:
         data["ahead"] = list(reason.ahead)
     if rows is not None:
@@ -395,6 +425,8 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
                        "Attempts": entry.attempts,
                        **({"Admission rejections": entry.rejections} if entry.rejections else {}),
                        **({"Position": data["position"]} if data["position"] else {}),
+                       **({"Placed by": f"kube-scheduler (pod group {data['podGroup']})"} if data["podGroup"]
+                          and entry.state == "running" else {}),
                        **({"Why": data["reason"]} if data["reason"] else {})})
     if data["pods"]:
         print()
@@ -442,7 +474,7 @@ def _change(experiment_id: str, action: str) -> None:
             pods = [str(p["metadata"]["name"])
                     for p in api.list(PODS, api.namespace, label_selector=f"{L.GROUP}={entry.id}")]
             service = str((entry.service or {}).get("metadata", {}).get("name") or "") or None
-            leftovers = delete_group(api, api.namespace, pods, service)
+            leftovers = delete_group(api, api.namespace, pods, service, pod_group=entry.pod_group or None)
             if leftovers:
                 output.warning(f"could not delete {', '.join(leftovers)}; run the command again to retry")
     output.success(f"{entry.id}: {state}")

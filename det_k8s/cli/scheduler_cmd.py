@@ -206,6 +206,11 @@ def policy(
         help="Team queues (version, defaultQueue, queues: name, guarantee, limit, weight, members, children), "
              "checked like settings; - reads stdin. Try a change first: det-k8s plan --policy.")] = None,
     no_queues: Annotated[bool, typer.Option("--no-queues", help="Remove the team queues.")] = False,
+    placement: Annotated[str | None, typer.Option(
+        "--placement", metavar="auto|native|det-k8s",
+        help="Who places an experiment's pods once det-k8s releases its group: kube-scheduler's own gang scheduling "
+             "(native: a PodGroup; needs the PodGroup API), det-k8s (pods pinned to the planned nodes), or native "
+             "where the cluster serves it (auto, the default).")] = None,
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Show the namespace's scheduling policy; with options, change it for every client."""
@@ -213,7 +218,7 @@ def policy(
 
     from ..kube.policy import policy_data, read_policy, write_policy
     from ..names import check_label_key
-    from ..scheduling.model import Policy
+    from ..scheduling.model import PLACEMENTS, Policy
 
     if topology_key:  # "" turns it off
         check_label_key(topology_key, "--topology-key")
@@ -247,6 +252,10 @@ def policy(
             raise UsageError(f"--extended-resource-toleration {extended_resource_toleration!r}: expected on, off "
                              "or detect")
         changes["extended_resource_toleration"] = choices[extended_resource_toleration]
+    if placement is not None:
+        if placement not in PLACEMENTS:
+            raise UsageError(f"--placement {placement!r}: expected {', '.join(PLACEMENTS)}")
+        changes["placement"] = placement
     if queues_file is not None and no_queues:
         raise UsageError("--queues and --no-queues contradict each other")
     if queues_file is not None:
@@ -268,7 +277,8 @@ def policy(
                        "Topology": (f"{new.topology_key} ({'required' if new.topology_required else 'preferred'})"
                                     if new.topology_key else "off"),
                        "Admission": f"ExtendedResourceToleration {toleration}",
-                       "Queues": ", ".join(q.name for q in new.queues.queues) if new.queues else "none"})
+                       "Queues": ", ".join(q.name for q in new.queues.queues) if new.queues else "none",
+                       "Placement": new.placement})
 
 
 def read_queues(path: Path) -> QueueTree:

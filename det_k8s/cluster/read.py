@@ -436,11 +436,19 @@ def _read_pod(obj: Mapping[str, Any]) -> Pod:
         reason=str(status.get("reason") or ""),
         owner=_controller(meta.get("ownerReferences")),
         priority=priority if type(priority := spec.get("priority")) is int else None,
-        nominated_node=None if node_name else (str(status.get("nominatedNodeName") or "") or None),
+        nominated_node=None if node_name else (str(status.get("nominatedNodeName") or "") or _planned(annotations)),
         unschedulable=unschedulable,
         unschedulable_since=since,
         mirror=bool(annotations and isinstance(annotations, Mapping) and MIRROR_ANNOTATION in annotations),
     )
+
+
+def _planned(annotations: Any) -> str | None:
+    """The node a det-k8s pass planned for a pod it handed to kube-scheduler (kube/native.py): the pod holds its
+    resources there until bound, as a nominated pod does, so the next pass does not hand them out again."""
+    if not annotations or not isinstance(annotations, Mapping):
+        return None
+    return str(annotations.get(PLANNED_NODE) or "") or None
 
 
 def _controller(refs: Any) -> str:
@@ -454,6 +462,7 @@ def _controller(refs: Any) -> str:
 
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+PLANNED_NODE = "det-k8s.io/planned-node"  # a det-k8s pod kube-scheduler places (native gang): counted there until bound
 
 
 def _storage_bytes(raw: Any, where: str) -> int:

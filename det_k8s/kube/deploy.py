@@ -60,6 +60,8 @@ NAMESPACE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["configmaps"],
      "verbs": ["get", "list", "watch", "create", "update", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create", "delete"]},
+    # native placement (kube/native.py): a det-k8s group's PodGroup, where the cluster serves the API
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["get", "create", "delete"]},
 ]
 HEALTH_PORT = 8081  # `scheduler run --health-port`: /readyz and /healthz, as controller-runtime serves them
 TERMINATION_GRACE_SECONDS = int(GRACE_SECONDS) + 25  # the undo's grace, then a request's timeout and the exit

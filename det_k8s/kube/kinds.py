@@ -56,3 +56,8 @@ LEASES = Kind("lease", "/apis/coordination.k8s.io/v1", "leases")
 STORAGECLASSES = Kind("storage class", "/apis/storage.k8s.io/v1", "storageclasses", namespaced=False)
 PRIORITYCLASSES = Kind("priority class", "/apis/scheduling.k8s.io/v1", "priorityclasses", namespaced=False)
 JOBS = Kind("job", "/apis/batch/v1", "jobs")
+
+
+def pod_groups(version: str) -> Kind:
+    """Kubernetes' own gang-scheduling PodGroups (KEP-4671) at `version` of scheduling.k8s.io (kube/native.py)."""
+    return Kind("pod group", f"/apis/scheduling.k8s.io/{version}", "podgroups")

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from ..bounded import load_json
 from ..errors import InputError, Location, NotFound, PolicyError, Problem, Severity
-from ..scheduling.model import DEFAULT_RESERVE_AFTER, ZONE, Policy
+from ..scheduling.model import DEFAULT_RESERVE_AFTER, PLACEMENTS, ZONE, Policy
 from ..scheduling.queues import QueueTree, parse_queues, queues_data
 from .api import KubeApi
 from .kinds import CONFIGMAPS
@@ -47,6 +47,9 @@ def policy_from_data(raw: object, where: str) -> Policy:
         reserve_after = float(raw.get("reserve_after", DEFAULT_RESERVE_AFTER))
         topology_key = str(raw.get("topology_key", ZONE))
         toleration = raw.get("extended_resource_toleration")
+        placement = str(raw.get("placement") or "auto")
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
     except (InputError, ValueError, TypeError, AttributeError) as exc:
         raise InputError(f"{where}: not a readable scheduling policy ({exc})",
                          hint="set it again with `det-k8s scheduler policy ...`, or delete the ConfigMap") from exc
@@ -62,7 +65,8 @@ def policy_from_data(raw: object, where: str) -> Policy:
                   autoscaling=bool(raw.get("autoscaling", False)), backfill=bool(raw.get("backfill", True)),
                   reserve_after=reserve_after, topology_key=topology_key,
                   topology_required=bool(raw.get("topology_required", False)),
-                  extended_resource_toleration=None if toleration is None else bool(toleration), queues=queues)
+                  extended_resource_toleration=None if toleration is None else bool(toleration), queues=queues,
+                  placement=placement)
 
 
 def checked_queues(raw: object, where: str, key: str = "") -> QueueTree:
@@ -83,7 +87,8 @@ def policy_data(policy: Policy) -> dict[str, object]:
             "backfill": policy.backfill, "reserve_after": policy.reserve_after, "topology_key": policy.topology_key,
             "topology_required": policy.topology_required,
             "extended_resource_toleration": policy.extended_resource_toleration,
-            "queues": queues_data(policy.queues) if policy.queues is not None else None}
+            "queues": queues_data(policy.queues) if policy.queues is not None else None,
+            "placement": policy.placement}
 
 
 def write_policy(api: KubeApi, namespace: str, policy: Policy) -> None:

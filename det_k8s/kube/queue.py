@@ -51,6 +51,9 @@ class QueueEntry:
     events: tuple[str, ...] = ()
     resource_version: str = ""
     doomed: tuple[Mapping[str, Any], ...] = ()  # failed or unfinished creations that may have left pods (kube/doomed.py)
+    placement_mode: str = ""  # auto, native or det-k8s as `experiment create --placement` chose ("": the policy's)
+    pod_group: str = ""  # "<version>/<name>" of the PodGroup its pods name while kube-scheduler places them
+    uid: str = ""  # the ConfigMap's, for owner references (the PodGroup goes with the entry)
 
     @property
     def configmap_name(self) -> str:
@@ -81,6 +84,8 @@ def to_configmap(entry: QueueEntry, namespace: str) -> dict[str, Any]:
               "placement": dict(entry.placement), "events": list(entry.events)}
     if entry.doomed:
         status["doomed"] = [dict(mark) for mark in entry.doomed]
+    if entry.pod_group:
+        status["podGroup"] = entry.pod_group
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -88,7 +93,9 @@ def to_configmap(entry: QueueEntry, namespace: str) -> dict[str, Any]:
         "data": {
             "entry.json": json.dumps({"id": entry.id, "experiment": entry.experiment, "user": entry.user,
                                       "priority": entry.priority, "submitted_at": entry.submitted_at,
-                                      "sequence": entry.sequence}, sort_keys=True),
+                                      "sequence": entry.sequence,
+                                      **({"placement": entry.placement_mode} if entry.placement_mode else {})},
+                                     sort_keys=True),
             "status.json": json.dumps(status, sort_keys=True),
             "experiment.yaml": entry.experiment_text,
             "group.json": json.dumps(entry.group, sort_keys=True),
@@ -161,6 +168,9 @@ def from_configmap(obj: Mapping[str, Any]) -> QueueEntry:
         events=tuple(str(e) for e in status.get("events") or ()),
         resource_version=str(meta.get("resourceVersion", "")),
         doomed=_doomed(status.get("doomed")),
+        placement_mode=str(head.get("placement") or ""),
+        pod_group=str(status.get("podGroup") or ""),
+        uid=str(meta.get("uid") or ""),
     )
 
 

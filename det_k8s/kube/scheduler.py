@@ -58,9 +58,10 @@ from .events import EventRecorder
 from .kinds import PODS, SERVICES
 from .lease import SchedulingLease, lease_namespace, served_now, utcnow
 from .master_pods import MasterPods
+from .native import VERSIONS, member, pod_group_manifest, pod_group_name, served_version, unplaced_reason
 from .queue import COMPLETED, FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueEntry, QueueStore
 from .snapshot import read_snapshot
-from .submit import GroupCreationFailed, create_group, delete_group
+from .submit import GroupCreationFailed, create_group, delete_group, pod_group_ref
 from .watch import ClusterState, ClusterView, read_cluster
 
 Log = Callable[[str], None]
@@ -84,6 +85,7 @@ class PassReport:
     uncleared: dict[str, str] = field(default_factory=dict)  # id -> a creation whose pods may remain (kube/doomed.py)
     marked: dict[str, str] = field(default_factory=dict)  # master victim id -> preemptor id (determined-preemption)
     repaired: dict[str, str] = field(default_factory=dict)  # master group id -> why its bound pods were deleted
+    native: dict[str, str] = field(default_factory=dict)  # id -> "<version>/<name>" of the PodGroup kube-scheduler places
 
 
 @dataclass
@@ -110,6 +112,7 @@ class LiveScheduler:
     _pod_writes: list[str] = field(default_factory=list, repr=False)  # without a view: revisions of pod writes
     _empty_queue_at: int = field(default=-1, repr=False)  # the view's queue_changes when the queue was last empty
     _quotas_listed: bool = field(default=True, repr=False)  # the pass read ResourceQuotas (it may list them)
+    _pod_group_api: tuple[str | None] | None = field(default=None, repr=False)  # this pass's discovery (native.py)
 
     @property
     def store(self) -> QueueStore:
@@ -139,6 +142,7 @@ class LiveScheduler:
             self._renewed = time.monotonic()
             self._wrote_pods = False
             self._pod_writes = []
+            self._pod_group_api = None
             observed = self.view is None and self.api.observe_writes is None
             if observed:
                 self.api.observe_writes = self._observe
@@ -241,7 +245,8 @@ class LiveScheduler:
             if entry.state in (PAUSED, KILLED, FAILED) and stale:
                 self._still_ours()
                 report.problems.extend(f"{entry.id}: could not delete {name}" for name in
-                                       delete_group(self.api, self.namespace, stale, self._service_of(entry, stale)))
+                                       delete_group(self.api, self.namespace, stale, self._service_of(entry, stale),
+                                                    pod_group=entry.pod_group or None))
         unready = {node.name for node in snapshot.nodes if not node.ready}
         queue: list[PodGroup] = []
         for entry in entries.values():
@@ -376,6 +381,10 @@ class LiveScheduler:
             if entry.rejections and all(p.phase == "Running" for p in pods if p.name in expected):
                 # Admitted and running: earlier rejections were races, not this node refusing it for good.
                 return self._write(replace(entry, rejections=0), report)
+            if entry.pod_group:  # kube-scheduler places it: why it has not yet is one more source of the reason
+                unbound = [p for p in pods if p.name in expected and not p.node_name]
+                why = unplaced_reason(self.api, self.namespace, entry.pod_group, unbound) if unbound else ""
+                return self._note(entry, why, report)
             return entry
         if health.verdict is Verdict.COMPLETED:
             self._delete(entry, [], report)  # the pods stay for their logs; the Service is no longer needed
@@ -420,7 +429,9 @@ class LiveScheduler:
             by = preemptor_of.get(victim, "")
             pods = [p.name for p in by_group.get(victim, [])]
             self._still_ours()
-            leftovers = delete_group(self.api, self.namespace, pods, self._service_of(entries.get(victim), pods))
+            victim_entry = entries.get(victim)
+            leftovers = delete_group(self.api, self.namespace, pods, self._service_of(victim_entry, pods),
+                                     pod_group=victim_entry.pod_group or None if victim_entry else None)
             report.preempted[victim] = by
             if leftovers:
                 report.problems.append(f"{victim}: could not delete {', '.join(leftovers)}")
@@ -431,20 +442,63 @@ class LiveScheduler:
                 entries[victim] = self._write(entry.with_event(f"{self._now()} {why}", state=QUEUED, reason=why,
                                                                placement={}), report)
 
+    def native_version(self) -> str | None:
+        """The PodGroup API version the cluster serves (discovered once per pass), or None."""
+        if self._pod_group_api is None:
+            self._pod_group_api = (served_version(self.api),)
+        return self._pod_group_api[0]
+
+    def placement_of(self, entry: QueueEntry) -> tuple[str, str | None]:
+        """(the entry's placement mode, the PodGroup API version to use, None: det-k8s pins the pods)."""
+        mode = entry.placement_mode or self.policy.placement
+        if mode == "det-k8s":
+            return mode, None
+        return mode, self.native_version()
+
     def _create(self, entry: QueueEntry, placement: Sequence[tuple[str, str]], report: PassReport) -> QueueEntry:
         nodes = dict(placement)
-        manifests = [_pinned(m, nodes) for m in entry.pods]
+        mode, version = self.placement_of(entry)
+        pod_group = None
+        if mode == "native" and version is None:
+            why = ("placement native, but the cluster serves no PodGroup API (scheduling.k8s.io "
+                   f"{' or '.join(VERSIONS)} podgroups: feature gate GenericWorkload and --runtime-config); it waits "
+                   "(`det-k8s scheduler policy --placement auto` places it with det-k8s where the API is missing)")
+            report.waiting[entry.id] = why
+            return self._note(entry, why, report)
+        if version is not None:
+            name = pod_group_name(entry.id)
+            pod_group = pod_group_manifest(name, self.namespace, version, len(entry.pods), entry.id,
+                                           {"name": entry.configmap_name, "uid": entry.uid})
+            manifests = [member(m, name, nodes[str(m["metadata"]["name"])]) for m in entry.pods]
+        else:
+            manifests = [_pinned(m, nodes) for m in entry.pods]
         self._still_ours()
         attempt = new_attempt()
         try:  # the intent first: a successor finishes what a killed process leaves (kube/doomed.py)
-            entry = self.store.update(mark_intent(entry, attempt, [str(m["metadata"]["name"]) for m in manifests],
-                                                  self.clock()))
+            # (with the PodGroup it names: an interrupted creation's teardown or a kill then deletes it too)
+            entry = self.store.update(replace(
+                mark_intent(entry, attempt, [str(m["metadata"]["name"]) for m in manifests], self.clock()),
+                pod_group=pod_group_ref(pod_group) if pod_group is not None else entry.pod_group))
         except DetK8sError as exc:
             report.problems.append(f"{entry.id}: could not record its creation before starting it, so it was not "
                                    f"started: {exc.message}; the next pass tries again")
             return entry
         try:
-            create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers, attempt=attempt)
+            try:
+                create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers,
+                             attempt=attempt, pod_group=pod_group)
+            except GroupCreationFailed as exc:
+                if not (mode == "auto" and pod_group is not None and exc.pod_group_denied):
+                    raise
+                # auto never makes a group wait for native placement: det-k8s places it itself, as without the API
+                report.problems.append(f"{entry.id}: placement auto: {exc.message}; det-k8s places it itself (grant "
+                                       "get, create and delete on podgroups.scheduling.k8s.io, as `det-k8s scheduler "
+                                       "manifest` does, for kube-scheduler's gang scheduling)")
+                pod_group = None
+                entry = replace(entry, pod_group="")  # none was created: nothing of it to delete later
+                manifests = [_pinned(m, nodes) for m in entry.pods]
+                create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers,
+                             attempt=attempt)
         except GroupCreationFailed as exc:
             entry = mark_failed(settle(entry, attempt), exc, self.clock())  # its pods, if any remain, go on sight
             if exc.remaining:
@@ -482,8 +536,14 @@ class LiveScheduler:
         report.placed[entry.id] = tuple(placement)
         where = ", ".join(f"{pod} on {node}" for pod, node in placement)
         entry = settle(entry, attempt)
+        if pod_group is not None:
+            report.native[entry.id] = pod_group_ref(pod_group)
+            return self._write(entry.with_event(
+                f"{self._now()} released to kube-scheduler as pod group {pod_group['metadata']['name']} (gang of "
+                f"{len(manifests)}; planned: {where})", state=RUNNING, reason="", placement=nodes,
+                pod_group=pod_group_ref(pod_group)), report)
         return self._write(entry.with_event(f"{self._now()} placed: {where}", state=RUNNING, reason="",
-                                            placement=nodes), report)
+                                            placement=nodes, pod_group=""), report)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -511,7 +571,8 @@ class LiveScheduler:
             return entry
 
     def _delete(self, entry: QueueEntry, pods: Sequence[str], report: PassReport) -> list[str]:
-        return delete_group(self.api, self.namespace, pods, self._service_of(entry, pods))
+        return delete_group(self.api, self.namespace, pods, self._service_of(entry, pods),
+                            pod_group=entry.pod_group or None)
 
     @staticmethod
     def _service_of(entry: QueueEntry | None, pods: Sequence[str]) -> str | None:

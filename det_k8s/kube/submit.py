@@ -18,7 +18,7 @@ from typing import Any
 from .. import stopping
 from ..errors import Conflict, DetK8sError, Forbidden, Rejected
 from .api import KubeApi
-from .kinds import PODS, SERVICES
+from .kinds import PODS, SERVICES, Kind, pod_groups
 
 IN_FLIGHT_WAIT = 2.0  # seconds an interrupted creation waits for the answers already on their way
 
@@ -33,8 +33,10 @@ class GroupCreationFailed(DetK8sError):
     """
 
     def __init__(self, message: str, *, leftovers: Sequence[str] = (), hint: str | None = None,
-                 lasting: bool = False, unconfirmed: Sequence[str] = (), attempt: str = "") -> None:
+                 lasting: bool = False, unconfirmed: Sequence[str] = (), attempt: str = "",
+                 pod_group_denied: bool = False) -> None:
         super().__init__(message, hint=hint)
+        self.pod_group_denied = pod_group_denied  # the PodGroup's creation was denied (RBAC): no pod was created
         self.leftovers = tuple(leftovers)
         self.lasting = lasting  # trying again unchanged will fail again (see `lasting_refusal`)
         self.unconfirmed = tuple(unconfirmed)
@@ -43,7 +45,7 @@ class GroupCreationFailed(DetK8sError):
     @property
     def remaining(self) -> tuple[str, ...]:
         """Pods of this failed creation that exist or may appear (not the Service)."""
-        return tuple(n for n in (*self.leftovers, *self.unconfirmed) if not n.startswith("service/"))
+        return tuple(n for n in (*self.leftovers, *self.unconfirmed) if "/" not in n)
 
 
 def definite_refusal(error: BaseException) -> bool:
@@ -69,9 +71,23 @@ def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
 
 
+def pod_group_ref(manifest: Mapping[str, Any]) -> str:
+    """"<version>/<name>" of a PodGroup manifest (as a queue entry records it)."""
+    return f"{str(manifest.get('apiVersion', '')).rpartition('/')[2]}/{_name(manifest)}"
+
+
+def _pod_group(ref: str | None) -> tuple[Kind, str] | None:
+    if not ref or "/" not in ref:
+        return None
+    version, _, name = ref.partition("/")
+    return pod_groups(version), name
+
+
 def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]],
-                 service: Mapping[str, Any] | None = None, *, workers: int = 1, attempt: str = "") -> Created:
-    """Create the headless Service and every pod; on any failure, delete what may exist and raise.
+                 service: Mapping[str, Any] | None = None, *, workers: int = 1, attempt: str = "",
+                 pod_group: Mapping[str, Any] | None = None) -> Created:
+    """Create the headless Service, the PodGroup (native placement, kube/native.py) and every pod; on any failure,
+    delete what may exist (the PodGroup too) and raise.
 
     "What may exist" is every pod whose creation was attempted and not refused as a duplicate:
     a creation whose answer was lost (a timeout, a dropped connection) may still have happened,
@@ -95,6 +111,9 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
         except DetK8sError as exc:
             raise GroupCreationFailed(f"creating service {service_name} failed: {exc}",
                                       lasting=lasting_refusal(exc), attempt=attempt) from exc
+    group_ref = pod_group_ref(pod_group) if pod_group is not None else None
+    if pod_group is not None:
+        _create_pod_group(api, namespace, pod_group, service_name, attempt)
     if attempt:
         pods = [_labelled(pod, ATTEMPT_LABEL, attempt) for pod in pods]
 
@@ -138,12 +157,13 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
             pending = [f for f in futures if f.running()]
             if pending:  # answers on their way say whether those pods exist; not waited for past the grace
                 wait(pending, timeout=min(IN_FLIGHT_WAIT, stopping.remaining()))
-        _undo_interrupted(api, namespace, maybe_ours(), set(created), service_name, attempt)
+        _undo_interrupted(api, namespace, maybe_ours(), set(created), service_name, attempt, group_ref)
         raise
     if not failures:
         return Created(tuple(created), service_name)
     refused = {name for name, error in failures if definite_refusal(error)}  # never created: nothing to delete
-    outcome = _roll_back(api, namespace, [name for name in maybe_ours() if name not in refused], service_name)
+    outcome = _roll_back(api, namespace, [name for name in maybe_ours() if name not in refused], service_name,
+                         group_ref)
     unconfirmed = [name for name in outcome.absent if name not in created and name not in refused]
     first_pod, first_error = failures[0]
     message = f"creating pod {first_pod} failed: {first_error}; " + _outcome_text(outcome, unconfirmed)
@@ -151,23 +171,47 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
     if outcome.leftovers or unconfirmed:
         hint = ("they are marked in the experiment's queue entry and deleted by the next det-k8s command that sees "
                 f"them (experiment list, scheduler run, doctor); now: kubectl delete pod -n {namespace} "
-                + " ".join(n for n in (*outcome.leftovers, *unconfirmed) if not n.startswith("service/")))
+                + " ".join(n for n in (*outcome.leftovers, *unconfirmed) if "/" not in n))
     raise GroupCreationFailed(message, leftovers=outcome.leftovers, lasting=lasting_refusal(first_error),
                               hint=hint, unconfirmed=unconfirmed, attempt=attempt)
 
 
-def _undo_interrupted(api: KubeApi, namespace: str, pods: Sequence[str], created: set[str], service: str | None,
+def _create_pod_group(api: KubeApi, namespace: str, manifest: Mapping[str, Any], service: str | None,
                       attempt: str) -> None:
+    """Create the group's PodGroup, or reuse one an earlier attempt left (the same gang); raise GroupCreationFailed
+    (after deleting the Service again) when that fails, or when the earlier one is still being deleted (its
+    protection finalizer holds it while pods name it): the next pass tries again, not counted as an attempt."""
+    ref = _pod_group(pod_group_ref(manifest))
+    assert ref is not None
+    kind, name = ref
+    try:
+        try:
+            api.create(kind, manifest, namespace)
+            return
+        except Conflict:
+            existing = api.get(kind, name, namespace)
+    except DetK8sError as exc:
+        _roll_back(api, namespace, [], service)
+        raise GroupCreationFailed(f"creating pod group {name} failed: {exc}", lasting=lasting_refusal(exc),
+                                  attempt=attempt, pod_group_denied=isinstance(exc, Forbidden)) from exc
+    if (existing.get("metadata") or {}).get("deletionTimestamp"):
+        _roll_back(api, namespace, [], service)
+        raise GroupCreationFailed(f"pod group {name} of an earlier attempt is still being deleted (its pods are "
+                                  "stopping)", attempt=attempt)
+
+
+def _undo_interrupted(api: KubeApi, namespace: str, pods: Sequence[str], created: set[str], service: str | None,
+                      attempt: str, pod_group: str | None = None) -> None:
     """Delete every pod of an interrupted creation that is or may be there; say what was undone and what is left."""
-    outcome = _roll_back(api, namespace, pods, service)
-    removed = [n for n in outcome.removed if not n.startswith("service/")]
+    outcome = _roll_back(api, namespace, pods, service, pod_group)
+    removed = [n for n in outcome.removed if "/" not in n]
     unconfirmed = [n for n in outcome.absent if n not in created]
     if removed:
         stopping.note(f"deleted the {len(removed)} pod(s) created so far ({', '.join(removed)}): nothing of the "
                       "group runs")
     elif not outcome.leftovers and not unconfirmed:
         stopping.note("no pod of the group had been created")
-    left = [n for n in (*outcome.leftovers, *unconfirmed) if not n.startswith("service/")]
+    left = [n for n in (*outcome.leftovers, *unconfirmed) if "/" not in n]
     if left:
         where = f" (attempt {attempt})" if attempt else ""
         stopping.note(f"{', '.join(left)} may still exist or appear{where}: the intent recorded in the queue entry has "
@@ -182,7 +226,8 @@ class _Outcome:
     reasons: tuple[str, ...]  # why, for the leftovers
 
 
-def _roll_back(api: KubeApi, namespace: str, pods: Sequence[str], service: str | None) -> _Outcome:
+def _roll_back(api: KubeApi, namespace: str, pods: Sequence[str], service: str | None,
+               pod_group: str | None = None) -> _Outcome:
     removed: list[str] = []
     absent: list[str] = []
     leftovers: list[str] = []
@@ -198,6 +243,13 @@ def _roll_back(api: KubeApi, namespace: str, pods: Sequence[str], service: str |
             api.delete(SERVICES, service, namespace, missing_ok=True)
         except DetK8sError as exc:
             leftovers.append(f"service/{service}")
+            reasons.append(exc.message)
+    ref = _pod_group(pod_group)
+    if ref is not None:
+        try:
+            api.delete(ref[0], ref[1], namespace, missing_ok=True)
+        except DetK8sError as exc:
+            leftovers.append(f"podgroup/{ref[1]}")
             reasons.append(exc.message)
     return _Outcome(tuple(removed), tuple(absent), tuple(leftovers), tuple(reasons))
 
@@ -230,8 +282,9 @@ def _labelled(pod: Mapping[str, Any], key: str, value: str) -> dict[str, Any]:
 
 
 def delete_group(api: KubeApi, namespace: str, pods: Sequence[str], service: str | None,
-                 grace_seconds: int | None = None) -> list[str]:
-    """Tear a whole group down (kill, pause, preemption, a lost pod); returns what could not be deleted."""
+                 grace_seconds: int | None = None, pod_group: str | None = None) -> list[str]:
+    """Tear a whole group down (kill, pause, preemption, a lost pod) with its Service and PodGroup
+    ("<version>/<name>"); returns what could not be deleted."""
     leftovers: list[str] = []
     for name in pods:
         try:
@@ -243,4 +296,10 @@ def delete_group(api: KubeApi, namespace: str, pods: Sequence[str], service: str
             api.delete(SERVICES, service, namespace, missing_ok=True)
         except DetK8sError:
             leftovers.append(f"service/{service}")
+    ref = _pod_group(pod_group)
+    if ref is not None:
+        try:
+            api.delete(ref[0], ref[1], namespace, missing_ok=True)
+        except DetK8sError:
+            leftovers.append(f"podgroup/{ref[1]}")
     return leftovers

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 DEFAULT_PRIORITY = 50  # Determined on Kubernetes: higher is more important, 50 when unset
 DEFAULT_RESERVE_AFTER = 300.0  # seconds a group waits before the starvation guard reserves nodes for it
 ZONE = "topology.kubernetes.io/zone"  # the default topology a group is kept within when it fits
+PLACEMENTS = ("auto", "native", "det-k8s")  # who places a released group's pods (kube/native.py)
 
 
 def total_of(requests: Iterable[Resources]) -> dict[str, int]:
@@ -171,7 +172,10 @@ class Policy:
     `extended_resource_toleration` says whether the API server runs the ExtendedResourceToleration
     admission plugin (pods asking for `nvidia.com/gpu` get a toleration of `nvidia.com/gpu`
     NoSchedule taints); None detects it from the snapshot (`admission.py`). `queues`: the team
-    queues (`queues.py`); None: no queue limits.
+    queues (`queues.py`); None: no queue limits. `placement` says who places det-k8s's own groups once a pass
+    releases them (`kube/native.py`): `det-k8s` pins each pod to the planned node, `native` hands the group to
+    kube-scheduler as a gang PodGroup, `auto` is native where the cluster serves the PodGroup API. It does not
+    change the plan.
     """
 
     preemption: bool = False
@@ -185,6 +189,7 @@ class Policy:
     topology_required: bool = False
     extended_resource_toleration: bool | None = None
     queues: QueueTree | None = None
+    placement: str = "auto"
 
     def weight(self, user: str) -> float:
         return float(self.weights.get(user, self.default_weight))

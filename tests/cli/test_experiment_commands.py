@@ -275,8 +275,42 @@ def test_policy_is_stored_for_every_client(run_cli, cluster):
     shown = json.loads(run_cli("scheduler", "policy", "-o", "json").out)
     assert shown == {"preemption": True, "weights": {"alice": 2.0, "bob": 0.5}, "autoscaling": False,
                      "backfill": True, "reserve_after": 300.0, "topology_key": "topology.kubernetes.io/zone",
-                     "topology_required": False, "extended_resource_toleration": None, "queues": None}
+                     "topology_required": False, "extended_resource_toleration": None, "queues": None,
+                     "placement": "auto"}
     assert run_cli("scheduler", "policy", "--weight", "alice").code == 2
+
+
+def test_the_placement_mode_is_part_of_the_stored_policy(run_cli, cluster):
+    from det_k8s.kube.policy import read_policy
+
+    assert read_policy(cluster.connect(), "default").placement == "auto"  # native where the PodGroup API is served
+    shown = run_cli("scheduler", "policy", "--placement", "det-k8s")
+    assert shown.code == 0 and "Placement:     det-k8s" in shown.out
+    assert read_policy(cluster.connect(), "default").placement == "det-k8s"
+    bad = run_cli("scheduler", "policy", "--placement", "kai")
+    assert bad.code == 2 and "--placement 'kai': expected auto, native, det-k8s" in bad.err
+    assert read_policy(cluster.connect(), "default").placement == "det-k8s"
+
+
+def test_native_placement_where_the_cluster_serves_no_pod_group_api_submits_nothing(run_cli, cluster, gpus):
+    result = run_cli("experiment", "create", EXP / "small-4gpu.yaml", "-f", gpus, "--placement", "native")
+    assert result.code == 1
+    assert "placement native: the cluster serves no PodGroup API (scheduling.k8s.io v1beta1 or v1alpha2 podgroups)" \
+        in result.err
+    assert entries(cluster) == {} and cluster.api.items("pods") == []
+
+
+def test_auto_placement_without_the_pod_group_api_pins_the_pods_as_before(run_cli, cluster, gpus):
+    result = run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml", "-f", gpus, "--placement", "auto")
+    assert result.code == 0, result.err
+    pods = cluster.api.items("pods")
+    assert len(pods) == 3 and not any("schedulingGroup" in p["spec"] for p in pods)
+    assert all(p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+               ["nodeSelectorTerms"][0]["matchFields"][0]["key"] == "metadata.name" for p in pods)
+    assert "placed, 3 pod(s) started together on gpu-0, gpu-1, gpu-2" in result.err
+    describe = json.loads(run_cli("experiment", "describe", entries(cluster)["distributed-12gpu-a"]["id"],
+                                  "-o", "json").out)
+    assert describe["placedBy"] == "det-k8s" and describe["podGroup"] is None
 
 
 def test_reserve_after_is_part_of_the_stored_policy(run_cli, cluster):

@@ -32,6 +32,17 @@ def test_round_trips_through_a_configmap():
     assert from_configmap(to_configmap(original, "ml")) == original
 
 
+def test_the_placement_mode_and_the_pod_group_round_trip_and_default_to_none():
+    original = entry("mnist-7f3a2c", 5, state=RUNNING, placement_mode="native", pod_group="v1beta1/det-k8s-mnist-7f3a2c")
+    stored = to_configmap(original, "ml")
+    assert '"placement": "native"' in stored["data"]["entry.json"]
+    assert '"podGroup": "v1beta1/det-k8s-mnist-7f3a2c"' in stored["data"]["status.json"]
+    assert from_configmap(stored) == original
+    plain = to_configmap(entry("mnist-7f3a2c", 5), "ml")  # entries written before: no keys, the policy decides
+    assert "placement" not in plain["data"]["entry.json"] and "podGroup" not in plain["data"]["status.json"]
+    assert (from_configmap(plain).placement_mode, from_configmap(plain).pod_group) == ("", "")
+
+
 def test_labels_allow_kubectl_to_find_entries_and_user_labels_are_valid():
     cm = to_configmap(entry("a", 1), "ml")
     labels = cm["metadata"]["labels"]

@@ -389,7 +389,7 @@ class ControlPlane:
             f"--cluster-signing-key-file={self.pki.directory / 'ca.key'}",
             # kwok renews node heartbeats every ~20 s; on a loaded 2-core machine that can lag past the default 40 s grace,
             # and a node marked NotReady marks its pods NotReady (a Deployment then has 0 available)
-            "--node-monitor-grace-period=300s", "--concurrent-gc-syncs=5", "--v=1"])
+            "--node-monitor-grace-period=300s", "--concurrent-gc-syncs=5", "--v=1", *self._gates()])
 
     def _start_scheduler(self) -> None:
         kubeconfig = self._component_kubeconfig("kube-scheduler", "system:kube-scheduler")
@@ -397,7 +397,13 @@ class ControlPlane:
         self._spawn("kube-scheduler", [
             str(self.binaries.kube_scheduler), f"--kubeconfig={kubeconfig}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false", "--v=1"])
+            "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false", "--v=1", *self._gates()])
+
+    def _gates(self) -> list[str]:
+        """The feature gates for kube-scheduler and kube-controller-manager too (GenericWorkload: the gang plugin and
+        the PodGroup protection controller)."""
+        gates = ",".join(f"{k}={'true' if v else 'false'}" for k, v in self.options.feature_gates.items())
+        return [f"--feature-gates={gates}"] if gates else []
 
     def _start_kwok(self) -> None:
         # kwok acts as every fake node's kubelet; it needs to read and write nodes, pods and leases everywhere.

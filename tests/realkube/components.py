@@ -224,13 +224,13 @@ def _kwok_stages(version: str, env: dict[str, str], dest: Path) -> None:
     dest.write_text("\n---\n".join(docs) + "\n")
 
 
-def cached() -> Binaries | None:
-    """The binaries if all are built already (no Go needed), else None."""
+def cached(kube_version: str = KUBE_VERSION) -> Binaries | None:
+    """The binaries (Kubernetes `kube_version`) if all are built already (no Go needed), else None."""
     root = cache_root()
-    kube = root / "kubernetes" / f"v{KUBE_VERSION}"
+    kube = root / "kubernetes" / f"v{kube_version}"
     b = Binaries(kube / "kube-apiserver", kube / "kube-controller-manager", kube / "kube-scheduler",
                  root / "etcd" / f"v{ETCD_VERSION}" / "etcd", root / "kwok" / f"v{KWOK_VERSION}" / "kwok",
-                 KUBE_VERSION, ETCD_VERSION, KWOK_VERSION)
+                 kube_version, ETCD_VERSION, KWOK_VERSION)
     paths = (b.kube_apiserver, b.kube_controller_manager, b.kube_scheduler, b.etcd, b.kwok,
              b.kwok.parent / STAGES_FILE)
     return b if all(p.is_file() for p in paths) else None

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.needs import need
-from tests.realkube.cluster import KWOK_ANNOTATION, ControlPlane, ControlPlaneError
+from tests.realkube.cluster import KWOK_ANNOTATION, ControlPlane, ControlPlaneError, Options
 
 # plural -> (API prefix, namespaced)
 PLURALS: dict[str, tuple[str, bool]] = {
@@ -184,12 +184,16 @@ class RealCluster:
 _PLANE: ControlPlane | None = None
 
 
-@pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
-    from tests.realkube.components import BuildError, build_all, cached, go_binary
+def start_plane(options: Options | None = None, kube_version: str | None = None) -> ControlPlane:
+    """A started control plane (built once per machine); skips without Go, fails in CI or when it does not start.
+    Another `kube_version` than the one the tests build must be built beforehand (`DET_K8S_KUBE_VERSION=1.36.3
+    python -m tests.realkube.cluster build`): without it the test is skipped, saying so."""
+    from tests.realkube.components import KUBE_VERSION, BuildError, build_all, cached, go_binary
 
-    global _PLANE
-    binaries = cached()
+    binaries = cached(kube_version or KUBE_VERSION)
+    if binaries is None and kube_version not in (None, KUBE_VERSION):
+        pytest.skip(f"Kubernetes {kube_version} is not built here: DET_K8S_KUBE_VERSION={kube_version} python -m "
+                    "tests.realkube.cluster build (about 15 minutes) runs these tests against it too")
     if binaries is None:
         need(go_binary() is not None, "the real control plane needs Go to build kube-apiserver, kube-scheduler, "
              "kube-controller-manager, etcd and kwok once (install Go 1.26; ./scripts/test then builds them into "
@@ -198,11 +202,18 @@ def control_plane() -> Iterator[ControlPlane]:
             binaries = build_all()
         except BuildError as e:
             pytest.fail(f"building the real control plane failed: {e}", pytrace=False)
-    plane = ControlPlane(binaries)
+    plane = ControlPlane(binaries, options)
     try:
         plane.start()
     except ControlPlaneError as e:
         pytest.fail(f"the real control plane did not start: {e}", pytrace=False)
+    return plane
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    global _PLANE
+    plane = start_plane()
     _PLANE = plane
     try:
         yield plane
@@ -277,19 +288,26 @@ def _clean(plane: ControlPlane, namespaces: set[str]) -> None:
         time.sleep(0.2)
 
 
-@pytest.fixture
-def real_cluster(control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                 ) -> Iterator[RealCluster]:
-    """The real control plane, empty, with KUBECONFIG pointing at it as an admin."""
+@contextlib.contextmanager
+def cluster_on(plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RealCluster]:
+    """`plane`, empty, with KUBECONFIG pointing at it as an admin; what the test made is removed afterwards."""
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_bytes(control_plane.admin_kubeconfig.read_bytes())
+    kubeconfig.write_bytes(plane.admin_kubeconfig.read_bytes())
     kubeconfig.chmod(0o600)
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.delenv("HELM_KUBECONTEXT", raising=False)
     monkeypatch.delenv("HELM_NAMESPACE", raising=False)
-    api = RealApi(control_plane)
-    _clean(control_plane, set())
+    api = RealApi(plane)
+    _clean(plane, set())
     try:
-        yield RealCluster(control_plane, kubeconfig, api)
+        yield RealCluster(plane, kubeconfig, api)
     finally:
-        _clean(control_plane, api.namespaces)
+        _clean(plane, api.namespaces)
+
+
+@pytest.fixture
+def real_cluster(control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                 ) -> Iterator[RealCluster]:
+    """The real control plane, empty, with KUBECONFIG pointing at it as an admin."""
+    with cluster_on(control_plane, tmp_path, monkeypatch) as cluster:
+        yield cluster
