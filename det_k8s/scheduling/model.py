@@ -118,6 +118,20 @@ class QueueHold(NamedTuple):
     needs: int
 
 
+class DraHold(NamedTuple):
+    """What Dynamic Resource Allocation would have to allocate for the group, which det-k8s does not do
+    (`cluster/dra.py`): its pods' `spec.resourceClaims` (`claims`), or a resource it asks (`resource`) that a
+    DeviceClass (`device_class`) serves through DRA on `nodes` of its eligible nodes (`devices` devices there).
+    `was`: the code the reason would have without DRA ("" for claims)."""
+
+    resource: str = ""
+    device_class: str = ""
+    nodes: int = 0
+    devices: int = 0
+    claims: tuple[str, ...] = ()
+    was: str = ""
+
+
 class RunningPod(NamedTuple):
     name: str
     node: str
@@ -196,6 +210,7 @@ class ReasonCode(StrEnum):
     STRICT_ORDER = "strict-order"            # waits: backfill is off and a group ahead waits
     QUOTA = "quota"                          # waits: a namespace's ResourceQuota would refuse some of its pods
     QUEUE_LIMIT = "queue-limit"              # waits: a queue on its path would go over its limit
+    DRA = "dra"                              # waits: it needs a ResourceClaim allocated, which det-k8s does not do
 
     @property
     def rejected(self) -> bool:
@@ -257,6 +272,7 @@ class Reason:
     preemption: str = ""  # "would-start" (policy off), "none-lower", "not-enough", "not-for-pod-rules"; "" n/a
     quota: QuotaHold | None = None  # the ResourceQuota that holds the group back (code QUOTA)
     queue: QueueHold | None = None  # the queue whose limit holds the group back (code QUEUE_LIMIT)
+    dra: DraHold | None = None  # what DRA would allocate for it (code DRA; with other codes: DRA nodes it cannot use)
 
     @property
     def never_fits(self) -> bool:
