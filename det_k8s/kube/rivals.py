@@ -57,3 +57,37 @@ def rival_schedulers(api: KubeApi, scheduler_name: str) -> list[str]:
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+KNOWN_SCHEDULERS = {"kai-scheduler": "kai-scheduler", "volcano-scheduler": "volcano", "vc-scheduler": "volcano",
+                    "yunikorn-scheduler": "yunikorn", "kube-scheduler": "default-scheduler"}  # image -> default name
+
+
+def scheduler_deployments(api: KubeApi) -> list[tuple[str, str]]:
+    """(`<namespace>/<name>`, scheduler name) of each Deployment with replicas that runs a scheduler: one naming
+    `--scheduler-name`, or a known scheduler's image (KAI, Volcano, YuniKorn, kube-scheduler) with its default name.
+    None where the credentials may not list Deployments."""
+    try:
+        items = list(api.iter_list(DEPLOYMENTS, all_namespaces=True))
+    except DetK8sError:
+        return []
+    found = []
+    for deployment in items:
+        spec = _mapping(_mapping(deployment).get("spec"))
+        if spec.get("replicas") == 0:
+            continue
+        meta = _mapping(_mapping(deployment).get("metadata"))
+        containers = _mapping(_mapping(spec.get("template")).get("spec")).get("containers")
+        for container in containers if isinstance(containers, list) else ():
+            if not isinstance(container, Mapping):
+                continue
+            words = [str(w) for key in ("command", "args") if isinstance(container.get(key), list)
+                     for w in container[key]]
+            named = next((w.split("=", 1)[1] for w in words if w.startswith("--scheduler-name=")), "")
+            named = named or next((after for w, after in zip(words, words[1:], strict=False)
+                                   if w == "--scheduler-name"), "")
+            image = str(container.get("image") or "").rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
+            if named or image in KNOWN_SCHEDULERS:
+                found.append((f"{meta.get('namespace')}/{meta.get('name')}", named or KNOWN_SCHEDULERS[image]))
+                break
+    return sorted(found)

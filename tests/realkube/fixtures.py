@@ -39,6 +39,7 @@ PLURALS: dict[str, tuple[str, bool]] = {
     "roles": ("/apis/rbac.authorization.k8s.io/v1", True), "rolebindings": ("/apis/rbac.authorization.k8s.io/v1", True),
     "clusterroles": ("/apis/rbac.authorization.k8s.io/v1", False),
     "clusterrolebindings": ("/apis/rbac.authorization.k8s.io/v1", False),
+    "deviceclasses": ("/apis/resource.k8s.io/v1", False), "resourceslices": ("/apis/resource.k8s.io/v1", False),
 }
 KIND_PLURAL = {"Pod": "pods", "Node": "nodes", "Event": "events", "ConfigMap": "configmaps", "Secret": "secrets",
                "Service": "services", "Namespace": "namespaces", "ServiceAccount": "serviceaccounts",
@@ -47,7 +48,8 @@ KIND_PLURAL = {"Pod": "pods", "Node": "nodes", "Event": "events", "ConfigMap": "
                "Deployment": "deployments", "ReplicaSet": "replicasets", "StatefulSet": "statefulsets",
                "DaemonSet": "daemonsets", "PriorityClass": "priorityclasses", "StorageClass": "storageclasses",
                "Role": "roles", "RoleBinding": "rolebindings", "ClusterRole": "clusterroles",
-               "ClusterRoleBinding": "clusterrolebindings"}
+               "ClusterRoleBinding": "clusterrolebindings", "DeviceClass": "deviceclasses",
+               "ResourceSlice": "resourceslices"}
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
 
 
@@ -240,6 +242,8 @@ def _clean(plane: ControlPlane, namespaces: set[str]) -> None:
             name = item["metadata"]["name"]
             if name not in keep.get(plural, set()):
                 r("DELETE", path_of(plural, "default", name), {"propagationPolicy": "Background"})
+    for plural in ("deviceclasses", "resourceslices"):  # DRA's (tests/real/test_dra.py): none of the system's own
+        r("DELETE", path_of(plural, None), None)
     for plural in ("clusterroles", "clusterrolebindings", "priorityclasses", "storageclasses", "persistentvolumes"):
         _, listed = r("GET", path_of(plural, None))
         for item in (listed or {}).get("items", []):

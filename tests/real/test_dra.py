@@ -1,0 +1,78 @@
+"""DRA-managed GPUs and other gang schedulers on the real control plane (Kubernetes 1.37: resource.k8s.io/v1 GA,
+DeviceClass `extendedResourceName` GA and locked on): det-k8s refuses to bind a master's pod that only DRA nodes
+could hold and says why, while a device-plugin node keeps working in the same pass; pods of other gang mechanisms
+are never bound, and those already bound hold their GPUs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from det_k8s.kube.scheduler import LiveScheduler
+from det_k8s.scheduling.model import Policy
+from tests.dra_objects import device_class, resource_slice
+from tests.k8s_emulator import node
+from tests.master_pods import create_task, master_task
+
+pytestmark = pytest.mark.real
+
+
+def foreign(name: str, scheduler: str, *, annotations=None, labels=None, node_name=None, gpus: int = 4) -> dict:
+    spec = {"schedulerName": scheduler,
+            "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+            "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}, "labels": labels or {}}}
+
+
+def condition(pod: dict) -> str:
+    return next((c.get("message", "") for c in pod["status"].get("conditions") or ()
+                 if c["type"] == "PodScheduled" and c["status"] == "False"), "")
+
+
+def test_dra_nodes_are_refused_with_a_reason_while_device_plugin_nodes_work_and_other_gangs_are_left_alone(
+        real_cluster, run_cli):
+    for name, gpus in (("dp-0", 4), ("dp-1", 4), ("dra-0", 0), ("dra-1", 0)):
+        real_cluster.api.put(node(name, gpus=gpus))
+    real_cluster.api.put(device_class())  # the API server validates them: the fields are the real ones
+    for name in ("dra-0", "dra-1"):
+        real_cluster.api.put(resource_slice(name, 8))
+    # a KAI gang's pod already bound to dp-1 holds its 4 GPUs; a Volcano and a coscheduling pod name det-k8s's
+    # scheduler but belong to their own gangs: never bound by det-k8s
+    real_cluster.api.put(foreign("kai-0", "kai-scheduler", annotations={"pod-group-name": "pg-kai"}, node_name="dp-1"))
+    real_cluster.api.put(foreign("volcano-0", "coscheduler", annotations={"scheduling.k8s.io/group-name": "pg-v"},
+                                 gpus=1))
+    real_cluster.api.put(foreign("cosched-0", "coscheduler", labels={"scheduling.x-k8s.io/pod-group": "pg-c"}, gpus=1))
+    api = real_cluster.connect("default")
+    small = create_task(api, master_task("0.26.2", experiment=1, slots_per_trial=4))
+    large = create_task(api, master_task("0.26.2", experiment=2, slots_per_trial=8, max_slots_per_pod=8))
+    try:
+        report = LiveScheduler(api, "default", Policy(), "sched", serve="coscheduler").run_pass()
+        pods = {p["metadata"]["name"]: p for p in real_cluster.api.items("pods")}
+        assert {pods[n]["spec"].get("nodeName") for n in small.names} == {"dp-0"}  # dp-1's GPUs are KAI's
+        assert not any(pods[n]["spec"].get("nodeName") for n in large.names)
+        assert not pods["volcano-0"]["spec"].get("nodeName") and not pods["cosched-0"]["spec"].get("nodeName")
+        (text,) = [t for t in report.waiting.values() if "gang" in t or "pod" in t]
+        assert "2 nodes serve nvidia.com/gpu through DRA (DeviceClass gpu.example.com, 16 devices)" in text
+        assert "run the device plugin on those nodes" in text
+        for name in large.names:  # the same line on the pods, where users look
+            assert "through DRA" in condition(pods[name])
+        events = [e for e in real_cluster.api.items("events") if e["involvedObject"]["name"] in large.names]
+        assert any(e["reason"] == "GangNeedsDRA" and e["type"] == "Warning" for e in events), events
+        doctor = run_cli("doctor", "-o", "json")
+        data = json.loads(doctor.out)
+        assert [(n["node"], n["gpus"], n["deviceClass"]) for n in data["draNodes"]] == [
+            ("dra-0", 8, "gpu.example.com"), ("dra-1", 8, "gpu.example.com")]
+        rows = {row["name"]: row for row in data["schedulers"]}
+        assert rows["coscheduler"]["servedByDetK8s"] and rows["coscheduler"]["otherGangs"] == {
+            "Volcano": 1, "coscheduling": 1}
+        assert rows["kai-scheduler"]["bound"] == 1 and rows["kai-scheduler"]["otherGangs"] == {"KAI": 1}
+        nodes_map = run_cli("nodes", "map", "-o", "json")
+        assert nodes_map.code == 0, nodes_map.err
+        cells = {n["name"]: n for n in json.loads(nodes_map.out)["nodes"]}
+        assert [c["kind"] for c in cells["dra-0"]["cells"]] == ["dra"] * 8
+    except AssertionError:
+        print(real_cluster.describe("default"))
+        raise
