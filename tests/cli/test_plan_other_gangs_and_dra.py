@@ -82,3 +82,18 @@ def test_offline_plan_counts_other_gangs_gpus_and_waits_for_dra_saying_so(run_cl
     assert table.code == 0, table.err
     flat = " ".join(table.out.split())
     assert "2 nodes serve nvidia.com/gpu through DRA" in flat and "managed by DRA" in flat
+
+
+def test_validate_says_which_nodes_dra_manages_and_what_the_admin_can_do(run_cli, tmp_path):
+    from tests.conftest import example
+
+    snapshot = tmp_path / "nodes.json"
+    objects = [node("gpu-0", gpus=4), node("dra-0"), node("dra-1"), device_class(), resource_slice("dra-0", 8),
+               resource_slice("dra-1", 8)]
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    result = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--nodes", snapshot, "-o", "json")
+    (problem,) = [p for p in json.loads(result.out)["problems"] if "DRA" in p["message"]]
+    assert problem["severity"] == "warning" and problem["key"] == "slotType"
+    assert problem["message"].startswith(f"2 node(s) in {snapshot} hold 16 GPU(s) managed by DRA, not a device plugin: "
+                                         "dra-0 (8), dra-1 (8)")
+    assert "device plugin on those nodes" in problem["hint"] and "kube-scheduler" in problem["hint"]

@@ -11,6 +11,7 @@ import pytest
 
 from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
+from tests.conftest import example
 from tests.dra_objects import device_class, resource_slice
 from tests.k8s_emulator import node
 from tests.master_pods import create_task, master_task
@@ -73,6 +74,10 @@ def test_dra_nodes_are_refused_with_a_reason_while_device_plugin_nodes_work_and_
         assert nodes_map.code == 0, nodes_map.err
         cells = {n["name"]: n for n in json.loads(nodes_map.out)["nodes"]}
         assert [c["kind"] for c in cells["dra-0"]["cells"]] == ["dra"] * 8
+        validated = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--kube-context", "real", "-o", "json")
+        (problem,) = [p for p in json.loads(validated.out)["problems"] if "DRA" in p["message"]]
+        assert problem["message"].startswith("2 node(s) in cluster real hold 16 GPU(s) managed by DRA"), problem
+        assert "device plugin on those nodes" in problem["hint"]
     except AssertionError:
         print(real_cluster.describe("default"))
         raise
