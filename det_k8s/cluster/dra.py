@@ -94,7 +94,8 @@ def device_class_from_object(obj: Mapping[str, Any]) -> DeviceClass:
     spec = _mapping(obj.get("spec"))
     drivers: set[str] = set()
     unread = False
-    for selector in spec.get("selectors") or () if isinstance(spec.get("selectors"), list) else ():
+    selectors = spec.get("selectors")
+    for selector in selectors if isinstance(selectors, list) else ():
         expression = str(_mapping(_mapping(selector).get("cel")).get("expression") or "")
         match = _DRIVER_IS.match(expression)
         if match:
@@ -122,10 +123,17 @@ def device_slice_from_object(obj: Mapping[str, Any]) -> DeviceSlice:
             node = _mapping(device).get("nodeName")
             if isinstance(node, str) and node:
                 per_device.append(node)
+    terms: tuple[Term, ...] = ()
+    if isinstance(selector, Mapping):
+        try:
+            terms = node_terms(selector)
+        except (TypeError, AttributeError, ValueError):  # not a NodeSelector's shape: it selects no node
+            terms = ((),)
+    node = spec.get("nodeName")
     return DeviceSlice(
         _name(obj), str(spec.get("driver") or ""), str(pool.get("name") or ""),
         generation if isinstance(generation, int) and not isinstance(generation, bool) else 0,
-        str(spec.get("nodeName") or ""), node_terms(selector) if isinstance(selector, Mapping) else (),
+        node if isinstance(node, str) else "", terms,
         spec.get("allNodes") is True, len(devices), tuple(per_device))
 
 
