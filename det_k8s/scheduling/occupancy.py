@@ -399,8 +399,8 @@ def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constr
     drafted_rows: list[_Row] = []
     without_slots = []
     for node in sorted(selected, key=lambda n: (_pool(n, group_by) == "", _pool(n, group_by), natural(n.name))):
-        dra = (snapshot.devices.gpus(node.name) if unit.resource in GPU_RESOURCES and snapshot.device_classes
-               is not None and node.allocatable.get(unit.resource, 0) <= 0 else 0)
+        dra = (snapshot.devices.gpus(node.name) if snapshot.slices and unit.resource in GPU_RESOURCES
+               and node.allocatable.get(unit.resource, 0) <= 0 else 0)
         slots, states, hidden = _node_cells(node, on_node[node.name], unit, drafts, victims, dra)
         if dra:
             through = snapshot.devices.gpu_class(node.name)
