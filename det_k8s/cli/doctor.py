@@ -158,7 +158,8 @@ def doctor(
                      "unreadableEntries": skipped, "repairedGroups": repaired, "unheldGuarantees": unheld,
                      "unfinishedIntents": intents,
                      "schedulers": [{"name": row.name, "pending": row.pending, "bound": row.bound,
-                                     "otherGangs": dict(row.gangs), "servedByDetK8s": row.served_by_det_k8s}
+                                     "otherGangs": dict(row.gangs), "servedByDetK8s": row.served_by_det_k8s,
+                                     "pods": list(row.pods)}
                                     for row in seen],
                      "schedulerDeployments": components,
                      "draNodes": [{"node": n, "gpus": g, "deviceClass": k} for n, g, k in dra.nodes],
@@ -189,13 +190,14 @@ def doctor(
         for message in unheld:
             output.warning(f"team queues: {message}")
         if seen or components:
-            output.table(["scheduler", "pending pods", "bound pods", "other gang mechanisms", "served by"],
+            output.table(["scheduler", "pending pods", "bound pods", "other gang mechanisms", "served by", "pods"],
                          [[row.name, row.pending, row.bound,
                            ", ".join(f"{m} {n}" for m, n in row.gangs) or "-",
                            "det-k8s" + (" (not their gangs' pods)" if row.gangs else "") if row.served_by_det_k8s
-                           else ", ".join(c["deployment"] for c in components if c["serves"] == row.name) or "?"]
+                           else ", ".join(c["deployment"] for c in components if c["serves"] == row.name) or "?",
+                           ", ".join(row.pods) + (", ..." if row.pending + row.bound > len(row.pods) else "")]
                           for row in seen]
-                         + [[c["serves"], 0, 0, "-", c["deployment"]] for c in components
+                         + [[c["serves"], 0, 0, "-", c["deployment"], "-"] for c in components
                             if c["serves"] not in {row.name for row in seen}],
                          title="Schedulers (by the schedulerName of pending and bound pods, and scheduler Deployments)")
         if dra.nodes:

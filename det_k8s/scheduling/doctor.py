@@ -165,6 +165,9 @@ def recorded_failures(events: Sequence[Mapping[str, object]], reasons: Sequence[
     return tuple(sorted(out, key=lambda f: (f.last, f.message), reverse=True))
 
 
+SHOWN_PODS = 5
+
+
 @dataclass(frozen=True)
 class SchedulerSeen:
     """A scheduler name the cluster's pods use: how many pending and bound, and the gang mechanisms among them."""
@@ -174,6 +177,7 @@ class SchedulerSeen:
     bound: int
     gangs: tuple[tuple[str, int], ...]  # (mechanism, pods) of pods that belong to another gang mechanism
     served_by_det_k8s: bool = False
+    pods: tuple[str, ...] = ()  # the first few, `namespace/name`, sorted
 
 
 def schedulers_seen(snapshot: Snapshot, served: str | None) -> tuple[SchedulerSeen, ...]:
@@ -182,13 +186,16 @@ def schedulers_seen(snapshot: Snapshot, served: str | None) -> tuple[SchedulerSe
 
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     gangs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    names: dict[str, list[str]] = defaultdict(list)
     for pod in snapshot.pods:
         if pod.phase in ("Succeeded", "Failed") or not pod.scheduler:
             continue
         counts[pod.scheduler][0 if pod.node_name is None else 1] += 1
+        names[pod.scheduler].append(f"{pod.namespace}/{pod.name}")
         if pod.gang:
             gangs[pod.scheduler][mechanism(pod.gang)] += 1
-    rows = [SchedulerSeen(name, pending, bound, tuple(sorted(gangs[name].items())), name == served)
+    rows = [SchedulerSeen(name, pending, bound, tuple(sorted(gangs[name].items())), name == served,
+                          tuple(sorted(names[name])[:SHOWN_PODS]))
             for name, (pending, bound) in counts.items()]
     return tuple(sorted(rows, key=lambda row: (-(row.pending + row.bound), row.name)))
 
