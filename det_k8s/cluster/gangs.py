@@ -26,6 +26,17 @@ KAI_QUEUE = "kai.scheduler/queue"
 VOLCANO_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
 YUNIKORN_ANNOTATION = "yunikorn.apache.org/task-group-name"
+ANNOTATION_KEYS = frozenset({KAI_ANNOTATION, *VOLCANO_ANNOTATIONS, YUNIKORN_ANNOTATION})
+LABEL_KEYS = frozenset({KAI_QUEUE, COSCHEDULING_LABEL})
+SPEC_KEYS = frozenset({"schedulingGroup", "workloadRef"})
+
+
+def may_belong(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
+    """A cheap test before `foreign_gang`: does the pod carry any of the keys at all (most pods carry none)?"""
+    annotations, labels = meta.get("annotations"), meta.get("labels")
+    return bool((isinstance(annotations, Mapping) and not ANNOTATION_KEYS.isdisjoint(annotations))
+                or (isinstance(labels, Mapping) and not LABEL_KEYS.isdisjoint(labels))
+                or (isinstance(spec, Mapping) and not SPEC_KEYS.isdisjoint(spec)))
 
 
 def _text(mapping: Any, key: str) -> str:

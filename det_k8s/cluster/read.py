@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import InputError, MalformedObject
 from ..quantity import QuantityError, format_milli, parse_milli
 from .dra import DeviceClass, DeviceSlice, device_class_from_object, device_slice_from_object
-from .gangs import foreign_gang
+from .gangs import foreign_gang, may_belong
 from .model import (
     NO_CONSTRAINTS,
     NOTHING,
@@ -458,7 +458,7 @@ def _read_pod(obj: Mapping[str, Any]) -> Pod:
         unschedulable_since=since,
         mirror=bool(annotations and isinstance(annotations, Mapping) and MIRROR_ANNOTATION in annotations),
         scheduler=str(spec.get("schedulerName") or "default-scheduler"),
-        gang=foreign_gang(obj) if annotations or labels or "schedulingGroup" in spec or "workloadRef" in spec else "",
+        gang=foreign_gang(obj) if may_belong(meta, spec) else "",
     )
 
 
