@@ -81,3 +81,26 @@ def test_dra_nodes_are_refused_with_a_reason_while_device_plugin_nodes_work_and_
     except AssertionError:
         print(real_cluster.describe("default"))
         raise
+
+
+def test_the_loops_watch_follows_device_classes_and_slices(real_cluster):
+    """`scheduler run`'s watch (ClusterView) lists and watches them where served: a slice published later reaches the
+    next pass's snapshot, with no problem reported."""
+    import time
+
+    from det_k8s.kube.watch import ClusterView
+
+    real_cluster.api.put(node("dra-0"))
+    real_cluster.api.put(device_class())
+    view = ClusterView(real_cluster.connect("default"), "coscheduler", queue_namespace="default").start()
+    try:
+        assert view.wait_synced(timeout=60)
+        assert [k.name for k in view.state().snapshot.device_classes] == ["gpu.example.com"]
+        real_cluster.api.put(resource_slice("dra-0", 4))
+        deadline = time.monotonic() + 60  # a guard against hanging, not a speed assertion
+        while view.state().snapshot.devices.dra_nodes("nvidia.com/gpu") != {"dra-0": 4}:
+            assert time.monotonic() < deadline, "the slice never reached the view"
+            time.sleep(0.1)
+        assert view.problems == []
+    finally:
+        view.stop()
