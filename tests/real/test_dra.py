@@ -104,3 +104,36 @@ def test_the_loops_watch_follows_device_classes_and_slices(real_cluster):
         assert view.problems == []
     finally:
         view.stop()
+
+
+def test_experiment_create_never_pins_a_group_that_only_dra_nodes_could_hold(real_cluster, run_cli, tmp_path):
+    """det-k8s's own experiments: the 16-GPU one waits (queued, not rejected: kube-scheduler could place it with
+    claims) with no pod created, while the 4-GPU one is pinned to the device-plugin node in the same cluster."""
+    import yaml
+
+    from tests.conftest import example
+
+    for name, gpus in (("dp-0", 4), ("dra-0", 0), ("dra-1", 0)):
+        real_cluster.api.put(node(name, gpus=gpus, cpu="31910m", memory="240Gi"))
+    real_cluster.api.put(device_class())
+    for name in ("dra-0", "dra-1"):
+        real_cluster.api.put(resource_slice(name, 8))
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+    experiments = example("experiments")
+    big = run_cli("experiment", "create", experiments / "distributed-16gpu.yaml", "-f", settings)
+    try:
+        assert big.code == 0, big.err
+        assert real_cluster.api.items("pods") == []
+        small = run_cli("experiment", "create", experiments / "small-4gpu.yaml", "-f", settings)
+        assert small.code == 0, small.err
+        pods = real_cluster.api.items("pods")
+        assert pods  # the 4-GPU experiment's
+        pinned = {str(p["spec"]["affinity"]["nodeAffinity"]) for p in pods}
+        assert all("dp-0" in text for text in pinned), pinned
+        listing = json.loads(run_cli("experiment", "list", "-o", "json").out)
+        waiting = [r for r in listing["experiments"] if r["name"] == "distributed-16gpu"]
+        assert waiting and "through DRA" in yaml.safe_dump(waiting[0]), waiting
+    except AssertionError:
+        print(real_cluster.describe("default"))
+        raise
