@@ -502,7 +502,9 @@ class Snapshot:
     `listed` names the kinds the snapshot was read from (a claim missing from a snapshot that lists
     PersistentVolumeClaims does not exist; one missing from a snapshot without them is unknown).
     `namespaces` maps names to labels when Namespaces were listed. `quotas` are the ResourceQuotas
-    (`cluster/quota.py`): a group whose pods a quota would refuse waits.
+    (`cluster/quota.py`): a group whose pods a quota would refuse waits. `device_classes` and `slices` are DRA's
+    DeviceClasses and ResourceSlices (`cluster/dra.py`; `devices` the per-node view): a group whose request DRA
+    serves on its nodes, or with `spec.resourceClaims`, waits for kube-scheduler's claim allocation.
     """
 
     nodes: tuple[Node, ...]
