@@ -97,3 +97,14 @@ def test_validate_says_which_nodes_dra_manages_and_what_the_admin_can_do(run_cli
     assert problem["message"].startswith(f"2 node(s) in {snapshot} hold 16 GPU(s) managed by DRA, not a device plugin: "
                                          "dra-0 (8), dra-1 (8)")
     assert "device plugin on those nodes" in problem["hint"] and "kube-scheduler" in problem["hint"]
+
+
+def test_validate_warns_about_a_pod_spec_with_resource_claims(run_cli, tmp_path):
+    site = tmp_path / "site.yaml"
+    site.write_text("checkpointStorage: {type: s3, bucket: b}\ntaskContainerDefaults:\n  gpuPodSpec:\n    spec:\n"
+                    "      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]\n"
+                    "      containers: [{name: determined-container, resources: {claims: [{name: gpu}]}}]\n")
+    result = run_cli("validate", "-f", site, "-o", "json")
+    (problem,) = [p for p in json.loads(result.out)["problems"] if "ResourceClaims" in p["message"]]
+    assert problem["severity"] == "warning" and problem["key"] == "taskContainerDefaults.gpuPodSpec.spec.resourceClaims"
+    assert problem["location"].endswith("site.yaml:5")  # the resourceClaims line
