@@ -140,6 +140,7 @@ def validate(
         if nodes is not None:
             snapshot = load_snapshot(nodes)
             node_list, pod_list, origin = snapshot.nodes, snapshot.pods, str(nodes)
+            view = snapshot.devices
         else:
             from ..errors import Forbidden
             from ..kube.snapshot import read_nodes, read_snapshot
@@ -150,9 +151,9 @@ def validate(
                 origin = f"cluster {api.target.context}"
                 try:
                     read = read_snapshot(api)  # pods too: what determined-system and DaemonSet pods hold
-                    node_list, pod_list = read.nodes, read.pods
+                    node_list, pod_list, view = read.nodes, read.pods, read.devices
                 except Forbidden:
-                    node_list, pod_list = read_nodes(api), ()
+                    node_list, pod_list, view = read_nodes(api), (), None
             problems.extend(recheck_settings(loaded.values, loaded.sources, checked, cluster))
             if not any(p.is_error for p in problems):  # ask the API server itself (admission included): a dry run
                 from ..kube.dryrun import dry_run_pod_specs
@@ -162,7 +163,7 @@ def validate(
                 if not any(p.is_error for p in problems):
                     with output.spinner(f"sending the chart's objects to {api.target.context} (dry run)"):
                         problems.extend(_dry_run_chart(api, loaded, upgrade))
-        problems.extend(check_nodes(loaded.settings(), node_list, loaded.sources, origin, pod_list))
+        problems.extend(check_nodes(loaded.settings(), node_list, loaded.sources, origin, pod_list, view))
         unread = without_pods(loaded.settings(), loaded.sources, origin) if node_list and not pod_list else None
         if unread is not None:
             problems.append(unread)

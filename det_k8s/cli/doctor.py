@@ -68,6 +68,14 @@ def _queue_namespaces(api: KubeApi, all_namespaces: bool) -> list[str]:
     return sorted(found)
 
 
+def _scheduler_components(api: KubeApi) -> list[dict[str, str]]:
+    """Deployments running a scheduler (`--scheduler-name NAME`, or a known scheduler image), and the name each
+    serves ("" when not on its command line)."""
+    from ..kube.rivals import scheduler_deployments
+
+    return [{"deployment": name, "serves": serves} for name, serves in scheduler_deployments(api)]
+
+
 def _policy(api: KubeApi) -> Policy | None:
     from ..kube.policy import read_policy
 
@@ -118,6 +126,9 @@ def _unheld_guarantees(policy: Policy | None, snapshot: Snapshot) -> list[str]:
 def doctor(
     all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="Look at every namespace.")]
     = False,
+    scheduler_name: Annotated[str, typer.Option(
+        "--scheduler-name", metavar="NAME", help="The scheduler name det-k8s serves (as `scheduler run`).")]
+    = "coscheduler",
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Find pod groups with some pods running and others stuck, also ones det-k8s did not create.
@@ -131,7 +142,7 @@ def doctor(
     from ..kube.queue import RUNNING, QueueStore
     from ..kube.snapshot import read_snapshot
     from ..scheduling import labels as L
-    from ..scheduling.doctor import find_partial_groups, recorded_failures
+    from ..scheduling.doctor import dra_nodes, find_partial_groups, recorded_failures, schedulers_seen
 
     api = current().connect()
     with output.spinner("reading the cluster"):
@@ -146,6 +157,9 @@ def doctor(
     policy = _policy(api)
     unheld = _unheld_guarantees(policy, snapshot)
     unreachable: list[str] = []
+    seen = schedulers_seen(snapshot, scheduler_name.strip() or None)
+    components = _scheduler_components(api)
+    dra = dra_nodes(snapshot)
     diagnosis = find_partial_groups(snapshot)
     groups = [g for g in diagnosis.partial if all_namespaces or g.namespace == api.namespace]
     stale: list[str] = []
@@ -174,7 +188,14 @@ def doctor(
         output.data({"partialGroups": records, "staleRunningEntries": stale, "failedCreationPods": leftovers,
                      "unreadableEntries": skipped, "repairedGroups": repaired, "unheldGuarantees": unheld,
                      "unreachableReclaims": unreachable,
-                     "unfinishedIntents": intents}, output_format)
+                     "unfinishedIntents": intents,
+                     "schedulers": [{"name": row.name, "pending": row.pending, "bound": row.bound,
+                                     "otherGangs": dict(row.gangs), "servedByDetK8s": row.served_by_det_k8s,
+                                     "pods": list(row.pods)}
+                                    for row in seen],
+                     "schedulerDeployments": components,
+                     "draNodes": [{"node": n, "gpus": g, "deviceClass": k} for n, g, k in dra.nodes],
+                     "draAdvice": dra.advice if dra.nodes else None}, output_format)
     else:
         if groups:
             output.table(["group", "owner", "namespace", "running", "waiting", "gpus held", "advice"],
@@ -202,6 +223,21 @@ def doctor(
             output.warning(f"team queues: {message}")
         for message in unreachable:
             output.warning(f"team queues: {message}")
+        if seen or components:
+            output.table(["scheduler", "pending pods", "bound pods", "other gang mechanisms", "served by", "pods"],
+                         [[row.name, row.pending, row.bound,
+                           ", ".join(f"{m} {n}" for m, n in row.gangs) or "-",
+                           "det-k8s" + (" (not their gangs' pods)" if row.gangs else "") if row.served_by_det_k8s
+                           else ", ".join(c["deployment"] for c in components if c["serves"] == row.name) or "?",
+                           ", ".join(row.pods) + (", ..." if row.pending + row.bound > len(row.pods) else "")]
+                          for row in seen]
+                         + [[c["serves"], 0, 0, "-", c["deployment"], "-"] for c in components
+                            if c["serves"] not in {row.name for row in seen}],
+                         title="Schedulers (by the schedulerName of pending and bound pods, and scheduler Deployments)")
+        if dra.nodes:
+            output.warning(f"{len(dra.nodes)} node(s) hold {dra.gpus} GPU(s) managed by DRA ("
+                           + ", ".join(f"{n} {g} via {k}" for n, g, k in dra.nodes[:5])
+                           + (", ..." if len(dra.nodes) > 5 else "") + f"): {dra.advice}")
     if groups or stale or leftovers or intents:
         idle = sum(g.held_gpus for g in groups)
         raise DetK8sError(f"{len(groups)} partly-started group(s) holding {idle} GPU(s)"

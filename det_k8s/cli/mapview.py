@@ -40,9 +40,10 @@ LEGEND_IN_SUMMARY = 8  # holders listed under a summary: reserved-for, evicted a
 # the other styles likewise; 256-colour names, which no terminal or SVG theme remaps (`test_map_styles_contrast`).
 PALETTE = ("dodger_blue1", "medium_orchid1", "dark_cyan", "orange3", "deep_pink1", "chartreuse3", "steel_blue",
            "gold3", "medium_purple1", "turquoise2", "indian_red1", "dark_olive_green3")
-GLYPH = {CellKind.FREE: ".", CellKind.FOREIGN: "#", CellKind.RESERVED: "~", CellKind.TERMINATING: "-"}
+GLYPH = {CellKind.FREE: ".", CellKind.FOREIGN: "#", CellKind.RESERVED: "~", CellKind.TERMINATING: "-",
+         CellKind.DRA: "%"}
 STYLE = {CellKind.FREE: "grey62", CellKind.FOREIGN: "grey85 on grey30", CellKind.RESERVED: "bold yellow1 on grey23",
-         CellKind.TERMINATING: "grey66 on grey19"}
+         CellKind.TERMINATING: "grey66 on grey19", CellKind.DRA: "bold orchid1 on grey15"}
 PLANNED_STYLE = "bold grey0 on green1"
 REPLACING_STYLE = "bold grey0 on dark_orange"  # planned where an evicted group runs now
 VICTIM_STYLE = "bold strike grey100 on red3"
@@ -150,6 +151,8 @@ def title(omap: OccupancyMap, after_plan: bool) -> tuple[str, str]:
     parts = [f"{held:,} held by det-k8s and Determined", f"{omap.count(CellKind.FOREIGN):,} by other pods"]
     if omap.count(CellKind.TERMINATING):
         parts.append(f"{omap.count(CellKind.TERMINATING):,} terminating")
+    if omap.count(CellKind.DRA):
+        parts.append(f"{omap.count(CellKind.DRA):,} managed by DRA")
     if after_plan:
         planned = omap.count(CellKind.PLANNED) + replacing
         parts.append(f"{planned:,} planned" + (f" ({replacing:,} in place of evicted groups)" if replacing else ""))
@@ -254,7 +257,9 @@ def _legend(omap: OccupancyMap, view: View, out: _Lines, holders: Sequence[Holde
     symbols = []
     kinds = {cell.kind for row in omap.rows for cell in row.cells}
     for kind, text in ((CellKind.FREE, "free"), (CellKind.FOREIGN, "other pods"),
-                       (CellKind.TERMINATING, "terminating"), (CellKind.RESERVED, "reserved for a waiting group")):
+                       (CellKind.TERMINATING, "terminating"), (CellKind.RESERVED, "reserved for a waiting group"),
+                       (CellKind.DRA, "GPU managed by DRA: det-k8s allocates no claims, so it places no pod there (a "
+                                      "device plugin would; or let kube-scheduler place such pods)")):
         if kind in kinds:
             symbols.append((GLYPH[kind], STYLE[kind], text))
     if CellKind.PLANNED in kinds or replacing:

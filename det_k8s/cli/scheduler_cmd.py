@@ -58,6 +58,9 @@ def run(
         "--health-port", metavar="PORT", min=0, max=65535,
         help="Answer Kubernetes probes on this port: /readyz (the first pass is done; not while stopping) and "
              "/healthz (the loop moves). 0: off.")] = 0,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Run even though another component serves --scheduler-name (both would bind the same "
+        "pods).")] = False,
 ) -> None:
     """Schedule the queue and the Determined master's pods: a pass on every change until Ctrl-C (or one with --once).
 
@@ -84,12 +87,16 @@ def run(
     if serve:
         from ..kube.rivals import rival_schedulers
 
-        for rival in rival_schedulers(api, serve):
-            output.warning(f"Deployment {rival} runs a kube-scheduler that also serves scheduler {serve}: two "
-                           "schedulers bind the same pods, and det-k8s deletes the gangs the other leaves partly "
-                           f"bound; scale it to 0 (kubectl scale deployment -n {rival.split('/')[0]} "
-                           f"{rival.split('/')[1].split(' ')[0]} --replicas=0), or run det-k8s with another "
-                           "--scheduler-name")
+        rivals = rival_schedulers(api, serve)
+        for rival in rivals:
+            namespace, name = rival.split("/", 1)[0], rival.split("/", 1)[1].split(" ")[0]
+            text = (f"Deployment {rival} also serves scheduler {serve}: two schedulers bind the same pods, and "
+                    "det-k8s deletes the gangs the other leaves partly bound")
+            hint = (f"scale it to 0 (kubectl scale deployment -n {namespace} {name} --replicas=0), or run det-k8s "
+                    "with another --scheduler-name")
+            if not force:
+                raise DetK8sError(text, hint=hint + "; --force runs anyway")
+            output.warning(f"{text} (--force); {hint}")
     health = _serve_health(health_port, interval)  # (before the first listing, which may take a while)
     view = None
     if not once:

@@ -10,8 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from .quota import ResourceQuota
+
+if TYPE_CHECKING:
+    from .dra import DeviceClass, DeviceSlice, DeviceView
 
 Resources = Mapping[str, int]
 GPU = "nvidia.com/gpu"
@@ -281,6 +285,7 @@ class Constraints:
     claims: tuple[VolumeClaim, ...] = ()
     os: str = ""
     unmodelled: tuple[str, ...] = ()
+    resource_claims: tuple[str, ...] = ()  # spec.resourceClaims names: claims only kube-scheduler allocates
 
     @property
     def interpod(self) -> bool:
@@ -415,6 +420,8 @@ class Pod:
     unschedulable_since: str = ""  # that condition's lastTransitionTime
     mirror: bool = False  # a static pod's mirror (kubelet-managed, never leaves its node)
     bound_by_det_k8s: bool = False  # its scheduler is det-k8s itself (the master's pods): on no node until bound
+    scheduler: str = ""  # spec.schedulerName ("" when not read)
+    gang: str = ""  # another gang mechanism it belongs to (cluster/gangs.py), e.g. `Volcano pod group train-1`
 
     @property
     def node(self) -> str | None:
@@ -495,7 +502,9 @@ class Snapshot:
     `listed` names the kinds the snapshot was read from (a claim missing from a snapshot that lists
     PersistentVolumeClaims does not exist; one missing from a snapshot without them is unknown).
     `namespaces` maps names to labels when Namespaces were listed. `quotas` are the ResourceQuotas
-    (`cluster/quota.py`): a group whose pods a quota would refuse waits.
+    (`cluster/quota.py`): a group whose pods a quota would refuse waits. `device_classes` and `slices` are DRA's
+    DeviceClasses and ResourceSlices (`cluster/dra.py`; `devices` the per-node view): a group whose request DRA
+    serves on its nodes, or with `spec.resourceClaims`, waits for kube-scheduler's claim allocation.
     """
 
     nodes: tuple[Node, ...]
@@ -506,6 +515,15 @@ class Snapshot:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     listed: frozenset[str] = frozenset({"Node", "Pod"})
     quotas: tuple[ResourceQuota, ...] = ()  # every namespace's ResourceQuotas (when "ResourceQuota" is listed)
+    device_classes: tuple[DeviceClass, ...] = ()  # DRA (cluster/dra.py), when "DeviceClass" is listed
+    slices: tuple[DeviceSlice, ...] = ()  # DRA ResourceSlices, when "ResourceSlice" is listed
+
+    @cached_property
+    def devices(self) -> DeviceView:
+        """Per node, the DRA devices the ResourceSlices publish, and what DRA serves where (cluster/dra.py)."""
+        from .dra import device_view
+
+        return device_view(self.nodes, self.device_classes, self.slices)
 
     @cached_property
     def nodes_by_name(self) -> dict[str, Node]:

@@ -20,6 +20,8 @@ from typing import Any
 
 from ..errors import InputError, MalformedObject
 from ..quantity import QuantityError, format_milli, parse_milli
+from .dra import DeviceClass, DeviceSlice, device_class_from_object, device_slice_from_object
+from .gangs import foreign_gang, may_belong
 from .model import (
     NO_CONSTRAINTS,
     NOTHING,
@@ -301,8 +303,9 @@ def _constraints(spec: Mapping[str, Any], namespace: str = "default",
     pod_affinity = (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
     pod_anti = (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
     unmodelled = []
-    if spec.get("resourceClaims"):
-        unmodelled.append("dynamic resource claims (spec.resourceClaims)")
+    claims = spec.get("resourceClaims")  # allocated by kube-scheduler only: such a pod waits (ReasonCode.DRA)
+    resource_claims = tuple(str(c.get("name") or "") if isinstance(c, Mapping) else "" for c in claims
+                            ) if isinstance(claims, list) else (("",) if claims else ())
     if spec.get("schedulingGates"):
         unmodelled.append("scheduling gates (spec.schedulingGates)")
     if spec.get("runtimeClassName"):
@@ -313,7 +316,7 @@ def _constraints(spec: Mapping[str, Any], namespace: str = "default",
         terms, tolerations, tuple(p for p in preferred if p[1]),
         _pod_terms(pod_affinity, namespace, labels), _pod_terms(pod_anti, namespace, labels),
         _spread(spec.get("topologySpreadConstraints"), labels), _host_ports(spec), _claims(spec.get("volumes")),
-        str(os_name or ""), tuple(unmodelled),
+        str(os_name or ""), tuple(unmodelled), resource_claims,
     )
 
 
@@ -440,6 +443,8 @@ def _read_pod(obj: Mapping[str, Any]) -> Pod:
         unschedulable=unschedulable,
         unschedulable_since=since,
         mirror=bool(annotations and isinstance(annotations, Mapping) and MIRROR_ANNOTATION in annotations),
+        scheduler=str(spec.get("schedulerName") or "default-scheduler"),
+        gang=foreign_gang(obj) if may_belong(meta, spec) else "",
     )
 
 
@@ -522,7 +527,8 @@ def storage_class_from_object(obj: Mapping[str, Any]) -> StorageClass:
                         str(obj.get("volumeBindingMode") or "Immediate"), topologies, default)
 
 
-KINDS = ("Node", "Pod", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Namespace", "ResourceQuota")
+KINDS = ("Node", "Pod", "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "Namespace", "ResourceQuota",
+         "DeviceClass", "ResourceSlice")
 
 
 def _items(document: Any, name: str, listed: set[str]) -> Iterable[Mapping[str, Any]]:
@@ -554,6 +560,8 @@ def snapshot_from_objects(documents: Sequence[Any], name: str = "snapshot") -> S
     classes: list[StorageClass] = []
     namespaces: dict[str, dict[str, str]] = {}
     quotas: list[ResourceQuota] = []
+    device_classes: list[DeviceClass] = []
+    slices: list[DeviceSlice] = []
     listed: set[str] = set()
     try:
         for document in documents:
@@ -575,6 +583,10 @@ def snapshot_from_objects(documents: Sequence[Any], name: str = "snapshot") -> S
                         raise _malformed(str(kind), item, exc) from exc
                 elif kind == "ResourceQuota":
                     quotas.append(quota_from_object(item))
+                elif kind == "DeviceClass":
+                    device_classes.append(device_class_from_object(item))
+                elif kind == "ResourceSlice":
+                    slices.append(device_slice_from_object(item))
                 elif kind == "Namespace":
                     meta = item.get("metadata") or {}
                     labels = meta.get("labels") if isinstance(meta, Mapping) else None
@@ -587,7 +599,8 @@ def snapshot_from_objects(documents: Sequence[Any], name: str = "snapshot") -> S
         raise exc.at(name) from exc
     _one_node_per_name(nodes, name)
     return Snapshot(tuple(nodes), tuple(pods), tuple(claims), tuple(volumes), tuple(classes), namespaces,
-                    frozenset(listed | {"Node", "Pod"}), tuple(sorted(quotas, key=lambda q: (q.namespace, q.name))))
+                    frozenset(listed | {"Node", "Pod"}), tuple(sorted(quotas, key=lambda q: (q.namespace, q.name))),
+                    tuple(device_classes), tuple(slices))
 
 
 def _one_node_per_name(nodes: Sequence[Node], source: str) -> None:

@@ -41,6 +41,7 @@ INCOMPLETE = "GangIncomplete"
 RESERVING = "GangReserving"
 PREEMPTING = "GangPreempting"
 UNSCHEDULABLE_EVENT = "GangUnschedulable"
+NEEDS_DRA = "GangNeedsDRA"  # a claim allocation det-k8s does not perform (a Warning: the admin has to act)
 BINDING_FAILED = "GangBindingFailed"
 PARTLY_BOUND = "GangPartlyBound"
 NODE_LOST = "GangNodeLost"  # bound to a node that no longer exists

@@ -50,6 +50,8 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes", "namespaces", "resourcequotas"],
      "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get", "list", "watch"]},
+    # DRA (cluster/dra.py): which nodes' GPUs a claim allocation would hand out, which det-k8s does not perform
+    {"apiGroups": ["resource.k8s.io"], "resources": ["deviceclasses", "resourceslices"], "verbs": ["get", "list", "watch"]},
     # one Lease location for every client: a scheduler checks no other det-k8s Lease is in use elsewhere
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
     # a kube-scheduler Deployment serving the same scheduler name (the official charts' coscheduler), at start-up

@@ -56,6 +56,8 @@ LEASES = Kind("lease", "/apis/coordination.k8s.io/v1", "leases")
 STORAGECLASSES = Kind("storage class", "/apis/storage.k8s.io/v1", "storageclasses", namespaced=False)
 PRIORITYCLASSES = Kind("priority class", "/apis/scheduling.k8s.io/v1", "priorityclasses", namespaced=False)
 JOBS = Kind("job", "/apis/batch/v1", "jobs")
+DEVICECLASSES = Kind("device class", "/apis/resource.k8s.io/v1", "deviceclasses", namespaced=False)
+RESOURCESLICES = Kind("resource slice", "/apis/resource.k8s.io/v1", "resourceslices", namespaced=False)
 
 
 def pod_groups(version: str) -> Kind:

@@ -38,13 +38,14 @@ if TYPE_CHECKING:
     from .scheduler import PassReport
     from .watch import ClusterState, ClusterView
 
-_EVENT_OF = {ReasonCode.RESERVING: B.RESERVING, ReasonCode.WAITING_FOR_NODES: B.WAITING}
+_EVENT_OF = {ReasonCode.RESERVING: B.RESERVING, ReasonCode.WAITING_FOR_NODES: B.WAITING, ReasonCode.DRA: B.NEEDS_DRA}
 _WORDS = {
     ReasonCode.INSUFFICIENT: "waiting for resources",
     ReasonCode.RESERVING: "waiting for resources, nodes reserved for it",
     ReasonCode.BEHIND_RESERVATION: "waiting behind a reservation",
     ReasonCode.STRICT_ORDER: "waiting in strict order",
     ReasonCode.WAITING_FOR_NODES: "waiting for nodes to be added",
+    ReasonCode.DRA: "waits for a device claim det-k8s does not allocate",
 }
 
 
@@ -193,7 +194,8 @@ class MasterPods:
             text = reason_text(group, reason)
             report.waiting[group_id] = text
             event = B.UNSCHEDULABLE_EVENT if reason.code.rejected else _EVENT_OF.get(reason.code, B.WAITING)
-            self.binder.report_waiting(group, event, text, warning=reason.code.rejected, before=self.still_ours)
+            self.binder.report_waiting(group, event, text, warning=reason.code.rejected or reason.code is ReasonCode.DRA,
+                                       before=self.still_ours)
         for group in self.groups.values():
             if group.state is State.GATED:  # the pods' own status says SchedulingGated: left as it is
                 gates = sorted({gate for p in group.pending for gate in p.gates})

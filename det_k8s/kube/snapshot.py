@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..cluster.dra import device_class_from_object, device_slice_from_object
 from ..cluster.model import Node, Pod, Snapshot
 from ..cluster.quota import quota_from_object
 from ..cluster.read import (
@@ -14,9 +15,20 @@ from ..cluster.read import (
     storage_class_from_object,
     volume_from_object,
 )
-from ..errors import DetK8sError, MalformedObject
+from ..errors import DetK8sError, MalformedObject, NotFound
 from .api import KubeApi
-from .kinds import NAMESPACES, NODES, PODS, PVCS, PVS, RESOURCEQUOTAS, STORAGECLASSES, Kind
+from .kinds import (
+    DEVICECLASSES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    PVCS,
+    PVS,
+    RESOURCEQUOTAS,
+    RESOURCESLICES,
+    STORAGECLASSES,
+    Kind,
+)
 
 
 def read_nodes(api: KubeApi) -> tuple[Node, ...]:
@@ -28,10 +40,27 @@ def read_nodes(api: KubeApi) -> tuple[Node, ...]:
 
 # What placement reads besides nodes and pods: claims, volumes and classes (volume binding), namespaces (pod
 # affinity's namespace selectors), ResourceQuotas (what pod creation is refused for), by the kind name
-# `Snapshot.listed` uses.
+# `Snapshot.listed` uses; DeviceClasses and ResourceSlices (DRA, cluster/dra.py) where the API server serves them.
 PLACEMENT_KINDS: dict[Kind, str] = {PVCS: "PersistentVolumeClaim", PVS: "PersistentVolume",
                                     STORAGECLASSES: "StorageClass", NAMESPACES: "Namespace",
-                                    RESOURCEQUOTAS: "ResourceQuota"}
+                                    RESOURCEQUOTAS: "ResourceQuota", DEVICECLASSES: "DeviceClass",
+                                    RESOURCESLICES: "ResourceSlice"}
+DRA_KINDS = (DEVICECLASSES, RESOURCESLICES)
+
+
+def unserved(api: KubeApi) -> set[Kind]:
+    """The PLACEMENT_KINDS the API server does not serve, by discovery: DRA's resource.k8s.io/v1 before 1.34 (or
+    with the API group off). Another failure (a 403 on discovery) says nothing: the kinds are tried, and a kind the
+    credentials may not list is left out then."""
+    try:
+        listing = api.request("GET", DEVICECLASSES.prefix, what="the API server's resource.k8s.io/v1 resources")
+    except NotFound:
+        return set(DRA_KINDS)
+    except DetK8sError:
+        return set()
+    names = {str(item.get("name")) for item in (listing.get("resources") or () if isinstance(listing, Mapping) else ())
+             if isinstance(item, Mapping)}
+    return {kind for kind in DRA_KINDS if kind.plural not in names}
 
 
 def placement_object(kind: Kind, obj: Mapping[str, Any]) -> Any:
@@ -44,6 +73,10 @@ def placement_object(kind: Kind, obj: Mapping[str, Any]) -> Any:
         return storage_class_from_object(obj)
     if kind is RESOURCEQUOTAS:
         return quota_from_object(obj)
+    if kind is DEVICECLASSES:
+        return device_class_from_object(obj)
+    if kind is RESOURCESLICES:
+        return device_slice_from_object(obj)
     meta = obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
@@ -64,13 +97,17 @@ def snapshot_of(nodes: tuple[Node, ...], pods: tuple[Pod, ...], found: Mapping[K
 
     namespaces = {name: labels for (_, name), labels in sorted((found.get(NAMESPACES) or {}).items())}
     return Snapshot(nodes, pods, models(PVCS), models(PVS), models(STORAGECLASSES), namespaces,
-                    frozenset({"Node", "Pod", *(PLACEMENT_KINDS[kind] for kind in found)}), models(RESOURCEQUOTAS))
+                    frozenset({"Node", "Pod", *(PLACEMENT_KINDS[kind] for kind in found)}), models(RESOURCEQUOTAS),
+                    models(DEVICECLASSES), models(RESOURCESLICES))
 
 
 def read_placement_objects(api: KubeApi) -> dict[Kind, dict[tuple[str, str], Any]]:
     """Every object of the PLACEMENT_KINDS the credentials may list (a kind they may not is left out)."""
     found: dict[Kind, dict[tuple[str, str], Any]] = {}
+    skip = unserved(api)
     for kind in PLACEMENT_KINDS:
+        if kind in skip:
+            continue
         try:
             found[kind] = {object_key(obj): placement_object(kind, obj)
                            for obj in api.iter_list(kind, all_namespaces=kind.namespaced)}

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..cluster.gangs import foreign_gang
 from ..cluster.model import Node, Pod, Snapshot
 from ..cluster.read import node_from_object, pod_from_object
 from ..errors import DetK8sError, Expired, Forbidden, MalformedObject, NotFound
@@ -38,7 +39,7 @@ from ..scheduling.labels import MANAGED_BY, MANAGER, is_managed
 from ..scheduling.master import MasterPod, master_pod
 from .api import KubeApi
 from .kinds import CONFIGMAPS, NODES, PODS, Kind
-from .snapshot import PLACEMENT_KINDS, object_key, placement_object, read_placement_objects, snapshot_of
+from .snapshot import PLACEMENT_KINDS, object_key, placement_object, read_placement_objects, snapshot_of, unserved
 
 ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 QUEUE_LABEL = "det-k8s.io/queue-entry"
@@ -62,7 +63,8 @@ def _served(obj: Mapping[str, Any], scheduler_name: str | None) -> bool:
         return False
     meta = obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
-    return not (isinstance(labels, Mapping) and is_managed(labels))
+    # another gang mechanism's pod naming this scheduler is not the master's: an ordinary pod (held once bound)
+    return not (isinstance(labels, Mapping) and is_managed(labels)) and not foreign_gang(obj)
 
 
 def read_cluster(api: KubeApi, scheduler_name: str | None = None) -> ClusterState:
@@ -151,8 +153,10 @@ class ClusterView:
     # -- life cycle --------------------------------------------------------------------------
 
     def start(self) -> ClusterView:
+        skip = unserved(self.api)  # DRA's kinds on a server that does not serve them: not watched, not a problem
         kinds: list[tuple[Kind, str | None, str | None, str | None]] = [
-            (NODES, None, None, None), (PODS, None, None, ACTIVE), *((kind, None, None, None) for kind in PLACEMENT_KINDS)]
+            (NODES, None, None, None), (PODS, None, None, ACTIVE),
+            *((kind, None, None, None) for kind in PLACEMENT_KINDS if kind not in skip)]
         if self.queue_namespace:
             kinds.append((CONFIGMAPS, self.queue_namespace, QUEUE_LABEL, None))
         for kind, namespace, labels, fields in kinds:

@@ -95,10 +95,12 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
     try:
         nodes = read_nodes(api)
         try:
-            pods: tuple[Any, ...] = read_snapshot(api).pods  # what determined-system and DaemonSet pods hold
+            snapshot = read_snapshot(api)
+            pods: tuple[Any, ...] = snapshot.pods  # what determined-system and DaemonSet pods hold
+            view: Any = snapshot.devices  # GPUs DRA manages (cluster/dra.py)
         except Forbidden:
-            pods = ()
-        problems += check_nodes(settings, nodes, loaded.sources, f"cluster {api.target.context}", pods)
+            pods, view = (), None
+        problems += check_nodes(settings, nodes, loaded.sources, f"cluster {api.target.context}", pods, view)
     except Forbidden as exc:
         problems.append(_skipped("node checks", exc))
     problems += priority_class_problems(api, release, settings, upgrading=upgrading)

@@ -163,3 +163,66 @@ def recorded_failures(events: Sequence[Mapping[str, object]], reasons: Sequence[
         last = max(str(e.get("lastTimestamp") or "") for e in group)
         out.append(RecordedFailure(namespace, reason, message, tuple(pods), count, last))
     return tuple(sorted(out, key=lambda f: (f.last, f.message), reverse=True))
+
+
+SHOWN_PODS = 5
+
+
+@dataclass(frozen=True)
+class SchedulerSeen:
+    """A scheduler name the cluster's pods use: how many pending and bound, and the gang mechanisms among them."""
+
+    name: str
+    pending: int
+    bound: int
+    gangs: tuple[tuple[str, int], ...]  # (mechanism, pods) of pods that belong to another gang mechanism
+    served_by_det_k8s: bool = False
+    pods: tuple[str, ...] = ()  # the first few, `namespace/name`, sorted
+
+
+def schedulers_seen(snapshot: Snapshot, served: str | None) -> tuple[SchedulerSeen, ...]:
+    """Every schedulerName of the snapshot's unfinished pods, the most pods first."""
+    from ..cluster.gangs import mechanism
+
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    gangs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    names: dict[str, list[str]] = defaultdict(list)
+    for pod in snapshot.pods:
+        if pod.phase in ("Succeeded", "Failed") or not pod.scheduler:
+            continue
+        counts[pod.scheduler][0 if pod.node_name is None else 1] += 1
+        names[pod.scheduler].append(f"{pod.namespace}/{pod.name}")
+        if pod.gang:
+            gangs[pod.scheduler][mechanism(pod.gang)] += 1
+    rows = [SchedulerSeen(name, pending, bound, tuple(sorted(gangs[name].items())), name == served,
+                          tuple(sorted(names[name])[:SHOWN_PODS]))
+            for name, (pending, bound) in counts.items()]
+    return tuple(sorted(rows, key=lambda row: (-(row.pending + row.bound), row.name)))
+
+
+@dataclass(frozen=True)
+class DraNodes:
+    """Nodes whose GPUs DRA manages (ResourceSlices), which det-k8s cannot hand to the pods it binds or pins."""
+
+    nodes: tuple[tuple[str, int, str], ...]  # (node, DRA GPUs, DeviceClass or driver)
+
+    @property
+    def gpus(self) -> int:
+        return sum(count for _, count, _ in self.nodes)
+
+    @property
+    def advice(self) -> str:
+        return ("det-k8s allocates no ResourceClaims, so it never binds the master's pods to these nodes nor pins its "
+                "own there: run the GPU Operator's device plugin on them instead of (or beside) the DRA driver, or "
+                "let kube-scheduler place those pods (another schedulerName, or Kubernetes' own gang scheduling, "
+                "`experiment create` in native mode)")
+
+
+def dra_nodes(snapshot: Snapshot) -> DraNodes:
+    view = snapshot.devices
+    rows = []
+    for node in snapshot.nodes:
+        gpus = view.gpus(node.name)
+        if gpus and node.gpus == 0:
+            rows.append((node.name, gpus, view.gpu_class(node.name)))
+    return DraNodes(tuple(rows))

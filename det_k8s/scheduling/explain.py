@@ -13,12 +13,13 @@ phrase); a line never contains it, so the master passes ours to the trial log as
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..cluster.model import Resources
 from ..cluster.quota import amount as quota_amount
 from ..quantity import format_milli
-from .model import Lent, QueueHold, QuotaHold, Reason, ReasonCode
+from .model import DraHold, Lent, QueueHold, QuotaHold, Reason, ReasonCode
 from .queues import unit
 
 
@@ -177,6 +178,22 @@ def _unreachable(reason: Reason) -> str | None:
             "the teams' experiments in one namespace")
 
 
+ADVICE = ("run the device plugin on those nodes, or let kube-scheduler place such pods (another schedulerName, or "
+          "Kubernetes' own gang scheduling)")
+
+
+def _dra(hold: DraHold) -> str:
+    """Why DRA keeps the group from det-k8s's nodes, and what the admin can do."""
+    if hold.claims:
+        return (f"its pods ask for ResourceClaims ({', '.join(hold.claims)}), which only kube-scheduler allocates; "
+                "det-k8s neither binds nor pins such pods: let kube-scheduler place them (another schedulerName, or "
+                "Kubernetes' own gang scheduling)")
+    through = f"DeviceClass {hold.device_class}" if hold.device_class else "a DeviceClass"
+    return (f"{_plural(hold.nodes, 'node')} serve {hold.resource} through DRA ({through}, {hold.devices} devices), "
+            f"where only kube-scheduler can allocate its claim, so det-k8s places it only on nodes whose device "
+            f"plugin serves {hold.resource}; to use them: {ADVICE}")
+
+
 def _request(request: Resources) -> str:
     return " + ".join(f"{amount(name, value)} {name}" for name, value in sorted(request.items())) or "nothing"
 
@@ -187,6 +204,14 @@ def describe(reason: Reason) -> str:
     if code in (ReasonCode.NOT_DIVISIBLE, ReasonCode.INVALID):
         return reason.detail
     parts: list[str | None]
+    if code is ReasonCode.DRA and reason.dra is not None:
+        hold = reason.dra
+        if hold.claims or not hold.was:
+            return "; ".join(part for part in (_ask(reason), _dra(hold), _ahead(reason)) if part)
+        before = replace(reason, code=ReasonCode(hold.was), dra=None)
+        tail = (describe(before).replace("never fits this cluster", "never fits the device-plugin nodes")
+                .replace("; with --autoscaling it would wait for nodes instead", ""))
+        return f"{_dra(hold)}; {tail}"
     if code is ReasonCode.NO_ELIGIBLE_NODES:
         parts = ["never fits this cluster: no node can run its pods", _excluded(reason)]
     elif code in (ReasonCode.EXCEEDS_CLUSTER, ReasonCode.EXCEEDS_DOMAIN):
@@ -218,6 +243,8 @@ def describe(reason: Reason) -> str:
         parts += [_unreachable(reason), _holders(reason), _blocked(reason), _excluded(reason), _ahead(reason)]
         if code is not ReasonCode.STRICT_ORDER:
             parts.append(_preemption(reason))
+        if reason.dra is not None:
+            parts.append(_dra(reason.dra))
     return "; ".join(part for part in parts if part)
 
 
@@ -275,6 +302,11 @@ def to_dict(reason: Reason) -> dict[str, Any]:
         data["unreachable_reclaim"] = {"namespaces": list(reason.unreachable_in), "lent": [
             {"to": item.lender, "resource": item.resource, "amount": amount(item.resource, item.amount)}
             for item in reason.unreachable]}
+    if reason.dra is not None:
+        held_dra = reason.dra
+        data["dra"] = {"resource": held_dra.resource or None, "deviceClass": held_dra.device_class or None,
+                       "nodes": held_dra.nodes, "devices": held_dra.devices, "claims": list(held_dra.claims),
+                       "without_dra": held_dra.was or None}
     if reason.detail:
         data["detail"] = reason.detail
     return data

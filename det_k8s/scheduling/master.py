@@ -13,6 +13,8 @@ How pods become groups (facts in `det_k8s.determined.versions`, "task pods" rows
   trial's new pods from its old, still-terminating ones; from 0.34 it is the Job's name;
 - any other pod (no gang labels, min-available 0: CPU slots, commands, notebooks, TensorBoards) is a
   single-pod group of its own, still queued, prioritised and fair-shared like every group;
+- a pod that belongs to another gang mechanism (a Kubernetes PodGroup, KAI, Volcano, coscheduling's
+  `scheduling.x-k8s.io/pod-group`: `cluster.gangs`) is never the master's, whatever scheduler it names;
 - a group is queued only once all of its pods exist (min-available of them pending); until then it waits
   for the master to create the rest; a group with a pod that still has scheduling gates (a queue
   controller such as Kueue holds it back) waits for them to be removed, as kube-scheduler waits;
@@ -222,6 +224,8 @@ def master_groups(objects: Iterable[Mapping[str, Any] | MasterPod],
             continue
         if is_managed(pod.pod.labels):
             continue  # det-k8s's own pod whose pod spec names this scheduler: its group is det-k8s's, never the master's
+        if pod.pod.gang:
+            continue  # another gang mechanism's pod (cluster/gangs.py): binding it would start that group in part
         if pod.pod.phase in ("Succeeded", "Failed"):
             ended[_key(pod)] = ended.get(_key(pod), 0) + 1
             continue

@@ -130,6 +130,20 @@ class QueueHold(NamedTuple):
     # keeps `used` of the cluster's free `limit` it does not lend (the group may borrow only what is free beyond it)
 
 
+class DraHold(NamedTuple):
+    """What Dynamic Resource Allocation would have to allocate for the group, which det-k8s does not do
+    (`cluster/dra.py`): its pods' `spec.resourceClaims` (`claims`), or a resource it asks (`resource`) that a
+    DeviceClass (`device_class`) serves through DRA on `nodes` of its eligible nodes (`devices` devices there).
+    `was`: the code the reason would have without DRA ("" for claims)."""
+
+    resource: str = ""
+    device_class: str = ""
+    nodes: int = 0
+    devices: int = 0
+    claims: tuple[str, ...] = ()
+    was: str = ""
+
+
 class RunningPod(NamedTuple):
     name: str
     node: str
@@ -212,6 +226,7 @@ class ReasonCode(StrEnum):
     STRICT_ORDER = "strict-order"            # waits: backfill is off and a group ahead waits
     QUOTA = "quota"                          # waits: a namespace's ResourceQuota would refuse some of its pods
     QUEUE_LIMIT = "queue-limit"              # waits: a queue on its path would go over its limit
+    DRA = "dra"                              # waits: it needs a ResourceClaim allocated, which det-k8s does not do
 
     @property
     def rejected(self) -> bool:
@@ -276,6 +291,7 @@ class Reason:
     # what the group's queue could reclaim but the pass may not evict: det-k8s groups of other namespaces hold it
     unreachable: tuple[Lent, ...] = ()
     unreachable_in: tuple[str, ...] = ()  # ... their namespaces
+    dra: DraHold | None = None  # what DRA would allocate for it (code DRA; with other codes: DRA nodes it cannot use)
 
     @property
     def never_fits(self) -> bool:

@@ -34,6 +34,7 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
+from ..cluster.dra import GPU_RESOURCES
 from ..cluster.model import AMD_GPU, GPU, NO_CONSTRAINTS, PODS, Constraints, Node, Pod, Snapshot
 from ..quantity import format_decimal
 from ..settings.model import Settings
@@ -110,6 +111,7 @@ class CellKind(StrEnum):
     RESERVED = "reserved"        # free, held by the starvation guard for a waiting group
     PLANNED = "planned"          # free now, the plan starts a pod here
     VICTIM = "victim"            # a running group the plan evicts
+    DRA = "dra"                  # a GPU DRA manages (ResourceSlices): det-k8s allocates no claims, places nothing on it
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,7 +404,13 @@ def build(snapshot: Snapshot, unit: SlotUnit = GPU_SLOTS, *, constraints: Constr
     drafted_rows: list[_Row] = []
     without_slots = []
     for node in sorted(selected, key=lambda n: (_pool(n, group_by) == "", _pool(n, group_by), natural(n.name))):
-        slots, states, hidden = _node_cells(node, on_node[node.name], unit, drafts, victims, queue_of)
+        dra = (snapshot.devices.gpus(node.name) if snapshot.slices and unit.resource in GPU_RESOURCES
+               and node.allocatable.get(unit.resource, 0) <= 0 else 0)
+        slots, states, hidden = _node_cells(node, on_node[node.name], unit, drafts, victims, queue_of, dra)
+        if dra:
+            through = snapshot.devices.gpu_class(node.name)
+            states = (*states, f"{dra} GPU{'' if dra == 1 else 's'} managed by DRA"
+                      + (f" ({through})" if through else "") + ": det-k8s places no pods on them")
         if plan is not None:
             _apply_plan(slots, hidden, placed_on.get(node.name, ()), reserved.get(node.name), drafts, groups, plan)
             holder = reserved.get(node.name)
@@ -442,7 +450,7 @@ def _pool(node: Node, group_by: str | None) -> str:
 
 
 def _node_cells(node: Node, pods: list[Pod], unit: SlotUnit, drafts: dict[_Ident, _Draft],
-                victims: set[str], queue_of: Callable[[Pod], str] | None = None,
+                victims: set[str], queue_of: Callable[[Pod], str] | None = None, dra: int = 0,
                 ) -> tuple[list[_Slot], tuple[str, ...], dict[CellKind, int]]:
     """The node's first MAX_DRAWN cells, what keeps it from being drawn whole, and its other slots by kind.
 
@@ -493,10 +501,11 @@ def _node_cells(node: Node, pods: list[Pod], unit: SlotUnit, drafts: dict[_Ident
         taken, free = _first_runs(taken, total), 0
         count = total
     rest = total - count - free  # other pods' fractions of a slot, added up
-    runs = [*taken, (_Slot(CellKind.FOREIGN), rest), (_Slot(CellKind.FREE), free)]
+    runs = [*taken, (_Slot(CellKind.FOREIGN), rest), (_Slot(CellKind.FREE), free), (_Slot(CellKind.DRA), dra)]
     for cell, n in runs:
         if cell.ident is not None:
             drafts[cell.ident].slots += n
+    total += dra  # DRA GPUs: counted as DRA, never as missing (cluster/dra.py)
     if total > MAX_DRAWN:
         states = (*states, f"{NOT_DRAWN} {MAX_DRAWN:,} of its {total:,} slots drawn (no real node has that many)")
     cells: list[_Slot] = []

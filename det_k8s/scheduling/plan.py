@@ -40,7 +40,7 @@ from .capacity import Capacity
 from .fit import Fitter, Nodes, Shape, Shaper, Taken, assign, placed_pods
 from .interpod import Space
 from .labels import GROUP, is_managed, running_groups
-from .model import Lent, Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
+from .model import DraHold, Lent, Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from .order import FairOrder
 from .preempt import Evictions
 from .queues import QueueBook, lent_back
@@ -166,6 +166,7 @@ class _Pass:
         self._shapes: dict[str, tuple[Shape, ...]] = {}
         self.shaper = Shaper(self.storage, self.admission, self.space)
         self._would_start: dict[tuple[object, ...], bool] = {}
+        self._dra_nodes: dict[str, dict[str, int]] = {}
 
     def run(self) -> Plan:
         for group in self.order:
@@ -209,7 +210,12 @@ class _Pass:
         if not shapes:
             self.rejected[group.id] = Reason(ReasonCode.INVALID, detail="the group has no pods")
             return
-        if self.refuse(group, self.never_fits(group, shapes)):
+        claims = tuple(dict.fromkeys(name or "(unnamed)" for shape in shapes
+                                     for name in shape.constraints.resource_claims))
+        if claims:  # kube-scheduler alone allocates them: det-k8s never binds nor pins such pods
+            self.wait(group, replace(self.reason(group, shapes, ReasonCode.DRA), dra=DraHold(claims=claims)))
+            return
+        if self.refuse(group, self.never_fits(group, shapes), shapes):
             return
         limited = self.queues.hold(group) if self.queues is not None else None
         if limited is not None:
@@ -230,7 +236,7 @@ class _Pass:
                 self.blocker = group  # strict order: a group waiting for its volume holds the queue like any other
             return
         if self.blocker is not None:
-            if not self.refuse(group, self.never_fits_lasting(group, shapes)):
+            if not self.refuse(group, self.never_fits_lasting(group, shapes), shapes):
                 self.wait(group, self.reason(group, shapes, ReasonCode.STRICT_ORDER, detail=self.blocker.experiment))
             return
         taken = self.fitter.try_place(shapes)
@@ -239,7 +245,7 @@ class _Pass:
             self.place(group, taken)
             return
         failure = self.fitter.failure
-        if self.refuse(group, self.never_fits_lasting(group, shapes)):  # only now: what fits now fits for good
+        if self.refuse(group, self.never_fits_lasting(group, shapes), shapes):  # only now: what fits now fits for good
             return
         if self.policy.backfill:
             taken = self.reservation.backfill(shapes)
@@ -274,7 +280,9 @@ class _Pass:
             code = ReasonCode.TOPOLOGY
         else:
             code = ReasonCode.INSUFFICIENT
-        self.wait(group, self.reason(group, shapes, code, failure=failure))
+        reason = self.reason(group, shapes, code, failure=failure)
+        dra = self.dra_hold(shapes)
+        self.wait(group, reason if dra is None else replace(reason, dra=dra._replace(was=str(code))))
         if not self.policy.backfill:
             self.blocker = group
 
@@ -303,10 +311,34 @@ class _Pass:
                                           self.policy.topology_key, self.policy.topology_required)
         return self._lasting_fitter
 
-    def refuse(self, group: PodGroup, never: Reason | None) -> bool:
+    def dra_hold(self, shapes: Sequence[Shape]) -> DraHold | None:
+        """A resource the group asks that DRA serves on some of its eligible nodes (their allocatable lacks it, a
+        DeviceClass maps it, they hold devices of the class): det-k8s cannot use those nodes for it."""
+        view = self.snapshot.devices
+        if not view.classes or not view.devices:
+            return None
+        for shape in shapes:
+            for resource, _ in shape.demand:
+                dra = self._dra_nodes.get(resource)
+                if dra is None:
+                    dra = self._dra_nodes[resource] = view.dra_nodes(resource)
+                if not dra:
+                    continue
+                eligible = self.nodes.eligible(shape.klass, shape.constraints, shape.volumes, lasting=True).nodes
+                usable = [name for name in eligible if name in dra]
+                if usable:
+                    klass = view.serving(resource)
+                    return DraHold(resource, klass.name if klass else "", len(usable), sum(dra[n] for n in usable))
+        return None
+
+    def refuse(self, group: PodGroup, never: Reason | None, shapes: Sequence[Shape] = ()) -> bool:
         """Reject a group that can never fit (with autoscaling: let it wait for nodes); False if it may fit."""
         if never is None:
             return False
+        hold = self.dra_hold(shapes)
+        if hold is not None:  # kube-scheduler could place it with a claim on DRA nodes: it waits, saying so
+            self.wait(group, replace(never, code=ReasonCode.DRA, dra=hold._replace(was=str(never.code))))
+            return True
         if self.policy.autoscaling and never.code in (ReasonCode.EXCEEDS_CLUSTER, ReasonCode.EXCEEDS_DOMAIN):
             self.wait(group, replace(never, code=ReasonCode.WAITING_FOR_NODES))
         else:

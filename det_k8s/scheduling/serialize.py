@@ -85,6 +85,7 @@ def _constraints_to_dict(c: Constraints) -> dict[str, Any]:
                     "readWriteOncePod": v.read_write_once_pod} for v in c.claims],
         "os": c.os,
         "unmodelled": list(c.unmodelled),
+        **({"resourceClaims": list(c.resource_claims)} if c.resource_claims else {}),
     }
 
 
@@ -107,6 +108,7 @@ def _constraints_from_dict(data: Mapping[str, Any]) -> Constraints:
                           bool(v.get("readWriteOncePod"))) for v in data.get("claims") or ()),
         str(data.get("os") or ""),
         tuple(map(str, data.get("unmodelled") or ())),
+        tuple(map(str, data.get("resourceClaims") or ())),
     )
 
 

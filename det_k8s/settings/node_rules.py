@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ..cluster.dra import DeviceView
 from ..cluster.model import Constraints, Node, Pod
 from ..cluster.read import constraints_from_spec
 from ..errors import Problem, Severity
@@ -124,10 +125,16 @@ def _half_cores_below(milli: int) -> Fraction:
     return Fraction(math.floor(Fraction(milli, 1000) * 2), 2)
 
 
+DRA_ADVICE = ("run the GPU Operator's device plugin on those nodes instead of (or beside) its DRA driver, or let "
+              "kube-scheduler place those pods: another schedulerName for the master's task pods, or Kubernetes' own "
+              "gang scheduling (`experiment create` in native mode)")
+
+
 def check_nodes(settings: Settings, nodes: Sequence[Node], sources: SourceMap, origin: str,
-                pods: Sequence[Pod] = ()) -> list[Problem]:
+                pods: Sequence[Pod] = (), dra_devices: DeviceView | None = None) -> list[Problem]:
     """maxSlotsPerPod against GPU node sizes; slotResourceRequests.cpu against the CPU a node has for tasks: its
-    allocatable CPU less what `pods` (when given) hold for good there (`taken_cpu`)."""
+    allocatable CPU less what `pods` (when given) hold for good there (`taken_cpu`); GPU nodes whose GPUs DRA
+    manages (`dra_devices`, from the ResourceSlices), which no pod det-k8s binds or pins can use."""
     problems: list[Problem] = []
 
     def add(severity: Severity, path: tuple[str, ...], message: str, hint: str | None = None) -> None:
@@ -152,6 +159,14 @@ def check_nodes(settings: Settings, nodes: Sequence[Node], sources: SourceMap, o
         resource = settings.slot_resource
         devices = {n.name: n.allocatable.get(resource, 0) // 1000 for n in usable}
         gpu_nodes = [n for n in usable if devices[n.name] > 0]
+        dra = [(n.name, dra_devices.gpus(n.name)) for n in usable
+               if not devices[n.name] and dra_devices.gpus(n.name)] if dra_devices is not None else []
+        if dra:
+            named = ", ".join(f"{name} ({count})" for name, count in dra[:3]) + (" ..." if len(dra) > 3 else "")
+            add(Severity.WARNING, ("slotType",),
+                f"{len(dra)} node(s) in {origin} hold {sum(c for _, c in dra)} GPU(s) managed by DRA, not a device "
+                f"plugin: {named}; det-k8s binds the master's pods and pins its own experiments without a "
+                "ResourceClaim, so none of them runs there", DRA_ADVICE)
         if not gpu_nodes:
             plugin = "the AMD GPU device plugin" if resource != "nvidia.com/gpu" else "the NVIDIA device plugin"
             add(Severity.WARNING, ("slotType",), f"no usable node in {origin} offers {resource}; GPU tasks will "

@@ -327,6 +327,12 @@ def _rule_tasks(v: Mapping[str, Any], version: versions.Version | None, out: Pro
         if isinstance(inner, Mapping) and inner.get("initContainers"):
             out.warning((*base, name, "spec", "initContainers"),
                         "init containers are not supported by Determined on Kubernetes")
+        if isinstance(inner, Mapping) and inner.get("resourceClaims"):  # DRA: only kube-scheduler allocates claims
+            out.warning((*base, name, "spec", "resourceClaims"),
+                        "det-k8s never binds nor pins a pod with ResourceClaims (only kube-scheduler allocates them): "
+                        "task pods from this spec wait under `det-k8s scheduler run` and `experiment create`",
+                        "ask for GPUs as resources (nvidia.com/gpu) served by a device plugin, or let kube-scheduler "
+                        "place these pods (no defaultScheduler)")
 
 
 def _rule_default_images(v: Mapping[str, Any], user: Mapping[str, Any], version: versions.Version | None,

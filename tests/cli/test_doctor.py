@@ -72,3 +72,25 @@ def test_without_permission_to_list_events_it_still_reports_partial_groups(run_c
     assert result.code == 1
     assert "cannot list events, so the groups det-k8s tore down are not shown" in result.err
     assert "1 partly-started group(s) holding 4 GPU(s)" in result.err
+
+
+def test_lists_the_schedulers_the_pods_name_and_the_other_gangs_among_them(run_cli, cluster):
+    four_gpu_nodes(cluster, 1)
+    for name, scheduler, labels, marks in (
+            ("trial", "coscheduler", {}, {}),
+            ("volcano", "coscheduler", {}, {"scheduling.k8s.io/group-name": "pg"}),
+            ("kai", "kai-scheduler", {"kai.scheduler/queue": "team-a"}, {})):
+        body = pod(name, phase="Pending", requests={"nvidia.com/gpu": "1"}, labels=labels)
+        body["spec"]["schedulerName"] = scheduler
+        body["metadata"]["annotations"] = marks
+        cluster.api.put(body)
+    result = run_cli("doctor", "-o", "json")
+    assert result.code == 0, result.err
+    rows = {row["name"]: row for row in json.loads(result.out)["schedulers"]}
+    assert rows["coscheduler"] == {"name": "coscheduler", "pending": 2, "bound": 0, "otherGangs": {"Volcano": 1},
+                                   "servedByDetK8s": True, "pods": ["default/trial", "default/volcano"]}
+    assert rows["kai-scheduler"]["otherGangs"] == {"KAI": 1} and not rows["kai-scheduler"]["servedByDetK8s"]
+    table = run_cli("doctor")
+    assert table.code == 0, table.err
+    flat = " ".join(table.out.split())
+    assert "Schedulers" in flat and "Volcano 1" in flat and "det-k8s (not their gangs' pods)" in flat

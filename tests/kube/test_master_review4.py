@@ -104,14 +104,17 @@ def test_scheduler_run_names_the_official_charts_coscheduler_that_would_fight_it
         deployment["metadata"].setdefault("namespace", "det")
         cluster.api.put(deployment)
     nodes(cluster, 1)
-    result = run_cli("scheduler", "run", "--once")
-    assert result.code == 0, result.err
+    refused = run_cli("scheduler", "run", "--once")  # an error, not a warning (issue 21): it would fight it
+    assert refused.code == 1, refused.err
     where = f"{plugin[0]['metadata']['namespace']}/{plugin[0]['metadata']['name']}"
-    assert f"Deployment {where} (" in result.err and "also serves scheduler coscheduler" in result.err
-    assert "--replicas=0" in result.err
-    assert result.err.count("runs a kube-scheduler") == 1
+    assert f"Deployment {where} (" in refused.err and "also serves scheduler coscheduler" in refused.err
+    assert "--replicas=0" in refused.err and "--force" in refused.err
+    assert refused.err.count("also serves scheduler") == 1
+    forced = run_cli("scheduler", "run", "--once", "--force")
+    assert forced.code == 0, forced.err
+    assert "also serves scheduler coscheduler" in forced.err and "partly bound (--force)" in " ".join(forced.err.split())
     quiet = run_cli("scheduler", "run", "--once", "--scheduler-name", "")  # det-k8s's own queue only: no rival
-    assert "runs a kube-scheduler" not in quiet.err
+    assert quiet.code == 0 and "also serves scheduler" not in quiet.err
 
 
 @pytest.mark.parametrize("version", VERSIONS)

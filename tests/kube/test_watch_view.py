@@ -146,3 +146,12 @@ def test_a_scheduling_gate_removed_from_a_served_pod_wakes_the_loop(cluster, vie
     cluster.api.update("pods", task.names[0], {"spec": {"schedulingGates": None}})  # the queue controller admits it
     assert view.wait_for_change(20)  # before the fix: nothing until the --interval timer
     assert view.stats.relevant > before and [p.gates for p in view.state().served] == [()]
+
+
+def test_a_server_without_dra_is_not_a_problem(view):
+    """The emulator does not serve resource.k8s.io (an API server before 1.34 alike): discovery says so, the kinds are
+    neither listed nor watched, and no problem is reported (where served: tests/real/test_dra.py)."""
+    state = view.state()
+    assert not {"DeviceClass", "ResourceSlice"} & state.snapshot.listed
+    assert view.problems == []
+    assert not {"DeviceClass", "ResourceSlice"} & read_cluster(view.api).snapshot.listed

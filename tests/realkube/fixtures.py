@@ -41,6 +41,7 @@ PLURALS: dict[str, tuple[str, bool]] = {
     "clusterrolebindings": ("/apis/rbac.authorization.k8s.io/v1", False),
     "validatingadmissionpolicies": ("/apis/admissionregistration.k8s.io/v1", False),
     "validatingadmissionpolicybindings": ("/apis/admissionregistration.k8s.io/v1", False),
+    "deviceclasses": ("/apis/resource.k8s.io/v1", False), "resourceslices": ("/apis/resource.k8s.io/v1", False),
 }
 KIND_PLURAL = {"Pod": "pods", "Node": "nodes", "Event": "events", "ConfigMap": "configmaps", "Secret": "secrets",
                "Service": "services", "Namespace": "namespaces", "ServiceAccount": "serviceaccounts",
@@ -51,7 +52,8 @@ KIND_PLURAL = {"Pod": "pods", "Node": "nodes", "Event": "events", "ConfigMap": "
                "Role": "roles", "RoleBinding": "rolebindings", "ClusterRole": "clusterroles",
                "ClusterRoleBinding": "clusterrolebindings",
                "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
-               "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
+               "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
+               "DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices"}
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
 
 
@@ -255,6 +257,8 @@ def _clean(plane: ControlPlane, namespaces: set[str]) -> None:
             name = item["metadata"]["name"]
             if name not in keep.get(plural, set()):
                 r("DELETE", path_of(plural, "default", name), {"propagationPolicy": "Background"})
+    for plural in ("deviceclasses", "resourceslices"):  # DRA's (tests/real/test_dra.py): none of the system's own
+        r("DELETE", path_of(plural, None), None)
     for plural in ("clusterroles", "clusterrolebindings", "priorityclasses", "storageclasses", "persistentvolumes"):
         _, listed = r("GET", path_of(plural, None))
         for item in (listed or {}).get("items", []):

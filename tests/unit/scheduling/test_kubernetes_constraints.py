@@ -266,13 +266,21 @@ def test_pod_os_must_match_the_node():
 
 
 def test_unmodelled_fields_are_warnings_naming_the_pod():
-    body = spec(1, resourceClaims=[{"name": "gpu", "resourceClaimName": "a100"}], runtimeClassName="nvidia")
-    result = plan([node("n0", 4)], {"g": queued("g", 1, body)})
+    result = plan([node("n0", 4)], {"g": queued("g", 1, spec(1, runtimeClassName="nvidia"))})
     assert result.warnings == (
-        "g: pod g-0: dynamic resource claims (spec.resourceClaims) not modelled; kube-scheduler may refuse or delay "
-        "the placement",
         "g: pod g-0: the node selector and tolerations RuntimeClass nvidia adds at admission not modelled; "
-        "kube-scheduler may refuse or delay the placement")
+        "kube-scheduler may refuse or delay the placement",)
+
+
+def test_a_pod_with_resource_claims_waits_instead_of_being_placed():
+    """Only kube-scheduler allocates a ResourceClaim: det-k8s never binds nor pins such a pod, it waits, saying so."""
+    body = spec(1, resourceClaims=[{"name": "gpu", "resourceClaimName": "a100"}])
+    result = plan([node("n0", 4)], {"g": queued("g", 1, body), "other": queued("other", 1, spec(1))})
+    assert "g" not in result.placements and nodes_of(result, "other") == ["n0"]
+    reason = result.waiting["g"]
+    assert reason.code == "dra" and reason.dra is not None and reason.dra.claims == ("gpu",)
+    assert "ResourceClaims (gpu), which only kube-scheduler allocates" in describe(reason)
+    assert not result.warnings
 
 
 # -- preemption ----------------------------------------------------------------------------------------

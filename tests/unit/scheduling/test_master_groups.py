@@ -200,3 +200,30 @@ def test_a_rocm_masters_task_counts_its_amd_gpus_as_slots():
     queued = as_pod_group(group)
     assert queued.size == 1 and queued.slots == 4
     assert queued.pods[0].requests["amd.com/gpu"] == 4000 and GPU not in queued.pods[0].requests
+
+
+FOREIGN = {  # what each other gang mechanism puts on its pods (cluster/gangs.py has the sources)
+    "Kubernetes": ("spec", {"schedulingGroup": {"podGroupName": "pg-1"}}),
+    "KAI": ("annotations", {"pod-group-name": "pg-1"}),
+    "Volcano": ("annotations", {"scheduling.k8s.io/group-name": "pg-1"}),
+    "coscheduling": ("labels", {"scheduling.x-k8s.io/pod-group": "pg-1"}),
+}
+
+
+@pytest.mark.parametrize("mechanism", sorted(FOREIGN))
+def test_a_pod_of_another_gang_mechanism_is_never_the_masters_even_naming_its_scheduler(mechanism):
+    from det_k8s.cluster.gangs import foreign_gang
+    from det_k8s.cluster.read import pod_from_object
+
+    task = master_task("0.38.1", slots_per_trial=4)
+    pods = as_stored(task)
+    where, marks = FOREIGN[mechanism]
+    for pod in pods:
+        if where == "spec":
+            pod["spec"].update(marks)
+        else:
+            pod["metadata"].setdefault(where, {}).update(marks)
+    assert master_groups(pods) == ()
+    assert foreign_gang(pods[0]).startswith(mechanism)
+    assert pod_from_object(pods[0]).gang.startswith(mechanism)
+    assert len(master_groups(as_stored(task))) == 1  # the master's own pod-group labels are its, and served
