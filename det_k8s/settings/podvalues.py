@@ -433,7 +433,14 @@ def _container(out: _Out, path: Where, container: Mapping[str, Any], *, init: bo
     _env(out, (*path, "env"), container.get("env"), kube)
     sidecar = init and container.get("restartPolicy") == "Always"
     policy = container.get("restartPolicy")  # validateContainerRestartPolicy: a set field is never defaulted
-    if policy == "":
+    if policy is not None and kube < CONTAINER_RESTART_RULES:  # before the ContainerRestartRules gate (beta, 1.35)
+        if not init:  # validation.go: validateContainerRestartPolicy on a regular container
+            out.add((*path, "restartPolicy"), f"may not be set for non-init containers on Kubernetes "
+                    f"{kube[0]}.{kube[1]} (per-container restart policies came with 1.35)", "remove it")
+        elif policy != "Always":  # an init container: only Always (a sidecar)
+            out.add((*path, "restartPolicy"), f"must be Always for an init container on Kubernetes {kube[0]}.{kube[1]}"
+                    f" (a sidecar), found {_shown(policy)}", "remove it, or Always for a sidecar")
+    elif policy == "":
         out.add((*path, "restartPolicy"), "must be Always, Never or OnFailure, found ''", "remove it, or give one")
     else:
         _choose(out, (*path, "restartPolicy"), policy, RESTART_POLICIES)
@@ -513,6 +520,11 @@ def _labels(out: _Out, path: Where, labels: Any) -> None:
         elif isinstance(value, str) and not is_label_value(value):
             out.add((*path, str(key)), f"{_shown(value)} is not a valid label value (at most 63 letters, digits, "
                     "'-', '_' and '.', starting and ending with a letter or digit)")
+
+
+# pkg/features/kube_features.go (v1.37.2): ContainerRestartRules alpha in 1.34 (off), beta and on from 1.35; before
+# it, a regular container's restartPolicy is refused and an init container's may only be Always
+CONTAINER_RESTART_RULES = (1, 35)
 
 
 def check_pod_values(document: Mapping[str, Any], kube: tuple[int, int] = NEWEST) -> list[Finding]:

@@ -49,3 +49,17 @@ def test_wrong_types_are_left_to_the_schema_check():
             "containers": [{"name": "determined-container", "resources": {"requests": {"cpu": True}}, "env": "x",
                             "ports": [{"containerPort": "80"}]}]}
     assert found(spec) == {}
+
+
+def test_container_restart_policies_follow_the_version():
+    """ContainerRestartRules (beta, on from 1.35): before it a regular container's restartPolicy is refused and an
+    init container's may only be Always; the real kube-apiserver 1.31.13 refused exactly these."""
+    spec = {"initContainers": [{"name": "init", "image": "x", "restartPolicy": "Never"},
+                               {"name": "side", "image": "x", "restartPolicy": "Always"}],
+            "containers": [{"name": "determined-container", "restartPolicy": "OnFailure"}]}
+    assert found(spec, (1, 37)) == {} and found(spec, (1, 35)) == {}
+    assert found(spec, (1, 34)) == {
+        "initContainers.0.restartPolicy": "must be Always for an init container on Kubernetes 1.34 (a sidecar), "
+                                          "found 'Never'",
+        "containers.0.restartPolicy": "may not be set for non-init containers on Kubernetes 1.34 (per-container "
+                                      "restart policies came with 1.35)"}
