@@ -433,6 +433,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--stall", type=float, default=60.0, help="a stage ends after this long without a binding")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds after the last binding before counting")
     parser.add_argument("--output", default="", help="also write the figures as JSON here")
+    parser.add_argument("--markdown", default="", help="and as Markdown here (benchmarks/SIDEBYSIDE.md)")
     args = parser.parse_args(argv)
     which = [s.strip() for s in args.schedulers.split(",") if s.strip()]
     unknown = [s for s in which if s not in SCHEDULERS]
@@ -473,7 +474,43 @@ def main(argv: Sequence[str]) -> int:
     print(json.dumps(report, indent=1))
     if args.output:
         Path(args.output).write_text(json.dumps(report, indent=1) + "\n")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(report))
     return 0
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The figures as Markdown (benchmarks/SIDEBYSIDE.md; RESULTS.md section 8 includes it)."""
+    m, a, rs, q = report["machine"], report["args"], report["results"], report["ratios"]
+    size = a["pods_per_group"]
+    lines = ["# Side by side on one real control plane (`python -m benchmarks.sidebyside`)", "",
+             f"Run {m['date']} at {m['commit']} on {m['cpu']} ({m['cores']} cores, {m['memory_gib']} GiB), "
+             f"{m['python']}; load average at start {m['load_at_start']} (the machine is shared: the load of each "
+             "stage is in the table).",
+             f"Kubernetes {report['kubernetes']} (kube-apiserver, kube-controller-manager, kube-scheduler from "
+             f"k8s.io/kubernetes), etcd {report['etcd']}, kwok {report['kwok']}"
+             + (f", sigs.k8s.io/scheduler-plugins v{report['scheduler_plugins']} (the coscheduling plugin, built "
+                "against Kubernetes 1.34 as its go.mod pins it)" if report.get("scheduler_plugins") else "") + ".",
+             f"{a['nodes']:,} kwok nodes of {GPUS_PER_NODE} GPUs; groups of {size} pods x 1 GPU. Paced stage: "
+             f"{a['paced_groups']} groups arriving at {a['rate']:g} groups/s with the scheduler running. Backlog "
+             f"stage: {a['groups']} groups ({a['groups'] * size:,} pods) created first, then the scheduler "
+             "started. Each scheduler alone on the control plane, one after the other.", "",
+             "| scheduler | last pod -> last binding p50 | p99 | max | pods bound/s (backlog) | partial groups | "
+             "API requests per bound group | API server CPU s | scheduler peak RSS | load (paced / backlog) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rs:
+        lines.append(f"| {r['scheduler']} | {r['p50_s']:.2f} s | {r['p99_s']:.2f} s | {r['max_s']:.2f} s | "
+                     f"{r['pods_per_s']} | {r['paced_partial'] + r['backlog_partial']} | {r['requests_per_group']} | "
+                     f"{r['apiserver_cpu_s']} | {r['peak_mib']} MiB | {r['load_paced'][0]} / {r['load_backlog'][0]} |")
+    lines += ["", "From this run (goals in brackets): " + "; ".join(f"{k} **{v}**" for k, v in q.items()), "",
+              "kube-scheduler places ordinary pods (no gangs): its latency is for the same number of pods created "
+              "back to back, for reference. Requests are every request the scheduler's own user made (audit log), "
+              "watches and lists included, over both stages.", "", "Requests by verb:", "",
+              "| scheduler | requests |", "|---|---|"]
+    for r in rs:
+        lines.append(f"| {r['scheduler']} | " + ", ".join(f"{k} {v}" for k, v in list(r["requests_by_verb"].items())[:8])
+                     + " |")
+    return "\n".join(lines) + "\n"
 
 
 def ratios(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -481,11 +518,14 @@ def ratios(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     det = by.get("det-k8s")
     if det and "kube-scheduler" in by:
-        out["pods_per_s_det_k8s_over_kube_scheduler"] = round(det["pods_per_s"] / by["kube-scheduler"]["pods_per_s"], 2)
+        out["pods/s det-k8s / kube-scheduler (>= 1.0)"] = round(det["pods_per_s"] / by["kube-scheduler"]["pods_per_s"], 2)
     if det and "coscheduling" in by:
-        out["p99_det_k8s_over_coscheduling"] = round(det["p99_s"] / by["coscheduling"]["p99_s"], 2)
+        out["p99 det-k8s / coscheduling (<= 1.0)"] = round(det["p99_s"] / by["coscheduling"]["p99_s"], 2)
+    if det:
+        out["det-k8s p99 (<= 2 s)"] = det["p99_s"]
     for r in results:
-        out[f"partial_groups_{r['scheduler']}"] = r["paced_partial"] + r["backlog_partial"]
+        out[f"partial groups {r['scheduler']}" + (" (0)" if r["scheduler"] == "det-k8s" else "")] = (
+            r["paced_partial"] + r["backlog_partial"])
     return out
 
 

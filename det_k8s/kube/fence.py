@@ -71,6 +71,7 @@ class Fence:
     can_taint: bool = True
     problems: list[str] = field(default_factory=list)
     workers: int = 8
+    _read: dict[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)  # each node as `raise_on` left it
 
     def _each(self, names: Sequence[str], one: Callable[[str], object]) -> list[object]:
         """one(name) for every node, on up to `workers` threads; the answers in order."""
@@ -120,8 +121,8 @@ class Fence:
         free: dict[str, dict[str, int]] = {}
 
         def read(name: str) -> None:
-            try:
-                node = self.api.get(NODES, name)
+            try:  # the node as the fence's own write answered (its allocatable does not change in a moment)
+                node = self._read.get(name) or self.api.get(NODES, name)
                 pods = self.api.list(PODS, all_namespaces=True, field_selector=f"spec.nodeName={name}")
             except DetK8sError:
                 return  # unreadable: the binding decides, as without the fence
@@ -157,10 +158,12 @@ class Fence:
             node = self.api.get(NODES, name)
             taints = change([t for t in _taints(node) if t.get("key") != KEY])
             if taints == _taints(node):
+                self._read[name] = node
                 return
             version = (node.get("metadata") or {}).get("resourceVersion")
             try:
-                self.api.patch(NODES, name, {"metadata": {"resourceVersion": version}, "spec": {"taints": taints}})
+                self._read[name] = self.api.patch(NODES, name, {"metadata": {"resourceVersion": version},
+                                                                "spec": {"taints": taints}})
                 return
             except Conflict:
                 if attempt:

@@ -76,6 +76,7 @@ from .watch import ClusterState, ClusterView, read_cluster
 Log = Callable[[str], None]
 QUOTA_BACKOFF = 30.0  # seconds before the one free retry of a creation a ResourceQuota refused
 QUOTA_REFUSED = "a ResourceQuota refused it"
+FAST_HOLD = 2.0  # seconds a fast pass goes on binding gangs that completed meanwhile, under one hold of the Lease
 _POD_PATH = re.compile(r"^/api/v1/namespaces/[^/]+/pods(?:/|$)")
 
 
@@ -151,7 +152,7 @@ class LiveScheduler:
             if not self.can_go_fast():
                 raise ValueError("a fast pass needs a view, a served scheduler name and no backlog")
             assert self.view is not None and self.serve
-            if not any(g.state is State.READY for g in master_groups(self.view.served(), self.serve)):
+            if not self._any_ready():
                 return PassReport()  # nothing to bind: no Lease, no request
         lease = self.lease()
         lease.fence = ""
@@ -170,7 +171,15 @@ class LiveScheduler:
             try:
                 if self.view is not None:  # caught up with the previous holder's writes, or listed afresh
                     self.view.catch_up(lease.previous_fence)
-                return self._fast_pass() if fast else self._pass()
+                if not fast:
+                    return self._pass()
+                report = self._fast_pass(PassReport())
+                # gangs completed while it bound: bound in the same hold of the Lease (no release, take-back and
+                # fence wait in between), for at most FAST_HOLD seconds so that other clients wait little
+                hold_until = time.monotonic() + FAST_HOLD
+                while not self.backlog and time.monotonic() < hold_until and self._any_ready():
+                    self._fast_pass(report)
+                return report
             finally:
                 if observed:
                     self.api.observe_writes = None
@@ -231,10 +240,14 @@ class LiveScheduler:
 
     # -- the pass ----------------------------------------------------------------------------
 
-    def _fast_pass(self) -> PassReport:
+    def _any_ready(self) -> bool:
+        """A served gang of the view is ready (all its pods exist, none bound): no snapshot built, no request."""
+        assert self.view is not None and self.serve
+        return any(g.state is State.READY for g in master_groups(self.view.served(), self.serve))
+
+    def _fast_pass(self, report: PassReport) -> PassReport:
         """The master's ready gangs placed and bound at once (see the module docstring)."""
         assert self.view is not None and self.serve
-        report = PassReport()
         state = self.view.state()
         master = MasterPods(self.api, self.binder(), self.serve, self.view, self._still_ours, fence=self.fence,
                             quick=True)
