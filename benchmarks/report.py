@@ -579,7 +579,8 @@ def real_side_by_side() -> list[str]:
         return []
     body = SIDE_BY_SIDE.read_text().splitlines()
     title = body[0].lstrip("# ") if body and body[0].startswith("# ") else "Side by side on one real control plane"
-    return [f"### {title[0].upper() + title[1:]}", "", *body[1:], ""]
+    rest = "\n".join(body[1:]).strip().splitlines()
+    return [f"### {title[0].upper() + title[1:]}", "", *rest, ""]
 
 
 # -- anchors ----------------------------------------------------------------------------------------
