@@ -7,6 +7,7 @@ more than the run measured. The prose around them describes method, not outcomes
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 PLAN_GOAL = 3.0
@@ -584,6 +585,7 @@ def _occupancy(data: dict[str, Any]) -> list[str]:
 def _binding(data: dict[str, Any], machine: dict[str, Any]) -> list[str]:
     throughput, latency, requests = data["throughput"], data["latency"], data["requests"]
     lines = ["## 8. Binding the Determined master's pods", "",
+             "### On the API emulator (`benchmarks/binding.py`)", "",
              "The real `det-k8s scheduler run` (its own process, listing once, then watching) against the API emulator",
              f"(its own process, schema validation on) holding {data['nodes']:,} nodes and {data['pods']:,} pods "
              "(`generate.snapshot`, half of",
@@ -611,7 +613,21 @@ def _binding(data: dict[str, Any], machine: dict[str, Any]) -> list[str]:
               f"group** ({requests['bindings_per_group']} bindings per group, one per pod; one Scheduled event per pod; "
               "the Lease taken and given back once per pass), of them "
               f"{requests['full_lists_of_pods_or_nodes']} full lists of pods or nodes.", ""]
-    return lines
+    return lines + real_side_by_side()
+
+
+SIDE_BY_SIDE = Path(__file__).resolve().parent / "SIDEBYSIDE.md"
+
+
+def real_side_by_side() -> list[str]:
+    """The real control plane's figures (`python -m benchmarks.sidebyside`, which needs Go and runs apart), as its
+    last run wrote them, under their own heading."""
+    if not SIDE_BY_SIDE.is_file():
+        return []
+    body = SIDE_BY_SIDE.read_text().splitlines()
+    title = body[0].lstrip("# ") if body and body[0].startswith("# ") else "Side by side on one real control plane"
+    rest = "\n".join(body[1:]).strip().splitlines()
+    return [f"### {title[0].upper() + title[1:]}", "", *rest, ""]
 
 
 # -- anchors ----------------------------------------------------------------------------------------

@@ -115,13 +115,21 @@ def run(
                               view=view, renew_every=DEFAULT_DURATION / 3 if view is not None else 0.0,
                               advertise_for=max(120.0, 3 * interval) if view is not None else 0.0)
     policy_read = -math.inf
+    full_at, full_seen = -math.inf, -1  # when the last full pass started; the view's other_changes then
+    fast = False
     while True:
         health.beat()
         try:
-            if once or time.monotonic() - policy_read >= interval:  # an admin may change it meanwhile: read it
-                scheduler.policy = effective_policy(api, preemption=preemption)  # at least every --interval
+            # The fast path (kube/scheduler.py): only the master's pods changed since the last full pass, which left
+            # nothing waiting, and it is not yet --interval old: bind the gangs that became complete, at once.
+            fast = (view is not None and scheduler.can_go_fast() and view.other_changes == full_seen
+                    and time.monotonic() - full_at < interval)
+            if not fast and (once or time.monotonic() - policy_read >= interval):  # an admin may change it meanwhile:
+                scheduler.policy = effective_policy(api, preemption=preemption)  # read it at least every --interval
                 policy_read = time.monotonic()
-            report = scheduler.run_pass()
+            if not fast and view is not None:
+                full_at, full_seen = time.monotonic(), view.other_changes
+            report = scheduler.run_pass(fast=fast)
             if once:
                 _print_pass(report)
                 _require_cleared(report)
@@ -151,7 +159,7 @@ def run(
         wait = min(interval * 2 ** min(failures, 5), 300)  # back off while the cluster misbehaves
         if view is None or failures:
             time.sleep(wait)
-        else:
+        elif not (fast and scheduler.backlog):  # a fast pass that left a group waiting: a full pass now says why
             view.wait_for_change(wait)
 
 

@@ -107,6 +107,10 @@ def scheduler_manifests(image: str, namespace: str, *, scheduler_name: str = "co
            {"name": "NO_COLOR", "value": "1"}]
     container: dict[str, Any] = {
         "name": "scheduler", "image": image, "args": args, "env": env,
+        # Memory from what was measured (benchmarks/RESULTS.md section 8): the loop's peak RSS was 152 MiB binding
+        # 2,000 pods on 2,000 nodes of the real control plane (benchmarks/sidebyside.py), and the view's models grow
+        # by ~60 MiB from there to 5,000 nodes / 30,000 pods; the request covers the peak with headroom, the limit
+        # the transient of listing 30,000 pods, not measured on the real control plane yet.
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},

@@ -16,6 +16,9 @@ The fence, for the nodes a pass is about to bind to:
    next pass, nothing of it bound);
 4. bind (the caller), then remove the taints.
 
+Each step's requests for different nodes go out together, on up to `workers` threads (the binder's pool size): a
+pass binding many groups pays about one round trip per step, not one per node (the side-by-side benchmark, issue 24).
+
 What remains: a kube-scheduler slower than SETTLE between its decision and its binding (an overloaded API server),
 and nodes det-k8s may not patch (the RBAC of an older `scheduler manifest`): then only step 3 runs, which still
 closes the window of det-k8s's own view. A taint left by a process that died is removed by the next pass that sees it
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,27 +70,44 @@ class Fence:
     tainted: list[str] = field(default_factory=list)
     can_taint: bool = True
     problems: list[str] = field(default_factory=list)
+    workers: int = 8
+    _read: dict[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)  # each node as `raise_on` left it
+
+    def _each(self, names: Sequence[str], one: Callable[[str], object]) -> list[object]:
+        """one(name) for every node, on up to `workers` threads; the answers in order."""
+        if self.workers <= 1 or len(names) <= 1:
+            return [one(name) for name in names]
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(names)), thread_name_prefix="det-k8s-fence") as pool:
+            return list(pool.map(one, names))
 
     def raise_on(self, nodes: Sequence[str]) -> None:
         """Taint the nodes (step 1) and wait for kube-scheduler's bindings already under way (step 2)."""
         stamp = str(int(self.clock()))
-        for name in sorted(set(nodes)):
+        names = sorted(set(nodes))
+        self.tainted.extend(names)  # before the writes: a signal during them still has `lower` look at these nodes
+        refused: list[str] = []
+
+        def one(name: str) -> None:
             if not self.can_taint:
-                break
-            self.tainted.append(name)  # before the write: a signal during it still has `lower` look at this node
+                refused.append(name)
+                return
             try:
                 self._set(name, lambda taints: [*taints, {"key": KEY, "value": stamp, "effect": "NoSchedule"}])
             except Forbidden:
-                self.tainted.remove(name)
-                self.can_taint = False
-                self.problems.append("cannot taint nodes while binding (no RBAC to patch nodes): kube-scheduler may "
-                                     "place a pod on capacity det-k8s is binding; apply the RBAC of `det-k8s "
-                                     "scheduler manifest` again")
+                refused.append(name)
+                if self.can_taint:
+                    self.can_taint = False
+                    self.problems.append("cannot taint nodes while binding (no RBAC to patch nodes): kube-scheduler "
+                                         "may place a pod on capacity det-k8s is binding; apply the RBAC of `det-k8s "
+                                         "scheduler manifest` again")
             except NotFound:
-                self.tainted.remove(name)
-                continue  # gone: the binding fails and the group is undone, as without the fence
+                refused.append(name)  # gone: the binding fails and the group is undone, as without the fence
             except DetK8sError as exc:  # (it may have landed: `lower` looks at the node all the same)
                 self.problems.append(f"could not taint node {name} while binding: {exc.message}")
+
+        self._each(names, one)
+        for name in refused:
+            self.tainted.remove(name)
         if self.tainted:
             self.sleep(self.settle)
 
@@ -98,13 +119,16 @@ class Fence:
         """
         nodes = sorted({node for _, placement, _ in placements for _, node in placement})
         free: dict[str, dict[str, int]] = {}
-        for name in nodes:
-            try:
-                node = self.api.get(NODES, name)
+
+        def read(name: str) -> None:
+            try:  # the node as the fence's own write answered (its allocatable does not change in a moment)
+                node = self._read.get(name) or self.api.get(NODES, name)
                 pods = self.api.list(PODS, all_namespaces=True, field_selector=f"spec.nodeName={name}")
             except DetK8sError:
-                continue  # unreadable: the binding decides, as without the fence
+                return  # unreadable: the binding decides, as without the fence
             free[name] = _free(node, pods)
+
+        self._each(nodes, read)
         dropped: set[str] = set()
         for group_id, placement, requests in placements:
             wanted: dict[str, dict[str, int]] = {}
@@ -124,8 +148,7 @@ class Fence:
 
     def lower(self) -> None:
         """Step 4: remove the taints this fence put on."""
-        for name in self.tainted:
-            self._untaint(name)
+        self._each(list(self.tainted), self._untaint)
         self.tainted.clear()
 
     def _set(self, name: str, change: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> None:
@@ -135,10 +158,12 @@ class Fence:
             node = self.api.get(NODES, name)
             taints = change([t for t in _taints(node) if t.get("key") != KEY])
             if taints == _taints(node):
+                self._read[name] = node
                 return
             version = (node.get("metadata") or {}).get("resourceVersion")
             try:
-                self.api.patch(NODES, name, {"metadata": {"resourceVersion": version}, "spec": {"taints": taints}})
+                self._read[name] = self.api.patch(NODES, name, {"metadata": {"resourceVersion": version},
+                                                                "spec": {"taints": taints}})
                 return
             except Conflict:
                 if attempt:

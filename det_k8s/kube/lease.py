@@ -385,7 +385,8 @@ class SchedulingLease:
         Refuses (LeaseLocationConflict) when another det-k8s Lease location is in use: checked before
         taking the Lease and again once it is held, so two clients racing never both go on.
         """
-        self._refuse_if_split()
+        if self._released is None:  # (taking it back right after our own pass, the check once held suffices)
+            self._refuse_if_split()
         deadline = time.monotonic() + wait
         try:
             while not self.try_acquire():

@@ -70,19 +70,24 @@ class MasterPods:
     still_ours: Callable[[], None] = lambda: None
     read_only: bool = False  # a pass of `experiment create` while a loop serves them: planned, never touched
     fence: bool = True  # taint the planned nodes against kube-scheduler while binding (kube/fence.py)
+    quick: bool = False  # the loop's fast pass: ready groups bound, nothing else written (scheduler.py)
     groups: dict[str, MasterGroup] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # quick: groups left for a full pass (partly bound, lost node)
 
     def collect(self, state: ClusterState, report: PassReport) -> tuple[list[PodGroup], list[RunningGroup]]:
         """The ready groups for the queue, the bound ones as running groups; partly bound ones are torn down."""
         queue: list[PodGroup] = []
         running: list[RunningGroup] = []
         known = {node.name for node in state.snapshot.nodes}
-        if not self.read_only and self.fence:  # a fence a process that died left behind
+        if not self.read_only and self.fence and not self.quick:  # a fence a process that died left behind
             for name in Fence(self.api).sweep(state.snapshot.nodes):
                 report.problems.append(f"removed a binding taint left on node {name} by a det-k8s that stopped")
         for group in master_groups(state.served, self.scheduler_name):
             self.groups[group.id] = group
             lost = self._lost_nodes(group, known) if not self.read_only and group.state is not State.LEAVING else []
+            if self.quick and (lost or group.state is State.PARTIAL):
+                self.skipped.append(group.id)  # repaired by the next full pass, never by a fast one
+                continue
             if lost:
                 self._orphaned(group, report, lost)  # bound to a node that is gone: it will never run whole
                 continue
@@ -160,7 +165,7 @@ class MasterPods:
     def act(self, plan: Plan, report: PassReport, priorities: Mapping[str, int]) -> None:
         """Carry out the plan for the master's groups; `priorities` are the queued groups' (for messages)."""
         preemptor_of = {victim: g for g, victims in plan.preempting.items() for victim in victims}
-        for victim in plan.victims:
+        for victim in () if self.quick else plan.victims:
             group = self.groups.get(victim)
             if group is None:
                 continue
@@ -175,6 +180,8 @@ class MasterPods:
             if group is None:
                 continue
             waits_for = plan.preempting.get(group_id, ())
+            if waits_for and self.quick:
+                continue  # a full pass says why it waits
             if waits_for:
                 what = f"gang {group.name}" if group.size > 1 else f"pod {group.name}"
                 text = (f"det-k8s: {what} {reclaiming(plan.reclaims[group_id], waits_for)}; Determined checkpoints "
@@ -187,6 +194,11 @@ class MasterPods:
             to_bind.append((group, placement))
         if to_bind:
             to_bind = self._fenced_bind(to_bind, report)
+        if self.quick:  # reasons and events of waiting groups: the full pass's (never ahead of a binding)
+            for problems in (self.binder.problems, self.binder.recorder.problems):
+                report.problems.extend(problems)
+                problems.clear()
+            return
         for group_id, reason in {**plan.waiting, **plan.rejected}.items():
             group = self.groups.get(group_id)
             if group is None:
@@ -215,19 +227,15 @@ class MasterPods:
                      ) -> list[tuple[MasterGroup, Sequence[tuple[str, str]]]]:
         """Bind inside a fence (kube/fence.py): the planned nodes tainted against kube-scheduler for the moment,
         read afresh, and a group whose nodes were taken meanwhile left waiting, none of it bound."""
-        fence = Fence(self.api) if self.fence else None
+        fence = Fence(self.api, workers=self.binder.workers) if self.fence else None
+        taken: list[MasterGroup] = []
         try:  # raised inside: a signal while it goes up still lowers what it raised (det_k8s/stopping.py)
             if fence is not None:
                 self.still_ours()
                 fence.raise_on([node for _, placement in to_bind for _, node in placement])  # inside: lowered below
                 dropped = fence.still_fits([(group.id, placement, {p.name: dict(p.pod.requests) for p in group.pending})
                                             for group, placement in to_bind])
-                for group, _ in to_bind:
-                    if group.id in dropped:
-                        text = (f"det-k8s: gang {group.name} waits: its planned node(s) were taken meanwhile (a pod "
-                                "another scheduler placed); it is placed again on the next pass")
-                        report.waiting[group.id] = text
-                        self.binder.report_waiting(group, B.WAITING, text, before=self.still_ours)
+                taken = [group for group, _ in to_bind if group.id in dropped]
                 to_bind = [(group, placement) for group, placement in to_bind if group.id not in dropped]
             results = self.binder.bind_all(to_bind, self.still_ours) if to_bind else {}
         finally:
@@ -237,6 +245,14 @@ class MasterPods:
                 report.problems.extend(fence.problems)
         for group, planned in to_bind:
             self._bound(group, planned, results[group.id], report)
+        for group in taken:  # said after the bindings, never ahead of one
+            if self.quick:
+                self.skipped.append(group.id)  # placed again by the next full pass, which says why it waits
+                continue
+            text = (f"det-k8s: gang {group.name} waits: its planned node(s) were taken meanwhile (a pod another "
+                    "scheduler placed); it is placed again on the next pass")
+            report.waiting[group.id] = text
+            self.binder.report_waiting(group, B.WAITING, text, before=self.still_ours)
         return to_bind
 
     def _bound(self, group: MasterGroup, placement: Sequence[tuple[str, str]], result: B.BindResult,

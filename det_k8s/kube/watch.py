@@ -142,6 +142,7 @@ class ClusterView:
         self._pods_version = ""  # the newest pod revision an event carried
         self._changes = 0
         self.queue_changes = 0  # queue entries created, changed or deleted (or listed) since the start
+        self.other_changes = 0  # relevant changes other than a served pod appearing or changing (the loop's fast path)
         self._first_change = 0.0
         self._last_change = 0.0
         self._floor = ""  # pod events at or below this revision are older than the last list: ignored
@@ -195,6 +196,11 @@ class ClusterView:
             pods = tuple(model for model, _, _ in self._pods.values())
             served = tuple(found for _, found, _ in self._pods.values() if found is not None)
             return ClusterState(snapshot_of(nodes, pods, self._placement), served, self._pods_version)
+
+    def served(self) -> tuple[MasterPod, ...]:
+        """Only the served pods (what the fast path checks before anything else: no snapshot built)."""
+        with self._lock:
+            return tuple(found for _, found, _ in self._pods.values() if found is not None)
 
     @property
     def pods_version(self) -> str:
@@ -369,8 +375,8 @@ class ClusterView:
                     return
                 found = node_from_object(obj)
                 self._nodes[name] = found
-                if before != found:
-                    self._changed()
+                if before is None or replace(before, fence="") != replace(found, fence=""):
+                    self._changed()  # (det-k8s's own binding fence going up or down changes no placement)
             return
         if kind is PODS:
             self._apply_pod(kind_of_event, obj)
@@ -414,7 +420,9 @@ class ClusterView:
                     and _gates(before[1]) == _gates(served)):  # (a queue controller removing a gate: a pass)
                 return
             if self._relevant(before[0] if before else None, model):
-                self._changed()
+                # a served pod that appeared or changed while holding what it held: the fast path may bind its gang
+                self._changed(served=served is not None and not model.deleting
+                              and not (before is not None and before[0].active and not model.active))
 
     def _store_pod(self, obj: Mapping[str, Any]) -> Pod:
         meta = obj.get("metadata") or {}
@@ -445,7 +453,9 @@ class ClusterView:
             self._pods_version = version
             self._lock.notify_all()
 
-    def _changed(self) -> None:
+    def _changed(self, served: bool = False) -> None:
+        if not served:
+            self.other_changes += 1
         now = self.clock()
         if not self._changes:
             self._first_change = now

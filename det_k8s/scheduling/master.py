@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from ..cluster.model import AMD_GPU, GPU, Pod
@@ -153,7 +154,7 @@ class MasterGroup:
     def priority(self) -> int:
         return max((p.priority for p in self.pods), default=0)
 
-    @property
+    @cached_property  # (read many times a pass; the group is frozen, `replace` makes a new one)
     def state(self) -> State:
         if any(p.pod.deleting or p.preempting for p in self.pods):
             return State.LEAVING

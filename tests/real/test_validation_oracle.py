@@ -1,6 +1,7 @@
 """The validation corpus (tests/validation_corpus.py) judged twice: by det-k8s offline, and by the real
-kube-apiserver (1.37, or the release DET_K8S_KUBE_VERSION builds) as a server-side dry run of the Pod each case makes (`as_pod`, as Determined's master builds its
-task pods). Agreement is reported as a number; the goal is every case (issue 20)."""
+kube-apiserver (1.37, or the release DET_K8S_KUBE_VERSION builds) as a server-side dry run of the Pod each case
+makes (`as_pod`, as Determined's master builds its task pods). Agreement is reported as a number; the goal is every
+case (issue 20)."""
 
 from __future__ import annotations
 

@@ -391,10 +391,10 @@ class ControlPlane:
             # and a node marked NotReady marks its pods NotReady (a Deployment then has 0 available)
             "--node-monitor-grace-period=300s", "--concurrent-gc-syncs=5", "--v=1", *self._gates()])
 
-    def _start_scheduler(self) -> None:
+    def _start_scheduler(self) -> Child:
         kubeconfig = self._component_kubeconfig("kube-scheduler", "system:kube-scheduler")
         say(f"  starting kube-scheduler {self.binaries.kube_version}")
-        self._spawn("kube-scheduler", [
+        return self._spawn("kube-scheduler", [
             str(self.binaries.kube_scheduler), f"--kubeconfig={kubeconfig}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
             "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false", "--v=1", *self._gates()])
@@ -428,6 +428,14 @@ class ControlPlane:
                                 "(kube-controller-manager):\n" + self.children[-1].tail())
 
     # -- helpers for tests --
+
+    def start_scheduler(self) -> Child:
+        """Start kube-scheduler (default profile) now, on a plane started without it (`Options(scheduler=False)`)."""
+        return self._start_scheduler()
+
+    def spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> Child:
+        """Start a process beside the control plane (its log in the plane's directory); `stop()` stops it too."""
+        return self._spawn(name, argv, env)
 
     def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Create `obj` as the admin (server-side apply, so calling it twice is fine); returns what the server has."""

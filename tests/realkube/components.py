@@ -224,6 +224,85 @@ def _kwok_stages(version: str, env: dict[str, str], dest: Path) -> None:
     dest.write_text("\n---\n".join(docs) + "\n")
 
 
+# The coscheduling plugin of sigs.k8s.io/scheduler-plugins, a peer in the side-by-side benchmark
+# (benchmarks/sidebyside.py). v0.34.7 is built against Kubernetes 1.34, so it is built with its own Kubernetes version
+# set (its go.mod's replace directives, copied), not KUBE_VERSION; it talks to the 1.37 API server as a client.
+SCHEDULER_PLUGINS_VERSION = "0.34.7"
+SCHEDULER_PLUGINS_MODULE = "sigs.k8s.io/scheduler-plugins"
+# Module versions its go.mod pins that the Go module proxy here refuses (403 "This module version is not available"),
+# replaced by the nearest patch release it serves: the same minor, so the same API.
+SCHEDULER_PLUGINS_OVERRIDES = {"k8s.io/csi-translation-lib": "v0.34.5"}  # v0.34.6 and v0.34.7 refused (2026-11)
+# Only the plugin the benchmark runs is registered: the module's cmd/scheduler registers all of them, which pulls
+# in more packages to build for nothing.
+_COSCHED_MAIN = """package main
+
+import (
+\t"os"
+
+\t"k8s.io/component-base/cli"
+\t_ "k8s.io/component-base/metrics/prometheus/clientgo"
+\t_ "k8s.io/component-base/metrics/prometheus/version"
+\t"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+\t_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme"
+\t"sigs.k8s.io/scheduler-plugins/pkg/coscheduling"
+)
+
+func main() {
+\tcommand := app.NewSchedulerCommand(app.WithPlugin(coscheduling.Name, coscheduling.New))
+\tos.Exit(cli.Run(command))
+}
+"""
+
+
+def coscheduling_paths(version: str = SCHEDULER_PLUGINS_VERSION) -> tuple[Path, Path]:
+    """(the scheduler binary, the PodGroup CRD manifest) in the cache."""
+    dest = cache_root() / "scheduler-plugins" / f"v{version}"
+    return dest / "coscheduling-scheduler", dest / "podgroup-crd.yaml"
+
+
+def build_coscheduling(version: str = SCHEDULER_PLUGINS_VERSION) -> tuple[Path, Path]:
+    """Build kube-scheduler with the coscheduling plugin from sigs.k8s.io/scheduler-plugins@vVERSION, once."""
+    binary, crd = coscheduling_paths(version)
+    if binary.is_file() and crd.is_file():
+        return binary, crd
+    if go_binary() is None:
+        raise BuildError("Go is not installed: the coscheduling scheduler is built from its Go module")
+    env = _go_env()
+    with tempfile.TemporaryDirectory(prefix="det-k8s-cosched-build-") as tmp:
+        work = Path(tmp)
+        (work / "go.mod").write_text("module detk8s.local/coschedbuild\n\ngo 1.26.0\n")
+        say(f"scheduler-plugins {version}: go mod download")
+        out = _run(["go", "mod", "download", "-json", f"{SCHEDULER_PLUGINS_MODULE}@v{version}"], work,
+                   "go mod download", env)
+        info = json.loads(out[out.index("{"):])
+        gomod = Path(info["GoMod"]).read_text()
+        # Its replace directives, single-line and block form, copied as they are (module => module version).
+        replaces = re.findall(r"^\s*(?:replace\s+)?([\w.\-/]+\s+=>\s+[\w.\-/]+\s+v[\w.\-+]+)\s*$", gomod, re.M)
+        if not replaces:
+            raise BuildError(f"{SCHEDULER_PLUGINS_MODULE}@v{version}: no replace directives found in its go.mod")
+        replaces = [f"{r.split()[0]} => {r.split()[0]} {SCHEDULER_PLUGINS_OVERRIDES[r.split()[0]]}"
+                    if r.split()[0] in SCHEDULER_PLUGINS_OVERRIDES else r for r in replaces]
+        (work / "go.mod").write_text(
+            "module detk8s.local/coschedbuild\n\ngo 1.26.0\n\n"
+            f"require {SCHEDULER_PLUGINS_MODULE} v{version}\n\n"
+            + "".join(f"replace {r}\n" for r in replaces))
+        (work / "main.go").write_text(_COSCHED_MAIN)
+        say(f"scheduler-plugins {version}: go mod tidy (Kubernetes 1.34 modules, as its go.mod pins them)")
+        _run(["go", "mod", "tidy"], work, "go mod tidy (scheduler-plugins)", env)
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        kube = re.search(r"^\s*k8s\.io/kubernetes\s+=>\s+k8s\.io/kubernetes\s+v([\d.]+)", gomod, re.M)
+        say(f"scheduler-plugins {version}: building the coscheduling scheduler (5-20 minutes the first time)")
+        t0 = time.monotonic()
+        partial = binary.parent / ".coscheduling-scheduler.partial"
+        _run(["go", "build", "-trimpath", "-ldflags", _kube_ldflags(kube.group(1) if kube else "1.34.0"),
+              "-o", str(partial), "."], work, "coscheduling scheduler", env)
+        partial.replace(binary)
+        shutil.copyfile(Path(info["Dir"]) / "manifests" / "coscheduling" / "crd.yaml", crd)
+        say(f"  coscheduling scheduler built in {time.monotonic() - t0:.0f} s")
+    return binary, crd
+
+
 def cached(kube_version: str = KUBE_VERSION) -> Binaries | None:
     """The binaries (Kubernetes `kube_version`) if all are built already (no Go needed), else None."""
     root = cache_root()
@@ -255,7 +334,10 @@ def build_all() -> Binaries:
 
 if __name__ == "__main__":
     try:
-        build_all()
+        if sys.argv[1:] == ["coscheduling"]:
+            build_coscheduling()
+        else:
+            build_all()
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)

@@ -1,0 +1,533 @@
+"""Three schedulers side by side on one real control plane: det-k8s binding the master's gangs, kube-scheduler placing
+ordinary pods, and the coscheduling plugin of sigs.k8s.io/scheduler-plugins gang-scheduling the same groups.
+
+    python -m benchmarks.sidebyside [--nodes 5000] [--groups 7500] [--pods-per-group 4] [--paced-groups 300]
+                                    [--rate 4] [--schedulers det-k8s,kube-scheduler,coscheduling] [--output FILE]
+
+One control plane (tests/realkube: etcd, kube-apiserver, kube-controller-manager and kwok, the versions
+tests/realkube/components.py pins), N kwok nodes of 8 GPUs. Each scheduler gets its turn alone, in its own namespace,
+with the same pods in number and shape (G groups of P pods, each pod 1 GPU) in two stages:
+
+- paced: the scheduler runs; groups arrive at --rate groups a second, each group's pods created back to back. The
+  time from a group's last pod appearing to its last binding (p50, p99), both seen by this script's own watch of the
+  namespace (the same watch for every scheduler, so its delay cancels out), and partial groups (some pods bound,
+  some not, once it has settled).
+- backlog: the scheduler is stopped; all G groups are created; the scheduler starts; pods bound per second sustained
+  (bound pods / the time from the first binding to the last).
+
+Over both stages: the API requests the scheduler made (from the API server's audit log: each scheduler authenticates
+as a user of its own) per bound group, the API server's CPU seconds (from /proc of its PID), and the scheduler
+process's peak memory (VmHWM). Between stages and schedulers the pods are deleted.
+
+The pods: det-k8s binds pods as Determined 0.38 makes them (tests/master_pods.py: the Job's pod template with
+schedulerName coscheduler and the gang labels, as the Job controller creates it; without the PriorityClass and the
+Job itself, so the Job controller's pace is not in the figures); kube-scheduler places ordinary pods of 1 GPU (no
+gang: its figure per "group" is for P pods created back to back); coscheduling places pods labelled
+scheduling.x-k8s.io/pod-group with a PodGroup (minMember P) each, as the plugin's documentation shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.realkube.cluster import Child, ControlPlane, Options, fake_node, free_port, write_kubeconfig
+from tests.realkube.components import SCHEDULER_PLUGINS_VERSION, BuildError, build_all, build_coscheduling
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEDULERS = ("det-k8s", "kube-scheduler", "coscheduling")
+COSCHED_NAME = "scheduler-plugins-scheduler"  # the profile name the plugin's documentation uses
+GPUS_PER_NODE = 8
+USERS = {"det-k8s": "bench-det-k8s", "kube-scheduler": "system:kube-scheduler", "coscheduling": "bench-coscheduling"}
+PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+# -- the pods ---------------------------------------------------------------------------------------------------
+
+
+def det_k8s_group(ns: str, index: int, size: int) -> list[dict[str, Any]]:
+    """One trial's pods as Determined 0.38 makes them (the Job controller's pods from the master's Job template)."""
+    from tests.master_pods import master_task
+
+    task = master_task("0.38.1", experiment=index + 1, slots_per_trial=size, max_slots_per_pod=1, priority=None,
+                       namespace=ns)
+    pods = []
+    for pod in task.pods:
+        pod["metadata"].pop("finalizers", None)  # the Job-tracking finalizer: no Job controller owns these pods
+        pods.append(pod)
+    return pods
+
+
+def plain_pod(ns: str, name: str, scheduler: str | None = None, labels: dict[str, str] | None = None
+              ) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x", "resources": {
+        "requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}], "restartPolicy": "Never"}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+            "spec": spec}
+
+
+def group_objects(which: str, ns: str, index: int, size: int) -> tuple[str, list[dict[str, Any]], dict[str, Any] | None]:
+    """(group name, its pods, its PodGroup or None)."""
+    name = f"g{index:05d}"
+    if which == "det-k8s":
+        pods = det_k8s_group(ns, index, size)
+        for pod in pods:
+            pod["metadata"]["labels"]["bench-group"] = name
+        return name, pods, None
+    if which == "kube-scheduler":
+        return name, [plain_pod(ns, f"{name}-{i}", labels={"bench-group": name}) for i in range(size)], None
+    labels = {"bench-group": name, "scheduling.x-k8s.io/pod-group": name}
+    podgroup = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": ns}, "spec": {"minMember": size}}
+    return name, [plain_pod(ns, f"{name}-{i}", COSCHED_NAME, labels) for i in range(size)], podgroup
+
+
+# -- watching the namespace -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Watched:
+    added: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)
+    group_of: dict[str, str] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Watcher:
+    """This script's own watch of one namespace's pods: when each appeared and when it was first seen bound."""
+
+    def __init__(self, api: Any, ns: str) -> None:
+        from det_k8s.kube.kinds import PODS
+
+        self.api, self.ns, self.kind = api, ns, PODS
+        self.seen = Watched()
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"bench-watch-{ns}")
+
+    def start(self) -> Watcher:
+        self.thread.start()
+        self.ready.wait(60)
+        return self
+
+    def _note(self, obj: dict[str, Any]) -> None:
+        now = time.monotonic()
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name"))
+        with self.seen.lock:
+            self.seen.added.setdefault(name, now)
+            self.seen.group_of.setdefault(name, str((meta.get("labels") or {}).get("bench-group", "")))
+            if (obj.get("spec") or {}).get("nodeName"):
+                self.seen.bound.setdefault(name, now)
+
+    def _run(self) -> None:
+        from det_k8s.errors import DetK8sError
+
+        version = ""
+        while not self.stop.is_set():
+            try:
+                if not version:
+                    items, version = self.api.list_page(self.kind, self.ns)
+                    for obj in items:
+                        self._note(obj)
+                    self.ready.set()
+                for event in self.api.watch(self.kind, self.ns, resource_version=version, timeout_seconds=60):
+                    if self.stop.is_set():
+                        return
+                    obj = event.get("object") or {}
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self._note(obj)
+            except DetK8sError:
+                version = ""
+                time.sleep(0.2)
+
+
+# -- the schedulers ----------------------------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, plane: ControlPlane, work: Path, cosched: tuple[Path, Path] | None) -> None:
+        self.plane, self.work, self.cosched = plane, work, cosched
+        self.kubeconfigs: dict[str, Path] = {}
+        for which, user in USERS.items():
+            if which == "kube-scheduler":
+                continue
+            crt, key = plane.pki.issue(user, user, organizations=["system:masters"])
+            self.kubeconfigs[which] = write_kubeconfig(work / f"{user}.kubeconfig", plane.server, plane.pki.ca_cert,
+                                                       cert=crt, key=key)
+        self.apiserver_pid = next(c.proc.pid for c in plane.children if c.name == "kube-apiserver")
+
+    def start(self, which: str) -> Child:
+        if which == "kube-scheduler":
+            return self.plane.start_scheduler()
+        if which == "det-k8s":
+            return self.plane.spawn("bench-det-k8s", [
+                str(ROOT / ".venv" / "bin" / "det-k8s"), "--kubeconfig", str(self.kubeconfigs["det-k8s"]),
+                "-n", "default", "scheduler", "run", "--scheduler-name", "coscheduler"])
+        assert self.cosched is not None
+        config = self.work / "coscheduling-config.yaml"
+        config.write_text(json.dumps({
+            "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+            "leaderElection": {"leaderElect": False},
+            "clientConnection": {"kubeconfig": str(self.kubeconfigs["coscheduling"])},
+            "profiles": [{"schedulerName": COSCHED_NAME, "plugins": {
+                "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+                "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}},
+                # the arguments of the module's manifests/coscheduling/scheduler-config.yaml
+                "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 10}}]}]}))
+        return self.plane.spawn("bench-coscheduling", [
+            str(self.cosched[0]), f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            f"--authentication-kubeconfig={self.kubeconfigs['coscheduling']}",
+            f"--authorization-kubeconfig={self.kubeconfigs['coscheduling']}", "--v=1"])
+
+    def stop(self, child: Child) -> int:
+        """Stop it; its peak resident memory in KiB (read just before)."""
+        peak = peak_kib(child.proc.pid)
+        child.stop()
+        with contextlib.suppress(ValueError):
+            self.plane.children.remove(child)
+        return peak
+
+    def apiserver_cpu(self) -> float:
+        fields = Path(f"/proc/{self.apiserver_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def audit_offset(self) -> int:
+        return self.plane.audit_log.stat().st_size if self.plane.audit_log.exists() else 0
+
+    def requests_since(self, offset: int, user: str) -> dict[str, int]:
+        """The user's requests (by verb) in the audit log since `offset`."""
+        counts: dict[str, int] = {}
+        with self.plane.audit_log.open("rb") as log:
+            log.seek(offset)
+            for line in log:
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if (event.get("user") or {}).get("username") != user or event.get("stage") != "ResponseComplete":
+                        continue
+                    verb = f"{event.get('verb')} {(event.get('objectRef') or {}).get('resource', '')}" + (
+                        f"/{event['objectRef']['subresource']}" if (event.get("objectRef") or {}).get("subresource")
+                        else "")
+                    counts[verb] = counts.get(verb, 0) + 1
+        return counts
+
+    def clear(self, ns: str) -> None:
+        """Delete every pod (and PodGroup) of the namespace at once, and wait until they are gone."""
+        def gone() -> bool:
+            with contextlib.suppress(OSError):  # (a deletecollection of thousands may outlast the server's timeout)
+                self.plane.request("DELETE", f"/api/v1/namespaces/{ns}/pods?gracePeriodSeconds=0", timeout=120)
+            if self.cosched is not None:
+                with contextlib.suppress(OSError):
+                    self.plane.request("DELETE", PODGROUPS.format(ns=ns), timeout=120)
+            status, body = self.plane.request("GET", f"/api/v1/namespaces/{ns}/pods?limit=1", timeout=60)
+            return status == 200 and not body["items"]
+        self.plane.wait_for(f"the pods of {ns} gone", gone, timeout=900, interval=2)
+
+
+def peak_kib(pid: int) -> int:
+    """VmHWM of the process and its children's (det-k8s runs as one Python process; the others are one Go binary)."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+# -- one stage ---------------------------------------------------------------------------------------------------
+
+
+def create_groups(api: Any, groups: Sequence[tuple[str, list[dict[str, Any]], dict[str, Any] | None]], rate: float,
+                  plane: ControlPlane, workers: int = 8) -> float:
+    """Create the groups (at `rate` groups/s, 0: as fast as they go), each group's pods back to back; seconds taken."""
+    from det_k8s.kube.kinds import PODS
+
+    clones = threading.local()
+    started = time.monotonic()
+
+    def one(item: tuple[int, tuple[str, list[dict[str, Any]], dict[str, Any] | None]]) -> None:
+        index, (_, pods, podgroup) = item
+        if rate > 0:
+            delay = started + index / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        if not hasattr(clones, "api"):
+            clones.api = api.clone()
+        if podgroup is not None:
+            ns = podgroup["metadata"]["namespace"]
+            status, body = plane.request("POST", PODGROUPS.format(ns=ns), podgroup)
+            if status >= 300:
+                raise RuntimeError(f"PodGroup {podgroup['metadata']['name']}: {status} {body}")
+        for pod in pods:
+            clones.api.create(PODS, pod, pod["metadata"]["namespace"])
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for f in [pool.submit(one, item) for item in enumerate(groups)]:
+            f.result()
+    return time.monotonic() - started
+
+
+def wait_bound(watcher: Watcher, total: int, stall: float, say_: Callable[[str], None]) -> None:
+    """Until every pod is bound, or nothing more was bound for `stall` seconds."""
+    last, last_at = -1, time.monotonic()
+    while True:
+        with watcher.seen.lock:
+            bound = len(watcher.seen.bound)
+        if bound >= total:
+            return
+        now = time.monotonic()
+        if bound != last:
+            last, last_at = bound, now
+        elif now - last_at > stall:
+            say_(f"    {bound} of {total} pods bound; nothing more for {stall:.0f} s: stopping the stage")
+            return
+        time.sleep(0.5)
+
+
+def group_latencies(seen: Watched, size: int) -> tuple[list[float], int, int]:
+    """(last pod appearing -> last binding, per complete bound group; partial groups; groups with nothing bound)."""
+    members: dict[str, list[str]] = {}
+    for pod, group in seen.group_of.items():
+        members.setdefault(group, []).append(pod)
+    latencies, partial, unbound = [], 0, 0
+    for pods in members.values():
+        bound = [seen.bound[p] for p in pods if p in seen.bound]
+        if len(bound) == len(pods) == size:
+            latencies.append(max(bound) - max(seen.added[p] for p in pods))
+        elif bound:
+            partial += 1
+        else:
+            unbound += 1
+    return latencies, partial, unbound
+
+
+def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Callable[[str], None]) -> dict[str, Any]:
+    from det_k8s.kube.api import KubeApi
+
+    ns = f"bench-{which}"
+    bench.plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    api = KubeApi.connect(kubeconfig=str(bench.plane.admin_kubeconfig), namespace=ns)
+    size = args.pods_per_group
+    result: dict[str, Any] = {"scheduler": which, "load_before": [round(x, 2) for x in os.getloadavg()]}
+    cpu0, offset = bench.apiserver_cpu(), bench.audit_offset()
+    peaks = []
+
+    # paced: the scheduler runs, groups arrive at --rate
+    say_(f"  {which}: paced stage, {args.paced_groups} groups at {args.rate:g} groups/s")
+    child = bench.start(which)
+    time.sleep(args.warmup)
+    watcher = Watcher(api.clone(), ns).start()
+    groups = [group_objects(which, ns, i, size) for i in range(args.paced_groups)]
+    took = create_groups(api, groups, args.rate, bench.plane)
+    wait_bound(watcher, len(groups) * size, args.stall, say_)
+    time.sleep(args.settle)
+    watcher.stop.set()
+    latencies, partial, unbound = group_latencies(watcher.seen, size)
+    result.update(paced_groups=len(groups), paced_arrival_groups_s=round(len(groups) / took, 2),
+                  p50_s=round(percentile(latencies, 0.5), 3), p99_s=round(percentile(latencies, 0.99), 3),
+                  max_s=round(max(latencies, default=math.nan), 3), paced_partial=partial, paced_unbound=unbound,
+                  load_paced=[round(x, 2) for x in os.getloadavg()])
+    say_(f"    p50 {result['p50_s']} s, p99 {result['p99_s']} s, partial {partial}, none bound {unbound}")
+    peaks.append(bench.stop(child))
+    bench.clear(ns)
+
+    # backlog: everything created with the scheduler stopped, then it starts
+    say_(f"  {which}: backlog stage, {args.groups} groups ({args.groups * size} pods)")
+    watcher = Watcher(api.clone(), ns).start()
+    groups = [group_objects(which, ns, i, size) for i in range(args.groups)]
+    created = create_groups(api, groups, 0, bench.plane)
+    say_(f"    created in {created:.0f} s; starting {which}")
+    child = bench.start(which)
+    wait_bound(watcher, len(groups) * size, args.stall, say_)
+    time.sleep(args.settle)
+    watcher.stop.set()
+    peaks.append(bench.stop(child))
+    bound_at = sorted(watcher.seen.bound.values())
+    span = bound_at[-1] - bound_at[0] if len(bound_at) > 1 else math.nan
+    _, partial, unbound = group_latencies(watcher.seen, size)
+    cpu = bench.apiserver_cpu() - cpu0
+    requests = bench.requests_since(offset, USERS[which])
+    bound_groups = result["paced_groups"] - result["paced_partial"] - result["paced_unbound"] + (
+        args.groups - partial - unbound)
+    result.update(backlog_groups=args.groups, backlog_bound_pods=len(bound_at),
+                  pods_per_s=round(len(bound_at) / span, 1) if span == span and span > 0 else math.nan,
+                  backlog_partial=partial, backlog_unbound=unbound,
+                  requests=sum(requests.values()), requests_by_verb=dict(sorted(requests.items(), key=lambda kv: -kv[1])),
+                  requests_per_group=round(sum(requests.values()) / max(bound_groups, 1), 2),
+                  apiserver_cpu_s=round(cpu, 1), peak_mib=round(max(peaks) / 1024, 1),
+                  load_backlog=[round(x, 2) for x in os.getloadavg()])
+    say_(f"    {result['pods_per_s']} pods/s, partial {partial}, none bound {unbound}, {result['requests_per_group']} "
+         f"requests per group, API server {result['apiserver_cpu_s']} CPU s, peak {result['peak_mib']} MiB")
+    bench.clear(ns)
+    return result
+
+
+# -- the run -----------------------------------------------------------------------------------------------------
+
+
+def audit_policy(path: Path) -> Path:
+    """Metadata-level audit of the schedulers' own users only (what `requests per group` counts)."""
+    path.write_text(json.dumps({"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                                "rules": [{"level": "Metadata", "users": list(USERS.values())}, {"level": "None"}]}))
+    return path
+
+
+def add_nodes(plane: ControlPlane, count: int, say_: Callable[[str], None]) -> None:
+    say_(f"  {count} kwok nodes of {GPUS_PER_NODE} GPUs")
+
+    def one(i: int) -> None:
+        plane.apply(fake_node(f"bench-{i:05d}", gpus=GPUS_PER_NODE, cpu="64", memory="512Gi"))
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(one, range(count)))
+
+    def ready() -> bool:
+        _, body = plane.request("GET", "/api/v1/nodes", timeout=120)
+        return sum(1 for n in body["items"] if not (n["spec"].get("taints"))) >= count
+    plane.wait_for("the kwok nodes Ready", ready, timeout=600, interval=2)
+
+
+def install_podgroup_crd(plane: ControlPlane, crd_file: Path) -> None:
+    import yaml
+
+    crd = yaml.safe_load(crd_file.read_text())
+    status, body = plane.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    if status >= 300 and status != 409:
+        raise RuntimeError(f"PodGroup CRD: {status} {body}")
+
+    def established() -> bool:
+        _, got = plane.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}")
+        return any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in (got.get("status") or {}).get("conditions") or ())
+    plane.wait_for("the PodGroup CRD established", established, timeout=60)
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--groups", type=int, default=7500, help="groups in the backlog stage (x pods-per-group pods)")
+    parser.add_argument("--pods-per-group", type=int, default=4)
+    parser.add_argument("--paced-groups", type=int, default=300, help="groups in the paced stage")
+    parser.add_argument("--rate", type=float, default=4.0, help="groups a second in the paced stage")
+    parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
+    parser.add_argument("--warmup", type=float, default=5.0, help="seconds a scheduler gets to list the cluster")
+    parser.add_argument("--stall", type=float, default=60.0, help="a stage ends after this long without a binding")
+    parser.add_argument("--settle", type=float, default=3.0, help="seconds after the last binding before counting")
+    parser.add_argument("--output", default="", help="also write the figures as JSON here")
+    parser.add_argument("--markdown", default="", help="and as Markdown here (benchmarks/SIDEBYSIDE.md)")
+    args = parser.parse_args(argv)
+    which = [s.strip() for s in args.schedulers.split(",") if s.strip()]
+    unknown = [s for s in which if s not in SCHEDULERS]
+    if unknown:
+        parser.error(f"--schedulers: unknown {', '.join(unknown)} (known: {', '.join(SCHEDULERS)})")
+    if args.nodes * GPUS_PER_NODE < args.groups * args.pods_per_group:
+        parser.error(f"--groups {args.groups} x --pods-per-group {args.pods_per_group} pods of 1 GPU do not fit "
+                     f"--nodes {args.nodes} x {GPUS_PER_NODE} GPUs")
+
+    def say_(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    from benchmarks.machine import describe
+
+    machine = describe()
+    cosched = None
+    try:
+        binaries = build_all()
+        if "coscheduling" in which:
+            cosched = build_coscheduling()
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / f"det-k8s-sidebyside-{os.getpid()}"
+    work.mkdir(parents=True, exist_ok=True)
+    options = Options(scheduler=False, apiserver_args=(f"--audit-policy-file={audit_policy(work / 'audit.json')}",))
+    results = []
+    with ControlPlane(binaries, options) as plane:
+        add_nodes(plane, args.nodes, say_)
+        if cosched is not None:
+            install_podgroup_crd(plane, cosched[1])
+        bench = Bench(plane, work, cosched)
+        for name in which:
+            results.append(run_scheduler(bench, name, args, say_))
+    report = {"machine": machine, "kubernetes": binaries.kube_version, "etcd": binaries.etcd_version,
+              "kwok": binaries.kwok_version, "scheduler_plugins": SCHEDULER_PLUGINS_VERSION if cosched else None,
+              "args": vars(args), "results": results, "ratios": ratios(results)}
+    print(json.dumps(report, indent=1))
+    if args.output:
+        Path(args.output).write_text(json.dumps(report, indent=1) + "\n")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(report))
+    return 0
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The figures as Markdown (benchmarks/SIDEBYSIDE.md; RESULTS.md section 8 includes it)."""
+    m, a, rs, q = report["machine"], report["args"], report["results"], report["ratios"]
+    size = a["pods_per_group"]
+    lines = ["# Side by side on one real control plane (`python -m benchmarks.sidebyside`)", "",
+             f"Run {m['date']} at {m['commit']} on {m['cpu']} ({m['cores']} cores, {m['memory_gib']} GiB), "
+             f"{m['python']}; load average at start {m['load_at_start']} (the machine is shared: the load of each "
+             "stage is in the table).",
+             f"Kubernetes {report['kubernetes']} (kube-apiserver, kube-controller-manager, kube-scheduler from "
+             f"k8s.io/kubernetes), etcd {report['etcd']}, kwok {report['kwok']}"
+             + (f", sigs.k8s.io/scheduler-plugins v{report['scheduler_plugins']} (the coscheduling plugin, built "
+                "against Kubernetes 1.34 as its go.mod pins it)" if report.get("scheduler_plugins") else "") + ".",
+             f"{a['nodes']:,} kwok nodes of {GPUS_PER_NODE} GPUs; groups of {size} pods x 1 GPU. Paced stage: "
+             f"{a['paced_groups']} groups arriving at {a['rate']:g} groups/s with the scheduler running. Backlog "
+             f"stage: {a['groups']} groups ({a['groups'] * size:,} pods) created first, then the scheduler "
+             "started. Each scheduler alone on the control plane, one after the other.", "",
+             "| scheduler | last pod -> last binding p50 | p99 | max | pods bound/s (backlog) | partial groups | "
+             "API requests per bound group | API server CPU s | scheduler peak RSS | load (paced / backlog) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rs:
+        lines.append(f"| {r['scheduler']} | {r['p50_s']:.2f} s | {r['p99_s']:.2f} s | {r['max_s']:.2f} s | "
+                     f"{r['pods_per_s']} | {r['paced_partial'] + r['backlog_partial']} | {r['requests_per_group']} | "
+                     f"{r['apiserver_cpu_s']} | {r['peak_mib']} MiB | {r['load_paced'][0]} / {r['load_backlog'][0]} |")
+    lines += ["", "From this run (goals in brackets): " + "; ".join(f"{k} **{v}**" for k, v in q.items()), "",
+              "kube-scheduler places ordinary pods (no gangs): its latency is for the same number of pods created "
+              "back to back, for reference. Requests are every request the scheduler's own user made (audit log), "
+              "watches and lists included, over both stages.", "", "Requests by verb:", "",
+              "| scheduler | requests |", "|---|---|"]
+    for r in rs:
+        lines.append(f"| {r['scheduler']} | " + ", ".join(f"{k} {v}" for k, v in list(r["requests_by_verb"].items())[:8])
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
+def ratios(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    by = {r["scheduler"]: r for r in results}
+    out: dict[str, Any] = {}
+    det = by.get("det-k8s")
+    if det and "kube-scheduler" in by:
+        out["pods/s det-k8s / kube-scheduler (>= 1.0)"] = round(det["pods_per_s"] / by["kube-scheduler"]["pods_per_s"], 2)
+    if det and "coscheduling" in by:
+        out["p99 det-k8s / coscheduling (<= 1.0)"] = round(det["p99_s"] / by["coscheduling"]["p99_s"], 2)
+    if det:
+        out["det-k8s p99 (<= 2 s)"] = det["p99_s"]
+    for r in results:
+        out[f"partial groups {r['scheduler']}" + (" (0)" if r["scheduler"] == "det-k8s" else "")] = (
+            r["paced_partial"] + r["backlog_partial"])
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

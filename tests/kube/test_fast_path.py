@@ -1,0 +1,80 @@
+"""The loop's fast path (kube/scheduler.py): a gang of the master's that became complete is bound by a fast pass, the
+same plan under the Lease and the binding fence, which writes nothing else; what it cannot place is left to a full pass,
+which then says why it waits."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from det_k8s.kube.scheduler import LiveScheduler
+from det_k8s.kube.watch import ClusterView
+from det_k8s.scheduling.model import Policy
+from tests.k8s_emulator import node
+from tests.master_pods import create_task, master_task
+
+ON_REAL_CLUSTER_TOO = True
+
+
+def until(condition, what: str) -> None:
+    deadline = time.monotonic() + 60  # a guard against hanging, not a speed assertion
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def loop(cluster):
+    for i in range(3):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+    api = cluster.connect()
+    view = ClusterView(api.clone(), "coscheduler", queue_namespace="default").start()
+    assert view.wait_synced()
+    scheduler = LiveScheduler(api, "default", Policy(), "loop", serve="coscheduler", view=view)
+    yield scheduler
+    view.stop()
+    if hasattr(cluster.api, "expire_watches"):  # the emulator: end the quiet watches now
+        cluster.api.expire_watches()
+
+
+def pods(cluster, task):
+    return [cluster.api.get("pods", name) for name in task.names]
+
+
+def reason(pod) -> str:
+    return next((c.get("message", "") for c in (pod.get("status") or {}).get("conditions") or ()
+                 if c["type"] == "PodScheduled" and c["status"] == "False"), "")
+
+
+def test_a_complete_gang_is_bound_by_a_fast_pass_which_writes_nothing_for_the_incomplete_one(cluster, loop):
+    assert not loop.can_go_fast()  # the first pass is a full one
+    loop.run_pass()
+    assert loop.can_go_fast()  # it left nothing waiting
+    api = cluster.connect()
+    complete = create_task(api, master_task("0.26.2", experiment=1, slots_per_trial=8))
+    incomplete = create_task(api, master_task("0.26.2", experiment=2, slots_per_trial=8), pods=1)  # 1 of 2 pods
+    until(lambda: len(loop.view.served()) == 3, "the view to see the three pods")
+    report = loop.run_pass(fast=True)
+    assert len(report.placed) == 1
+    assert all(p["spec"].get("nodeName") for p in pods(cluster, complete))  # bound whole
+    waiting = cluster.api.get("pods", incomplete.names[0])
+    assert not waiting["spec"].get("nodeName") and reason(waiting) == ""  # nothing written for it by the fast pass
+    assert loop.can_go_fast()
+    loop.run_pass()  # the full pass says why it waits
+    assert "waits for its pods: 1 of 2 exist" in reason(cluster.api.get("pods", incomplete.names[0]))
+
+
+def test_a_gang_the_fast_pass_cannot_place_is_left_to_a_full_pass(cluster, loop):
+    loop.run_pass()
+    api = cluster.connect()
+    big = create_task(api, master_task("0.26.2", experiment=3, slots_per_trial=16))  # 4 pods x 4 GPUs on 3 nodes
+    until(lambda: len(loop.view.served()) == 4, "the view to see the gang")
+    report = loop.run_pass(fast=True)
+    assert report.placed == {} and report.waiting == {}
+    assert all(not p["spec"].get("nodeName") and reason(p) == "" for p in pods(cluster, big))
+    assert not loop.can_go_fast()  # the backlog: the loop's next pass is a full one
+    loop.run_pass()
+    assert all("waiting for resources" in reason(p) or "never fits" in reason(p) or "can never be placed" in reason(p)
+               for p in pods(cluster, big))
+    assert not loop.can_go_fast()  # it still waits
