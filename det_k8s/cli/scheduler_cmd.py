@@ -108,6 +108,7 @@ def run(
     announced = False
     failures = 0
     shown: dict[str, str] = {}
+    said: dict[str, float] = {}  # problem -> when it was last printed: one that lasts is said every 10 minutes
     # One scheduler for the whole loop: its Lease remembers how long another holder has been silent.
     # A loop tells other clients' passes (`experiment create`) in the Lease that it serves the master's pods, so
     # that they plan them too (read-only) and keep one priority order; the word lapses if the loop stops.
@@ -134,7 +135,7 @@ def run(
                 _print_pass(report)
                 _require_cleared(report)
             else:
-                _print_changes(report, shown)
+                _print_changes(report, shown, said)
             announced, failures = False, 0
         except LeaseHeld as exc:
             if once:
@@ -176,14 +177,22 @@ def _serve_health(port: int, interval: float) -> Any:
     return health
 
 
-def _print_changes(report: Any, shown: dict[str, str]) -> None:
+REPEAT_PROBLEMS_AFTER = 600.0  # seconds: the loop says again a problem that lasts this long
+
+
+def _print_changes(report: Any, shown: dict[str, str], said: dict[str, float]) -> None:
     """The loop's output: what each pass did, and why a group waits only when that changed (its headline,
-    the text before the first "; ": free capacity and queue positions change every pass)."""
+    the text before the first "; ": free capacity and queue positions change every pass); a problem that lasts
+    (no RBAC to fence nodes, say) is printed when it appears and then every REPEAT_PROBLEMS_AFTER, not every pass."""
     from ..kube.binder import headline
     from .experiment import _print_pass
 
     waiting = dict(report.waiting)
     report.waiting = {}
+    now = time.monotonic()
+    fresh = [p for p in report.problems if now - said.get(p, -math.inf) >= REPEAT_PROBLEMS_AFTER]
+    said.update({p: now for p in fresh})
+    report.problems = fresh
     _print_pass(report)
     for gid, why in waiting.items():
         if shown.get(gid) != headline(why):

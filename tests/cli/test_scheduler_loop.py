@@ -148,3 +148,27 @@ def test_the_probe_answers_follow_the_loop():
     stopping = Health(stale_after=600, stopping=lambda: True)
     stopping.beat(ready=True)
     assert stopping.answer("/readyz") == (503, "stopping\n")
+
+
+def test_a_problem_that_lasts_is_said_once_not_every_pass(cluster):
+    """No RBAC to patch nodes: the binding fence cannot be raised. The loop binds on and says so when it first
+    finds it, not at every binding pass after."""
+    from det_k8s.kube.api import KubeApi
+    from tests.master_pods import create_task, master_task
+
+    for i in range(2):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+    cluster.api.fail("PATCH", "nodes", 403, 'nodes "gpu-0" is forbidden: User "bob" cannot patch resource "nodes"',
+                     times=1000)
+    api = KubeApi.connect(kubeconfig=str(cluster.kubeconfig))
+    loop = start(["scheduler", "run", "--interval", "1"], cluster.kubeconfig)
+    try:
+        for experiment in (1, 2):  # two trials, bound by two passes, each unable to fence
+            task = create_task(api, master_task("0.38.1", experiment=experiment, slots_per_trial=4))
+            wait_until(lambda t=task: all((cluster.api.get("pods", p["metadata"]["name"]) or {}).get("spec", {}).get(
+                "nodeName") for p in t.pods), f"trial {experiment} bound")
+    finally:
+        loop.send_signal(signal.SIGINT)
+    assert loop.wait(60) == 130
+    said = (loop.stdout.read() if loop.stdout else "") + (loop.stderr.read() if loop.stderr else "")
+    assert said.count("cannot taint nodes while binding") == 1, said

@@ -4,6 +4,7 @@ cluster watched (listed once), a pass on each change, a relist after 410 Gone.""
 from __future__ import annotations
 
 import signal
+import threading
 
 from tests.cli.test_scheduler_loop import start, wait_until
 from tests.k8s_emulator import node
@@ -29,6 +30,9 @@ def test_the_loop_binds_the_masters_pods_on_arrival_from_its_watch(cluster):
         cluster.api.put(node(f"gpu-{i}", gpus=4))
     # a long interval: a pass that binds within the guard below was started by the change, not the timer
     loop = start(["scheduler", "run", "--interval", "3600"], cluster.kubeconfig)
+    lines: list[str] = []  # its stderr as it comes (messages go to stderr, as kubectl's)
+    reader = threading.Thread(target=lambda: lines.extend(iter(loop.stderr.readline, "")), daemon=True)
+    reader.start()
     try:
         wait_until(lambda: cluster.api.get("leases", "det-k8s-scheduler") is not None, "a first pass")
         api = cluster.connect()
@@ -45,10 +49,13 @@ def test_the_loop_binds_the_masters_pods_on_arrival_from_its_watch(cluster):
             any(c["type"] == "PodScheduled" and c["status"] == "False" for c in
                 (cluster.api.get("pods", p["metadata"]["name"])["status"].get("conditions") or ()))
             for p in waiting), "the third trial's reason (no GPUs left)")
+        # the pass writes the pods' condition, then prints: wait for the line before stopping it
+        wait_until(lambda: any("waiting: det-k8s: gang exp3trial1" in line for line in lines), "the printed reason")
     finally:
         loop.send_signal(signal.SIGINT)
         assert loop.wait(60) == 130
-    out = loop.stderr.read() if loop.stderr else ""  # messages go to stderr, as kubectl's
+    reader.join(10)
+    out = "".join(lines)
     assert "placed, 2 pod(s) started together" in out
     assert "waiting: det-k8s: gang exp3trial1 waiting for resources" in out
     assert not cluster.api.get("leases", "det-k8s-scheduler")["spec"].get("holderIdentity")
