@@ -10,7 +10,7 @@ and refuses to run beside one (`--force` runs anyway).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import DetK8sError
@@ -42,17 +42,24 @@ def rival_schedulers(api: KubeApi, scheduler_name: str) -> list[str]:
         except DetK8sError:
             return []
     found = []
-    for deployment in items:  # read defensively: a malformed object is simply not a rival
-        spec = _mapping(_mapping(deployment).get("spec"))
-        if spec.get("replicas") == 0:
-            continue
-        meta = _mapping(_mapping(deployment).get("metadata"))
-        containers = _mapping(_mapping(spec.get("template")).get("spec")).get("containers")
-        for container in containers if isinstance(containers, list) else ():
-            if isinstance(container, Mapping) and _serves(container, scheduler_name):
+    for meta, containers in _running(items):
+        for container in containers:
+            if _serves(container, scheduler_name):
                 found.append(f"{meta.get('namespace')}/{meta.get('name')} ({container.get('image')})")
                 break
     return found
+
+
+def _running(items: list[Any]) -> Iterator[tuple[Mapping[str, Any], list[Mapping[str, Any]]]]:
+    """(metadata, containers) of each Deployment not scaled to 0, read defensively: a malformed object is simply
+    not a scheduler."""
+    for deployment in items:
+        spec = _mapping(_mapping(deployment).get("spec"))
+        if spec.get("replicas") == 0:
+            continue
+        containers = _mapping(_mapping(spec.get("template")).get("spec")).get("containers")
+        yield (_mapping(_mapping(deployment).get("metadata")),
+               [c for c in (containers if isinstance(containers, list) else ()) if isinstance(c, Mapping)])
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -72,15 +79,8 @@ def scheduler_deployments(api: KubeApi) -> list[tuple[str, str]]:
     except DetK8sError:
         return []
     found = []
-    for deployment in items:
-        spec = _mapping(_mapping(deployment).get("spec"))
-        if spec.get("replicas") == 0:
-            continue
-        meta = _mapping(_mapping(deployment).get("metadata"))
-        containers = _mapping(_mapping(spec.get("template")).get("spec")).get("containers")
-        for container in containers if isinstance(containers, list) else ():
-            if not isinstance(container, Mapping):
-                continue
+    for meta, containers in _running(items):
+        for container in containers:
             words = [str(w) for key in ("command", "args") if isinstance(container.get(key), list)
                      for w in container[key]]
             named = next((w.split("=", 1)[1] for w in words if w.startswith("--scheduler-name=")), "")
