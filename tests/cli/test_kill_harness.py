@@ -387,6 +387,23 @@ def _settle_real(real_cluster: Any, what: str) -> None:
     real_cluster.wait_for(what, settled, timeout=120)
 
 
+def _stop_on_real(real_cluster: Any, proxy: Any, proxied: Path, tmp: Path, kind: str, args: list[str],
+                  point: tuple[str, str, int], sig: int, serve: str | None, rng: random.Random) -> list[str]:
+    """Run `args` through the proxy, stop it while `point` is held, check, and check again once the real cluster
+    has finished the successor's deletions."""
+    method, plural, after = point
+    held = proxy.hold(method, plural, after=after)
+    env = _env(tmp, proxied, f"real-{kind}-{after}-{sig}-{rng.random()}")
+    proc = _start(args, env)
+    if not held.reached.wait(120):
+        proc.kill()
+        pytest.fail(f"{kind} never sent {method} {plural} #{after + 1}: {proc.communicate()[1]}")
+    problems = _stop_and_check(f"{kind} (real)", proc, sig, held, real_cluster.api, real_cluster.kubeconfig, env,
+                               serve, rng)
+    _settle_real(real_cluster, "the successor's deletions to finish")
+    return problems + [f"after the cluster settled: {p}" for p in _partial_groups(real_cluster.api)]
+
+
 @pytest.mark.real
 @pytest.mark.parametrize(("round_", "point", "sig"), _real_cases(CREATE_POINTS),
                          ids=lambda v: v.name if isinstance(v, signal.Signals) else str(v))
@@ -396,17 +413,9 @@ def test_experiment_create_stopped_anywhere_on_the_real_api_server(real_cluster,
     try:
         settings = tmp_path / "settings.yaml"
         settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
-        method, plural, after = point
-        held = proxy.hold(method, plural, after=after)
-        env = _env(tmp_path, proxied, f"real-create-{round_}-{after}-{sig}")
-        proc = _start(["experiment", "create", str(EXP / "distributed-12gpu-a.yaml"), "-f", str(settings)], env)
-        if not held.reached.wait(120):
-            proc.kill()
-            pytest.fail(f"experiment create never sent {method} {plural} #{after + 1}: {proc.communicate()[1]}")
-        problems = _stop_and_check("experiment create (real)", proc, sig, held, real_cluster.api,
-                                   real_cluster.kubeconfig, env, None, rng)
-        _settle_real(real_cluster, "the successor's deletions to finish")
-        problems += [f"after the cluster settled: {p}" for p in _partial_groups(real_cluster.api)]
+        problems = _stop_on_real(real_cluster, proxy, proxied, tmp_path, "experiment create",
+                                 ["experiment", "create", str(EXP / "distributed-12gpu-a.yaml"), "-f", str(settings)],
+                                 point, sig, None, rng)
     finally:
         proxy.close()
     assert not problems, real_cluster.describe("default")
@@ -421,18 +430,10 @@ def test_scheduler_run_stopped_mid_binding_on_the_real_api_server(real_cluster, 
     try:
         create_task(real_cluster.connect("default"), master_task("0.38.1", experiment=1, slots_per_trial=8),
                     job_controller=True)  # the real Job controller makes the two pods
-        method, plural, after = point
-        held = proxy.hold(method, plural, after=after)
-        env = _env(tmp_path, proxied, f"real-bind-{round_}-{after}-{sig}")
         loop = rng.random() < 0.5
-        proc = _start(["scheduler", "run", *(["--interval", "3600"] if loop else ["--once"])], env)
-        if not held.reached.wait(120):
-            proc.kill()
-            pytest.fail(f"scheduler run never sent {method} {plural} #{after + 1}: {proc.communicate()[1]}")
-        problems = _stop_and_check("scheduler run (real)", proc, sig, held, real_cluster.api, real_cluster.kubeconfig,
-                                   env, "coscheduler", rng)
-        _settle_real(real_cluster, "the successor's deletions to finish")
-        problems += [f"after the cluster settled: {p}" for p in _partial_groups(real_cluster.api)]
+        problems = _stop_on_real(real_cluster, proxy, proxied, tmp_path, "scheduler run",
+                                 ["scheduler", "run", *(["--interval", "3600"] if loop else ["--once"])],
+                                 point, sig, "coscheduler", rng)
     finally:
         proxy.close()
     assert not problems, real_cluster.describe("default")
