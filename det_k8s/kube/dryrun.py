@@ -173,14 +173,15 @@ def dry_run_chart_objects(api: KubeApi, manifests: str, namespace: str, sources:
     problems: list[Problem] = []
     cache: dict[str, dict[str, _Resource] | None] = {}
     missing_namespace = not namespace_exists
+    unchecked: list[str] = []  # objects these credentials may not apply, even as a dry run: one warning for all
+    unserved: list[str] = []  # objects of kinds the API server's discovery does not list: one warning for all
     for obj in chart_objects(manifests):
         kind, meta = str(obj["kind"]), dict(obj["metadata"])
         name = str(meta["name"])
         label = f"the chart's {kind} {name}"
         resource = _resources(api, str(obj.get("apiVersion") or ""), cache).get(kind)
         if resource is None:
-            problems.append(Problem(Severity.WARNING, label, f"not checked by the API server: "
-                                    f"{api.target.context} does not serve {obj.get('apiVersion')} {kind}", None))
+            unserved.append(f"{obj.get('apiVersion')} {kind} {name}")
             continue
         ns = str(meta.get("namespace") or namespace) if resource.namespaced else None
         if ns is not None:
@@ -207,8 +208,7 @@ def dry_run_chart_objects(api: KubeApi, manifests: str, namespace: str, sources:
                                         f"{label}: {exc.message}", "helm would fail part-way through",
                                         _where(sources, key)))
             else:
-                problems.append(Problem(Severity.WARNING, label, "not checked by the API server (no permission to "
-                                        f"apply it, even as a dry run): {exc.message}", None))
+                unchecked.append(f"{kind} {name}")
         except NotFound:
             if ns is not None:
                 missing_namespace = True
@@ -219,6 +219,14 @@ def dry_run_chart_objects(api: KubeApi, manifests: str, namespace: str, sources:
         except DetK8sError as exc:
             problems.append(Problem(Severity.WARNING, label, f"not checked by the API server: {exc.message}", None))
             break
+    if unserved:
+        problems.append(Problem(Severity.WARNING, "the chart's objects", f"{len(unserved)} not checked by the API "
+                                f"server ({api.target.context}'s discovery does not list their kinds): "
+                                + ", ".join(unserved), None))
+    if unchecked:
+        problems.append(Problem(Severity.WARNING, "the chart's objects", f"{len(unchecked)} not checked by the API "
+                                f"server (no permission to apply them, even as a dry run): {', '.join(unchecked)}",
+                                "helm needs the same permissions to install them"))
     return problems
 
 

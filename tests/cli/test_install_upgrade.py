@@ -311,3 +311,22 @@ def test_install_wait_does_not_wait_for_a_load_balancer_and_names_what_is_not_re
     assert "did not become ready: uninstalling it (--rollback-on-failure)" in result.err
     assert ["uninstall", "demo", "--namespace", "default"] in fake_helm.cluster_calls
     assert "context deadline exceeded" not in result.err
+
+
+def test_chart_objects_the_credentials_may_not_apply_are_one_warning(run_cli, cluster, fake_helm):
+    """A namespace admin may not apply the chart's cluster-wide objects even as a dry run: one warning names them
+    all, and the install goes on (helm is the judge of its own permissions)."""
+    ready_cluster(cluster)
+    cluster.api.serve_discovery()
+    for plural in ("clusterroles", "clusterrolebindings", "priorityclasses"):
+        cluster.api.fail("PATCH", plural, 403, f'{plural} is forbidden: User "alice" cannot patch resource', times=20)
+    result = run_cli("install", "demo", *SETTINGS)
+    assert result.code == 0, result.err
+    # (the emulator's discovery lists no RBAC kinds, and it applies nothing in a namespace: those are their own
+    # single warnings)
+    lines = [ln for ln in result.err.splitlines() if "no permission to apply them" in ln]
+    assert lines == ["warning: the chart's objects: 2 not checked by the API server (no permission to apply them, "
+                     "even as a dry run): PriorityClass determined-system-priority, PriorityClass "
+                     "determined-medium-priority; helm needs the same permissions to install them"], result.err
+    assert len([ln for ln in result.err.splitlines() if "not checked by the API server" in ln]) <= 3
+    assert [c[0] for c in fake_helm.cluster_calls].count("install") == 1
