@@ -151,6 +151,13 @@ def test_why_pending_is_written_once_per_reason_not_every_pass(cluster):
     first = submit(cluster, "0.38.1", experiment=1, slots_per_trial=12)
     second = submit(cluster, "0.38.1", experiment=2, slots_per_trial=12)
     run_pass(cluster)
+    # on a real cluster kwok moves the bound trial's pods to Running a moment later: let that land, and the pass
+    # that sees it, before counting (the reason written for the waiting trial may say more once they run)
+    deadline = time.monotonic() + 60
+    while not all(p.get("status", {}).get("phase") == "Running" for p in pods_of(cluster, first)) and \
+            getattr(cluster, "real", False) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    run_pass(cluster)
     ours = {p["metadata"]["name"] for task in (first, second) for p in pods_of(cluster, task)}
 
     def counts() -> dict[str, int]:  # the events on the trials' pods (on a real cluster, nodes have events too)
