@@ -333,8 +333,10 @@ def create_groups(api: Any, groups: Sequence[tuple[str, list[dict[str, Any]], di
     return time.monotonic() - started
 
 
-def wait_bound(watcher: Watcher, total: int, stall: float, say_: Callable[[str], None]) -> None:
-    """Until every pod is bound, or nothing more was bound for `stall` seconds."""
+def wait_bound(watcher: Watcher, total: int, stall: float, say_: Callable[[str], None], first: float = 1800.0,
+               child: Child | None = None) -> None:
+    """Until every pod is bound, or nothing more was bound for `stall` seconds (before the first binding: `first`
+    seconds, for a first pass over a large backlog plans all of it before it binds), or the scheduler exited."""
     last, last_at = -1, time.monotonic()
 
     def count() -> str:
@@ -347,10 +349,14 @@ def wait_bound(watcher: Watcher, total: int, stall: float, say_: Callable[[str],
         if bound >= total:
             return
         now = time.monotonic()
+        limit = stall if bound else first
+        if child is not None and child.proc.poll() is not None:
+            say_(f"    {bound} of {total} pods bound; the scheduler exited {child.proc.returncode}: stopping the stage")
+            return
         if bound != last:
             last, last_at = bound, now
-        elif now - last_at > stall:
-            say_(f"    {bound} of {total} pods bound; nothing more for {stall:.0f} s: stopping the stage")
+        elif now - last_at > limit:
+            say_(f"    {bound} of {total} pods bound; nothing more for {limit:.0f} s: stopping the stage")
             return
         time.sleep(0.5)
 
@@ -391,7 +397,7 @@ def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Call
     watcher = Watcher(api.clone(), ns).start()
     groups = [group_objects(which, ns, i, size) for i in range(args.paced_groups)]
     took = create_groups(api, groups, args.rate, bench.plane, args.workers)
-    wait_bound(watcher, len(groups) * size, args.stall, say_)
+    wait_bound(watcher, len(groups) * size, args.stall, say_, args.first_binding, child)
     time.sleep(args.settle)
     watcher.stop.set()
     latencies, partial, unbound = group_latencies(watcher.seen, size)
@@ -410,7 +416,7 @@ def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Call
     created = create_groups(api, groups, 0, bench.plane, args.workers)
     say_(f"    created in {created:.0f} s; starting {which}")
     child = bench.start(which)
-    wait_bound(watcher, len(groups) * size, args.stall, say_)
+    wait_bound(watcher, len(groups) * size, args.stall, say_, args.first_binding, child)
     time.sleep(args.settle)
     watcher.stop.set()
     peaks.append(bench.stop(child))
@@ -532,6 +538,9 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds a scheduler gets to list the cluster")
     parser.add_argument("--stall", type=float, default=60.0, help="a stage ends after this long without a binding")
+    parser.add_argument("--first-binding", type=float, default=1800.0,
+                        help="... or without its first binding (det-k8s's first pass over 30,000 pods fences and "
+                             "plans them all before it binds)")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds after the last binding before counting")
     parser.add_argument("--workers", type=int, default=16, help="threads creating nodes and pods")
     parser.add_argument("--node-lease", type=int, default=1200,
