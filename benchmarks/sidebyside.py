@@ -40,6 +40,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import sys
 import threading
 import time
@@ -613,14 +614,18 @@ def main(argv: Sequence[str]) -> int:
                       kwok_args=[f"--node-lease-duration-seconds={args.node_lease}"] if args.node_lease > 0 else [])
     progress("starting the control plane")
     results = []
-    with ControlPlane(binaries, options) as plane:
-        add_nodes(plane, args.nodes, say_, args.workers)
-        if cosched is not None:
-            install_podgroup_crd(plane, cosched[1])
-        bench = Bench(plane, work, cosched)
-        for name in which:
-            results.append(run_scheduler(bench, name, args, say_))
-            say_(f"  {name} done: {json.dumps(results[-1])}")
+    try:
+        with ControlPlane(binaries, options) as plane:
+            add_nodes(plane, args.nodes, say_, args.workers)
+            if cosched is not None:
+                install_podgroup_crd(plane, cosched[1])
+            bench = Bench(plane, work, cosched)
+            for name in which:
+                results.append(run_scheduler(bench, name, args, say_))
+                say_(f"  {name} done: {json.dumps(results[-1])}")
+    finally:
+        if os.environ.get("DET_K8S_KEEP_CLUSTER_DIR") is None:
+            shutil.rmtree(work, ignore_errors=True)  # the schedulers' kubeconfigs hold client keys
     PROGRESS.stop.set()
     report = {"machine": machine, "kubernetes": binaries.kube_version, "etcd": binaries.etcd_version,
               "kwok": binaries.kwok_version, "scheduler_plugins": SCHEDULER_PLUGINS_VERSION if cosched else None,
