@@ -1,8 +1,9 @@
 """Three schedulers side by side on one real control plane: det-k8s binding the master's gangs, kube-scheduler placing
 ordinary pods, and the coscheduling plugin of sigs.k8s.io/scheduler-plugins gang-scheduling the same groups.
 
-    python -m benchmarks.sidebyside [--nodes 5000] [--groups 7500] [--pods-per-group 4] [--paced-groups 300]
-                                    [--rate 4] [--schedulers det-k8s,kube-scheduler,coscheduling] [--output FILE]
+    python -m benchmarks.sidebyside [--nodes 5000] [--groups 7500] [--peer-groups N] [--pods-per-group 4]
+                                    [--paced-groups 300] [--rate 4] [--schedulers det-k8s,kube-scheduler,coscheduling]
+                                    [--workers 16] [--node-lease 1200] [--output FILE] [--markdown FILE]
 
 One control plane (tests/realkube: etcd, kube-apiserver, kube-controller-manager and kwok, the versions
 tests/realkube/components.py pins), N kwok nodes of 8 GPUs. Each scheduler gets its turn alone, in its own namespace,
@@ -19,6 +20,12 @@ Over both stages: the API requests the scheduler made (from the API server's aud
 as a user of its own) per bound group, the API server's CPU seconds (from /proc of its PID), and the scheduler
 process's peak memory (VmHWM). Between stages and schedulers the pods are deleted.
 
+At scale (5,000 nodes) kwok's default node heartbeats (a status patch per node every 20-45 s, watched by every
+scheduler) would keep a small API server busy on their own: the nodes here renew a node Lease instead, as kubelets do
+(--node-lease seconds, renewed every quarter of it), with kwok's lease-era status heartbeat (every 10-20 min), and
+kube-controller-manager's node grace period follows; its client may send 300 requests/s (20 by default, which lifts
+the new nodes' not-ready taints at ~5 nodes/s). Progress is printed to stderr at least every --progress seconds.
+
 The pods: det-k8s binds pods as Determined 0.38 makes them (tests/master_pods.py: the Job's pod template with
 schedulerName coscheduler and the gang labels, as the Job controller creates it; without the PriorityClass and the
 Job itself, so the Job controller's pace is not in the figures); kube-scheduler places ordinary pods of 1 GPU (no
@@ -33,6 +40,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import sys
 import threading
 import time
@@ -43,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.realkube.cluster import Child, ControlPlane, Options, fake_node, free_port, write_kubeconfig
-from tests.realkube.components import SCHEDULER_PLUGINS_VERSION, BuildError, build_all, build_coscheduling
+from tests.realkube.components import SCHEDULER_PLUGINS_VERSION, STAGES_FILE, BuildError, build_all, build_coscheduling
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULERS = ("det-k8s", "kube-scheduler", "coscheduling")
@@ -58,6 +66,38 @@ def percentile(values: Sequence[float], q: float) -> float:
         return math.nan
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+class Progress:
+    """What the run is doing, printed every `every` seconds by a thread of its own (a long stage says how far it is)."""
+
+    def __init__(self, say_: Callable[[str], None], every: float) -> None:
+        self.say, self.every = say_, every
+        self.started = time.monotonic()
+        self.stage = "starting"
+        self.counter: Callable[[], str] | None = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="bench-progress")
+
+    def set(self, stage: str, counter: Callable[[], str] | None = None) -> None:
+        self.stage, self.counter = stage, counter
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every):
+            extra = ""
+            if self.counter is not None:
+                with contextlib.suppress(Exception):  # a progress line never stops the run
+                    extra = f": {self.counter()}"
+            load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+            self.say(f"  [{(time.monotonic() - self.started) / 60:5.1f} min] {self.stage}{extra} (load {load})")
+
+
+PROGRESS: Progress | None = None
+
+
+def progress(stage: str, counter: Callable[[], str] | None = None) -> None:
+    if PROGRESS is not None:
+        PROGRESS.set(stage, counter)
 
 
 # -- the pods ---------------------------------------------------------------------------------------------------
@@ -209,6 +249,22 @@ class Bench:
             self.plane.children.remove(child)
         return peak
 
+    def lift_fence(self) -> int:
+        """Remove det-k8s's binding taint from the nodes a stopped det-k8s left it on (the next scheduler would find
+        them full); how many there were. At 30,000 pods det-k8s stopped 3 s after its last binding left it on 3,656."""
+        from det_k8s.kube.fence import KEY
+
+        _, body = self.plane.request("GET", "/api/v1/nodes", timeout=300)
+        left = [n for n in body["items"] if any(t.get("key") == KEY for t in n["spec"].get("taints") or ())]
+
+        def one(node: dict[str, Any]) -> None:
+            taints = [t for t in node["spec"].get("taints") or () if t.get("key") != KEY]
+            self.plane.request("PATCH", f"/api/v1/nodes/{node['metadata']['name']}", {"spec": {"taints": taints or None}},
+                               content_type="application/merge-patch+json", timeout=60)
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            list(pool.map(one, left))
+        return len(left)
+
     def apiserver_cpu(self) -> float:
         fields = Path(f"/proc/{self.apiserver_pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -217,7 +273,7 @@ class Bench:
         return self.plane.audit_log.stat().st_size if self.plane.audit_log.exists() else 0
 
     def requests_since(self, offset: int, user: str) -> dict[str, int]:
-        """The user's requests (by verb) in the audit log since `offset`."""
+        """The user's requests (by verb) in the audit log since `offset`; "429": how many were answered 429."""
         counts: dict[str, int] = {}
         with self.plane.audit_log.open("rb") as log:
             log.seek(offset)
@@ -230,6 +286,8 @@ class Bench:
                         f"/{event['objectRef']['subresource']}" if (event.get("objectRef") or {}).get("subresource")
                         else "")
                     counts[verb] = counts.get(verb, 0) + 1
+                    if (event.get("responseStatus") or {}).get("code") == 429:
+                        counts["429"] = counts.get("429", 0) + 1
         return counts
 
     def clear(self, ns: str) -> None:
@@ -242,7 +300,8 @@ class Bench:
                     self.plane.request("DELETE", PODGROUPS.format(ns=ns), timeout=120)
             status, body = self.plane.request("GET", f"/api/v1/namespaces/{ns}/pods?limit=1", timeout=60)
             return status == 200 and not body["items"]
-        self.plane.wait_for(f"the pods of {ns} gone", gone, timeout=900, interval=2)
+        progress(f"deleting the pods of {ns}")
+        self.plane.wait_for(f"the pods of {ns} gone", gone, timeout=1800, interval=2)
 
 
 def peak_kib(pid: int) -> int:
@@ -258,12 +317,15 @@ def peak_kib(pid: int) -> int:
 
 
 def create_groups(api: Any, groups: Sequence[tuple[str, list[dict[str, Any]], dict[str, Any] | None]], rate: float,
-                  plane: ControlPlane, workers: int = 8) -> float:
+                  plane: ControlPlane, workers: int = 16) -> float:
     """Create the groups (at `rate` groups/s, 0: as fast as they go), each group's pods back to back; seconds taken."""
     from det_k8s.kube.kinds import PODS
 
     clones = threading.local()
     started = time.monotonic()
+    done = [0]
+    progress(f"creating {len(groups)} groups",
+             lambda: f"{done[0]} created, {done[0] / max(time.monotonic() - started, 1e-9):.1f} groups/s")
 
     def one(item: tuple[int, tuple[str, list[dict[str, Any]], dict[str, Any] | None]]) -> None:
         index, (_, pods, podgroup) = item
@@ -280,6 +342,7 @@ def create_groups(api: Any, groups: Sequence[tuple[str, list[dict[str, Any]], di
                 raise RuntimeError(f"PodGroup {podgroup['metadata']['name']}: {status} {body}")
         for pod in pods:
             clones.api.create(PODS, pod, pod["metadata"]["namespace"])
+        done[0] += 1
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for f in [pool.submit(one, item) for item in enumerate(groups)]:
@@ -287,19 +350,30 @@ def create_groups(api: Any, groups: Sequence[tuple[str, list[dict[str, Any]], di
     return time.monotonic() - started
 
 
-def wait_bound(watcher: Watcher, total: int, stall: float, say_: Callable[[str], None]) -> None:
-    """Until every pod is bound, or nothing more was bound for `stall` seconds."""
+def wait_bound(watcher: Watcher, total: int, stall: float, say_: Callable[[str], None], first: float = 1800.0,
+               child: Child | None = None) -> None:
+    """Until every pod is bound, or nothing more was bound for `stall` seconds (before the first binding: `first`
+    seconds, for a first pass over a large backlog plans all of it before it binds), or the scheduler exited."""
     last, last_at = -1, time.monotonic()
+
+    def count() -> str:
+        with watcher.seen.lock:
+            return f"{len(watcher.seen.bound)} of {total} pods bound"
+    progress("waiting for the bindings", count)
     while True:
         with watcher.seen.lock:
             bound = len(watcher.seen.bound)
         if bound >= total:
             return
         now = time.monotonic()
+        limit = stall if bound else first
+        if child is not None and child.proc.poll() is not None:
+            say_(f"    {bound} of {total} pods bound; the scheduler exited {child.proc.returncode}: stopping the stage")
+            return
         if bound != last:
             last, last_at = bound, now
-        elif now - last_at > stall:
-            say_(f"    {bound} of {total} pods bound; nothing more for {stall:.0f} s: stopping the stage")
+        elif now - last_at > limit:
+            say_(f"    {bound} of {total} pods bound; nothing more for {limit:.0f} s: stopping the stage")
             return
         time.sleep(0.5)
 
@@ -328,6 +402,7 @@ def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Call
     bench.plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     api = KubeApi.connect(kubeconfig=str(bench.plane.admin_kubeconfig), namespace=ns)
     size = args.pods_per_group
+    backlog = args.groups if which == "det-k8s" or not args.peer_groups else args.peer_groups
     result: dict[str, Any] = {"scheduler": which, "load_before": [round(x, 2) for x in os.getloadavg()]}
     cpu0, offset = bench.apiserver_cpu(), bench.audit_offset()
     peaks = []
@@ -338,8 +413,8 @@ def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Call
     time.sleep(args.warmup)
     watcher = Watcher(api.clone(), ns).start()
     groups = [group_objects(which, ns, i, size) for i in range(args.paced_groups)]
-    took = create_groups(api, groups, args.rate, bench.plane)
-    wait_bound(watcher, len(groups) * size, args.stall, say_)
+    took = create_groups(api, groups, args.rate, bench.plane, args.workers)
+    wait_bound(watcher, len(groups) * size, args.stall, say_, args.first_binding, child)
     time.sleep(args.settle)
     watcher.stop.set()
     latencies, partial, unbound = group_latencies(watcher.seen, size)
@@ -349,27 +424,33 @@ def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Call
                   load_paced=[round(x, 2) for x in os.getloadavg()])
     say_(f"    p50 {result['p50_s']} s, p99 {result['p99_s']} s, partial {partial}, none bound {unbound}")
     peaks.append(bench.stop(child))
+    fence_left = bench.lift_fence()
     bench.clear(ns)
 
     # backlog: everything created with the scheduler stopped, then it starts
-    say_(f"  {which}: backlog stage, {args.groups} groups ({args.groups * size} pods)")
+    say_(f"  {which}: backlog stage, {backlog} groups ({backlog * size} pods)")
     watcher = Watcher(api.clone(), ns).start()
-    groups = [group_objects(which, ns, i, size) for i in range(args.groups)]
-    created = create_groups(api, groups, 0, bench.plane)
+    groups = [group_objects(which, ns, i, size) for i in range(backlog)]
+    created = create_groups(api, groups, 0, bench.plane, args.workers)
     say_(f"    created in {created:.0f} s; starting {which}")
     child = bench.start(which)
-    wait_bound(watcher, len(groups) * size, args.stall, say_)
+    wait_bound(watcher, len(groups) * size, args.stall, say_, args.first_binding, child)
     time.sleep(args.settle)
     watcher.stop.set()
     peaks.append(bench.stop(child))
+    fence_left += bench.lift_fence()
+    if fence_left:
+        say_(f"    the binding taint was left on {fence_left} nodes when {which} stopped: removed")
     bound_at = sorted(watcher.seen.bound.values())
     span = bound_at[-1] - bound_at[0] if len(bound_at) > 1 else math.nan
     _, partial, unbound = group_latencies(watcher.seen, size)
     cpu = bench.apiserver_cpu() - cpu0
     requests = bench.requests_since(offset, USERS[which])
+    throttled = requests.pop("429", 0)
     bound_groups = result["paced_groups"] - result["paced_partial"] - result["paced_unbound"] + (
-        args.groups - partial - unbound)
-    result.update(backlog_groups=args.groups, backlog_bound_pods=len(bound_at),
+        backlog - partial - unbound)
+    result.update(backlog_groups=backlog, throttled_429=throttled, fence_left_nodes=fence_left,
+                  backlog_bound_pods=len(bound_at),
                   pods_per_s=round(len(bound_at) / span, 1) if span == span and span > 0 else math.nan,
                   backlog_partial=partial, backlog_unbound=unbound,
                   requests=sum(requests.values()), requests_by_verb=dict(sorted(requests.items(), key=lambda kv: -kv[1])),
@@ -377,7 +458,8 @@ def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Call
                   apiserver_cpu_s=round(cpu, 1), peak_mib=round(max(peaks) / 1024, 1),
                   load_backlog=[round(x, 2) for x in os.getloadavg()])
     say_(f"    {result['pods_per_s']} pods/s, partial {partial}, none bound {unbound}, {result['requests_per_group']} "
-         f"requests per group, API server {result['apiserver_cpu_s']} CPU s, peak {result['peak_mib']} MiB")
+         f"requests per group ({throttled} answered 429), API server {result['apiserver_cpu_s']} CPU s, "
+         f"peak {result['peak_mib']} MiB")
     bench.clear(ns)
     return result
 
@@ -392,18 +474,62 @@ def audit_policy(path: Path) -> Path:
     return path
 
 
-def add_nodes(plane: ControlPlane, count: int, say_: Callable[[str], None]) -> None:
+def add_nodes(plane: ControlPlane, count: int, say_: Callable[[str], None], workers: int = 16) -> None:
+    """Create the nodes (one kept-alive connection per worker) and wait until each is Ready and untainted."""
+    from det_k8s.errors import DetK8sError
+    from det_k8s.kube.api import KubeApi
+    from det_k8s.kube.kinds import NODES
+
     say_(f"  {count} kwok nodes of {GPUS_PER_NODE} GPUs")
+    api = KubeApi.connect(kubeconfig=str(plane.admin_kubeconfig), namespace="default")
+    clones = threading.local()
+    done = [0]
+    progress("creating the nodes", lambda: f"{done[0]} of {count} created")
 
     def one(i: int) -> None:
-        plane.apply(fake_node(f"bench-{i:05d}", gpus=GPUS_PER_NODE, cpu="64", memory="512Gi"))
-    with ThreadPoolExecutor(max_workers=8) as pool:
+        if not hasattr(clones, "api"):
+            clones.api = api.clone()
+        node = fake_node(f"bench-{i:05d}", gpus=GPUS_PER_NODE, cpu="64", memory="512Gi")
+        try:
+            clones.api.create(NODES, node)
+        except DetK8sError:  # (already there: a retried create whose first answer was lost)
+            plane.apply(node)
+        done[0] += 1
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(one, range(count)))
 
+    state = {"ready": 0}
+
     def ready() -> bool:
-        _, body = plane.request("GET", "/api/v1/nodes", timeout=120)
-        return sum(1 for n in body["items"] if not (n["spec"].get("taints"))) >= count
-    plane.wait_for("the kwok nodes Ready", ready, timeout=600, interval=2)
+        items, cont = [], ""
+        while True:  # in pages: one list of 5,000 nodes can outlast the request's timeout on a busy server
+            _, body = plane.request("GET", f"/api/v1/nodes?limit=1000&continue={cont}", timeout=120)
+            items += body["items"]
+            cont = (body.get("metadata") or {}).get("continue") or ""
+            if not cont:
+                break
+        state["ready"] = sum(1 for n in items if not (n["spec"].get("taints")))
+        return state["ready"] >= count
+    progress("waiting for the nodes Ready", lambda: f"{state['ready']} of {count} Ready and untainted")
+    plane.wait_for("the kwok nodes Ready", ready, timeout=3600, interval=5)
+
+
+def kwok_stages(binaries: Any, work: Path, lease_seconds: int, parallelism: int) -> Path:
+    """The cached Stages, with kwok's lease-era node heartbeat (kustomize/stage/node/heartbeat-with-lease: a status
+    heartbeat every 10-20 min) in place of the every-20-45-s one when the nodes renew a Lease, and kwok's
+    configuration: `parallelism` node and pod stages at once (kwok's default 4 makes 5,000 nodes Ready slowly)."""
+    text = (binaries.kwok.parent / STAGES_FILE).read_text()
+    old = "durationMilliseconds: 20000\n    jitterDurationMilliseconds: 25000"
+    if lease_seconds > 0:
+        if old not in text:
+            raise RuntimeError(f"the node-heartbeat Stage in {STAGES_FILE} is not the one expected (delay 20-45 s)")
+        text = text.replace(old, "durationMilliseconds: 600000\n    jitterDurationMilliseconds: 610000")
+    path = work / "kwok-stages-bench.yaml"
+    path.write_text(text.rstrip() + "\n---\n" + json.dumps({
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration", "metadata": {"name": "bench"},
+        "options": {"nodePlayStageParallelism": parallelism, "podPlayStageParallelism": parallelism,
+                    "nodeLeaseParallelism": parallelism}}) + "\n")
+    return path
 
 
 def install_podgroup_crd(plane: ControlPlane, crd_file: Path) -> None:
@@ -425,13 +551,25 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--groups", type=int, default=7500, help="groups in the backlog stage (x pods-per-group pods)")
+    parser.add_argument("--peer-groups", type=int, default=0,
+                        help="groups in kube-scheduler's and coscheduling's backlog stage (0: --groups); a smaller "
+                             "backlog for the peers when a slow machine cannot give them det-k8s's")
     parser.add_argument("--pods-per-group", type=int, default=4)
     parser.add_argument("--paced-groups", type=int, default=300, help="groups in the paced stage")
     parser.add_argument("--rate", type=float, default=4.0, help="groups a second in the paced stage")
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds a scheduler gets to list the cluster")
     parser.add_argument("--stall", type=float, default=60.0, help="a stage ends after this long without a binding")
+    parser.add_argument("--first-binding", type=float, default=1800.0,
+                        help="... or without its first binding (det-k8s's first pass over 30,000 pods fences and "
+                             "plans them all before it binds)")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds after the last binding before counting")
+    parser.add_argument("--workers", type=int, default=16, help="threads creating nodes and pods")
+    parser.add_argument("--node-lease", type=int, default=1200,
+                        help="the kwok nodes' Lease duration in seconds (renewed every quarter of it; 0: kwok's "
+                             "default status heartbeat every 20-45 s and no Lease)")
+    parser.add_argument("--kwok-parallelism", type=int, default=16, help="node and pod Stages kwok plays at once")
+    parser.add_argument("--progress", type=float, default=30.0, help="seconds between progress lines")
     parser.add_argument("--output", default="", help="also write the figures as JSON here")
     parser.add_argument("--markdown", default="", help="and as Markdown here (benchmarks/SIDEBYSIDE.md)")
     args = parser.parse_args(argv)
@@ -439,12 +577,16 @@ def main(argv: Sequence[str]) -> int:
     unknown = [s for s in which if s not in SCHEDULERS]
     if unknown:
         parser.error(f"--schedulers: unknown {', '.join(unknown)} (known: {', '.join(SCHEDULERS)})")
-    if args.nodes * GPUS_PER_NODE < args.groups * args.pods_per_group:
+    if args.nodes * GPUS_PER_NODE < max(args.groups, args.peer_groups) * args.pods_per_group:
         parser.error(f"--groups {args.groups} x --pods-per-group {args.pods_per_group} pods of 1 GPU do not fit "
                      f"--nodes {args.nodes} x {GPUS_PER_NODE} GPUs")
 
     def say_(text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
+        print(f"{time.strftime('%H:%M:%S')} {text}", file=sys.stderr, flush=True)
+
+    global PROGRESS
+    PROGRESS = Progress(say_, args.progress)
+    PROGRESS.thread.start()
 
     from benchmarks.machine import describe
 
@@ -459,15 +601,32 @@ def main(argv: Sequence[str]) -> int:
         return 1
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"det-k8s-sidebyside-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
-    options = Options(scheduler=False, apiserver_args=(f"--audit-policy-file={audit_policy(work / 'audit.json')}",))
+    # kube-controller-manager's client is held to 20 requests/s by default: its node lifecycle controller then lifts
+    # the new nodes' not-ready taints at ~5 nodes/s (kwok makes them Ready within seconds)
+    manager = ["--kube-api-qps=300", "--kube-api-burst=600"]
+    if args.node_lease > 0:
+        # kube-controller-manager calls a node unhealthy after its grace period without a renewal: more than the
+        # renewal interval (a quarter of the Lease), with room for a loaded machine
+        manager.append(f"--node-monitor-grace-period={args.node_lease}s")
+    options = Options(scheduler=False, apiserver_args=(f"--audit-policy-file={audit_policy(work / 'audit.json')}",),
+                      controller_manager_args=manager,
+                      kwok_stages=kwok_stages(binaries, work, args.node_lease, args.kwok_parallelism),
+                      kwok_args=[f"--node-lease-duration-seconds={args.node_lease}"] if args.node_lease > 0 else [])
+    progress("starting the control plane")
     results = []
-    with ControlPlane(binaries, options) as plane:
-        add_nodes(plane, args.nodes, say_)
-        if cosched is not None:
-            install_podgroup_crd(plane, cosched[1])
-        bench = Bench(plane, work, cosched)
-        for name in which:
-            results.append(run_scheduler(bench, name, args, say_))
+    try:
+        with ControlPlane(binaries, options) as plane:
+            add_nodes(plane, args.nodes, say_, args.workers)
+            if cosched is not None:
+                install_podgroup_crd(plane, cosched[1])
+            bench = Bench(plane, work, cosched)
+            for name in which:
+                results.append(run_scheduler(bench, name, args, say_))
+                say_(f"  {name} done: {json.dumps(results[-1])}")
+    finally:
+        if os.environ.get("DET_K8S_KEEP_CLUSTER_DIR") is None:
+            shutil.rmtree(work, ignore_errors=True)  # the schedulers' kubeconfigs hold client keys
+    PROGRESS.stop.set()
     report = {"machine": machine, "kubernetes": binaries.kube_version, "etcd": binaries.etcd_version,
               "kwok": binaries.kwok_version, "scheduler_plugins": SCHEDULER_PLUGINS_VERSION if cosched else None,
               "args": vars(args), "results": results, "ratios": ratios(results)}
@@ -493,8 +652,13 @@ def markdown(report: dict[str, Any]) -> str:
                 "against Kubernetes 1.34 as its go.mod pins it)" if report.get("scheduler_plugins") else "") + ".",
              f"{a['nodes']:,} kwok nodes of {GPUS_PER_NODE} GPUs; groups of {size} pods x 1 GPU. Paced stage: "
              f"{a['paced_groups']} groups arriving at {a['rate']:g} groups/s with the scheduler running. Backlog "
-             f"stage: {a['groups']} groups ({a['groups'] * size:,} pods) created first, then the scheduler "
-             "started. Each scheduler alone on the control plane, one after the other.", "",
+             "stage: " + ", ".join(f"{r['scheduler']} {r['backlog_groups']:,} groups ({r['backlog_groups'] * size:,} "
+                                   "pods)" for r in rs) + " created first, then the scheduler started. Each scheduler "
+             "alone on the control plane, one after the other. "
+             + (f"The kwok nodes renew a {a['node_lease']} s node Lease (every quarter of it) and their status every "
+                "10-20 min." if a.get("node_lease") else "The kwok nodes send their status every 20-45 s.")
+             + " Requests answered 429: " + ", ".join(f"{r['scheduler']} {r.get('throttled_429', 0)}" for r in rs)
+             + ".", "",
              "| scheduler | last pod -> last binding p50 | p99 | max | pods bound/s (backlog) | partial groups | "
              "API requests per bound group | API server CPU s | scheduler peak RSS | load (paced / backlog) |",
              "|---|---|---|---|---|---|---|---|---|---|"]

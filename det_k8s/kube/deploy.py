@@ -86,6 +86,15 @@ def _binding(kind: str, name: str, namespace: str | None, role_kind: str, sa_nam
             "subjects": [{"kind": "ServiceAccount", "name": sa_name, "namespace": sa_namespace}]}
 
 
+# Memory from what was measured (benchmarks/SIDEBYSIDE.md, the figures in benchmarks/sidebyside-5000.json): the peak
+# RSS (VmHWM) of `det-k8s scheduler run` was 938 MiB binding a backlog of 30,000 pods on 5,000 nodes of the real
+# control plane (Kubernetes 1.37.2), its first pass planning and fencing all of it (165 MiB at 2,000 nodes / 2,800
+# pods). The request is that peak + 25 %, the limit twice it (room for transients such as listing the cluster again,
+# not measured), rounded up to 128 and 256 MiB; tests/kube/test_deploy_manifest.py holds them to the recorded peak.
+MEMORY_REQUEST = "1280Mi"
+MEMORY_LIMIT = "2Gi"
+
+
 def scheduler_manifests(image: str, namespace: str, *, scheduler_name: str = "coscheduler", replicas: int | str = 2,
                         lease_namespace: str = "default", preemption: bool | str = False,
                         image_pull_secret: str | None = None, name: str = NAME, cluster_name: str | None = None,
@@ -107,11 +116,7 @@ def scheduler_manifests(image: str, namespace: str, *, scheduler_name: str = "co
            {"name": "NO_COLOR", "value": "1"}]
     container: dict[str, Any] = {
         "name": "scheduler", "image": image, "args": args, "env": env,
-        # Memory from what was measured (benchmarks/RESULTS.md section 8): the loop's peak RSS was 152 MiB binding
-        # 2,000 pods on 2,000 nodes of the real control plane (benchmarks/sidebyside.py), and the view's models grow
-        # by ~60 MiB from there to 5,000 nodes / 30,000 pods; the request covers the peak with headroom, the limit
-        # the transient of listing 30,000 pods, not measured on the real control plane yet.
-        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}},
+        "resources": {"requests": {"cpu": "250m", "memory": MEMORY_REQUEST}, "limits": {"memory": MEMORY_LIMIT}},
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],

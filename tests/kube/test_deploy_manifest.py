@@ -3,19 +3,23 @@ allows every request a scheduling session really makes (recorded by the API emul
 
 from __future__ import annotations
 
+import json
 import re
 import time
+from fractions import Fraction
+from pathlib import Path
 
 import pytest
 import yaml
 from kubernetes_validate import utils as kv
 
-from det_k8s.kube.deploy import NAME, scheduler_manifests
+from det_k8s.kube.deploy import NAME, chart_template, scheduler_manifests
 from det_k8s.kube.incluster import in_cluster_target
 from det_k8s.kube.kinds import PODS
 from det_k8s.kube.rivals import rival_schedulers
 from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.kube.watch import ClusterView
+from det_k8s.quantity import parse_quantity
 from det_k8s.scheduling.model import Policy
 from tests.k8s_emulator import node
 from tests.master_pods import create_task, honour_preemption, master_task
@@ -26,6 +30,24 @@ def test_every_manifest_is_valid_for_the_kubernetes_api(version):
     for document in scheduler_manifests("registry.example.com/det-k8s:0.4", "det", replicas=2,
                                         image_pull_secret="regcred", preemption=True):
         assert kv.validate(document, version, strict=True)
+
+
+def test_the_memory_follows_the_peak_measured_at_30000_pods():
+    """The Deployment's memory comes from the benchmark on the real control plane (benchmarks/sidebyside.py at 5,000
+    nodes / 30,000 pods): the request is the peak RSS of `det-k8s scheduler run` + 25 %, the limit twice the peak,
+    rounded up to 128 and 256 MiB; the bundled chart's scheduler (generated from the same manifests) carries the same."""
+    report = json.loads((Path(__file__).parents[2] / "benchmarks" / "sidebyside-5000.json").read_text())
+    (det,) = [r for r in report["results"] if r["scheduler"] == "det-k8s"]
+    assert report["args"]["nodes"] >= 5000 and det["backlog_bound_pods"] >= 30000 and det["backlog_partial"] == 0
+    peak, mib = Fraction(det["peak_mib"]) * 2**20, 2**20
+    (container,) = scheduler_manifests("det-k8s:1", "det")[-1]["spec"]["template"]["spec"]["containers"]
+    request = parse_quantity(container["resources"]["requests"]["memory"])
+    limit = parse_quantity(container["resources"]["limits"]["memory"])
+    assert peak * Fraction(5, 4) <= request < peak * Fraction(5, 4) + 128 * mib
+    assert peak * 2 <= limit < peak * 2 + 256 * mib
+    template = chart_template()
+    assert f"memory: {container['resources']['requests']['memory']}" in template
+    assert f"memory: {container['resources']['limits']['memory']}" in template
 
 
 def test_the_command_prints_them_and_refuses_a_bad_image(run_cli):

@@ -62,7 +62,13 @@ def test_a_quiet_pod_watch_advances_by_the_real_servers_bookmarks(real_cluster):
     """With the watch cache on (the default), kube-apiserver sends BOOKMARK events to a watch that asked for them
     (2 s before the watch's timeout, and about once a minute: cacher/cache_watcher.go nextBookmarkTime): the pods'
     watch of a quiet cluster moves its resourceVersion on without any pod event, so a resumed watch starts from a
-    recent version rather than the list's (which the cache may have forgotten)."""
+    recent version rather than the list's (which the cache may have forgotten).
+
+    A bookmark carries the version the server's pods cache has reached, and on a quiet cluster that moves only when
+    etcd tells the cache how far it is (a progress notification): when a list without a resourceVersion (a
+    consistent read, served from the cache) asks for one, or on etcd's own period (10 min by default). Nothing else
+    moves it, on 1.31.13 as on 1.37.2 (a bare API server sent none in 90 s and 35 s); so another client lists the pods
+    here, as one on a real cluster would. The view neither lists again nor sees a pod event."""
     plane = real_cluster.plane
     api = real_cluster.connect("default")
     view = ClusterView(api, "coscheduler", queue_namespace="default")
@@ -78,6 +84,7 @@ def test_a_quiet_pod_watch_advances_by_the_real_servers_bookmarks(real_cluster):
             assert status == 201, body
         bumped = int(body["metadata"]["resourceVersion"])
         assert bumped > listed
+        assert not real_cluster.api.items("pods", "default")  # another client's consistent list of the pods
         until(lambda: int(view.pods_version) >= bumped, "a bookmark carrying the pods' watch past the Secrets",
               seconds=120)
         assert view.stats.lists.get("pods") == 1 and view.stats.expired == 0  # no list again: the watch moved on

@@ -206,6 +206,9 @@ class Options:
     kwok: bool = True
     compaction_interval: str = "5m"  # the API server's default
     apiserver_args: Sequence[str] = ()  # e.g. --watch-cache=false, so a watch from a compacted version gets 410 Gone
+    controller_manager_args: Sequence[str] = ()  # after the defaults, so a flag given here wins (e.g. a longer grace)
+    kwok_args: Sequence[str] = ()  # e.g. --node-lease-duration-seconds, or `-c FILE` for more Stages/configuration
+    kwok_stages: Path | None = None  # a Stages file instead of the cached default (e.g. slower node heartbeats)
 
 
 class ControlPlane:
@@ -389,7 +392,8 @@ class ControlPlane:
             f"--cluster-signing-key-file={self.pki.directory / 'ca.key'}",
             # kwok renews node heartbeats every ~20 s; on a loaded 2-core machine that can lag past the default 40 s grace,
             # and a node marked NotReady marks its pods NotReady (a Deployment then has 0 available)
-            "--node-monitor-grace-period=300s", "--concurrent-gc-syncs=5", "--v=1", *self._gates()])
+            "--node-monitor-grace-period=300s", "--concurrent-gc-syncs=5", "--v=1", *self._gates(),
+            *self.options.controller_manager_args])
 
     def _start_scheduler(self) -> Child:
         kubeconfig = self._component_kubeconfig("kube-scheduler", "system:kube-scheduler")
@@ -410,9 +414,10 @@ class ControlPlane:
         kubeconfig = self._component_kubeconfig("kwok", "kwok-controller", ["system:masters"])
         say(f"  starting kwok {self.binaries.kwok_version} (fake kubelets for nodes annotated {KWOK_ANNOTATION})")
         self._spawn("kwok", [
-            str(self.binaries.kwok), f"--kubeconfig={kubeconfig}", "-c", str(self.binaries.kwok.parent / STAGES_FILE),
+            str(self.binaries.kwok), f"--kubeconfig={kubeconfig}",
+            "-c", str(self.options.kwok_stages or self.binaries.kwok.parent / STAGES_FILE),
             f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake", "--cidr=10.244.0.0/16",
-            "--node-ip=10.244.0.1", f"--server-address=127.0.0.1:{free_port()}"])
+            "--node-ip=10.244.0.1", f"--server-address=127.0.0.1:{free_port()}", *self.options.kwok_args])
 
     def _wait_default_service_account(self) -> None:
         if not self.options.controller_manager:
