@@ -798,6 +798,8 @@ def test_render_stopped_anywhere_leaves_the_old_or_the_new_chart_and_no_secret(t
 # after at most one more `checkpoint check` (run once the names of the objects left say their check has ended).
 
 CHECK_POINTS = [("write", "PUT", 0), ("read", "GET", 0), ("list", "GET", 1), ("delete", "DELETE", 0)]
+# the default run (a probe object left waits ~26 s for its name's end): (backend, point) -> index in SIGNAL_SETS
+CHECK_DEFAULT = {("s3", "read"): 2, ("s3", "delete"): 3, ("azure", "write"): 0, ("azure", "list"): 1}
 
 
 def _check_cases() -> list[Any]:
@@ -806,7 +808,7 @@ def _check_cases() -> list[Any]:
         for b, backend in enumerate(("s3", "azure")):
             for i, point in enumerate(CHECK_POINTS):
                 for k, sigs in enumerate(SIGNAL_SETS):
-                    if FULL or k == (i + b) % len(SIGNAL_SETS):
+                    if FULL or CHECK_DEFAULT.get((backend, point[0])) == k:
                         cases.append(pytest.param(backend, point, sigs, r, id=f"{backend}-{point[0]}-"
                                                   f"{'+'.join(signal.Signals(s).name for s in sigs)}-{r}"))
     return cases
