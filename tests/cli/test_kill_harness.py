@@ -807,8 +807,8 @@ CHECK_DEFAULT = {("s3", "read"): 2, ("s3", "delete"): 3, ("azure", "write"): 0, 
 def _check_cases() -> list[Any]:
     cases = []
     for r in range(ROUNDS):
-        for b, backend in enumerate(("s3", "azure")):
-            for i, point in enumerate(CHECK_POINTS):
+        for backend in ("s3", "azure"):
+            for point in CHECK_POINTS:
                 for k, sigs in enumerate(SIGNAL_SETS):
                     if FULL or CHECK_DEFAULT.get((backend, point[0])) == k:
                         cases.append(pytest.param(backend, point, sigs, r, id=f"{backend}-{point[0]}-"
