@@ -54,6 +54,7 @@ class _State:
         self.hurried = False
         self.pending = False
         self.shield = 0
+        self.block = 0
         self.notes: list[str] = []
         self.private: list[Path] = []
         self.children: Path | None = None
@@ -72,11 +73,13 @@ def _handler(signum: int, frame: object) -> None:
         state.timer = threading.Timer(GRACE_SECONDS, _grace_over)
         state.timer.daemon = True
         state.timer.start()
-        if state.shield:
+        if state.shield or state.block:
             state.pending = True
             return
         raise Stopped(signum)
     state.hurried = True
+    if state.block:  # a signal Python had taken in just before the block masked it: it waits, as a blocked one does
+        return
     raise Stopped(state.signum, hurried=True)
 
 
@@ -113,6 +116,7 @@ def reset() -> None:
     if _state.timer is not None:
         _state.timer.cancel()
     _state.signum, _state.deadline, _state.hurried, _state.pending, _state.shield = None, float("inf"), False, False, 0
+    _state.block = 0
     _state.notes = []
     _state.children = None
 
@@ -282,16 +286,26 @@ def sweep_private() -> None:
 
 
 @contextlib.contextmanager
-def blocked() -> Iterator[None]:
-    """No signal handled during the block (main thread only): for the cleanup a second signal must not cut."""
+def blocked(*, last: bool = False) -> Iterator[None]:
+    """No signal handled during the block (main thread only): for the cleanup a second signal must not cut.
+
+    Masking the signals is not enough: one the kernel delivered just before is already taken in by Python and
+    its handler runs at the next bytecode, inside the block. The handler then only records it: a second signal
+    hurries what comes after the block; a first one is raised when the block ends (unless `last`: `main`'s final
+    cleanup, after which nothing is left to stop)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    _state.block += 1
     try:
         yield
     finally:
+        _state.block -= 1
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        if not last and not _state.block and not _state.shield and _state.pending and _state.signum is not None:
+            _state.pending = False
+            raise Stopped(_state.signum)
 
 
 def exit_now(code: int) -> None:

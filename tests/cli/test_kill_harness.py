@@ -20,6 +20,13 @@ released by the stopped process itself. The default run is modest (every pause p
 runs); DET_K8S_KILL_ROUNDS=N runs every point with every signal N times (60 runs a round), the held request
 let through or dropped at random.
 `DET_K8S_KILL_REPORT=path` writes the numbers as JSON.
+
+On real servers (the sections below): `experiment create` and `scheduler run` through a proxy in front of the real
+kube-apiserver; `install`, `upgrade` and `rollback` through real helm 3.17 and 4.1 into it; `render -o` (the real
+helm template with --chart); `checkpoint check` against moto's S3 server and Azurite. The default run is a dozen
+of those (about 3 minutes on a quiet machine); DET_K8S_KILL_ROUNDS=N runs the whole matrix N times.
+
+RESULTS_PLACEHOLDER
 """
 
 from __future__ import annotations
@@ -760,13 +767,17 @@ def test_render_stopped_anywhere_leaves_the_old_or_the_new_chart_and_no_secret(t
     _, err = proc.communicate(timeout=60)
     TALLY.worst_stop = max(TALLY.worst_stop, time.monotonic() - stopped_at)
     problems = []
+    finished = "Wrote chart to" in err  # the render was done: a signal now ends an exit already under way
     if ran_out:  # finished before the signal (a random moment after the end): exit 0, nothing to stop
         problems += [] if proc.returncode == 0 else [f"exit {proc.returncode} before the signal: {err[-300:]}"]
-    elif proc.returncode != CODES[sig]:
+    elif finished and proc.returncode in (0, *(-s for s in sigs), *(CODES[s] for s in sigs)):
+        pass
+    elif proc.returncode not in {CODES[s] for s in sigs}:  # two signals masked together: the kernel hands the
+        # lower-numbered first (SIGINT before SIGTERM), and that one is "the" signal
         problems.append(f"exit {proc.returncode}, expected {CODES[sig]}: {err[-300:]}")
     else:
         TALLY.exit_ok[kind] += 1
-        if sig != signal.SIGKILL:
+        if sig != signal.SIGKILL and not finished:
             last = err.strip().splitlines()[-1] if err.strip() else ""
             if "Traceback" in err or not last.startswith(("stopped by", "interrupted")):
                 problems.append(f"last line {last!r}")
