@@ -55,6 +55,7 @@ class _State:
         self.pending = False
         self.shield = 0
         self.block = 0
+        self.redeliver = False
         self.notes: list[str] = []
         self.private: list[Path] = []
         self.children: Path | None = None
@@ -65,18 +66,39 @@ class _State:
 _state = _State()
 
 
+def _swallowed_here(frame: object) -> bool:
+    """Whether an exception raised in `frame` would be lost: Python ignores (prints and drops) what a weakref callback
+    raises, and the import system's module-lock callback is where a signal's handler was seen to run."""
+    code = getattr(frame, "f_code", None)
+    return code is not None and code.co_name == "cb" and "importlib" in code.co_filename
+
+
+def _redeliver(signum: int) -> None:
+    with _state.lock:
+        if _state.installed and _state.redeliver:
+            signal.pthread_kill(threading.main_thread().ident or 0, signum)
+
+
 def _handler(signum: int, frame: object) -> None:
     state = _state
-    if state.signum is None:
-        state.signum = signum
-        state.deadline = time.monotonic() + GRACE_SECONDS
-        state.timer = threading.Timer(GRACE_SECONDS, _grace_over)
-        state.timer.daemon = True
-        state.timer.start()
+    if state.signum is None or state.redeliver:
+        if state.signum is None:
+            state.signum = signum
+            state.deadline = time.monotonic() + GRACE_SECONDS
+            state.timer = threading.Timer(GRACE_SECONDS, _grace_over)
+            state.timer.daemon = True
+            state.timer.start()
+        state.redeliver = False
         if state.shield or state.block:
             state.pending = True
             return
-        raise Stopped(signum)
+        if _swallowed_here(frame):  # raise it a moment later, where it is not lost
+            state.redeliver = True
+            later = threading.Timer(0.01, _redeliver, args=(state.signum,))
+            later.daemon = True
+            later.start()
+            return
+        raise Stopped(state.signum)
     state.hurried = True
     if state.block:  # a signal Python had taken in just before the block masked it: it waits, as a blocked one does
         return
@@ -116,7 +138,7 @@ def reset() -> None:
     if _state.timer is not None:
         _state.timer.cancel()
     _state.signum, _state.deadline, _state.hurried, _state.pending, _state.shield = None, float("inf"), False, False, 0
-    _state.block = 0
+    _state.block, _state.redeliver = 0, False
     _state.notes = []
     _state.children = None
 
