@@ -54,6 +54,8 @@ class _State:
         self.hurried = False
         self.pending = False
         self.shield = 0
+        self.block = 0
+        self.redeliver = False
         self.notes: list[str] = []
         self.private: list[Path] = []
         self.children: Path | None = None
@@ -64,19 +66,42 @@ class _State:
 _state = _State()
 
 
+def _swallowed_here(frame: object) -> bool:
+    """Whether an exception raised in `frame` would be lost: Python ignores (prints and drops) what a weakref callback
+    raises, and the import system's module-lock callback is where a signal's handler was seen to run."""
+    code = getattr(frame, "f_code", None)
+    return code is not None and code.co_name == "cb" and "importlib" in code.co_filename
+
+
+def _redeliver(signum: int) -> None:
+    with _state.lock:
+        if _state.installed and _state.redeliver:
+            signal.pthread_kill(threading.main_thread().ident or 0, signum)
+
+
 def _handler(signum: int, frame: object) -> None:
     state = _state
-    if state.signum is None:
-        state.signum = signum
-        state.deadline = time.monotonic() + GRACE_SECONDS
-        state.timer = threading.Timer(GRACE_SECONDS, _grace_over)
-        state.timer.daemon = True
-        state.timer.start()
-        if state.shield:
+    if state.signum is None or state.redeliver:
+        if state.signum is None:
+            state.signum = signum
+            state.deadline = time.monotonic() + GRACE_SECONDS
+            state.timer = threading.Timer(GRACE_SECONDS, _grace_over)
+            state.timer.daemon = True
+            state.timer.start()
+        state.redeliver = False
+        if state.shield or state.block:
             state.pending = True
             return
-        raise Stopped(signum)
+        if _swallowed_here(frame):  # raise it a moment later, where it is not lost
+            state.redeliver = True
+            later = threading.Timer(0.01, _redeliver, args=(state.signum,))
+            later.daemon = True
+            later.start()
+            return
+        raise Stopped(state.signum)
     state.hurried = True
+    if state.block:  # a signal Python had taken in just before the block masked it: it waits, as a blocked one does
+        return
     raise Stopped(state.signum, hurried=True)
 
 
@@ -113,6 +138,7 @@ def reset() -> None:
     if _state.timer is not None:
         _state.timer.cancel()
     _state.signum, _state.deadline, _state.hurried, _state.pending, _state.shield = None, float("inf"), False, False, 0
+    _state.block, _state.redeliver = 0, False
     _state.notes = []
     _state.children = None
 
@@ -282,16 +308,26 @@ def sweep_private() -> None:
 
 
 @contextlib.contextmanager
-def blocked() -> Iterator[None]:
-    """No signal handled during the block (main thread only): for the cleanup a second signal must not cut."""
+def blocked(*, last: bool = False) -> Iterator[None]:
+    """No signal handled during the block (main thread only): for the cleanup a second signal must not cut.
+
+    Masking the signals is not enough: one the kernel delivered just before is already taken in by Python and
+    its handler runs at the next bytecode, inside the block. The handler then only records it: a second signal
+    hurries what comes after the block; a first one is raised when the block ends (unless `last`: `main`'s final
+    cleanup, after which nothing is left to stop)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    _state.block += 1
     try:
         yield
     finally:
+        _state.block -= 1
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        if not last and not _state.block and not _state.shield and _state.pending and _state.signum is not None:
+            _state.pending = False
+            raise Stopped(_state.signum)
 
 
 def exit_now(code: int) -> None:

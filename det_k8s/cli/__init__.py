@@ -132,13 +132,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # a signal while the command's own error was being reported
         pass
     finally:
-        with stopping.blocked():  # no signal may cut this short: the private directories hold secrets
-            stopping.sweep_private()
-            if stopping.received() is not None:
-                _say_stopped()
-                if argv is None:  # the real process: threads still waiting on an answer must not hold it up
-                    stopping.exit_now(stopping.exit_code())
-            restore()
+        for _ in range(3):  # a signal taken in just before the mask is raised on the way in: do it all the same
+            try:
+                with stopping.blocked(last=True):  # no signal may cut this short: the private dirs hold secrets
+                    stopping.sweep_private()
+                    if stopping.received() is not None:
+                        _say_stopped()
+                        if argv is None:  # the real process: threads still waiting on an answer must not hold it up
+                            stopping.exit_now(stopping.exit_code())
+                    restore()
+                break
+            except KeyboardInterrupt:
+                continue
     if stopping.received() is not None:
         code = stopping.exit_code()
         stopping.reset()

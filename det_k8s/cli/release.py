@@ -7,15 +7,17 @@ prints and runs.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from .. import stopping
 from ..errors import DetK8sError, NotFound, SettingsError, Severity, UsageError
 from ..kube.api import KubeApi
 from ..kube.kinds import NODES, PVCS, SERVICES
@@ -181,6 +183,8 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         api = current().connect()
         kube = kube_flags(api.namespace)
         tool = replace(tool, context=api.target.context)
+        if (pending := live.stuck_release(api, release, api.namespace)) is not None:  # helm would refuse, less clearly
+            raise DetK8sError(pending.message, hint=pending.hint)
         with output.spinner(f"checking cluster {api.target.context}"):
             upgrading = command == "upgrade"
             manifests = rendered_manifests(
@@ -206,7 +210,7 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, False, go_duration(timeout),
                            create_namespace, False)
         started = time.monotonic()
-        with output.spinner(f"helm {command} {release}"):
+        with output.spinner(f"helm {command} {release}"), helm_changing(command, release, api.namespace):
             tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings),
                      timeout_hint=f"raise --timeout (now {go_duration(timeout)}); `det-k8s status {release}` says "
                      "what is slow")
@@ -222,6 +226,18 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
     output.success(f"{'Installed' if command == 'install' else 'Upgraded'} release {release} in namespace "
                    f"{api.namespace} (Determined {settings.app_version})")
     _show_address(api, release, api.namespace, bool(settings.tls_secret))
+
+
+@contextlib.contextmanager
+def helm_changing(command: str, release: str, namespace: str) -> Iterator[None]:
+    """helm changing the release: stopped now, helm may leave it pending-<command> (release/stuck.py); the last line
+    says where to look."""
+    try:
+        yield
+    except BaseException:
+        stopping.note(f"helm {command} was stopped before it finished; if it left release {release} pending-{command}, "
+                      f"`det-k8s status {release} -n {namespace}` names the command that recovers it")
+        raise
 
 
 def _undo_failed(tool: Helm, command: str, release: str, kube: KubeFlags) -> None:

@@ -224,7 +224,7 @@ def rollback(
     from ..tools.duration import go_duration, parse_duration
     from ..tools.helm import get_values_argv, rollback_argv
     from .common import report_problems
-    from .release import announce_restarts
+    from .release import announce_restarts, helm_changing
 
     validate_release_name(release)
     seconds = parse_duration(timeout)
@@ -234,6 +234,9 @@ def rollback(
     kube = kube_flags(namespace)
     entries = _history(tool, release, kube)
     now = entries[-1]
+    found = live.stuck_release(api, release, namespace)
+    if found is not None and found.back_to is None:  # nothing to go back to: only an uninstall recovers
+        raise DetK8sError(found.message, hint=found.hint)
     chart = str(now.get("chart") or "")
     if not chart.startswith(CHART_PREFIX):
         raise UsageError(f"release {release} in namespace {namespace} is chart {chart or '?'}, not Determined",
@@ -262,6 +265,8 @@ def rollback(
 
     secrets = (*(secret_values(loaded.settings()) if not loaded.errors else ()), *known)
     changes = diff_manifests(parse_manifests(old, namespace, secrets), parse_manifests(new, namespace, secrets))
+    if found is not None:
+        output.warning(f"{found.message}; rolling back to revision {wanted} recovers it")
     output.message(f"Rolling back release {release} in namespace {namespace} from {_describe(now)} to "
                    f"{_describe(target)}, recorded as revision {current_revision + 1}.")
     if changes:
@@ -293,7 +298,7 @@ def rollback(
     announce_restarts(api, "rollback", f"Roll back release {release} in namespace {namespace} to revision {wanted}? "
                       "The master restarts.", f"rollback {release}", yes)
     started = time.monotonic()
-    with output.spinner(f"helm rollback {release} {wanted}"):
+    with output.spinner(f"helm rollback {release} {wanted}"), helm_changing("rollback", release, namespace):
         tool.run(argv, timeout=seconds + 60, secrets=secrets)
     with output.spinner(f"waiting for the master and database of {release} (up to {go_duration(timeout)})"):
         wait_until_ready(api, release, namespace, max(1.0, seconds - (time.monotonic() - started)),

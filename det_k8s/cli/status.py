@@ -206,6 +206,10 @@ def status(
     """Master readiness, its pods, its address, its last log lines, and what is wrong if it is not running."""
     validate_release_name(release)
     api = current().connect()
+    from ..release.live import stuck_release
+
+    if (found := stuck_release(api, release, api.namespace)) is not None:
+        output.warning(f"{found.message}; {found.hint}")
     notes: list[str] = []
     with output.spinner(f"reading release {release}"):
         observed, deployment, address = observe(api, release, api.namespace, tail, notes)

@@ -30,7 +30,7 @@ from ..settings.node_rules import check_nodes
 from ..settings.podspec import DEFAULT, KubeVersion, cluster_version, recheck_settings
 from ..settings.source import SourceMap
 from ..tools.helm import Helm, KubeFlags, list_argv
-from . import preflight
+from . import preflight, stuck
 from .kube_compat import check_kubernetes
 from .loss import LossSummary, summarize
 from .names import db_deployment, db_pvc, master_deployment
@@ -158,6 +158,18 @@ def release_exists(api: KubeApi, release: str, namespace: str) -> bool:
         except Forbidden:
             continue
     return api.exists(DEPLOYMENTS, master_deployment(release), namespace)
+
+
+def stuck_release(api: KubeApi, release: str, namespace: str) -> stuck.Stuck | None:
+    """The release if helm left it pending-install/-upgrade/-rollback (release/stuck.py); None when it is not, or
+    when helm's records cannot be read (the command goes on, and helm says what it finds)."""
+    found: list[stuck.Record] = []
+    for kind in (SECRETS, CONFIGMAPS):
+        try:
+            found += stuck.records(api.list(kind, namespace, label_selector=f"owner=helm,name={release}"), release)
+        except (Forbidden, NotFound):
+            continue
+    return stuck.stuck(sorted(found, key=lambda r: r.revision), release, namespace)
 
 
 def task_units(api: KubeApi, namespace: str | None, *, all_namespaces: bool = False,

@@ -8,10 +8,12 @@ whole report too, so no path from an SDK exception to the screen skips it.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import stopping
 from ..errors import StorageError
 from ..scrub import Scrubber
 from .probe import Backend, probe_key, run_probe
@@ -61,7 +63,9 @@ def check_storage(settings: Settings, *, timeout: float = DEFAULT_TIMEOUT) -> St
     else:
         raise StorageError(f"checkpointStorage.type {storage.type!r} cannot be checked",
                            hint="use shared_fs, s3, gcs or azure")
-    report = run_probe(backend, probe_key(directory), os.urandom(PROBE_SIZE), storage_type=storage.type,
+    # the probe's name says by when this check has ended whatever happens: five calls, then a stopped check's grace
+    expires = int(time.time() + 5 * timeout + stopping.GRACE_SECONDS) + 1
+    report = run_probe(backend, probe_key(directory, expires=expires), os.urandom(PROBE_SIZE), storage_type=storage.type,
                        scrub=scrub, warnings=warnings)
     return _scrubbed(report, scrub)
 

@@ -9,6 +9,7 @@ interrupted), and a delete that fails names the object left behind.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Protocol
@@ -54,18 +55,38 @@ class Backend(Protocol):
         ...
 
 
-def probe_key(prefix: str | None, token: str | None = None) -> str:
-    """`<prefix>/det-k8s-probe-<uuid4>`. The prefix is a directory, as Determined treats it:
-    `research`, `research/` and `/research/` all give `research/det-k8s-probe-...`."""
-    name = PROBE_PREFIX + (token or str(uuid.uuid4()))
+EXPIRES = "expires-"
+
+
+def probe_key(prefix: str | None, token: str | None = None, *, expires: int | None = None) -> str:
+    """`<prefix>/det-k8s-probe-<uuid4>`, or with `expires` (Unix seconds by which the check that writes it has ended,
+    however it ended) `<prefix>/det-k8s-probe-expires-<expires>-<uuid4>`: a later check deletes it if it is still
+    there then (a check killed outright left it). The prefix is a directory, as Determined treats it: `research`,
+    `research/` and `/research/` all give `research/det-k8s-probe-...`."""
+    name = PROBE_PREFIX + (token or (f"{EXPIRES}{expires}-{uuid.uuid4()}" if expires else str(uuid.uuid4())))
     directory = (prefix or "").strip("/")
     return f"{directory}/{name}" if directory else name
 
 
+def expired(key: str, now: float) -> bool:
+    """Whether `key` is a probe object whose check has ended by `now` (Unix seconds): its name says by when."""
+    name = key.rpartition("/")[2]
+    if not name.startswith(PROBE_PREFIX + EXPIRES):
+        return False  # another naming: never deleted on a guess
+    stamp = name[len(PROBE_PREFIX + EXPIRES):].partition("-")[0]
+    return stamp.isdigit() and int(stamp) < now
+
+
 def run_probe(backend: Backend, key: str, data: bytes, *, storage_type: str,
-              scrub: Callable[[str], str] = str, warnings: tuple[str, ...] = ()) -> StorageReport:
-    """Write `data` to `key`, read it back and compare, list it, delete it; report each step."""
+              scrub: Callable[[str], str] = str, warnings: tuple[str, ...] = (),
+              now: Callable[[], float] = time.time) -> StorageReport:
+    """Write `data` to `key`, read it back and compare, list it, delete it; report each step.
+
+    The list step lists every probe object in the key's directory: once this probe is deleted, those whose check
+    has ended by their name (`probe_key(expires=...)`: a check killed outright, or stopped twice while deleting)
+    are deleted too."""
     results: dict[Step, StepResult] = {}
+    listed: list[str] = []
 
     def as_result(step: Step, failure: Failure) -> StepResult:
         return StepResult(step, Status.FAILED, scrub(failure.message), failure.reason)
@@ -85,7 +106,7 @@ def run_probe(backend: Backend, key: str, data: bytes, *, storage_type: str,
             may_exist = not (failure.refused or failure.reason in _NOT_WRITTEN)
         if results[Step.WRITE].ok:
             results[Step.READ] = _read(backend, key, data, failed)
-            results[Step.LIST] = _list(backend, key, failed)
+            results[Step.LIST] = _list(backend, key, failed, listed)
         else:
             for step in (Step.READ, Step.LIST):
                 results[step] = StepResult(step, Status.SKIPPED, "skipped: the write failed")
@@ -112,6 +133,8 @@ def run_probe(backend: Backend, key: str, data: bytes, *, storage_type: str,
                 raise
         else:
             results[Step.DELETE] = StepResult(Step.DELETE, Status.SKIPPED, "skipped: nothing was written")
+    if results[Step.DELETE].ok and (stale := [k for k in listed if k != key and expired(k, now())]):
+        results[Step.DELETE] = _delete_stale(backend, stale, results[Step.DELETE])
     left = backend.url(key) if results[Step.DELETE].status is Status.FAILED else None
     return StorageReport(storage_type=storage_type, location=backend.location, probe=backend.url(key),
                          steps=tuple(results[step] for step in STEPS),
@@ -147,11 +170,33 @@ def _read(backend: Backend, key: str, data: bytes, failed: _Failed) -> StepResul
     return StepResult(Step.READ, Status.OK, f"read {len(got)} bytes back, identical")
 
 
-def _list(backend: Backend, key: str, failed: _Failed) -> StepResult:
+def _delete_stale(backend: Backend, stale: list[str], done: StepResult) -> StepResult:
+    """Delete the probe objects of checks that ended without deleting theirs; say how many, and which stay."""
+    gone, kept = 0, []
+    for key in stale:
+        try:
+            backend.delete(key)
+            gone += 1
+        except Exception:  # noqa: BLE001 - someone else's leftover: named below, never fails this check
+            kept.append(backend.url(key))
+    message = done.message
+    if gone:
+        message += f"; deleted {gone} probe object(s) an earlier check left (stopped before it could)"
+    if kept:
+        message += f"; could not delete {', '.join(kept[:3])}" + (" ..." if len(kept) > 3 else "")
+    return StepResult(Step.DELETE, done.status, message, done.reason)
+
+
+def _list(backend: Backend, key: str, failed: _Failed, listed: list[str]) -> StepResult:
+    directory, _, name = key.rpartition("/")
+    every_probe = f"{directory}/{PROBE_PREFIX}" if directory else PROBE_PREFIX
     try:
-        names = set(backend.list(key))
+        names = set(backend.list(every_probe if name.startswith(PROBE_PREFIX) else key))
+        if key not in names and len(names) >= 100:  # one page of others' probes: ask for this one by name
+            names |= set(backend.list(key))
     except Exception as exc:  # classified into the report, never lost
         return failed(Step.LIST, exc)
+    listed.extend(sorted(names))
     if key not in names:
         return StepResult(Step.LIST, Status.FAILED,
                           f"listing {backend.url(key)} does not show the object just written",

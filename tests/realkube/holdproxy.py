@@ -34,6 +34,7 @@ class Hold:
     reached: threading.Event = field(default_factory=threading.Event)
     released: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
+    agent: str = ""  # only requests whose User-Agent holds this (e.g. "Helm/": helm's, not det-k8s's own)
     dropped: bool = False
     seen: int = 0
 
@@ -52,11 +53,14 @@ def resource_of(path: str) -> str:
 
 
 class HoldProxy:
-    def __init__(self, upstream: str, ca: Path) -> None:
+    def __init__(self, upstream: str, ca: Path | None = None) -> None:
+        """`upstream`: https:// (the API server, whose CA is `ca`) or http:// (a storage emulator)."""
         parsed = urllib.parse.urlsplit(upstream)
-        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 443
-        self.ssl = ssl.create_default_context(cafile=str(ca))
+        self.tls = parsed.scheme == "https"
+        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or (443 if self.tls else 80)
+        self.ssl = ssl.create_default_context(cafile=str(ca)) if self.tls else None
         self.holds: list[Hold] = []
+        self.token = ""
         self.lock = threading.Lock()
         proxy = self
 
@@ -74,13 +78,17 @@ class HoldProxy:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True, name="holdproxy").start()
 
-    def hold(self, method: str, plural: str, *, after: int = 0) -> Hold:
-        held = Hold(method.upper(), plural, after)
+    def hold(self, method: str, plural: str, *, after: int = 0, agent: str = "") -> Hold:
+        """Hold the (after+1)th request of `method` on `plural` ("*": any path, for a storage emulator)."""
+        held = Hold(method.upper(), plural, after, agent=agent)
         with self.lock:
             self.holds.append(held)
         return held
 
     def kubeconfig(self, path: Path, token: str, namespace: str = "default") -> Path:
+        """A kubeconfig for the proxy. client-go (helm, kubectl) sends no bearer token over plain http, so the proxy
+        adds this one to requests that come without one."""
+        self.token = token
         config = {"apiVersion": "v1", "kind": "Config", "current-context": "real",
                   "clusters": [{"name": "real", "cluster": {"server": self.url}}],
                   "users": [{"name": "real", "user": {"token": token}}],
@@ -97,11 +105,13 @@ class HoldProxy:
         self.server.shutdown()
         self.server.server_close()
 
-    def _match(self, method: str, path: str) -> Hold | None:
+    def _match(self, method: str, path: str, agent: str) -> Hold | None:
         resource = resource_of(path)
         with self.lock:
             for held in self.holds:
-                if held.reached.is_set() or held.method != method or held.plural != resource:
+                if held.reached.is_set() or held.method != method or held.plural not in ("*", resource):
+                    continue
+                if held.agent and held.agent.lower() not in agent.lower():
                     continue
                 held.seen += 1
                 if held.seen > held.after:
@@ -112,7 +122,7 @@ class HoldProxy:
     def _serve(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else None
-        held = self._match(handler.command, handler.path.split("?", 1)[0])
+        held = self._match(handler.command, handler.path.split("?", 1)[0], handler.headers.get("User-Agent") or "")
         if held is not None:
             held.released.wait()
             if held.dropped:
@@ -121,8 +131,13 @@ class HoldProxy:
                              b'"code":503}')
                 return
         try:
-            upstream = http.client.HTTPSConnection(self.host, self.port, context=self.ssl, timeout=600)
-            headers = {k: v for k, v in handler.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "host"}
+            upstream: http.client.HTTPConnection = (
+                http.client.HTTPSConnection(self.host, self.port, context=self.ssl, timeout=600) if self.tls
+                else http.client.HTTPConnection(self.host, self.port, timeout=600))
+            headers = {k: v for k, v in handler.headers.items() if k.lower() not in HOP_BY_HOP
+                       and (k.lower() != "host" or not self.tls)}  # a storage request's signature may cover Host
+            if self.token and not any(k.lower() == "authorization" for k in headers):
+                headers["Authorization"] = f"Bearer {self.token}"
             upstream.request(handler.command, handler.path, body=body, headers=headers)
             answer = upstream.getresponse()
             try:

@@ -193,3 +193,21 @@ def test_probe_key_treats_the_prefix_as_a_directory(prefix, expected):
 def test_probe_keys_are_unique():
     first, second = probe_key("p"), probe_key("p")
     assert first != second and first.startswith("p/" + PROBE_PREFIX)
+
+
+def test_a_probe_left_by_a_check_that_has_ended_is_deleted_by_the_next_one():
+    """Issue 19: a check killed outright (kill -9) after its write left its probe object for good."""
+    from det_k8s.storage.probe import expired
+
+    bucket = MemoryBucket()
+    ended = probe_key("p", expires=1000)
+    running = probe_key("p", expires=3000)  # a check still within its time: its probe is its own to delete
+    unnamed = "p/" + PROBE_PREFIX + "0123-4567"  # no expiry in its name: never deleted on a guess
+    other = "p/checkpoint-1000"
+    for key in (ended, running, unnamed, other):
+        bucket.objects[key] = b"x"
+    report = run_probe(bucket, probe_key("p", expires=3100), DATA, storage_type="mem", now=lambda: 2000.0)
+    assert report.ok and sorted(bucket.objects) == sorted([running, unnamed, other])
+    assert "deleted 1 probe object(s) an earlier check left" in report.steps[-1].message
+    assert expired(ended, 2000) and not expired(running, 2000) and not expired(unnamed, 2000)
+    assert ended.startswith("p/" + PROBE_PREFIX + "expires-1000-")
