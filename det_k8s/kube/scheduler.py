@@ -1,8 +1,13 @@
 """One scheduling pass against a live cluster, under the scheduling Lease.
 
-    read the queue and the cluster -> settle running groups (finished, or broken: torn down and
-    requeued) -> plan with the pure core -> evict whole victim groups (requeued, not lost) ->
-    create each placed group's pods, pinned to their nodes, all or none -> record why the rest wait
+    recover (what an interrupted creation left) -> observe (the queue, one cluster state, the master's
+    groups, their interrupted bindings repaired) -> decide (pure: the ordered intents and the plan) ->
+    act on each intent (complete, tear down, clear, adopt, evict, create all or none, say why it waits;
+    mark, bind, report for the master's) -> the PassReport
+
+`kube/reconcile/` holds the steps (its package docstring, and DEVELOPERS.md "A live pass is a
+reconcile"): every entry point that runs a pass (`experiment create`, `scheduler run --once`, the
+loop) runs these, so what an interrupted pass left is finished or undone the same way whoever comes next.
 
 Pods are pinned at creation by a required node affinity on their node's name (`groups.pin`, the
 DaemonSet controller's way), so pods this pass created count as used on that node in the next

@@ -40,6 +40,7 @@ from ..submit import GroupCreationFailed, create_group, pod_group_ref
 from .decide import QUOTA_BACKOFF, QUOTA_REFUSED, Create, attempts_text
 
 if TYPE_CHECKING:
+    from ..api import KubeApi
     from ..queue import QueueEntry
     from ..scheduler import LiveScheduler, PassReport
 
@@ -49,6 +50,12 @@ def recover(s: LiveScheduler, everything: list[QueueEntry], report: PassReport) 
     swept = sweep_namespace(s.api, s.namespace, everything, intents=True)
     report.problems.extend(x.message for x in swept)
     return close(s, everything, swept, report)
+
+
+def sweep_failed(api: KubeApi, namespace: str, entries: Sequence[QueueEntry]) -> list[Swept]:
+    """Without the Lease (`experiment list`, `doctor`): the pods of failed creations deleted; an unfinished one's
+    only reported by the caller, never touched (its creation may be in flight in another process)."""
+    return sweep_namespace(api, namespace, entries)
 
 
 def close(s: LiveScheduler, everything: list[QueueEntry], swept: Sequence[Swept], report: PassReport) -> list[QueueEntry]:

@@ -107,7 +107,7 @@ def collect(seen: Sequence[Seen], *, read_only: bool = False, quick: bool = Fals
         if quick and (found.lost or group.state is State.PARTIAL):
             skipped.append(group.id)  # repaired by the next full pass, never by a fast one
             continue
-        if found.lost:
+        if found.lost and not read_only:
             repairs.append(Repair(group, found.lost))  # bound to a node that is gone: it will never run whole
             continue
         if group.state is State.PARTIAL:
