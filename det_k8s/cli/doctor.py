@@ -19,10 +19,10 @@ if TYPE_CHECKING:
 
 def _failed_creations(api: KubeApi, namespace: str, entries: list[QueueEntry]) -> list[dict[str, Any]]:
     """Pods of failed creations recorded in the namespace's queue (kube/doomed.py): deleted, and reported."""
-    from ..kube.doomed import sweep_namespace
+    from ..kube.reconcile.create import sweep_failed
 
     return [{"pod": s.pod.name, "namespace": namespace, "group": s.pod.group, "attempt": s.pod.attempt,
-             "deleted": s.deleted, "message": s.message} for s in sweep_namespace(api, namespace, entries)]
+             "deleted": s.deleted, "message": s.message} for s in sweep_failed(api, namespace, entries)]
 
 
 def _unfinished(snapshot: Snapshot, namespace: str, entries: list[QueueEntry], prefix: str) -> list[dict[str, Any]]:

@@ -267,9 +267,9 @@ def _require_cleared(report: PassReport, group_id: str | None = None) -> None:
 
 def _sweep(api: KubeApi, entries: list[QueueEntry]) -> None:
     """Delete pods of recorded failed creations in the namespace (kube/doomed.py), saying so."""
-    from ..kube.doomed import sweep_namespace
+    from ..kube.reconcile.create import sweep_failed
 
-    for swept in sweep_namespace(api, api.namespace, entries):
+    for swept in sweep_failed(api, api.namespace, entries):
         output.warning(swept.message)
 
 

@@ -1,8 +1,11 @@
-"""The master's pods in a live pass: the source adapter's groups in, the binder's actions out.
+"""The master's pods in a live pass: observed here, decided in `reconcile/master.py` (pure), acted on here.
 
-`LiveScheduler` calls `collect` before planning (the ready groups join its queue, the bound ones its
-running groups) and `act` after (bind, mark victims, say why the rest wait). Between the two is the
-one `schedule()` of the pass, over det-k8s's own queue and these groups together.
+`LiveScheduler` calls `collect` before planning (it observes the master's groups, confirming partly bound ones and
+lost nodes by reading them afresh, and acts on the `Repair` intents: the ready groups join its queue, the bound
+ones its running groups) and `act` after (the plan's `MarkPreempted`, `Bind` and `ReportWaiting` intents). Between
+the two is the one `schedule()` of the pass, over det-k8s's own queue and these groups together. A full pass
+decides the master's intents with its own (`reconcile/decide.py`) and acts on them through `carry_out`; the loop's
+fast pass calls `act`, which decides them with the same function.
 
 A pass that does not serve the master's pods itself (`experiment create`) still plans them, read-only,
 while a `scheduler run` loop says in the Lease that it serves them: its own groups then keep the one
@@ -17,46 +20,26 @@ from typing import TYPE_CHECKING, Any
 
 from .. import stopping
 from ..errors import DetK8sError, NotFound
-from ..scheduling.explain import describe, reclaiming
 from ..scheduling.master import (
     ALLOCATION,
     GANG_NAME,
     MasterGroup,
     State,
-    as_pod_group,
-    as_running_group,
     master_groups,
     master_pod,
 )
-from ..scheduling.model import Plan, PodGroup, Reason, ReasonCode, RunningGroup
+from ..scheduling.model import Plan, PodGroup, RunningGroup
 from . import binder as B
 from .api import KubeApi
 from .fence import Fence
 from .kinds import NODES, PODS
+from .reconcile.master import Bind, MarkPreempted, MasterIntent, Repair, ReportWaiting, Seen, collect, intents, reason_text
 
 if TYPE_CHECKING:
     from .scheduler import PassReport
     from .watch import ClusterState, ClusterView
 
-_EVENT_OF = {ReasonCode.RESERVING: B.RESERVING, ReasonCode.WAITING_FOR_NODES: B.WAITING, ReasonCode.DRA: B.NEEDS_DRA}
-_WORDS = {
-    ReasonCode.INSUFFICIENT: "waiting for resources",
-    ReasonCode.RESERVING: "waiting for resources, nodes reserved for it",
-    ReasonCode.BEHIND_RESERVATION: "waiting behind a reservation",
-    ReasonCode.STRICT_ORDER: "waiting in strict order",
-    ReasonCode.WAITING_FOR_NODES: "waiting for nodes to be added",
-    ReasonCode.DRA: "waits for a device claim det-k8s does not allocate",
-}
-
-
-def reason_text(group: MasterGroup, reason: Reason) -> str:
-    """det-k8s's one line for a waiting or rejected group (`headline; details`)."""
-    what = f"gang {group.name}" if group.size > 1 else f"pod {group.name}"
-    text = describe(reason)
-    if reason.code.rejected:  # describe() already says "never fits this cluster: ..." for most rejections
-        return f"det-k8s: {what} {text}" if text.startswith("never fits") else (
-            f"det-k8s: {what} can never be placed on this cluster: {text}")
-    return f"det-k8s: {what} {_WORDS.get(reason.code, 'waiting')}: {text}"
+__all__ = ["MasterPods", "reason_text"]
 
 
 @dataclass
@@ -76,39 +59,27 @@ class MasterPods:
 
     def collect(self, state: ClusterState, report: PassReport) -> tuple[list[PodGroup], list[RunningGroup]]:
         """The ready groups for the queue, the bound ones as running groups; partly bound ones are torn down."""
-        queue: list[PodGroup] = []
-        running: list[RunningGroup] = []
-        known = {node.name for node in state.snapshot.nodes}
         if not self.read_only and self.fence and not self.quick:  # a fence a process that died left behind
             for name in Fence(self.api).sweep(state.snapshot.nodes):
                 report.problems.append(f"removed a binding taint left on node {name} by a det-k8s that stopped")
+        found = collect(self.observe(state), read_only=self.read_only, quick=self.quick)
+        self.groups.update(found.groups)
+        self.skipped.extend(found.skipped)
+        for repair in found.repairs:
+            self.repair(repair, report)
+        return list(found.queue), list(found.running)
+
+    def observe(self, state: ClusterState) -> list[Seen]:
+        """The master's groups, a partly bound one confirmed by reading its pods afresh and the nodes of bound pods
+        that are missing from the view confirmed gone (never a deletion on a view that lags)."""
+        known = {node.name for node in state.snapshot.nodes}
+        seen = []
         for group in master_groups(state.served, self.scheduler_name):
-            self.groups[group.id] = group
             lost = self._lost_nodes(group, known) if not self.read_only and group.state is not State.LEAVING else []
-            if self.quick and (lost or group.state is State.PARTIAL):
-                self.skipped.append(group.id)  # repaired by the next full pass, never by a fast one
-                continue
-            if lost:
-                self._orphaned(group, report, lost)  # bound to a node that is gone: it will never run whole
-                continue
-            if group.state is State.PARTIAL and self.read_only:
-                continue  # the loop that serves them repairs it
-            if group.state is State.PARTIAL:
+            if group.state is State.PARTIAL and not lost and not self.read_only and not self.quick:
                 group = self._confirm(group)
-                self.groups[group.id] = group
-                if group.state is State.PARTIAL:
-                    self._repair(group, report)
-                    continue
-            if group.state is State.READY:
-                queue.append(as_pod_group(group))
-            elif group.bound:
-                found = as_running_group(group)
-                running.append(replace(found, preemptible=False) if self.read_only else found)
-                more = group.extra
-                if more is not None:
-                    self.groups[more.id] = more
-                    queue.append(as_pod_group(more))
-        return queue, running
+            seen.append(Seen(group, tuple(lost)))
+        return seen
 
     def _confirm(self, group: MasterGroup) -> MasterGroup:
         """Read the group's pods afresh before tearing it down: a view that lags must not cause a deletion.
@@ -146,79 +117,41 @@ class MasterPods:
                 continue  # unreadable: not proof that it is gone
         return lost
 
-    def _orphaned(self, group: MasterGroup, report: PassReport, lost: Sequence[str]) -> None:
-        result = self.binder.repair(group, self.still_ours, lost=lost)
+    def repair(self, intent: Repair, report: PassReport) -> None:
+        """Act on a `Repair`: the group's bound pods deleted (binder.repair) so that Determined restarts it whole."""
+        group = intent.group
+        result = self.binder.repair(group, self.still_ours, lost=intent.lost) if intent.lost else \
+            self.binder.repair(group, self.still_ours)
         self._assume_deleted(group, result.removed)
-        report.repaired[group.id] = (f"bound to a node that no longer exists; deleted {_pods(len(result.removed))} "
-                                     "so Determined restarts it whole")
-        if result.leftovers:
-            report.problems.append(f"{group.id}: could not delete {', '.join(result.leftovers)}")
-
-    def _repair(self, group: MasterGroup, report: PassReport) -> None:
-        result = self.binder.repair(group, self.still_ours)
-        self._assume_deleted(group, result.removed)
-        report.repaired[group.id] = (f"found partly bound ({len(group.bound)} of {len(group.pods)} pods); deleted "
-                                     f"{_pods(len(result.removed))} so Determined restarts it whole")
+        report.repaired[group.id] = (
+            f"bound to a node that no longer exists; deleted {_pods(len(result.removed))} so Determined restarts it "
+            "whole" if intent.lost else
+            f"found partly bound ({len(group.bound)} of {len(group.pods)} pods); deleted "
+            f"{_pods(len(result.removed))} so Determined restarts it whole")
         if result.leftovers:
             report.problems.append(f"{group.id}: could not delete {', '.join(result.leftovers)}")
 
     def act(self, plan: Plan, report: PassReport, priorities: Mapping[str, int]) -> None:
         """Carry out the plan for the master's groups; `priorities` are the queued groups' (for messages)."""
-        preemptor_of = {victim: g for g, victims in plan.preempting.items() for victim in victims}
-        for victim in () if self.quick else plan.victims:
-            group = self.groups.get(victim)
-            if group is None:
-                continue
-            by = preemptor_of.get(victim, "")
-            failed = self.binder.preempt(group, by, priorities.get(by, group.priority + 1), self.still_ours)
-            report.marked[victim] = by
-            if failed:
-                report.problems.append(f"{victim}: could not mark {', '.join(failed)} for preemption")
-        to_bind: list[tuple[MasterGroup, Sequence[tuple[str, str]]]] = []
-        for group_id, placement in plan.placements.items():
-            group = self.groups.get(group_id)
-            if group is None:
-                continue
-            waits_for = plan.preempting.get(group_id, ())
-            if waits_for and self.quick:
-                continue  # a full pass says why it waits
-            if waits_for:
-                what = f"gang {group.name}" if group.size > 1 else f"pod {group.name}"
-                text = (f"det-k8s: {what} {reclaiming(plan.reclaims[group_id], waits_for)}; Determined checkpoints "
-                        "them first" if plan.reclaims.get(group_id) else
-                        f"det-k8s: gang {group.name} waits for preempted group(s) to stop: {', '.join(waits_for)}; "
-                        "Determined checkpoints them first")
-                report.waiting[group_id] = text
-                self.binder.report_waiting(group, B.PREEMPTING, text, before=self.still_ours)
-                continue
-            to_bind.append((group, placement))
-        if to_bind:
-            to_bind = self._fenced_bind(to_bind, report)
-        if self.quick:  # reasons and events of waiting groups: the full pass's (never ahead of a binding)
-            for problems in (self.binder.problems, self.binder.recorder.problems):
-                report.problems.extend(problems)
-                problems.clear()
-            return
-        for group_id, reason in {**plan.waiting, **plan.rejected}.items():
-            group = self.groups.get(group_id)
-            if group is None:
-                continue
-            text = reason_text(group, reason)
-            report.waiting[group_id] = text
-            event = B.UNSCHEDULABLE_EVENT if reason.code.rejected else _EVENT_OF.get(reason.code, B.WAITING)
-            self.binder.report_waiting(group, event, text, warning=reason.code.rejected or reason.code is ReasonCode.DRA,
-                                       before=self.still_ours)
-        for group in self.groups.values():
-            if group.state is State.GATED:  # the pods' own status says SchedulingGated: left as it is
-                gates = sorted({gate for p in group.pending for gate in p.gates})
-                report.waiting[group.id] = (f"det-k8s: {'gang' if group.size > 1 else 'pod'} {group.name} waits for "
-                                            f"its scheduling gates to be removed: {', '.join(gates)}")
-                continue
-            if group.state is State.INCOMPLETE and group.pending:
-                text = (f"det-k8s: gang {group.name} waits for its pods: {len(group.pending)} of {group.size} exist; "
-                        "it is placed once Determined has created them all")
-                report.waiting[group.id] = text
-                self.binder.report_waiting(group, B.INCOMPLETE, text, before=self.still_ours)
+        self.carry_out(intents(plan, self.groups, priorities, quick=self.quick), report)
+
+    def carry_out(self, decided: Sequence[MasterIntent], report: PassReport) -> None:
+        """Act on the master's intents in order, then report what the binder and its events could not do."""
+        for intent in decided:
+            if isinstance(intent, Repair):
+                self.repair(intent, report)
+            elif isinstance(intent, MarkPreempted):
+                failed = self.binder.preempt(intent.group, intent.by, intent.priority, self.still_ours)
+                report.marked[intent.group.id] = intent.by
+                if failed:
+                    report.problems.append(f"{intent.group.id}: could not mark {', '.join(failed)} for preemption")
+            elif isinstance(intent, Bind):
+                self._fenced_bind([(group, placement) for group, placement in intent.groups], report)
+            elif isinstance(intent, ReportWaiting):
+                report.waiting[intent.group.id] = intent.text
+                if intent.event:
+                    self.binder.report_waiting(intent.group, intent.event, intent.text, warning=intent.warning,
+                                               before=self.still_ours)
         for problems in (self.binder.problems, self.binder.recorder.problems):
             report.problems.extend(problems)
             problems.clear()

@@ -1,8 +1,13 @@
 """One scheduling pass against a live cluster, under the scheduling Lease.
 
-    read the queue and the cluster -> settle running groups (finished, or broken: torn down and
-    requeued) -> plan with the pure core -> evict whole victim groups (requeued, not lost) ->
-    create each placed group's pods, pinned to their nodes, all or none -> record why the rest wait
+    recover (what an interrupted creation left) -> observe (the queue, one cluster state, the master's
+    groups, their interrupted bindings repaired) -> decide (pure: the ordered intents and the plan) ->
+    act on each intent (complete, tear down, clear, adopt, evict, create all or none, say why it waits;
+    mark, bind, report for the master's) -> the PassReport
+
+`kube/reconcile/` holds the steps (its package docstring, and DEVELOPERS.md "A live pass is a
+reconcile"): every entry point that runs a pass (`experiment create`, `scheduler run --once`, the
+loop) runs these, so what an interrupted pass left is finished or undone the same way whoever comes next.
 
 Pods are pinned at creation by a required node affinity on their node's name (`groups.pin`, the
 DaemonSet controller's way), so pods this pass created count as used on that node in the next
@@ -38,45 +43,36 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
 
 from ..cluster.model import Pod, Snapshot
 from ..cluster.read import pod_from_object
 from ..errors import Conflict, DetK8sError
 from ..scheduling import labels as L
-from ..scheduling.explain import describe, reclaiming
-from ..scheduling.groups import pin
-from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS, FREE_REJECTIONS, Health, Verdict, charge, group_health, next_attempt
+from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS
 from ..scheduling.master import State, master_groups, planned_forms
 from ..scheduling.model import Plan, PodGroup, Policy, RunningGroup
 from ..scheduling.plan import running_in, schedule
 from ..scheduling.serialize import group_from_dict
 from .api import KubeApi
 from .binder import Binder
-from .doomed import (
-    Swept,
-    close_intents,
-    mark_failed,
-    mark_intent,
-    new_attempt,
-    settle,
-    sweep_namespace,
-    uncleared,
-    unfinished,
-)
 from .events import EventRecorder
-from .kinds import PODS, SERVICES
+from .kinds import PODS
 from .lease import SchedulingLease, lease_namespace, served_now, utcnow
 from .master_pods import MasterPods
-from .native import VERSIONS, member, pod_group_manifest, pod_group_name, served_version, unplaced_reason
-from .queue import COMPLETED, FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueEntry, QueueStore
+from .native import served_version
+from .queue import QUEUED, RUNNING, QueueEntry, QueueStore
+from .reconcile import create
+from .reconcile.act import act
+from .reconcile.create import refused_by_quota
+from .reconcile.decide import QUOTA_BACKOFF, QUOTA_REFUSED, Intent, Observed, decide, quota_backoff, split
 from .snapshot import read_snapshot
-from .submit import GroupCreationFailed, create_group, delete_group, pod_group_ref
+from .submit import delete_group
 from .watch import ClusterState, ClusterView, read_cluster
 
+__all__ = ["QUOTA_BACKOFF", "QUOTA_REFUSED", "DryCluster", "LiveScheduler", "PassReport", "dry_cluster", "dry_plan",
+           "quota_backoff", "refused_by_quota"]
+
 Log = Callable[[str], None]
-QUOTA_BACKOFF = 30.0  # seconds before the one free retry of a creation a ResourceQuota refused
-QUOTA_REFUSED = "a ResourceQuota refused it"
 FAST_HOLD = 2.0  # seconds a fast pass goes on binding gangs that completed meanwhile, under one hold of the Lease
 _POD_PATH = re.compile(r"^/api/v1/namespaces/[^/]+/pods(?:/|$)")
 
@@ -97,6 +93,7 @@ class PassReport:
     marked: dict[str, str] = field(default_factory=dict)  # master victim id -> preemptor id (determined-preemption)
     repaired: dict[str, str] = field(default_factory=dict)  # master group id -> why its bound pods were deleted
     native: dict[str, str] = field(default_factory=dict)  # id -> "<version>/<name>" of the PodGroup kube-scheduler places
+    intents: tuple[Intent, ...] = ()  # what the pass decided for det-k8s's own groups, in order (kube/reconcile/)
 
 
 @dataclass
@@ -272,6 +269,7 @@ class LiveScheduler:
         return report
 
     def _pass(self) -> PassReport:
+        """observe -> decide -> act -> confirm (kube/reconcile/)."""
         report = PassReport()
         store = self.store
         if self.view is not None and self.view.queue_changes == self._empty_queue_at:
@@ -282,10 +280,26 @@ class LiveScheduler:
             self._empty_queue_at = seen if not everything and not store.skipped else -1
         report.problems.extend(store.skipped)
         # First of all, under the Lease: what an interrupted creation (a process killed mid-way) left is deleted.
-        swept = sweep_namespace(self.api, self.namespace, everything, intents=True)
-        report.problems.extend(s.message for s in swept)
-        everything = self._close_intents(everything, swept, report)
+        everything = create.recover(self, everything, report)
+        observed, master = self._observe_cluster(everything, report)
+        decision = decide(observed)
+        report.plan = decision.plan
+        report.problems.extend(decision.plan.warnings)
+        report.intents = decision.intents
         entries = {e.id: e for e in everything if e.state in (QUEUED, RUNNING)}
+        own, theirs = split(decision.intents)
+        for intent in own:
+            act(self, intent, entries, report)
+        if master is not None and self.serve:
+            master.carry_out(theirs, report)
+        plan = decision.plan
+        self.backlog = bool(plan.waiting or plan.rejected or plan.victims or plan.preempting or report.requeued
+                            or report.repaired or any(e.state == QUEUED for e in entries.values()))
+        return report
+
+    def _observe_cluster(self, everything: list[QueueEntry], report: PassReport) -> tuple[Observed, MasterPods | None]:
+        """One reading of the cluster for `decide`: the snapshot, det-k8s's pods by group, the master's groups
+        (collecting them repairs what an interrupted binding left: master_pods.py)."""
         state = self._cluster()
         snapshot = state.snapshot  # holds only pods that hold resources (not finished ones)
         # (without queue entries and without det-k8s pods here there is nothing of det-k8s's own to read)
@@ -295,215 +309,20 @@ class LiveScheduler:
         by_group: dict[str, list[Pod]] = {}
         for pod in ours:
             by_group.setdefault(pod.labels[L.GROUP], []).append(pod)
-        torn_down: set[str] = set()  # requeued by this pass: their pods are stopping, already asked to
-        for entry in [e for e in entries.values() if e.state == RUNNING]:
-            entries[entry.id] = self._settle(entry, by_group.get(entry.id, []), report)
-            if entries[entry.id].state != RUNNING:
-                torn_down.add(entry.id)
-        for entry in everything:  # a kill or pause interrupted before deleting, a teardown that partly failed
-            pods = by_group.get(entry.id, [])
-            stale = [p.name for p in pods if not p.deleting and (entry.state in (PAUSED, KILLED) or p.active)]
-            if entry.state in (PAUSED, KILLED, FAILED) and stale:
-                self._still_ours()
-                report.problems.extend(f"{entry.id}: could not delete {name}" for name in
-                                       delete_group(self.api, self.namespace, stale, self._service_of(entry, stale),
-                                                    pod_group=entry.pod_group or None))
-        unready = {node.name for node in snapshot.nodes if not node.ready}
-        queue: list[PodGroup] = []
-        for entry in entries.values():
-            if entry.state != QUEUED:
-                continue
-            pods = by_group.get(entry.id, [])
-            if entry.id in torn_down and pods:
-                continue  # its pods were just asked to stop; the next pass finds them gone or stopping
-            if pods:
-                entries[entry.id] = self._leftovers(entry, pods, unready, report)
-                continue
-            queue.append(group_from_dict(entry.group))
-        # Only groups of this queue may be evicted: their pods are the ones this pass can delete. Other
-        # namespaces' det-k8s groups hold capacity like any other pods (`plan` uses the same scope). The master's
-        # groups join both.
-        mine = list(running_in(snapshot, self.namespace))
         master = None
+        ready: list[PodGroup] = []
+        bound: list[RunningGroup] = []
         served = self._served_name()
         if served:  # the master's pods: served by this pass, or planned read-only while a loop serves them
             master = MasterPods(self.api, self.binder(), served, self.view, self._still_ours,
                                 read_only=not self.serve, fence=self.fence)
             ready, bound = master.collect(state, report)
-            queue += ready
-            mine += bound
         self._quotas_listed = "ResourceQuota" in snapshot.listed
-        plan = schedule(snapshot, queue, self.policy, mine, now=self.clock())
-        report.plan = plan
-        report.problems.extend(plan.warnings)
-        self._evict(plan, entries, by_group, report, skip=master.groups if master else {})
-        for group_id, placement in plan.placements.items():
-            if group_id not in entries:
-                continue  # the master's: bound below
-            entry = entries[group_id]
-            waits_for = plan.preempting.get(group_id, ())
-            if waits_for and plan.reclaims.get(group_id):
-                report.waiting[group_id] = reclaiming(plan.reclaims[group_id], waits_for)
-                entries[group_id] = self._note(entry, report.waiting[group_id], report)
-                continue
-            if waits_for:
-                report.waiting[group_id] = f"waiting for preempted group(s) to stop: {', '.join(waits_for)}"
-                entries[group_id] = self._note(entry, report.waiting[group_id], report)
-                continue
-            pause = quota_backoff(entry, self.clock())
-            if pause > 0:  # a ResourceQuota refused it a moment ago: its one retry comes after the pause
-                report.waiting[group_id] = f"{entry.reason}; next try in {pause:.0f} s"
-                continue
-            entries[group_id] = self._create(entry, placement, report)
-        for group_id, reason in {**plan.waiting, **plan.rejected}.items():
-            if group_id not in entries:
-                continue
-            text = describe(reason)
-            report.waiting[group_id] = text
-            entries[group_id] = self._note(entries[group_id], text, report)
-        if master is not None and self.serve:
-            master.act(plan, report, {group.id: group.priority for group in queue})
-        self.backlog = bool(plan.waiting or plan.rejected or plan.victims or plan.preempting or report.requeued
-                            or report.repaired or any(e.state == QUEUED for e in entries.values()))
-        return report
-
-    def _close_intents(self, everything: list[QueueEntry], swept: Sequence[Swept], report: PassReport) -> list[QueueEntry]:
-        """Unfinished intents whose pods are all deleted now become failed-creation records (kube/doomed.py)."""
-        kept = {s.pod.group for s in swept if not s.deleted}
-        out = []
-        for entry in everything:
-            if entry.id not in kept and unfinished([entry]):
-                entry = self._write(close_intents(entry), report)
-            out.append(entry)
-        return out
-
-    def _ensure_service(self, entry: QueueEntry) -> str:
-        """Create the group's headless Service if it is missing (an interrupted creation may have deleted it).
-
-        Returns "" when it exists now, else what went wrong.
-        """
-        if not entry.service:
-            return ""
-        try:
-            self.api.create(SERVICES, entry.service, self.namespace)
-        except Conflict:
-            return ""  # already there
-        except DetK8sError as exc:
-            return f"could not create its service: {exc}"
-        return ""
-
-    def _leftovers(self, entry: QueueEntry, pods: Sequence[Pod], unready: set[str], report: PassReport) -> QueueEntry:
-        """Pods of a queued group: adopt a complete healthy set, else clear them away before it runs again.
-
-        They come from a pass that created the pods but could not record it (an interrupted client,
-        a lost Lease), or from a teardown still in progress.
-        """
-        expected = _expected(entry)
-        present = [p for p in pods if not p.deleting]
-        stale = [p.name for p in present]
-        if sorted(stale) == sorted(expected):
-            health = group_health(expected, present, self.clock())
-            if health.verdict is Verdict.COMPLETED:  # it ran to the end unrecorded: keep its work and its logs
-                self._still_ours()
-                self._delete(entry, [], report)
-                report.completed.append(entry.id)
-                return self._write(entry.with_event(f"{self._now()} found all its pods finished; completed",
-                                                    state=COMPLETED, reason=""), report)
-            if health.verdict is Verdict.RUNNING and all(p.node for p in present):  # bound, or pinned to its node
-                self._still_ours()
-                missing = self._ensure_service(entry)
-                if missing:  # its pods cannot find each other without it; try again next pass
-                    report.problems.append(f"{entry.id}: {missing}")
-                    return self._note(entry, f"found all its pods running, but {missing}", report)
-                placement = {p.name: p.node or "" for p in present}
-                report.placed[entry.id] = tuple(sorted(placement.items()))
-                return self._write(entry.with_event(f"{self._now()} found all its pods running; adopted them",
-                                                    state=RUNNING, reason="", placement=placement), report)
-            if health.verdict is Verdict.LOST:  # it ran unrecorded and failed: that costs an attempt like any failure
-                return self._torn_down(entry, health, stale, report)
-        if stale:
-            self._still_ours()
-            # Gracefully: they may be running, and their GPUs are only free once they have stopped.
-            leftovers = delete_group(self.api, self.namespace, stale, None)
-            if leftovers:
-                report.problems.append(f"{entry.id}: could not delete {', '.join(leftovers)}")
-        why = f"waiting for its previous pods to stop: {', '.join(sorted(p.name for p in pods))}"
-        stuck = sorted(p.name for p in pods if p.deleting and p.node_name in unready)
-        if stuck:
-            # Not force-deleted here: the node may come back with the pod still running on it (and its name
-            # taken by the group's next attempt). Whether the node is gone for good is a person's call.
-            why += (f"; {', '.join(stuck)} cannot be confirmed stopped while their node is NotReady (if it is gone "
-                    f"for good: kubectl delete pod {stuck[0]} -n {self.namespace} --force --grace-period=0)")
-        report.waiting[entry.id] = why
-        return self._note(entry, why, report)
-
-    def _settle(self, entry: QueueEntry, pods: Sequence[Pod], report: PassReport) -> QueueEntry:
-        expected = _expected(entry)
-        health = group_health(expected, pods, self.clock())
-        if health.verdict is Verdict.RUNNING:
-            if entry.rejections and all(p.phase == "Running" for p in pods if p.name in expected):
-                # Admitted and running: earlier rejections were races, not this node refusing it for good.
-                return self._write(replace(entry, rejections=0), report)
-            if entry.pod_group:  # kube-scheduler places it: why it has not yet is one more source of the reason
-                unbound = [p for p in pods if p.name in expected and not p.node_name]
-                why = unplaced_reason(self.api, self.namespace, entry.pod_group, unbound) if unbound else ""
-                return self._note(entry, why, report)
-            return entry
-        if health.verdict is Verdict.COMPLETED:
-            self._delete(entry, [], report)  # the pods stay for their logs; the Service is no longer needed
-            report.completed.append(entry.id)
-            return self._write(entry.with_event(f"{self._now()} completed", state=COMPLETED, reason=""), report)
-        return self._torn_down(entry, health, [p.name for p in pods], report)
-
-    def _torn_down(self, entry: QueueEntry, health: Health, pods: Sequence[str], report: PassReport) -> QueueEntry:
-        """Delete a lost group's pods, then charge the loss: requeued, or failed once its attempts are used up.
-
-        The loss is charged once the set is broken up, so that no later pass can find it whole and
-        charge the same failure again. If not one pod could be deleted, the entry stays as it was and
-        the next pass tries again; the pods a partial teardown leaves behind are cleared as leftovers.
-        """
-        self._still_ours()
-        leftovers = self._delete(entry, pods, report)
-        if leftovers:
-            report.problems.append(f"{entry.id}: could not delete {', '.join(leftovers)}")
-            if len(leftovers) == len(pods):
-                return self._note(entry, f"{health.detail}; tearing the group down (could not delete "
-                                  f"{', '.join(leftovers)} yet)", report)
-        cost = charge(health, entry.attempts, entry.rejections, self.max_attempts)
-        if cost.again and cost.attempts == entry.attempts:
-            why = f"{health.detail}; the group was torn down and requeued (admission rejection {cost.rejections} " \
-                  f"of {FREE_REJECTIONS} not counted as an attempt)"
-        elif cost.again:
-            why = f"{health.detail}; the group was torn down and requeued (attempt {cost.attempts + 1} of " \
-                  f"{self.max_attempts})"
-        else:
-            why = f"{health.detail}; gave up after {_attempts(cost.attempts)}"
-        (report.requeued if cost.again else report.failed)[entry.id] = why
-        changed = entry.with_event(f"{self._now()} {why}", state=QUEUED if cost.again else FAILED,
-                                   attempts=cost.attempts, rejections=cost.rejections, reason=why, placement={})
-        return self._write(changed, report)
-
-    def _evict(self, plan: Plan, entries: dict[str, QueueEntry], by_group: Mapping[str, Sequence[Pod]],
-               report: PassReport, skip: Mapping[str, object] = MappingProxyType({})) -> None:
-        preemptor_of = {victim: group for group, victims in plan.preempting.items() for victim in victims}
-        for victim in plan.victims:
-            if victim in skip:
-                continue  # the master's: marked for preemption, not deleted
-            by = preemptor_of.get(victim, "")
-            pods = [p.name for p in by_group.get(victim, [])]
-            self._still_ours()
-            victim_entry = entries.get(victim)
-            leftovers = delete_group(self.api, self.namespace, pods, self._service_of(victim_entry, pods),
-                                     pod_group=victim_entry.pod_group or None if victim_entry else None)
-            report.preempted[victim] = by
-            if leftovers:
-                report.problems.append(f"{victim}: could not delete {', '.join(leftovers)}")
-            entry = entries.get(victim)
-            if entry is not None:
-                why = (f"reclaimed by {by} (its queue's guarantee); back in the queue" if victim in plan.reclaimed
-                       else f"preempted by {by} (higher priority); back in the queue")
-                entries[victim] = self._write(entry.with_event(f"{self._now()} {why}", state=QUEUED, reason=why,
-                                                               placement={}), report)
+        observed = Observed(self.namespace, tuple(everything), MappingProxyType({k: tuple(v) for k, v in by_group.items()}),
+                            snapshot, self.policy, self.clock(), self.max_attempts, tuple(ready), tuple(bound),
+                            frozenset(master.groups) if master is not None else frozenset(),
+                            MappingProxyType(dict(master.groups)) if master is not None and self.serve else None)
+        return observed, master
 
     def native_version(self) -> str | None:
         """The PodGroup API version the cluster serves (discovered once per pass), or None."""
@@ -517,96 +336,6 @@ class LiveScheduler:
         if mode == "det-k8s":
             return mode, None
         return mode, self.native_version()
-
-    def _create(self, entry: QueueEntry, placement: Sequence[tuple[str, str]], report: PassReport) -> QueueEntry:
-        nodes = dict(placement)
-        mode, version = self.placement_of(entry)
-        pod_group = None
-        if mode == "native" and version is None:
-            why = ("placement native, but the cluster serves no PodGroup API (scheduling.k8s.io "
-                   f"{' or '.join(VERSIONS)} podgroups: feature gate GenericWorkload and --runtime-config); it waits "
-                   "(`det-k8s scheduler policy --placement auto` places it with det-k8s where the API is missing)")
-            report.waiting[entry.id] = why
-            return self._note(entry, why, report)
-        if version is not None:
-            name = pod_group_name(entry.id)
-            pod_group = pod_group_manifest(name, self.namespace, version, len(entry.pods), entry.id,
-                                           {"name": entry.configmap_name, "uid": entry.uid})
-            manifests = [member(m, name, nodes[str(m["metadata"]["name"])]) for m in entry.pods]
-        else:
-            manifests = [_pinned(m, nodes) for m in entry.pods]
-        self._still_ours()
-        attempt = new_attempt()
-        try:  # the intent first: a successor finishes what a killed process leaves (kube/doomed.py)
-            # (with the PodGroup it names: an interrupted creation's teardown or a kill then deletes it too)
-            entry = self.store.update(replace(
-                mark_intent(entry, attempt, [str(m["metadata"]["name"]) for m in manifests], self.clock()),
-                pod_group=pod_group_ref(pod_group) if pod_group is not None else entry.pod_group))
-        except DetK8sError as exc:
-            report.problems.append(f"{entry.id}: could not record its creation before starting it, so it was not "
-                                   f"started: {exc.message}; the next pass tries again")
-            return entry
-        try:
-            try:
-                create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers,
-                             attempt=attempt, pod_group=pod_group)
-            except GroupCreationFailed as exc:
-                if not (mode == "auto" and pod_group is not None and exc.pod_group_denied):
-                    raise
-                # auto never makes a group wait for native placement: det-k8s places it itself, as without the API
-                report.problems.append(f"{entry.id}: placement auto: {exc.message}; det-k8s places it itself (grant "
-                                       "get, create and delete on podgroups.scheduling.k8s.io, as `det-k8s scheduler "
-                                       "manifest` does, for kube-scheduler's gang scheduling)")
-                pod_group = None
-                entry = replace(entry, pod_group="")  # none was created: nothing of it to delete later
-                manifests = [_pinned(m, nodes) for m in entry.pods]
-                create_group(self.api, self.namespace, manifests, entry.service, workers=self.workers,
-                             attempt=attempt)
-        except GroupCreationFailed as exc:
-            entry = mark_failed(settle(entry, attempt), exc, self.clock())  # its pods, if any remain, go on sight
-            if exc.remaining:
-                report.uncleared[entry.id] = uncleared(entry.id, exc, self.namespace)
-            if exc.leftovers:
-                report.problems.append(f"{entry.id}: could not delete {', '.join(exc.leftovers)}")
-            left = "nothing was left running" if not exc.remaining else "some of its pods may remain"
-            message, lasting = exc.message, exc.lasting
-            if refused_by_quota(exc):
-                if QUOTA_REFUSED in entry.reason:  # its one free retry was refused too: counted from now on
-                    message, lasting = f"{message}; {QUOTA_REFUSED} again{self._quota_hint()}", True
-                else:  # the quota changed since the pass read it (or it cannot be read): once more, after a pause
-                    why = (f"creating its pods failed, {left}: {message}; {QUOTA_REFUSED}: trying again once in "
-                           f"{QUOTA_BACKOFF:.0f} s (not counted as an attempt){self._quota_hint()}")
-                    report.requeued[entry.id] = why
-                    return self._write(entry.with_event(f"{self._now()} {why}", reason=why), report)
-            if not lasting:  # a timeout, a 5xx: may well pass next time, so not the group's fault
-                why = f"creating its pods failed, {left}: {message}; trying again (not counted as an attempt)"
-                report.requeued[entry.id] = why
-                if entry.reason == why:  # the same failure as last pass: no new event (the intent record goes)
-                    return self._write(entry, report)
-                return self._write(entry.with_event(f"{self._now()} {why}", reason=why), report)
-            attempts, again = next_attempt(entry.attempts, self.max_attempts)
-            if again:
-                why = f"creating its pods failed, {left}: {message} (attempt {attempts + 1} of {self.max_attempts})"
-                report.requeued[entry.id] = why
-            else:
-                why = f"creating its pods failed, {left}: {message}; gave up after {_attempts(attempts)}"
-                report.failed[entry.id] = why
-            return self._write(entry.with_event(f"{self._now()} {why}", attempts=attempts, reason=why,
-                                                state=QUEUED if again else FAILED), report)
-        if self.view is not None:  # the next pass must see them before the watch brings them
-            for manifest in manifests:
-                self.view.assume_created({**manifest, "metadata": {**manifest["metadata"], "namespace": self.namespace}})
-        report.placed[entry.id] = tuple(placement)
-        where = ", ".join(f"{pod} on {node}" for pod, node in placement)
-        entry = settle(entry, attempt)
-        if pod_group is not None:
-            report.native[entry.id] = pod_group_ref(pod_group)
-            return self._write(entry.with_event(
-                f"{self._now()} released to kube-scheduler as pod group {pod_group['metadata']['name']} (gang of "
-                f"{len(manifests)}; planned: {where})", state=RUNNING, reason="", placement=nodes,
-                pod_group=pod_group_ref(pod_group)), report)
-        return self._write(entry.with_event(f"{self._now()} placed: {where}", state=RUNNING, reason="",
-                                            placement=nodes, pod_group=""), report)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -645,36 +374,6 @@ class LiveScheduler:
 
     def _now(self) -> str:
         return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def refused_by_quota(exc: GroupCreationFailed) -> bool:
-    """The API server's ResourceQuota admission refused a pod (403 `exceeded quota: NAME, requested: ...`)."""
-    return not exc.lasting and "exceeded quota" in exc.message
-
-
-def quota_backoff(entry: QueueEntry, now: datetime.datetime) -> float:
-    """Seconds left before the one retry of a group a ResourceQuota refused (0: none, or it is due)."""
-    if QUOTA_REFUSED not in entry.reason or not entry.events:
-        return 0.0
-    stamp = entry.events[-1].partition(" ")[0]
-    try:
-        refused = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-    except ValueError:
-        return 0.0
-    return max(0.0, QUOTA_BACKOFF - (now - refused).total_seconds())
-
-
-def _attempts(count: int) -> str:
-    return f"{count} attempt" if count == 1 else f"{count} attempts"
-
-
-def _expected(entry: QueueEntry) -> list[str]:
-    return [str((p.get("metadata") or {}).get("name")) for p in entry.pods]
-
-
-def _pinned(manifest: Mapping[str, Any], nodes: Mapping[str, str]) -> dict[str, Any]:
-    name = str((manifest.get("metadata") or {}).get("name"))
-    return {**manifest, "spec": pin(manifest.get("spec") or {}, nodes[name])}
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,16 @@ def _processes_with(token: str) -> list[int]:
     return found
 
 
+def _which(pid: int) -> str:
+    """What a process left running is (its command line, parent and state), to tell why from one failed run."""
+    try:
+        argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        fields = (Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return "gone meanwhile"
+    return f"{argv[:200]}; state {fields[0]}, parent {fields[1]}"
+
+
 def _secret_files(where: Path) -> list[str]:
     found = []
     for path in where.rglob("*"):
@@ -246,7 +256,7 @@ def _stop_and_check(kind: str, proc: subprocess.Popen[str], sig: int, held: Any,
     if _lease_held_too_long(emulator, datetime.datetime.now(datetime.UTC)) or _lease_held(emulator):
         problems.append("the Lease is still held after the successor's pass")
     problems += [f"secret in {f}" for f in _secret_files(Path(env["TMPDIR"]))]
-    problems += [f"process {pid} left running" for pid in _processes_with(env["HELM_KILL_HARNESS"])]
+    problems += [f"process {pid} left running ({_which(pid)})" for pid in _processes_with(env["HELM_KILL_HARNESS"])]
     TALLY.violations += [f"{where}: {p}" for p in problems]
     return [v for v in TALLY.violations[before:]]
 

@@ -11,10 +11,11 @@ import threading
 
 import pytest
 
-from det_k8s.kube.doomed import ATTEMPT_LABEL, mark_intent, unfinished
+from det_k8s.kube.doomed import ATTEMPT_LABEL, close_intents, mark_intent, unfinished
 from det_k8s.kube.lease import LEASE_NAME, PROCESS, LeaseHeld, SchedulingLease, died_here, process_key
 from det_k8s.kube.queue import QueueStore
 from det_k8s.kube.scheduler import LiveScheduler
+from det_k8s.kube.watch import ClusterView
 from det_k8s.scheduling.model import Policy
 from tests.conftest import example
 from tests.k8s_emulator import node
@@ -94,12 +95,48 @@ def _another_create(cluster, run_cli, tmp_path=None) -> None:
     assert result.code == 0, result.err
 
 
-@pytest.mark.parametrize("created", [0, 2, 3])
-@pytest.mark.parametrize("successor", [_pass, _scheduler_once, _another_create])
-def test_whoever_takes_the_lease_next_undoes_a_killed_creation_first(twelve_gpus, run_cli, created, successor):
+def _loop_pass(cluster, run_cli) -> None:
+    """A `scheduler run` loop's pass: the cluster read from its watch, the master's pods served."""
+    api = cluster.connect()
+    view = ClusterView(api.clone(), "coscheduler", queue_namespace="default").start()
+    try:
+        assert view.wait_synced()
+        LiveScheduler(api, "default", Policy(), "loop", lease_wait=0, serve="coscheduler", view=view).run_pass()
+    finally:
+        view.stop()
+
+
+def _list(cluster, run_cli) -> None:
+    assert run_cli("experiment", "list").code == 0
+
+
+def _doctor(cluster, run_cli) -> None:
+    run_cli("doctor")  # (exits 1 on what it reports)
+
+
+SUCCESSORS = [_pass, _scheduler_once, _another_create, _loop_pass]
+
+
+def stopping(cluster, group: str) -> None:
+    """Its pods being deleted (gracefully: kubelet has not confirmed them stopped yet)."""
+    for pod in pods_of(cluster, group):
+        cluster.api.put({**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-11-27T00:00:00Z"}})
+
+
+# Every state a creation killed outright can leave its intent record in (the pods it had made by then).
+CRASHES = {"intent, no pods": (0, False), "intent, some pods": (2, False), "intent, all pods": (3, False),
+           "intent, all pods stopping": (3, True)}
+
+
+@pytest.mark.parametrize("crash", list(CRASHES))
+@pytest.mark.parametrize("successor", SUCCESSORS)
+def test_whoever_takes_the_lease_next_undoes_a_killed_creation_first(twelve_gpus, run_cli, crash, successor):
     cluster = twelve_gpus
     submit(cluster, "aaaa0001", 12, 1)
+    created, deleting = CRASHES[crash]
     crashed(cluster, "aaaa0001", created)
+    if deleting:
+        stopping(cluster, "aaaa0001")
     successor(cluster, run_cli)
     left = [p for p in pods_of(cluster, "aaaa0001") if p["metadata"]["labels"].get(ATTEMPT_LABEL) == "dead0001"]
     assert left == []  # whatever the killed creation made is gone (the group may have started again, whole)
@@ -107,23 +144,51 @@ def test_whoever_takes_the_lease_next_undoes_a_killed_creation_first(twelve_gpus
     entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
     assert unfinished([entry]) == []
     assert "dead0001" in [r["attempt"] for r in entry.doomed]  # a pod of it landing later still goes on sight
+    assert entry.state in ("queued", "running") and entry.attempts == 0  # an interrupted creation costs nothing
     assert not cluster.api.get("leases", LEASE_NAME)["spec"].get("holderIdentity")
 
 
-def test_commands_without_the_lease_report_an_intent_and_never_delete_its_pods(twelve_gpus, run_cli):
+@pytest.mark.parametrize("successor", SUCCESSORS)
+def test_a_creation_that_settled_is_left_running_by_whoever_comes_next(twelve_gpus, run_cli, successor):
     cluster = twelve_gpus
     submit(cluster, "aaaa0001", 12, 1)
-    crashed(cluster, "aaaa0001", 2)
+    assert "aaaa0001" in LiveScheduler(cluster.connect(), "default", Policy(), "first", lease_wait=0).run_pass().placed
+    before = sorted((p["metadata"]["name"], p["metadata"]["uid"]) for p in pods_of(cluster, "aaaa0001"))
+    successor(cluster, run_cli)
+    assert sorted((p["metadata"]["name"], p["metadata"]["uid"]) for p in pods_of(cluster, "aaaa0001")) == before
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    assert (entry.state, entry.doomed) == ("running", ())
+
+
+@pytest.mark.parametrize("successor", [*SUCCESSORS, _list, _doctor])
+def test_a_pod_of_a_closed_record_landing_late_goes_whoever_sees_it(twelve_gpus, run_cli, successor):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    crashed(cluster, "aaaa0001", 1)
+    store = QueueStore(cluster.connect(), "default")
+    store.update(close_intents(store.get("aaaa0001")))  # what a successor's sweep leaves; then a late write lands
+    successor(cluster, run_cli)
+    assert [p for p in pods_of(cluster, "aaaa0001") if p["metadata"]["labels"].get(ATTEMPT_LABEL) == "dead0001"] == []
+
+
+@pytest.mark.parametrize("created", [0, 2])
+def test_commands_without_the_lease_report_an_intent_and_never_delete_its_pods(twelve_gpus, run_cli, created):
+    cluster = twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    crashed(cluster, "aaaa0001", created)
     listing = run_cli("experiment", "list", "-o", "json")
     assert listing.code == 0, listing.err
     (record,) = json.loads(listing.out)["experiments"]
     assert "aaaa0001" not in record["reason"]  # never "held by" itself: the next pass deletes those pods first
-    assert len(pods_of(cluster, "aaaa0001")) == 2  # the creation may be in flight in another process
+    assert len(pods_of(cluster, "aaaa0001")) == created  # the creation may be in flight in another process
     doctor = run_cli("doctor")
     assert doctor.code == 1
-    assert "aaaa0001: a creation begun at" in doctor.err and "2 of its 3 pods exist" in doctor.err
+    exist = "none of its pods exist" if not created else f"{created} of its 3 pods exist"
+    assert "aaaa0001: a creation begun at" in doctor.err and exist in doctor.err
     assert "1 unfinished creation(s)" in doctor.err
-    assert len(pods_of(cluster, "aaaa0001")) == 2
+    assert len(pods_of(cluster, "aaaa0001")) == created
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    assert unfinished([entry]) != []  # left for whoever takes the Lease next
 
 
 def test_a_lease_whose_process_ended_here_is_taken_at_once_a_live_ones_is_not(cluster):
@@ -156,3 +221,27 @@ def test_a_lease_past_its_time_says_when_it_is_free_not_a_time_gone_by(cluster):
         pass
     assert "not renewed since" in caught.value.message and "free by" in caught.value.message
     assert "unless renewed" not in caught.value.message
+
+
+@pytest.fixture
+def real_twelve_gpus(real_cluster):
+    for i in range(3):
+        real_cluster.api.put(node(f"gpu-{i}", gpus=4))
+    return real_cluster
+
+
+@pytest.mark.parametrize("crash", ["intent, no pods", "intent, some pods"])
+@pytest.mark.parametrize("successor", [_scheduler_once, _loop_pass])
+def test_a_killed_creation_is_undone_the_same_way_on_the_real_api_server(real_twelve_gpus, run_cli, crash,
+                                                                          successor):
+    cluster = real_twelve_gpus
+    submit(cluster, "aaaa0001", 12, 1)
+    crashed(cluster, "aaaa0001", CRASHES[crash][0])
+    successor(cluster, run_cli)
+    live = [p for p in pods_of(cluster, "aaaa0001") if not p["metadata"].get("deletionTimestamp")]
+    assert [p for p in live if p["metadata"]["labels"].get(ATTEMPT_LABEL) == "dead0001"] == []
+    assert len(live) in (0, 3)
+    entry = QueueStore(cluster.connect(), "default").get("aaaa0001")
+    assert unfinished([entry]) == [] and "dead0001" in [r["attempt"] for r in entry.doomed]
+    assert entry.attempts == 0
+    assert not cluster.api.get("leases", LEASE_NAME)["spec"].get("holderIdentity")

@@ -88,16 +88,16 @@ def refused_once(cluster, monkeypatch) -> None:
     """A pass whose creation a rival pod makes the quota refuse: it landed after the pass read the quota."""
     cluster.api.put(gpu_quota(12))
     submit(cluster, "aaaa0001", 8)
-    real = live.schedule
+    real = live.decide
 
-    def schedule_then_a_rival_lands(*args, **kwargs):
-        plan = real(*args, **kwargs)
+    def decide_then_a_rival_lands(*args, **kwargs):  # between the pass's decision and its acts
+        decision = real(*args, **kwargs)
         cluster.api.put(pod("rival", namespace=NS, requests={"nvidia.com/gpu": "8"}, phase="Pending"))
-        return plan
+        return decision
 
-    monkeypatch.setattr(live, "schedule", schedule_then_a_rival_lands)
+    monkeypatch.setattr(live, "decide", decide_then_a_rival_lands)
     first = run(cluster)
-    monkeypatch.setattr(live, "schedule", real)
+    monkeypatch.setattr(live, "decide", real)
     assert "exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=4, used: requests.nvidia.com/gpu=" \
         in first.requeued["aaaa0001"]
     assert first.requeued["aaaa0001"].endswith("a ResourceQuota refused it: trying again once in 30 s "
