@@ -19,6 +19,15 @@ The fence, for the nodes a pass is about to bind to:
 Each step's requests for different nodes go out together, on up to `workers` threads (the binder's pool size): a
 pass binding many groups pays about one round trip per step, not one per node (the side-by-side benchmark, issue 24).
 
+The loop's fast passes keep one fence from pass to pass (`linger`, issue 24): after a binding its taints stay up
+LINGER seconds (the next gang often goes to the same node), and `raise_ahead` puts them up, in the background, on the
+nodes the next gangs like the last one would get (`LiveScheduler._warm`). A gang planned onto nodes fenced for SETTLE
+seconds already waits nothing at step 2: the argument is the same (kube-scheduler honours the taint from SETTLE
+seconds after it went up), only the wait was done earlier. Step 3 then reads such a node too, and uses it only if our
+taint (its value, the moment it was written, to the millisecond) is still the one on it; a value REFRESH seconds old
+is written again, with no gap, so no det-k8s takes it for a STALE one. Lingering taints are lowered when due, before a
+full pass and when the loop stops; kube-scheduler places nothing on those few nodes meanwhile.
+
 What remains: a kube-scheduler slower than SETTLE between its decision and its binding (an overloaded API server),
 and nodes det-k8s may not patch (the RBAC of an older `scheduler manifest`): then only step 3 runs, which still
 closes the window of det-k8s's own view. A taint left by a process that died is removed by the next pass that sees it
@@ -98,6 +107,7 @@ class Fence:
     _pending: dict[str, Future[None]] = field(default_factory=dict, repr=False)  # raise_ahead's writes on their way
     _pool: ThreadPoolExecutor | None = field(default=None, repr=False)  # (raise_ahead's)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _ahead: set[str] = field(default_factory=set, repr=False)  # raised ahead, not used by a binding since
 
     def _each(self, names: Sequence[Any], one: Callable[[Any], object]) -> list[object]:
         """one(name) for every node, on up to `workers` threads; the answers in order."""
@@ -115,6 +125,7 @@ class Fence:
         names = sorted(set(nodes))
         for name in names:
             self._due.pop(name, None)  # in use: not lowered meanwhile
+            self._ahead.discard(name)
             ahead = self._pending.pop(name, None)
             if ahead is not None:
                 ahead.result()  # raised ahead, still on its way: its outcome first
@@ -144,6 +155,11 @@ class Fence:
             self._pending[name] = self._pool.submit(self._raise_one, name, stamp, fresh=False)
         for name in names:
             self._due[name] = max(self._due.get(name, until), until)
+            self._ahead.add(name)
+
+    def ahead(self) -> int:
+        """How many nodes raised ahead no binding has used yet (and still up, or on their way)."""
+        return len(self._ahead)
 
     def _needed(self, names: Sequence[str]) -> list[str]:
         """The nodes whose taint must be written: not up, or its value REFRESH seconds old."""
@@ -264,6 +280,7 @@ class Fence:
         self._settled(list(self._pending))
         self._each(list(self.tainted), self._untaint)
         self.tainted.clear()
+        self._ahead.clear()
         self._up.clear()
         self._stamp.clear()
         self._due.clear()
@@ -289,6 +306,7 @@ class Fence:
         self._settled(due)
         self._each(due, self._untaint)
         for name in due:
+            self._ahead.discard(name)
             self._due.pop(name, None)
             self._up.pop(name, None)
             self._stamp.pop(name, None)

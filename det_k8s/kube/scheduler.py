@@ -79,6 +79,7 @@ Log = Callable[[str], None]
 QUOTA_BACKOFF = 30.0  # seconds before the one free retry of a creation a ResourceQuota refused
 QUOTA_REFUSED = "a ResourceQuota refused it"
 WARM = 8  # gangs ahead whose likely nodes a fast pass fences early (`_warm`)
+AHEAD_LEFT = 1  # nodes raised ahead and still unused above which a fast pass makes no new guess
 FAST_HOLD = 2.0  # seconds a fast pass goes on binding gangs that completed meanwhile, under one hold of the Lease
 _POD_PATH = re.compile(r"^/api/v1/namespaces/[^/]+/pods(?:/|$)")
 
@@ -308,8 +309,8 @@ class LiveScheduler:
         """Raise the fence, without waiting, on the nodes the next WARM gangs like the last one bound would get:
         while the master's gangs keep coming (a burst), their nodes have settled by the time they are complete. Only
         a guess: a gang planned elsewhere is fenced and waits as without it. Lowered `linger` seconds after, unused."""
-        if not bound or self.view is None:
-            return
+        if not bound or self.view is None or fences.ahead() > AHEAD_LEFT:
+            return  # (nodes raised ahead are left unused: no new guess, whose planning costs a pass's CPU)
         like = bound[-1]
         guesses = [replace(like, id=f"{like.id}/next-{n}", sequence=like.sequence + n,
                            pods=tuple(replace(pod, name=f"{pod.name}/next-{n}") for pod in like.pods))

@@ -5,6 +5,8 @@ benchmarks/race.py measures the race it closes over hundreds of rounds (fence of
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from det_k8s.kube.binder import Binder
@@ -90,6 +92,7 @@ def test_a_fence_raised_ahead_is_honoured_without_a_second_settle_and_lowered_on
     task = create_task(api, master_task("0.26.2", slots_per_trial=4))
     (group,) = master_groups([master_pod(p) for p in real_cluster.api.items("pods") if p["metadata"]["name"] in
                               task.names])
+    time.sleep(fence.settle)  # (the fence has been up for its settle at least: kube-scheduler refused on it already)
     fence.raise_on(["gpu-0"])  # up for longer than the settle already: no wait
     assert waits == []
     placement = [(p.name, "gpu-0") for p in group.pending]
