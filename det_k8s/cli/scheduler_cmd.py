@@ -70,12 +70,12 @@ def run(
     relevant changes (a pod of the master arrives, a pod ends, a node changes), or every
     --interval seconds; it reads the policy (`scheduler policy`) again at least that often.
     """
-    from ..kube.lease import DEFAULT_DURATION, LeaseHeld
+    from ..kube.fence import LINGER
+    from ..kube.lease import DEFAULT_DURATION
     from ..kube.scheduler import LiveScheduler
     from ..kube.watch import ClusterView
     from ..scheduling.model import Policy
-    from .experiment import _print_pass, _require_cleared
-    from .live import current_user, effective_policy, holder_id
+    from .live import current_user, holder_id
 
     interval = interval_seconds(interval_text)
     api = current().connect()
@@ -105,8 +105,6 @@ def run(
             if not view.wait_synced(timeout=120.0):
                 raise DetK8sError("could not list the cluster's nodes and pods within 2 minutes: "
                                   + ("; ".join(view.problems[-3:]) or "no answer"))
-    announced = False
-    failures = 0
     shown: dict[str, str] = {}
     said: dict[str, float] = {}  # problem -> when it was last printed: one that lasts is said every 10 minutes
     # One scheduler for the whole loop: its Lease remembers how long another holder has been silent.
@@ -114,7 +112,26 @@ def run(
     # that they plan them too (read-only) and keep one priority order; the word lapses if the loop stops.
     scheduler = LiveScheduler(api, api.namespace, Policy(), holder, lease_wait=0 if not once else 10, serve=serve,
                               view=view, renew_every=DEFAULT_DURATION / 3 if view is not None else 0.0,
-                              advertise_for=max(120.0, 3 * interval) if view is not None else 0.0)
+                              advertise_for=max(120.0, 3 * interval) if view is not None else 0.0,
+                              linger=LINGER if view is not None else 0.0)
+    try:
+        _loop(scheduler, view, api, interval, once, preemption, health, shown, said)
+    finally:  # stopped (a signal, an error): no binding taint of the loop's left lingering on a node
+        from .. import stopping
+
+        with stopping.shielded():
+            for problem in scheduler.lower_fences(everything=True):
+                output.warning(problem)
+
+
+def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, preemption: Any, health: Any,
+          shown: dict[str, str], said: dict[str, float]) -> None:
+    from ..kube.lease import LeaseHeld
+    from .experiment import _print_pass, _require_cleared
+    from .live import effective_policy
+
+    announced = False
+    failures = 0
     policy_read = -math.inf
     full_at, full_seen = -math.inf, -1  # when the last full pass started; the view's other_changes then
     fast = False
@@ -157,11 +174,17 @@ def run(
         if once:
             return
         health.beat(ready=True)  # an iteration done: a pass, or waiting as the standby of another holder
+        for problem in scheduler.lower_fences():  # the binding taints left up for a next gang that did not come
+            output.warning(problem)
         wait = min(interval * 2 ** min(failures, 5), 300)  # back off while the cluster misbehaves
+        due = scheduler.fence_due()
+        if due is not None:
+            wait = min(wait, max(due - time.monotonic(), 0.0) + 0.01)
         if view is None or failures:
             time.sleep(wait)
         elif not (fast and scheduler.backlog):  # a fast pass that left a group waiting: a full pass now says why
-            view.wait_for_change(wait)
+            # (on the fast path a gang is bound as soon as its last pod is seen: little quiet waited for)
+            view.wait_for_change(wait, debounce=0.01 if scheduler.can_go_fast() else 0.05)
 
 
 def _serve_health(port: int, interval: float) -> Any:

@@ -19,6 +19,15 @@ The fence, for the nodes a pass is about to bind to:
 Each step's requests for different nodes go out together, on up to `workers` threads (the binder's pool size): a
 pass binding many groups pays about one round trip per step, not one per node (the side-by-side benchmark, issue 24).
 
+The loop's fast passes keep one fence from pass to pass (`linger`, issue 24): after a binding its taints stay up
+LINGER seconds (the next gang often goes to the same node), and `raise_ahead` puts them up, in the background, on the
+nodes the next gangs like the last one would get (`LiveScheduler._warm`). A gang planned onto nodes fenced for SETTLE
+seconds already waits nothing at step 2: the argument is the same (kube-scheduler honours the taint from SETTLE
+seconds after it went up), only the wait was done earlier. Step 3 then reads such a node too, and uses it only if our
+taint (its value, the moment it was written, to the millisecond) is still the one on it; a value REFRESH seconds old
+is written again, with no gap, so no det-k8s takes it for a STALE one. Lingering taints are lowered when due, before a
+full pass and when the loop stops; kube-scheduler places nothing on those few nodes meanwhile.
+
 What remains: a kube-scheduler slower than SETTLE between its decision and its binding (an overloaded API server),
 and nodes det-k8s may not patch (the RBAC of an older `scheduler manifest`): then only step 3 runs, which still
 closes the window of det-k8s's own view. A taint left by a process that died is removed by the next pass that sees it
@@ -27,9 +36,11 @@ older than STALE seconds.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +53,21 @@ from .kinds import NODES, PODS
 KEY = BINDING_FENCE  # "det-k8s.io/binding"; node readers leave it out of the model
 SETTLE = 0.25  # seconds; kube-scheduler's decision-to-binding time is milliseconds on a healthy API server
 STALE = 30.0  # a fence older than this was left by a process that died
+LINGER = 2.0  # seconds the loop leaves a fence up after its binding, for the next gang (`Fence.linger`)
+REFRESH = 10.0  # a lingering fence's value is written again once it is this old (never STALE while it is used)
+
+
+def _age(stamp: str) -> float:
+    """A fence value's time (unix seconds); 0 when it is not one."""
+    try:
+        return float(stamp)
+    except ValueError:
+        return 0.0
+
+
+def _fence_of(node: Mapping[str, Any]) -> str:
+    """The value of the node's fence taint, or ""."""
+    return next((str(t.get("value") or "") for t in _taints(node) if t.get("key") == KEY), "")
 
 
 def _taints(node: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -71,9 +97,19 @@ class Fence:
     can_taint: bool = True
     problems: list[str] = field(default_factory=list)
     workers: int = 8
+    linger: float = 0.0  # `finish` lowers the taints at once (0), or leaves them up this long for the next binding
+    monotonic: Callable[[], float] = time.monotonic
     _read: dict[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)  # each node as `raise_on` left it
+    _up: dict[str, float] = field(default_factory=dict, repr=False)  # node -> since when (monotonic) our taint is up
+    _stamp: dict[str, str] = field(default_factory=dict, repr=False)  # node -> the value of our taint on it
+    _due: dict[str, float] = field(default_factory=dict, repr=False)  # lingering node -> when to lower it
+    _fresh: set[str] = field(default_factory=set, repr=False)  # written by the last `raise_on` (`_read` is current)
+    _pending: dict[str, Future[None]] = field(default_factory=dict, repr=False)  # raise_ahead's writes on their way
+    _pool: ThreadPoolExecutor | None = field(default=None, repr=False)  # (raise_ahead's)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _ahead: set[str] = field(default_factory=set, repr=False)  # raised ahead, not used by a binding since
 
-    def _each(self, names: Sequence[str], one: Callable[[str], object]) -> list[object]:
+    def _each(self, names: Sequence[Any], one: Callable[[Any], object]) -> list[object]:
         """one(name) for every node, on up to `workers` threads; the answers in order."""
         if self.workers <= 1 or len(names) <= 1:
             return [one(name) for name in names]
@@ -81,35 +117,104 @@ class Fence:
             return list(pool.map(one, names))
 
     def raise_on(self, nodes: Sequence[str]) -> None:
-        """Taint the nodes (step 1) and wait for kube-scheduler's bindings already under way (step 2)."""
-        stamp = str(int(self.clock()))
+        """Taint the nodes (step 1) and wait for kube-scheduler's bindings already under way (step 2).
+
+        A node whose taint is still up (`linger`, `raise_ahead`) and has been for `settle` seconds costs neither a
+        write nor a wait (its taint is written again, with no gap, once its value is REFRESH seconds old, so that no
+        det-k8s ever takes it for a STALE one); one raised less than `settle` seconds ago waits what is left."""
         names = sorted(set(nodes))
-        self.tainted.extend(names)  # before the writes: a signal during them still has `lower` look at these nodes
-        refused: list[str] = []
+        for name in names:
+            self._due.pop(name, None)  # in use: not lowered meanwhile
+            self._ahead.discard(name)
+            ahead = self._pending.pop(name, None)
+            if ahead is not None:
+                ahead.result()  # raised ahead, still on its way: its outcome first
+        self._fresh = set()
+        need = self._needed(names)
+        stamp = f"{self.clock():.3f}"
+        self.tainted.extend(name for name in need if name not in self.tainted)  # before the writes: a signal during
+        self._each(need, lambda name: self._raise_one(name, stamp, fresh=True))  # them still has `lower` look at these
+        since = [self._up[name] for name in names if name in self._up]
+        if since:
+            left = max(since) + self.settle - self.monotonic()
+            if left > 0:
+                self.sleep(left)
 
-        def one(name: str) -> None:
-            if not self.can_taint:
-                refused.append(name)
-                return
-            try:
-                self._set(name, lambda taints: [*taints, {"key": KEY, "value": stamp, "effect": "NoSchedule"}])
-            except Forbidden:
-                refused.append(name)
-                if self.can_taint:
-                    self.can_taint = False
-                    self.problems.append("cannot taint nodes while binding (no RBAC to patch nodes): kube-scheduler "
-                                         "may place a pod on capacity det-k8s is binding; apply the RBAC of `det-k8s "
-                                         "scheduler manifest` again")
-            except NotFound:
-                refused.append(name)  # gone: the binding fails and the group is undone, as without the fence
-            except DetK8sError as exc:  # (it may have landed: `lower` looks at the node all the same)
-                self.problems.append(f"could not taint node {name} while binding: {exc.message}")
+    def raise_ahead(self, nodes: Sequence[str]) -> None:
+        """Taint the nodes a coming binding is likely to use, in the background (no wait): by the time it comes they
+        have settled. They linger like the others and are lowered `linger` seconds from now if unused."""
+        names = sorted(set(nodes))
+        until = self.monotonic() + self.linger
+        need = [name for name in self._needed(names) if name not in self._pending]
+        stamp = f"{self.clock():.3f}"
+        self.tainted.extend(name for name in need if name not in self.tainted)
+        if need and self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="det-k8s-fence-ahead")
+        for name in need:
+            assert self._pool is not None
+            self._pending[name] = self._pool.submit(self._raise_one, name, stamp, fresh=False)
+        for name in names:
+            self._due[name] = max(self._due.get(name, until), until)
+            self._ahead.add(name)
 
-        self._each(names, one)
-        for name in refused:
-            self.tainted.remove(name)
-        if self.tainted:
-            self.sleep(self.settle)
+    def ahead(self) -> int:
+        """How many nodes raised ahead no binding has used yet (and still up, or on their way)."""
+        return len(self._ahead)
+
+    def _needed(self, names: Sequence[str]) -> list[str]:
+        """The nodes whose taint must be written: not up, or its value REFRESH seconds old."""
+        now = self.clock()
+        return [name for name in names if name not in self._up or now - _age(self._stamp.get(name, "")) > REFRESH]
+
+    def _raise_one(self, name: str, stamp: str, fresh: bool) -> None:
+        """Write our taint on one node (its value `stamp`); `_up` says since when it is up, if it is."""
+        ours = self._stamp.get(name)
+        kept: list[bool] = []
+
+        def change(taints: list[dict[str, Any]], fenced: str) -> list[dict[str, Any]]:
+            kept.append(ours is not None and fenced == ours)
+            return [*taints, {"key": KEY, "value": stamp, "effect": "NoSchedule"}]
+
+        def forget(tainted: bool) -> None:
+            with self._lock:
+                self._up.pop(name, None)
+                self._stamp.pop(name, None)
+                if not tainted and name in self.tainted:
+                    self.tainted.remove(name)
+        if not self.can_taint:
+            forget(False)
+            return
+        try:
+            self._set(name, change)
+        except Forbidden:
+            forget(False)
+            if self.can_taint:
+                self.can_taint = False
+                self.problems.append("cannot taint nodes while binding (no RBAC to patch nodes): kube-scheduler "
+                                     "may place a pod on capacity det-k8s is binding; apply the RBAC of `det-k8s "
+                                     "scheduler manifest` again")
+            return
+        except NotFound:
+            forget(False)  # gone: the binding fails and the group is undone, as without the fence
+            return
+        except DetK8sError as exc:  # (it may have landed: `lower` looks at the node all the same)
+            self.problems.append(f"could not taint node {name} while binding: {exc.message}")
+            forget(True)
+            return
+        with self._lock:
+            self._stamp[name] = stamp
+            if fresh:
+                self._fresh.add(name)
+            if not (kept and kept[-1]):  # up from now (ours was not there: removed by someone, or never raised)
+                self._up[name] = self.monotonic()
+
+    def _settled(self, names: Iterable[str]) -> None:
+        """Wait for the taints raised ahead on these nodes to be written (before they are lowered)."""
+        for name in list(names):
+            ahead = self._pending.pop(name, None)
+            if ahead is not None:
+                with contextlib.suppress(Exception):
+                    ahead.result()
 
     def still_fits(self, placements: Sequence[tuple[str, Sequence[tuple[str, str]], Mapping[str, Mapping[str, int]]]]
                    ) -> set[str]:
@@ -120,17 +225,41 @@ class Fence:
         nodes = sorted({node for _, placement, _ in placements for _, node in placement})
         free: dict[str, dict[str, int]] = {}
 
-        def read(name: str) -> None:
-            try:  # the node as the fence's own write answered (its allocatable does not change in a moment)
-                node = self._read.get(name) or self.api.get(NODES, name)
-                pods = self.api.list(PODS, all_namespaces=True, field_selector=f"spec.nodeName={name}")
+        lost: set[str] = set()
+
+        objects: dict[tuple[str, str], Any] = {}
+        # (a node this call's own write answered is current: its allocatable does not change in a moment; one whose
+        # taint was up already is read again, to see that the taint is still ours; both requests go out together)
+        reads = [("pods", name) for name in nodes] + [
+            ("node", name) for name in nodes if not (name in self._read and (name in self._fresh or name not in self._up))]
+
+        def read(what: tuple[str, str]) -> None:
+            kind, name = what
+            try:
+                objects[what] = (self.api.get(NODES, name) if kind == "node" else
+                                 self.api.list(PODS, all_namespaces=True, field_selector=f"spec.nodeName={name}"))
             except DetK8sError:
                 return  # unreadable: the binding decides, as without the fence
-            free[name] = _free(node, pods)
 
-        self._each(nodes, read)
+        self._each(reads, read)
+        for name in nodes:
+            node, pods = objects.get(("node", name)) or self._read.get(name), objects.get(("pods", name))
+            if node is None or pods is None:
+                continue
+            if name in self._up and name not in self._fresh and _fence_of(node) != self._stamp.get(name):
+                lost.add(name)  # our lingering taint was removed (or replaced) meanwhile: nothing bound there now
+                continue
+            free[name] = _free(node, pods)
+        for name in lost:
+            self._up.pop(name, None)
+            self._stamp.pop(name, None)
+            if name in self.tainted:
+                self.tainted.remove(name)  # (not ours to lower any more)
         dropped: set[str] = set()
         for group_id, placement, requests in placements:
+            if any(where in lost for _, where in placement):
+                dropped.add(group_id)
+                continue
             wanted: dict[str, dict[str, int]] = {}
             for pod, where in placement:
                 asks = wanted.setdefault(where, {})
@@ -148,15 +277,49 @@ class Fence:
 
     def lower(self) -> None:
         """Step 4: remove the taints this fence put on."""
+        self._settled(list(self._pending))
         self._each(list(self.tainted), self._untaint)
         self.tainted.clear()
+        self._ahead.clear()
+        self._up.clear()
+        self._stamp.clear()
+        self._due.clear()
 
-    def _set(self, name: str, change: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> None:
-        """Replace the node's taints by change(its taints without the fence), refused if the node changed since it
-        was read (resourceVersion): a taint someone else adds meanwhile is never lost. Two tries."""
+    def finish(self) -> None:
+        """After the bindings: lower the taints at once, or (`linger`) leave them up for `linger` seconds, for the
+        next binding to the same nodes (`lower_due` lowers them then)."""
+        if self.linger <= 0:
+            self.lower()
+            return
+        until = self.monotonic() + self.linger
+        for name in self.tainted:
+            self._due[name] = until
+
+    def next_due(self) -> float | None:
+        """When (monotonic) the next lingering taint is due to be lowered; None: none lingers."""
+        return min(self._due.values(), default=None)
+
+    def lower_due(self) -> None:
+        """Lower the lingering taints whose time has come."""
+        now = self.monotonic()
+        due = [name for name, until in self._due.items() if until <= now]
+        self._settled(due)
+        self._each(due, self._untaint)
+        for name in due:
+            self._ahead.discard(name)
+            self._due.pop(name, None)
+            self._up.pop(name, None)
+            self._stamp.pop(name, None)
+            if name in self.tainted:
+                self.tainted.remove(name)
+
+    def _set(self, name: str, change: Callable[[list[dict[str, Any]], str], list[dict[str, Any]]]) -> None:
+        """Replace the node's taints by change(its taints without the fence, the fence's value or ""), refused if the
+        node changed since it was read (resourceVersion): a taint someone else adds meanwhile is never lost. Two
+        tries."""
         for attempt in range(2):
             node = self.api.get(NODES, name)
-            taints = change([t for t in _taints(node) if t.get("key") != KEY])
+            taints = change([t for t in _taints(node) if t.get("key") != KEY], _fence_of(node))
             if taints == _taints(node):
                 self._read[name] = node
                 return
@@ -171,7 +334,7 @@ class Fence:
 
     def _untaint(self, name: str) -> None:
         try:
-            self._set(name, lambda taints: taints)
+            self._set(name, lambda taints, _: taints)
         except NotFound:
             return
         except DetK8sError as exc:

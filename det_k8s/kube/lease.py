@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -54,6 +55,7 @@ SKEW_ALLOWANCE = 60  # seconds of clock difference tolerated when judging a rene
 DEFAULT_NAMESPACE = "default"
 PROCESS = "det-k8s.io/holder-process"  # annotation: "<boot id>/<pid namespace>/<pid>" of the holder's process
 LAST_PASS = "det-k8s.io/last-pass"  # annotation: when the last pass under this Lease ended
+RECHECK = 60.0  # seconds: a take-back of our own released Lease checks the other locations at most this often
 ACTIVE_WINDOW = datetime.timedelta(minutes=10)  # a scheduler loop backs off to at most 5 minutes between passes
 
 Clock = Callable[[], datetime.datetime]
@@ -187,6 +189,8 @@ class SchedulingLease:
     _watched: tuple[tuple[str, str], float] | None = field(default=None, repr=False)
     _written: dict[str, Any] | None = field(default=None, repr=False)  # the Lease as our own last write left it
     _released: dict[str, Any] | None = field(default=None, repr=False)  # ... as our own release left it
+    _taken_back: bool = field(default=False, repr=False)  # the last acquisition was a take-back of our own release
+    _checked: float = field(default=-math.inf, repr=False)  # (monotonic) the last check that found no other location
 
     def _gone(self, current: dict[str, Any], state: LeaseState) -> bool:
         """Has the holder stopped renewing? (see the module docstring)"""
@@ -220,11 +224,13 @@ class SchedulingLease:
         spec = {"holderIdentity": self.holder, "leaseDurationSeconds": self.duration,
                 "renewTime": _format(now), "acquireTime": _format(now)}
         released, self._released = self._released, None
+        self._taken_back = False
         if released is not None:
             # Nobody wrote it since our own release? Then one conditional write takes it back (no read first).
             try:
                 self._written = self.api.replace(LEASES, self.name, _with_process({**released, "spec": {
                     **(released.get("spec") or {}), **spec}}), self.namespace)
+                self._taken_back = True
                 return True
             except (Conflict, NotFound):
                 pass  # someone else has written it since: decide on what it holds now
@@ -410,7 +416,13 @@ class SchedulingLease:
                 self.release(passed=False)
             raise
         try:
-            self._refuse_if_split()
+            # Taken back with nobody's write since our own release, and checked a moment ago: no check again (a
+            # cluster-wide list, slow on a busy API server). A client at another location that took its Lease since
+            # our last check finds ours held, or its last pass (written at every release) within ACTIVE_WINDOW, and
+            # refuses; one that took it before, our last check found.
+            if not (self._taken_back and self.monotonic() - self._checked < RECHECK):
+                self._refuse_if_split()
+                self._checked = self.monotonic()
         except BaseException:
             self.release(passed=False)
             raise

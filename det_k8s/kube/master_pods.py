@@ -54,6 +54,7 @@ class MasterPods:
     read_only: bool = False  # a pass of `experiment create` while a loop serves them: planned, never touched
     fence: bool = True  # taint the planned nodes against kube-scheduler while binding (kube/fence.py)
     quick: bool = False  # the loop's fast pass: ready groups bound, nothing else written (scheduler.py)
+    fences: Fence | None = None  # with fence: the loop's own, whose taints may linger after a binding (kube/fence.py)
     groups: dict[str, MasterGroup] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # quick: groups left for a full pass (partly bound, lost node)
 
@@ -160,7 +161,7 @@ class MasterPods:
                      ) -> list[tuple[MasterGroup, Sequence[tuple[str, str]]]]:
         """Bind inside a fence (kube/fence.py): the planned nodes tainted against kube-scheduler for the moment,
         read afresh, and a group whose nodes were taken meanwhile left waiting, none of it bound."""
-        fence = Fence(self.api, workers=self.binder.workers) if self.fence else None
+        fence = (self.fences or Fence(self.api, workers=self.binder.workers)) if self.fence else None
         taken: list[MasterGroup] = []
         try:  # raised inside: a signal while it goes up still lowers what it raised (det_k8s/stopping.py)
             if fence is not None:
@@ -174,8 +175,9 @@ class MasterPods:
         finally:
             if fence is not None:
                 with stopping.shielded():  # never torn by a signal: the nodes must not stay fenced
-                    fence.lower()
+                    fence.finish()
                 report.problems.extend(fence.problems)
+                fence.problems.clear()
         for group, planned in to_bind:
             self._bound(group, planned, results[group.id], report)
         for group in taken:  # said after the bindings, never ahead of one

@@ -56,6 +56,7 @@ from ..scheduling.serialize import group_from_dict
 from .api import KubeApi
 from .binder import Binder
 from .events import EventRecorder
+from .fence import Fence
 from .kinds import PODS
 from .lease import SchedulingLease, lease_namespace, served_now, utcnow
 from .master_pods import MasterPods
@@ -73,6 +74,8 @@ __all__ = ["QUOTA_BACKOFF", "QUOTA_REFUSED", "DryCluster", "LiveScheduler", "Pas
            "quota_backoff", "refused_by_quota"]
 
 Log = Callable[[str], None]
+WARM = 8  # gangs ahead whose likely nodes a fast pass fences early (`_warm`)
+AHEAD_LEFT = 1  # nodes raised ahead and still unused above which a fast pass makes no new guess
 FAST_HOLD = 2.0  # seconds a fast pass goes on binding gangs that completed meanwhile, under one hold of the Lease
 _POD_PATH = re.compile(r"^/api/v1/namespaces/[^/]+/pods(?:/|$)")
 
@@ -111,10 +114,12 @@ class LiveScheduler:
     renew_every: float = 0.0  # seconds between Lease renewals before writes (0: before every write)
     fence: bool = True  # taint the nodes the master's pods are bound to against kube-scheduler meanwhile (fence.py)
     advertise_for: float = 0.0  # with serve: tell passes without it, for this long, that the master's pods are served
+    linger: float = 0.0  # with a view: seconds a fast pass's binding fence stays up for the next gang (kube/fence.py)
 
     _held: SchedulingLease | None = field(default=None, repr=False)
     _lease: SchedulingLease | None = field(default=None, repr=False)
     _binder: Binder | None = field(default=None, repr=False)
+    _fences: Fence | None = field(default=None, repr=False)  # the loop's fence, whose taints linger (fast passes)
     _renewed: float = field(default=0.0, repr=False)
     _wrote_pods: bool = field(default=False, repr=False)
     _pod_writes: list[str] = field(default_factory=list, repr=False)  # without a view: revisions of pod writes
@@ -173,6 +178,7 @@ class LiveScheduler:
                 if self.view is not None:  # caught up with the previous holder's writes, or listed afresh
                     self.view.catch_up(lease.previous_fence)
                 if not fast:
+                    self.lower_fences(everything=True)  # a full pass fences what it binds by itself
                     return self._pass()
                 report = self._fast_pass(PassReport())
                 # gangs completed while it bound: bound in the same hold of the Lease (no release, take-back and
@@ -223,6 +229,29 @@ class LiveScheduler:
                 self._held.renew()
                 self._renewed = now
 
+    def loop_fence(self) -> Fence | None:
+        """The fence of the loop's fast passes, kept from one to the next (None: a fence per binding, lowered at
+        once). Its taints stay up `linger` seconds after a binding, and it raises them early on the nodes the next
+        gang is likely to get (`_warm`): a gang bound to such nodes waits no settle (kube/fence.py)."""
+        if not (self.fence and self.linger > 0 and self.view is not None and self.serve):
+            return None
+        if self._fences is None:
+            self._fences = Fence(self.api, workers=self.workers, linger=self.linger)
+        return self._fences
+
+    def lower_fences(self, everything: bool = False) -> list[str]:
+        """Lower the loop's lingering taints that are due (all of them with `everything`); the problems met."""
+        fence = self._fences
+        if fence is None:
+            return []
+        fence.lower() if everything else fence.lower_due()
+        problems, fence.problems = list(fence.problems), []
+        return problems
+
+    def fence_due(self) -> float | None:
+        """When (time.monotonic) the loop must lower a lingering taint next; None: none lingers."""
+        return self._fences.next_due() if self._fences is not None else None
+
     def binder(self) -> Binder:
         if self._binder is None:
             # the loop (a view) writes events in the background; a one-shot pass has written them when it ends
@@ -250,8 +279,9 @@ class LiveScheduler:
         """The master's ready gangs placed and bound at once (see the module docstring)."""
         assert self.view is not None and self.serve
         state = self.view.state()
+        fences = self.loop_fence()
         master = MasterPods(self.api, self.binder(), self.serve, self.view, self._still_ours, fence=self.fence,
-                            quick=True)
+                            quick=True, fences=fences)
         queue, running = master.collect(state, report)
         if master.skipped:
             self.backlog = True  # a partly bound gang, a lost node: the next full pass repairs it
@@ -263,10 +293,30 @@ class LiveScheduler:
         report.problems.extend(plan.warnings)
         if plan.waiting or plan.rejected or plan.victims or plan.preempting:
             self.backlog = True  # reasons, reservations, preemption: the next full pass's work
+        before = set(report.placed)
         master.act(plan, report, {group.id: group.priority for group in queue})
         if master.skipped or report.repaired:
             self.backlog = True
+        if fences is not None and not self.backlog:
+            self._warm(fences, [group for group in queue if group.id in report.placed and group.id not in before],
+                       mine)
         return report
+
+    def _warm(self, fences: Fence, bound: Sequence[PodGroup], running: Sequence[RunningGroup]) -> None:
+        """Raise the fence, without waiting, on the nodes the next WARM gangs like the last one bound would get:
+        while the master's gangs keep coming (a burst), their nodes have settled by the time they are complete. Only
+        a guess: a gang planned elsewhere is fenced and waits as without it. Lowered `linger` seconds after, unused."""
+        if not bound or self.view is None or fences.ahead() > AHEAD_LEFT:
+            return  # (nodes raised ahead are left unused: no new guess, whose planning costs a pass's CPU)
+        like = bound[-1]
+        guesses = [replace(like, id=f"{like.id}/next-{n}", sequence=like.sequence + n,
+                           pods=tuple(replace(pod, name=f"{pod.name}/next-{n}") for pod in like.pods))
+                   for n in range(1, WARM + 1)]
+        plan = schedule(self.view.state().snapshot, guesses, self.policy, running, now=self.clock())
+        nodes = sorted({node for guess in guesses for _, node in plan.placements.get(guess.id, ())})
+        if nodes and not plan.victims and not plan.preempting:
+            self._still_ours()
+            fences.raise_ahead(nodes)  # (in the background; a signal meanwhile: the loop lowers what it raised)
 
     def _pass(self) -> PassReport:
         """observe -> decide -> act -> confirm (kube/reconcile/)."""

@@ -5,6 +5,8 @@ benchmarks/race.py measures the race it closes over hundreds of rounds (fence of
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from det_k8s.kube.binder import Binder
@@ -79,6 +81,61 @@ def test_a_node_taken_before_the_fence_went_up_is_seen_and_nothing_is_bound(real
     real_cluster.api.put(ordinary("early", node_name="gpu-0"))  # placed after det-k8s planned, before it binds
     fence = Fence(api)
     fence.raise_on(["gpu-0"])
+    placement = [(p.name, "gpu-0") for p in group.pending]
+    assert fence.still_fits([(group.id, placement, {p.name: dict(p.pod.requests) for p in group.pending})]) == {group.id}
+    fence.lower()
+
+
+def fenced(real_cluster, name: str) -> bool:
+    return any(t["key"] == KEY for t in real_cluster.api.get("nodes", name, None)["spec"].get("taints") or ())
+
+
+def test_a_fence_raised_ahead_is_honoured_without_a_second_settle_and_lowered_once_it_has_lingered(real_cluster):
+    """The loop's fence (issue 24): raised ahead on the node a coming gang is likely to get, it has settled when the
+    gang comes (no wait then); kube-scheduler places nothing there meanwhile; it lingers after the binding and is
+    lowered once due."""
+    real_cluster.api.put(node("gpu-0", gpus=4))
+    api = real_cluster.connect("default")
+    waits: list[float] = []
+    fence = Fence(api, sleep=waits.append, linger=0.5)
+    fence.raise_ahead(["gpu-0"])
+    real_cluster.wait_for("the fence raised ahead", lambda: fenced(real_cluster, "gpu-0"), timeout=30)
+    real_cluster.api.put(ordinary("ordinary"))
+    real_cluster.wait_for("kube-scheduler to refuse it for the fence",
+                          lambda: refused_for_the_fence(real_cluster, "ordinary"), timeout=30)
+    task = create_task(api, master_task("0.26.2", slots_per_trial=4))
+    (group,) = master_groups([master_pod(p) for p in real_cluster.api.items("pods") if p["metadata"]["name"] in
+                              task.names])
+    time.sleep(fence.settle)  # (the fence has been up for its settle at least: kube-scheduler refused on it already)
+    fence.raise_on(["gpu-0"])  # up for longer than the settle already: no wait
+    assert waits == []
+    placement = [(p.name, "gpu-0") for p in group.pending]
+    assert fence.still_fits([(group.id, placement, {p.name: dict(p.pod.requests) for p in group.pending})]) == set()
+    result = Binder(api, EventRecorder(api, "test")).bind(group, placement)
+    fence.finish()
+    assert result.failure == "" and fenced(real_cluster, "gpu-0")  # lingering for the next gang
+    due = fence.next_due()
+    assert due is not None
+    real_cluster.wait_for("the linger to pass", lambda: fence.monotonic() >= due, timeout=30)
+    fence.lower_due()
+    assert not fenced(real_cluster, "gpu-0") and fence.next_due() is None and fence.problems == []
+    assert not real_cluster.api.get("pods", "ordinary")["spec"].get("nodeName")  # never both on the node
+
+
+def test_a_lingering_fence_removed_by_someone_else_is_not_trusted(real_cluster):
+    real_cluster.api.put(node("gpu-0", gpus=4))
+    api = real_cluster.connect("default")
+    task = create_task(api, master_task("0.26.2", slots_per_trial=4))
+    (group,) = master_groups([master_pod(p) for p in real_cluster.api.items("pods") if p["metadata"]["name"] in
+                              task.names])
+    fence = Fence(api, linger=30.0, settle=0.0)
+    fence.raise_on(["gpu-0"])
+    fence.finish()  # lingers
+    other = Fence(api)  # another det-k8s, or an admin, removes the taint meanwhile
+    other.tainted.append("gpu-0")
+    other.lower()
+    assert not fenced(real_cluster, "gpu-0")
+    fence.raise_on(["gpu-0"])  # believed up: no write, no wait
     placement = [(p.name, "gpu-0") for p in group.pending]
     assert fence.still_fits([(group.id, placement, {p.name: dict(p.pod.requests) for p in group.pending})]) == {group.id}
     fence.lower()
