@@ -28,6 +28,9 @@ taint (its value, the moment it was written, to the millisecond) is still the on
 is written again, with no gap, so no det-k8s takes it for a STALE one. Lingering taints are lowered when due, before a
 full pass and when the loop stops; kube-scheduler places nothing on those few nodes meanwhile.
 
+A pass that binds many gangs (a backlog) fences them `BATCH` nodes at a time (`batches`), so kube-scheduler keeps
+the other nodes meanwhile and a stop has at most one batch to lower.
+
 What remains: a kube-scheduler slower than SETTLE between its decision and its binding (an overloaded API server),
 and nodes det-k8s may not patch (the RBAC of an older `scheduler manifest`): then only step 3 runs, which still
 closes the window of det-k8s's own view. A taint left by a process that died is removed by the next pass that sees it
@@ -42,7 +45,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..cluster.model import Node
 from ..cluster.read import BINDING_FENCE, effective_requests
@@ -55,6 +58,32 @@ SETTLE = 0.25  # seconds; kube-scheduler's decision-to-binding time is milliseco
 STALE = 30.0  # a fence older than this was left by a process that died
 LINGER = 2.0  # seconds the loop leaves a fence up after its binding, for the next gang (`Fence.linger`)
 REFRESH = 10.0  # a lingering fence's value is written again once it is this old (never STALE while it is used)
+T = TypeVar("T")
+BATCH = 256  # nodes fenced at once: a pass binding more goes batch by batch (`batches`)
+
+
+def batches(groups: Sequence[tuple[T, Sequence[tuple[str, str]]]], limit: int = BATCH
+               ) -> list[list[tuple[T, Sequence[tuple[str, str]]]]]:
+    """The placed groups in order, cut into runs whose placements name at most `limit` distinct nodes (a group that
+    alone names more is a run of its own).
+
+    A pass over a backlog plans thousands of nodes at once (30,000 pods on 5,000 nodes, issue 24): fenced all at once,
+    kube-scheduler could place nothing on them until the last binding, and lowering them all takes longer than a
+    stopped det-k8s has (SIGTERM's grace; the taints then stay until the next pass). Batch by batch, at most `limit`
+    nodes are fenced at any moment, each for one batch's settle, re-read and bindings, and a signal leaves at most one
+    batch to lower; a batch costs one more settle.
+    """
+    out: list[list[tuple[T, Sequence[tuple[str, str]]]]] = []
+    nodes: set[str] = set()
+    for group in groups:
+        mine = {node for _, node in group[1]}
+        if out and len(nodes | mine) <= max(1, limit):
+            out[-1].append(group)
+            nodes |= mine
+            continue
+        out.append([group])
+        nodes = set(mine)
+    return out
 
 
 def _age(stamp: str) -> float:

@@ -31,7 +31,8 @@ from ..scheduling.master import (
 from ..scheduling.model import Plan, PodGroup, RunningGroup
 from . import binder as B
 from .api import KubeApi
-from .fence import Fence
+from .fence import BATCH as FENCE_BATCH
+from .fence import Fence, batches
 from .kinds import NODES, PODS
 from .reconcile.master import Bind, MarkPreempted, MasterIntent, Repair, ReportWaiting, Seen, collect, intents, reason_text
 
@@ -55,6 +56,7 @@ class MasterPods:
     fence: bool = True  # taint the planned nodes against kube-scheduler while binding (kube/fence.py)
     quick: bool = False  # the loop's fast pass: ready groups bound, nothing else written (scheduler.py)
     fences: Fence | None = None  # with fence: the loop's own, whose taints may linger after a binding (kube/fence.py)
+    fence_batch: int = FENCE_BATCH  # nodes fenced at once (fence.batches)
     groups: dict[str, MasterGroup] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # quick: groups left for a full pass (partly bound, lost node)
 
@@ -159,6 +161,15 @@ class MasterPods:
 
     def _fenced_bind(self, to_bind: list[tuple[MasterGroup, Sequence[tuple[str, str]]]], report: PassReport
                      ) -> list[tuple[MasterGroup, Sequence[tuple[str, str]]]]:
+        """Bind inside a fence, at most `fence_batch` nodes at a time (`fence.batches`); returns what was bound.
+        A signal stops it between or inside batches: the batch in flight is lowered, later ones are not started."""
+        done: list[tuple[MasterGroup, Sequence[tuple[str, str]]]] = []
+        for batch in batches(to_bind, self.fence_batch) if self.fence else [to_bind]:
+            done += self._fenced_batch(batch, report)
+        return done
+
+    def _fenced_batch(self, to_bind: list[tuple[MasterGroup, Sequence[tuple[str, str]]]], report: PassReport
+                      ) -> list[tuple[MasterGroup, Sequence[tuple[str, str]]]]:
         """Bind inside a fence (kube/fence.py): the planned nodes tainted against kube-scheduler for the moment,
         read afresh, and a group whose nodes were taken meanwhile left waiting, none of it bound."""
         fence = (self.fences or Fence(self.api, workers=self.binder.workers)) if self.fence else None

@@ -56,6 +56,7 @@ from ..scheduling.serialize import group_from_dict
 from .api import KubeApi
 from .binder import Binder
 from .events import EventRecorder
+from .fence import BATCH as FENCE_BATCH
 from .fence import Fence
 from .kinds import PODS
 from .lease import SchedulingLease, lease_namespace, served_now, utcnow
@@ -113,6 +114,7 @@ class LiveScheduler:
     view: ClusterView | None = None  # the loop's watch-fed cluster (None: list the cluster every pass)
     renew_every: float = 0.0  # seconds between Lease renewals before writes (0: before every write)
     fence: bool = True  # taint the nodes the master's pods are bound to against kube-scheduler meanwhile (fence.py)
+    fence_batch: int = FENCE_BATCH  # nodes fenced at once; a pass binding more goes batch by batch (fence.batches)
     advertise_for: float = 0.0  # with serve: tell passes without it, for this long, that the master's pods are served
     linger: float = 0.0  # with a view: seconds a fast pass's binding fence stays up for the next gang (kube/fence.py)
 
@@ -281,7 +283,7 @@ class LiveScheduler:
         state = self.view.state()
         fences = self.loop_fence()
         master = MasterPods(self.api, self.binder(), self.serve, self.view, self._still_ours, fence=self.fence,
-                            quick=True, fences=fences)
+                            quick=True, fences=fences, fence_batch=self.fence_batch)
         queue, running = master.collect(state, report)
         if master.skipped:
             self.backlog = True  # a partly bound gang, a lost node: the next full pass repairs it
@@ -365,7 +367,7 @@ class LiveScheduler:
         served = self._served_name()
         if served:  # the master's pods: served by this pass, or planned read-only while a loop serves them
             master = MasterPods(self.api, self.binder(), served, self.view, self._still_ours,
-                                read_only=not self.serve, fence=self.fence)
+                                read_only=not self.serve, fence=self.fence, fence_batch=self.fence_batch)
             ready, bound = master.collect(state, report)
         self._quotas_listed = "ResourceQuota" in snapshot.listed
         observed = Observed(self.namespace, tuple(everything), MappingProxyType({k: tuple(v) for k, v in by_group.items()}),
