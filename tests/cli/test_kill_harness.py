@@ -112,7 +112,15 @@ def _env(tmp: Path, kubeconfig: Path, token: str) -> dict[str, str]:
     tmpdir = tmp / "tmp"
     tmpdir.mkdir(exist_ok=True)
     return {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(tmp), "TMPDIR": str(tmpdir), "USER": "tester",
-            "HELM_KILL_HARNESS": token, "PYTHONPATH": str(ROOT)}
+            "HELM_KILL_HARNESS": _unique(token), "PYTHONPATH": str(ROOT)}
+
+
+RUN_ID = f"{os.getpid()}-{os.urandom(3).hex()}"  # another pytest on the machine runs the same tokens
+
+
+def _unique(token: str) -> str:
+    """The marker of this run's processes: the test's token, made unique to this pytest process."""
+    return token if token.endswith(f"@{RUN_ID}") else f"{token}@{RUN_ID}"
 
 
 def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
@@ -130,7 +138,7 @@ def _processes_with(token: str) -> list[int]:
             state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
         except OSError:
             continue
-        if f"HELM_KILL_HARNESS={token}".encode() in environ and state != "Z":
+        if f"HELM_KILL_HARNESS={_unique(token)}\0".encode() in environ and state != "Z":
             found.append(int(entry.name))
     return found
 
