@@ -21,6 +21,11 @@ runs); DET_K8S_KILL_ROUNDS=N runs every point with every signal N times (60 runs
 let through or dropped at random.
 `DET_K8S_KILL_REPORT=path` writes the numbers as JSON.
 
+Preemption (`experiment create` of a priority-90 group evicting a running priority-10 group of 3 pods, held at each
+victim pod's deletion and at the entries' writes), DET_K8S_KILL_ROUNDS=2 on the emulator (2026-11-27): 40 runs, 0
+violations; 16 left the victim partly deleted right after the stop, each torn down and requeued whole by the one
+successor pass (worst 0.39 s).
+
 On real servers (the sections below): `experiment create` and `scheduler run` through a proxy in front of the real
 kube-apiserver; `install`, `upgrade` and `rollback` through real helm 3.17 and 4.1 into it; `render -o` (the real
 helm template with --chart); `checkpoint check` against moto's S3 server and Azurite. The default run is a dozen
@@ -325,6 +330,40 @@ def test_scheduler_run_stopped_mid_binding_leaves_no_gang_partly_bound(tmp_path,
             pytest.fail(f"scheduler run never sent {method} {plural} #{after + 1}: {proc.communicate()[1]}")
         problems = _stop_and_check("scheduler run", proc, sig, held, running.emulator, kubeconfig, env, "coscheduler",
                                    rng)
+    finally:
+        running.stop()
+    assert not problems
+
+
+# ... and `experiment create` of a high-priority group preempting a running one (3 pods): its deletions, its entry
+PREEMPT_POINTS = [("DELETE", "pods", 0), ("DELETE", "pods", 1), ("DELETE", "pods", 2), ("PUT", "configmaps", 0),
+                  ("PUT", "configmaps", 1)]
+
+
+@pytest.mark.parametrize(("round_", "point", "sig"), _cases(PREEMPT_POINTS),
+                         ids=lambda v: v.name if isinstance(v, signal.Signals) else str(v))
+def test_preemption_stopped_anywhere_leaves_no_group_partly_running(tmp_path, round_, point, sig):
+    rng = random.Random(f"{round_}-{point}-{sig}")
+    running, kubeconfig = _cluster(tmp_path, 4, 3)
+    try:
+        settings = tmp_path / "settings.yaml"
+        settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
+        low, high = tmp_path / "low.yaml", tmp_path / "high.yaml"
+        low.write_text("name: low\nresources: {slots_per_trial: 12, priority: 10}\n")
+        high.write_text("name: high\nresources: {slots_per_trial: 8, priority: 90}\n")
+        env = _env(tmp_path, kubeconfig, f"preempt-{round_}-{point[0]}-{point[2]}-{sig}")
+        for args in (["scheduler", "policy", "--preemption"], ["experiment", "create", str(low), "-f", str(settings)]):
+            done = subprocess.run([sys.executable, "-m", "det_k8s", *args], env=env, capture_output=True, text=True,
+                                  cwd=ROOT, timeout=120)
+            assert done.returncode == 0, done.stderr
+        assert len(running.emulator.items("pods")) == 3  # the victim runs whole
+        method, plural, after = point
+        held = running.emulator.pause(method, plural, after=after)
+        proc = _start(["experiment", "create", str(high), "-f", str(settings)], env)
+        if not held.reached.wait(60):
+            proc.kill()
+            pytest.fail(f"experiment create never sent {method} {plural} #{after + 1}: {proc.communicate()[1]}")
+        problems = _stop_and_check("preemption", proc, sig, held, running.emulator, kubeconfig, env, None, rng)
     finally:
         running.stop()
     assert not problems
