@@ -318,13 +318,19 @@ def blocked(*, last: bool = False) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    # counted first: CPython runs a handler taken in just before from inside pthread_sigmask itself (the new mask
+    # already in place), and that handler must see the block and only record the signal
     _state.block += 1
+    old: set[int | signal.Signals] | None = None
     try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         yield
     finally:
         _state.block -= 1
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        elif not _state.block:  # the mask call itself raised after blocking them (not from our handler: it sees the
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # block and only records): unblocked again
         if not last and not _state.block and not _state.shield and _state.pending and _state.signum is not None:
             _state.pending = False
             raise Stopped(_state.signum)

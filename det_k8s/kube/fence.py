@@ -137,6 +137,7 @@ class Fence:
     _pool: ThreadPoolExecutor | None = field(default=None, repr=False)  # (raise_ahead's)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _ahead: set[str] = field(default_factory=set, repr=False)  # raised ahead, not used by a binding since
+    _written: dict[str, set[str]] = field(default_factory=dict, repr=False)  # node -> every value we wrote (or tried)
 
     def _each(self, names: Sequence[Any], one: Callable[[Any], object]) -> list[object]:
         """one(name) for every node, on up to `workers` threads; the answers in order."""
@@ -164,10 +165,11 @@ class Fence:
         self.tainted.extend(name for name in need if name not in self.tainted)  # before the writes: a signal during
         self._each(need, lambda name: self._raise_one(name, stamp, fresh=True))  # them still has `lower` look at these
         since = [self._up[name] for name in names if name in self._up]
-        if since:
-            left = max(since) + self.settle - self.monotonic()
-            if left > 0:
-                self.sleep(left)
+        left = max(since) + self.settle - self.monotonic() if since else 0.0
+        if any(name in self.tainted and name not in self._up for name in need):
+            left = self.settle  # a write whose answer was lost may have landed: kube-scheduler may honour it now
+        if left > 0:
+            self.sleep(left)
 
     def raise_ahead(self, nodes: Sequence[str]) -> None:
         """Taint the nodes a coming binding is likely to use, in the background (no wait): by the time it comes they
@@ -198,9 +200,17 @@ class Fence:
     def _raise_one(self, name: str, stamp: str, fresh: bool) -> None:
         """Write our taint on one node (its value `stamp`); `_up` says since when it is up, if it is."""
         ours = self._stamp.get(name)
+        with self._lock:
+            mine = set(self._written.get(name, ()))
         kept: list[bool] = []
+        foreign: list[bool] = []
 
-        def change(taints: list[dict[str, Any]], fenced: str) -> list[dict[str, Any]]:
+        def change(taints: list[dict[str, Any]], fenced: str) -> list[dict[str, Any]] | None:
+            if not fresh and fenced and fenced not in mine:
+                # raised ahead, in the background: the Lease may be another det-k8s's by now and this its fence for a
+                # binding under way; never replaced (a later lowering of ours would open its window)
+                foreign.append(True)
+                return None
             kept.append(ours is not None and fenced == ours)
             return [*taints, {"key": KEY, "value": stamp, "effect": "NoSchedule"}]
 
@@ -208,11 +218,14 @@ class Fence:
             with self._lock:
                 self._up.pop(name, None)
                 self._stamp.pop(name, None)
+                self._read.pop(name, None)  # (never judged on an older read of it)
                 if not tainted and name in self.tainted:
                     self.tainted.remove(name)
         if not self.can_taint:
             forget(False)
             return
+        with self._lock:
+            self._written.setdefault(name, set()).add(stamp)  # (ours to lower, even if its answer is lost)
         try:
             self._set(name, change)
         except Forbidden:
@@ -229,6 +242,9 @@ class Fence:
         except DetK8sError as exc:  # (it may have landed: `lower` looks at the node all the same)
             self.problems.append(f"could not taint node {name} while binding: {exc.message}")
             forget(True)
+            return
+        if foreign:
+            forget(False)  # not ours: nothing to lower
             return
         with self._lock:
             self._stamp[name] = stamp
@@ -282,6 +298,8 @@ class Fence:
         for name in lost:
             self._up.pop(name, None)
             self._stamp.pop(name, None)
+            self._read.pop(name, None)
+            self._written.pop(name, None)
             if name in self.tainted:
                 self.tainted.remove(name)  # (not ours to lower any more)
         dropped: set[str] = set()
@@ -307,12 +325,16 @@ class Fence:
     def lower(self) -> None:
         """Step 4: remove the taints this fence put on."""
         self._settled(list(self._pending))
-        self._each(list(self.tainted), self._untaint)
+        with self._lock:
+            names = list(self.tainted)
+        self._each(names, self._untaint)
         self.tainted.clear()
         self._ahead.clear()
         self._up.clear()
         self._stamp.clear()
         self._due.clear()
+        self._read.clear()
+        self._written.clear()
 
     def finish(self) -> None:
         """After the bindings: lower the taints at once, or (`linger`) leave them up for `linger` seconds, for the
@@ -321,7 +343,9 @@ class Fence:
             self.lower()
             return
         until = self.monotonic() + self.linger
-        for name in self.tainted:
+        with self._lock:
+            names = list(self.tainted)
+        for name in names:
             self._due[name] = until
 
     def next_due(self) -> float | None:
@@ -339,17 +363,19 @@ class Fence:
             self._due.pop(name, None)
             self._up.pop(name, None)
             self._stamp.pop(name, None)
+            self._read.pop(name, None)
+            self._written.pop(name, None)
             if name in self.tainted:
                 self.tainted.remove(name)
 
-    def _set(self, name: str, change: Callable[[list[dict[str, Any]], str], list[dict[str, Any]]]) -> None:
+    def _set(self, name: str, change: Callable[[list[dict[str, Any]], str], list[dict[str, Any]] | None]) -> None:
         """Replace the node's taints by change(its taints without the fence, the fence's value or ""), refused if the
         node changed since it was read (resourceVersion): a taint someone else adds meanwhile is never lost. Two
         tries."""
         for attempt in range(2):
             node = self.api.get(NODES, name)
             taints = change([t for t in _taints(node) if t.get("key") != KEY], _fence_of(node))
-            if taints == _taints(node):
+            if taints is None or taints == _taints(node):  # (None: leave it as it is)
                 self._read[name] = node
                 return
             version = (node.get("metadata") or {}).get("resourceVersion")
@@ -361,9 +387,18 @@ class Fence:
                 if attempt:
                     raise
 
-    def _untaint(self, name: str) -> None:
+    def _untaint(self, name: str, *, anyone: bool = False) -> None:
+        """Remove the fence from the node if its value is one this Fence wrote (`anyone`: whoever wrote it, for a
+        stale one). Lingering taints are lowered outside the Lease, when another det-k8s may hold it and have fenced
+        the node for its own binding: its taint is never ours to remove."""
+        with self._lock:
+            ours = set(self._written.get(name, ()))
+
+        def change(taints: list[dict[str, Any]], fenced: str) -> list[dict[str, Any]] | None:
+            return taints if anyone or not fenced or fenced in ours else None
+
         try:
-            self._set(name, lambda taints, _: taints)
+            self._set(name, change)
         except NotFound:
             return
         except DetK8sError as exc:
@@ -382,6 +417,6 @@ class Fence:
             except ValueError:
                 stale = True
             if stale:
-                self._untaint(node.name)
+                self._untaint(node.name, anyone=True)
                 swept.append(node.name)
         return swept

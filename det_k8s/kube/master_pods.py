@@ -164,12 +164,14 @@ class MasterPods:
         """Bind inside a fence, at most `fence_batch` nodes at a time (`fence.batches`); returns what was bound.
         A signal stops it between or inside batches: the batch in flight is lowered, later ones are not started."""
         done: list[tuple[MasterGroup, Sequence[tuple[str, str]]]] = []
-        for batch in batches(to_bind, self.fence_batch) if self.fence else [to_bind]:
-            done += self._fenced_batch(batch, report)
+        runs = batches(to_bind, self.fence_batch) if self.fence else [to_bind]
+        for n, batch in enumerate(runs):
+            # (the loop's fence lingers after a batch: only after the last, or every batch's nodes would stay up)
+            done += self._fenced_batch(batch, report, linger=n == len(runs) - 1)
         return done
 
-    def _fenced_batch(self, to_bind: list[tuple[MasterGroup, Sequence[tuple[str, str]]]], report: PassReport
-                      ) -> list[tuple[MasterGroup, Sequence[tuple[str, str]]]]:
+    def _fenced_batch(self, to_bind: list[tuple[MasterGroup, Sequence[tuple[str, str]]]], report: PassReport,
+                      linger: bool = True) -> list[tuple[MasterGroup, Sequence[tuple[str, str]]]]:
         """Bind inside a fence (kube/fence.py): the planned nodes tainted against kube-scheduler for the moment,
         read afresh, and a group whose nodes were taken meanwhile left waiting, none of it bound."""
         fence = (self.fences or Fence(self.api, workers=self.binder.workers)) if self.fence else None
@@ -186,7 +188,7 @@ class MasterPods:
         finally:
             if fence is not None:
                 with stopping.shielded():  # never torn by a signal: the nodes must not stay fenced
-                    fence.finish()
+                    fence.finish() if linger else fence.lower()
                 report.problems.extend(fence.problems)
                 fence.problems.clear()
         for group, planned in to_bind:

@@ -180,8 +180,10 @@ class LiveScheduler:
                 if self.view is not None:  # caught up with the previous holder's writes, or listed afresh
                     self.view.catch_up(lease.previous_fence)
                 if not fast:
-                    self.lower_fences(everything=True)  # a full pass fences what it binds by itself
-                    return self._pass()
+                    lowered = self.lower_fences(everything=True)  # a full pass fences what it binds by itself
+                    report = self._pass()
+                    report.problems[:0] = lowered
+                    return report
                 report = self._fast_pass(PassReport())
                 # gangs completed while it bound: bound in the same hold of the Lease (no release, take-back and
                 # fence wait in between), for at most FAST_HOLD seconds so that other clients wait little

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import Forbidden, NotFound, Problem, Severity, ToolFailed
+from ..errors import DetK8sError, Forbidden, NotFound, Problem, Severity, ToolFailed
 from ..kube.api import KubeApi
 from ..kube.kinds import (
     CONFIGMAPS,
@@ -167,7 +167,7 @@ def stuck_release(api: KubeApi, release: str, namespace: str) -> stuck.Stuck | N
     for kind in (SECRETS, CONFIGMAPS):
         try:
             found += stuck.records(api.list(kind, namespace, label_selector=f"owner=helm,name={release}"), release)
-        except (Forbidden, NotFound):
+        except DetK8sError:  # unreadable (RBAC, a 5xx, a timeout): helm says what it finds
             continue
     return stuck.stuck(sorted(found, key=lambda r: r.revision), release, namespace)
 

@@ -22,6 +22,8 @@ from .report import StepResult, StorageReport
 if TYPE_CHECKING:
     from ..settings import Settings
 
+CLOCK_SKEW = 30  # seconds another machine's clock may be behind or ahead of this one's
+
 DEFAULT_TIMEOUT = 10.0
 PROBE_SIZE = 256
 
@@ -63,8 +65,10 @@ def check_storage(settings: Settings, *, timeout: float = DEFAULT_TIMEOUT) -> St
     else:
         raise StorageError(f"checkpointStorage.type {storage.type!r} cannot be checked",
                            hint="use shared_fs, s3, gcs or azure")
-    # the probe's name says by when this check has ended whatever happens: five calls, then a stopped check's grace
-    expires = int(time.time() + 5 * timeout + stopping.GRACE_SECONDS) + 1
+    # the probe's name says by when this check has ended whatever happens: its calls (write, read, up to two lists,
+    # delete, the SDK's first credential lookup; each up to a connect and a read timeout), a stopped check's grace,
+    # and CLOCK_SKEW for another machine's check judging it by its own clock
+    expires = int(time.time() + 12 * timeout + stopping.GRACE_SECONDS + CLOCK_SKEW) + 1
     report = run_probe(backend, probe_key(directory, expires=expires), os.urandom(PROBE_SIZE), storage_type=storage.type,
                        scrub=scrub, warnings=warnings)
     return _scrubbed(report, scrub)

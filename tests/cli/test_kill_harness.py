@@ -881,7 +881,7 @@ def test_render_stopped_anywhere_leaves_the_old_or_the_new_chart_and_no_secret(t
 # after at most one more `checkpoint check` (run once the names of the objects left say their check has ended).
 
 CHECK_POINTS = [("write", "PUT", 0), ("read", "GET", 0), ("list", "GET", 1), ("delete", "DELETE", 0)]
-# the default run (a probe object left waits ~26 s for its name's end): (backend, point) -> index in SIGNAL_SETS
+# the default run (a probe object left waits ~63 s for its name's end): (backend, point) -> index in SIGNAL_SETS
 CHECK_DEFAULT = {("s3", "read"): 2, ("s3", "delete"): 3, ("azure", "write"): 0, ("azure", "list"): 1}
 
 
@@ -974,7 +974,7 @@ def test_checkpoint_check_stopped_anywhere_leaves_no_probe_object(tmp_path, requ
     if left:  # a check killed outright, or stopped twice while it deleted: the next check deletes it once ended
         TALLY.partial_after_exit[kind] += 1
         ends = [int(k.rpartition("/")[2].removeprefix(PROBE_PREFIX + "expires-").partition("-")[0]) for k in left]
-        time.sleep(max(0.0, min(60.0, max(ends) + 1 - time.time())))
+        time.sleep(max(0.0, min(150.0, max(ends) + 1 - time.time())))
         successor = _det(["checkpoint", "check", "-f", str(settings(server.endpoint if backend == "s3" else
                                                                       f"http://127.0.0.1:{server.port}",
                                                                       "direct.yaml"))], env, timeout=120)

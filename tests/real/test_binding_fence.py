@@ -131,9 +131,8 @@ def test_a_lingering_fence_removed_by_someone_else_is_not_trusted(real_cluster):
     fence = Fence(api, linger=30.0, settle=0.0)
     fence.raise_on(["gpu-0"])
     fence.finish()  # lingers
-    other = Fence(api)  # another det-k8s, or an admin, removes the taint meanwhile
-    other.tainted.append("gpu-0")
-    other.lower()
+    # an admin (`kubectl taint nodes gpu-0 det-k8s.io/binding-`) removes the taint meanwhile
+    real_cluster.api.update("nodes", "gpu-0", {"spec": {"taints": None}}, namespace=None)
     assert not fenced(real_cluster, "gpu-0")
     fence.raise_on(["gpu-0"])  # believed up: no write, no wait
     placement = [(p.name, "gpu-0") for p in group.pending]
