@@ -655,6 +655,7 @@ def test_release_lifecycle_stopped_anywhere_on_the_real_api_server(real_cluster,
     real_cluster.api.namespaces.add(ns)
     for i in range(2):
         real_cluster.api.put(node(f"cpu-{i}", gpus=4))
+    real_cluster.api.let_controllers_see_new_nodes()  # before the chart's Deployments land on them
     real_cluster.api.put(MANUAL)
     real_cluster.api.put(volume())
     site = tmp_path / "site.yaml"

@@ -32,11 +32,7 @@ def test_the_charts_scheduler_holds_the_lease_with_the_charts_rbac(run_cli, real
     real_cluster.api.namespaces.add(ns)
     for i in range(2):
         real_cluster.api.put(node(f"cpu-{i}", gpus=4))
-    # The node lifecycle controller looks at nodes every 5 s; at its first look at new nodes it may judge them
-    # not ready ("all Nodes are not-Ready. Entering master disruption mode", then leaving it 5 s later) and mark the
-    # pods bound there meanwhile not ready, which kwok (no kubelet) never marks ready again: the Deployments would
-    # then never be ready. Let it look once before the chart's pods land.
-    time.sleep(6)
+    real_cluster.api.let_controllers_see_new_nodes()  # before the chart's Deployments land on them
     real_cluster.api.put(MANUAL)
     real_cluster.api.put(volume())
     site = tmp_path / "site.yaml"

@@ -39,6 +39,7 @@ def site(tmp_path, real_cluster):
 
     for i in range(2):
         real_cluster.api.put(node(f"cpu-{i}", gpus=4))
+    real_cluster.api.let_controllers_see_new_nodes()  # before the chart's Deployments land on them
     path = tmp_path / "site.yaml"
     path.write_text(SITE)
     return path

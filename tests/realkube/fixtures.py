@@ -63,6 +63,9 @@ def path_of(plural: str, namespace: str | None, name: str | None = None) -> str:
     return f"{path}/{urllib.parse.quote(name, safe='')}" if name else path
 
 
+NODE_LOOK = 6.0  # seconds: the node lifecycle controller's period (5 s) and a margin (`let_controllers_see_new_nodes`)
+
+
 def _settled(node: Mapping[str, Any] | None) -> bool:
     if node is None:
         return False
@@ -77,6 +80,17 @@ class RealApi:
 
     plane: ControlPlane
     namespaces: set[str] = field(default_factory=set)
+    nodes_made_at: float = 0.0  # time.monotonic() when `put` last made a node
+
+    def let_controllers_see_new_nodes(self) -> None:
+        """Before pods a controller makes (a Deployment's) land on nodes just made: kube-controller-manager's node
+        lifecycle controller looks at nodes every 5 s, and at its first look at new nodes it may judge them not ready
+        ("all Nodes are not-Ready. Entering master disruption mode", left 5 s later) and mark the pods bound there
+        meanwhile not ready, which kwok (no kubelet) never marks ready again: the Deployment would never be ready
+        (DEVELOPERS.md, pods on nodes just created). Waits what is left of NODE_LOOK since the last node was made."""
+        left = self.nodes_made_at + NODE_LOOK - time.monotonic()
+        if left > 0:
+            time.sleep(left)
 
     def _ok(self, status: int, body: Any, what: str) -> Any:
         if status >= 300:
@@ -109,6 +123,7 @@ class RealApi:
             name = meta["name"]
             self.plane.wait_for(f"node {name} Ready and untainted", lambda: _settled(self.get("nodes", name, None)),
                                 timeout=60, interval=0.1)
+            self.nodes_made_at = time.monotonic()
         if plural == "pods" and obj.get("status"):
             status, body = self.plane.request("PATCH", path_of(plural, ns, meta["name"]) + "/status",
                                               {"status": obj["status"]}, content_type="application/merge-patch+json")
