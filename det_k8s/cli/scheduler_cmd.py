@@ -183,8 +183,8 @@ def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, pree
         if view is None or failures:
             time.sleep(wait)
         elif not (fast and scheduler.backlog):  # a fast pass that left a group waiting: a full pass now says why
-            # (on the fast path a gang is bound as soon as its last pod is seen: little quiet waited for)
-            view.wait_for_change(wait, debounce=0.01 if scheduler.can_go_fast() else 0.05)
+            # (on the fast path a gang is bound as soon as its last pod is seen: no quiet waited for)
+            view.wait_for_change(wait, debounce=0.0 if scheduler.can_go_fast() else 0.05)
 
 
 def _serve_health(port: int, interval: float) -> Any:

@@ -39,6 +39,7 @@ THROTTLE_RETRIES = 10
 THROTTLE_WAIT_MAX = 10.0
 THROTTLE_BUDGET = 20.0
 PAGE_SIZE = 500
+POOL_SIZE = 32  # connections kept open to the API server (at least; `KubeApi.connect`)
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 Objects = list[dict[str, Any]]  # (inside KubeApi, `list` names the method)
@@ -117,6 +118,10 @@ class KubeApi:
         # throttled server unreachable ("too many 429 error responses").
         configuration.retries = Retry(total=1, connect=1, read=0, status=0, redirect=0, other=0,
                                       respect_retry_after_header=False)
+        # The scheduler's threads (bindings, the fence's writes and reads, Events) share this pool; past its size
+        # urllib3 opens a connection per request and drops it (a TLS handshake each), the kubernetes client's default
+        # being 5 per CPU
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, POOL_SIZE)
         if not configuration.verify_ssl:
             # urllib3 would print InsecureRequestWarning and a source line on every request; the CLI says it once.
             import warnings

@@ -138,6 +138,12 @@ class Fence:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _ahead: set[str] = field(default_factory=set, repr=False)  # raised ahead, not used by a binding since
     _written: dict[str, set[str]] = field(default_factory=dict, repr=False)  # node -> every value we wrote (or tried)
+    # With a watch (the loop): `confirms(node, version, value)` says whether the watch has delivered the pods up to
+    # `version` and shows our taint `value` on the node. A node whose pods were read (at `_checked[node]`) once our
+    # taint on it had settled, and whose taint has stayed up since, is not read again (step 3): kube-scheduler has
+    # placed nothing there since, and the watch holds everything else.
+    confirms: Callable[[str, str, str], bool] | None = None
+    _checked: dict[str, str] = field(default_factory=dict, repr=False)  # node -> the revision of that read
 
     def _each(self, names: Sequence[Any], one: Callable[[Any], object]) -> list[object]:
         """one(name) for every node, on up to `workers` threads; the answers in order."""
@@ -184,9 +190,20 @@ class Fence:
         for name in need:
             assert self._pool is not None
             self._pending[name] = self._pool.submit(self._raise_one, name, stamp, fresh=False)
+            if self.confirms is not None:  # read once settled, so that the gang that gets it skips step 3
+                self._pool.submit(self._check_later, name, stamp, self._pending[name])
         for name in names:
             self._due[name] = max(self._due.get(name, until), until)
             self._ahead.add(name)
+
+    def settled(self, nodes: Iterable[str]) -> bool:
+        """Would `raise_on(nodes)` cost neither a write nor a wait? (each is up, has been for `settle` seconds, and its
+        value is not due to be written again)"""
+        names = sorted(set(nodes))
+        now = self.monotonic()
+        return not self._needed(names) and all(
+            (name not in self._pending or self._pending[name].done()) and now - self._up[name] >= self.settle
+            for name in names)
 
     def ahead(self) -> int:
         """How many nodes raised ahead no binding has used yet (and still up, or on their way)."""
@@ -218,6 +235,7 @@ class Fence:
             with self._lock:
                 self._up.pop(name, None)
                 self._stamp.pop(name, None)
+                self._checked.pop(name, None)
                 self._read.pop(name, None)  # (never judged on an older read of it)
                 if not tainted and name in self.tainted:
                     self.tainted.remove(name)
@@ -252,6 +270,31 @@ class Fence:
                 self._fresh.add(name)
             if not (kept and kept[-1]):  # up from now (ours was not there: removed by someone, or never raised)
                 self._up[name] = self.monotonic()
+                self._checked.pop(name, None)
+
+    def _check_later(self, name: str, stamp: str, written: Future[None]) -> None:
+        """In the background, once our taint raised ahead on the node has settled: read its pods (step 3's read, ahead
+        of the gang; the gang's own check is then the watch's, `_trusted`). (Submitted after its write, which is
+        therefore running or done: waiting for it never deadlocks the pool.)"""
+        with contextlib.suppress(Exception):
+            written.result()
+        with self._lock:
+            since = self._up.get(name)
+        if since is None or self._stamp.get(name) != stamp:
+            return  # not written (or not ours)
+        wait = since + self.settle - self.monotonic()
+        if wait > 0:
+            self.sleep(wait)
+        with self._lock:
+            if self._up.get(name) != since:
+                return
+        try:
+            _, version = self.api.list_page(PODS, all_namespaces=True, field_selector=f"spec.nodeName={name}")
+        except DetK8sError:
+            return
+        with self._lock:
+            if self._up.get(name) == since and self._stamp.get(name) == stamp:
+                self._checked.setdefault(name, version)
 
     def _settled(self, names: Iterable[str]) -> None:
         """Wait for the taints raised ahead on these nodes to be written (before they are lowered)."""
@@ -273,6 +316,9 @@ class Fence:
         lost: set[str] = set()
 
         objects: dict[tuple[str, str], Any] = {}
+        versions: dict[str, str] = {}
+        trusted = {name for name in nodes if self._trusted(name)}
+        nodes = [name for name in nodes if name not in trusted]
         # (a node this call's own write answered is current: its allocatable does not change in a moment; one whose
         # taint was up already is read again, to see that the taint is still ours; both requests go out together)
         reads = [("pods", name) for name in nodes] + [
@@ -281,11 +327,15 @@ class Fence:
         def read(what: tuple[str, str]) -> None:
             kind, name = what
             try:
-                objects[what] = (self.api.get(NODES, name) if kind == "node" else
-                                 self.api.list(PODS, all_namespaces=True, field_selector=f"spec.nodeName={name}"))
+                if kind == "node":
+                    objects[what] = self.api.get(NODES, name)
+                else:
+                    objects[what], versions[name] = self.api.list_page(
+                        PODS, all_namespaces=True, field_selector=f"spec.nodeName={name}")
             except DetK8sError:
                 return  # unreadable: the binding decides, as without the fence
 
+        settled_at = self.monotonic() - self.settle  # a taint up since then had settled before these reads went out
         self._each(reads, read)
         for name in nodes:
             node, pods = objects.get(("node", name)) or self._read.get(name), objects.get(("pods", name))
@@ -295,9 +345,14 @@ class Fence:
                 lost.add(name)  # our lingering taint was removed (or replaced) meanwhile: nothing bound there now
                 continue
             free[name] = _free(node, pods)
+            with self._lock:
+                if versions.get(name) and self._up.get(name, settled_at + 1) <= settled_at \
+                        and _fence_of(node) == self._stamp.get(name):
+                    self._checked[name] = versions[name]
         for name in lost:
             self._up.pop(name, None)
             self._stamp.pop(name, None)
+            self._checked.pop(name, None)
             self._read.pop(name, None)
             self._written.pop(name, None)
             if name in self.tainted:
@@ -322,6 +377,14 @@ class Fence:
                     free[where][resource] = free[where].get(resource, 0) - amount
         return dropped
 
+    def _trusted(self, name: str) -> bool:
+        """Step 3 may skip the node: read once our taint had settled, up since, and the watch is past that read and
+        still shows our taint (removed by someone meanwhile, it is read again)."""
+        with self._lock:
+            version, stamp = self._checked.get(name), self._stamp.get(name)
+            up = name in self._up and (name not in self._pending or self._pending[name].done())
+        return bool(up and version and stamp and self.confirms is not None and self.confirms(name, version, stamp))
+
     def lower(self) -> None:
         """Step 4: remove the taints this fence put on."""
         self._settled(list(self._pending))
@@ -332,6 +395,7 @@ class Fence:
         self._ahead.clear()
         self._up.clear()
         self._stamp.clear()
+        self._checked.clear()
         self._due.clear()
         self._read.clear()
         self._written.clear()
@@ -363,6 +427,7 @@ class Fence:
             self._due.pop(name, None)
             self._up.pop(name, None)
             self._stamp.pop(name, None)
+            self._checked.pop(name, None)
             self._read.pop(name, None)
             self._written.pop(name, None)
             if name in self.tainted:

@@ -77,7 +77,8 @@ __all__ = ["QUOTA_BACKOFF", "QUOTA_REFUSED", "DryCluster", "LiveScheduler", "Pas
 Log = Callable[[str], None]
 WARM = 8  # gangs ahead whose likely nodes a fast pass fences early (`_warm`)
 AHEAD_LEFT = 1  # nodes raised ahead and still unused above which a fast pass makes no new guess
-FAST_HOLD = 2.0  # seconds a fast pass goes on binding gangs that completed meanwhile, under one hold of the Lease
+FAST_HOLD = 2.0  # seconds a fast pass goes on binding gangs that complete meanwhile, under one hold of the Lease
+HOLD_IDLE = 0.5  # seconds the Lease is kept after a fast pass for a next gang (within FAST_HOLD)
 _POD_PATH = re.compile(r"^/api/v1/namespaces/[^/]+/pods(?:/|$)")
 
 
@@ -117,6 +118,8 @@ class LiveScheduler:
     fence_batch: int = FENCE_BATCH  # nodes fenced at once; a pass binding more goes batch by batch (fence.batches)
     advertise_for: float = 0.0  # with serve: tell passes without it, for this long, that the master's pods are served
     linger: float = 0.0  # with a view: seconds a fast pass's binding fence stays up for the next gang (kube/fence.py)
+    hold: float = FAST_HOLD  # a fast pass keeps the Lease this long at most for gangs completing meanwhile (`_hold`)
+    hold_idle: float = HOLD_IDLE  # ... and gives it back once none came for this long
 
     _held: SchedulingLease | None = field(default=None, repr=False)
     _lease: SchedulingLease | None = field(default=None, repr=False)
@@ -180,22 +183,40 @@ class LiveScheduler:
                 if self.view is not None:  # caught up with the previous holder's writes, or listed afresh
                     self.view.catch_up(lease.previous_fence)
                 if not fast:
-                    lowered = self.lower_fences(everything=True)  # a full pass fences what it binds by itself
+                    lowered = self.lower_fences()  # (the due ones; the rest serve this pass's bindings too)
                     report = self._pass()
                     report.problems[:0] = lowered
                     return report
                 report = self._fast_pass(PassReport())
-                # gangs completed while it bound: bound in the same hold of the Lease (no release, take-back and
-                # fence wait in between), for at most FAST_HOLD seconds so that other clients wait little
-                hold_until = time.monotonic() + FAST_HOLD
-                while not self.backlog and time.monotonic() < hold_until and self._any_ready():
-                    self._fast_pass(report)
+                self._hold(report)
                 return report
             finally:
                 if observed:
                     self.api.observe_writes = None
                 self._held = None
                 lease.fence = self._fence()
+
+    def _hold(self, report: PassReport) -> None:
+        """Gangs that complete soon after a fast pass are bound in the same hold of the Lease (no release and
+        take-back, two Lease writes, in between): while the master's gangs keep coming, the Lease is kept for up to
+        `hold` seconds, and given back once none came for `hold_idle` seconds, a change other than the master's pods
+        asks for a full pass, or a pass leaves something waiting; other clients wait at most that long for it. (Its
+        writes renew the Lease as any pass's do, `_still_ours`; FAST_HOLD is far inside the Lease's duration.)"""
+        assert self.view is not None
+        hold_until = time.monotonic() + self.hold
+        others = self.view.other_changes
+        while not self.backlog and time.monotonic() < hold_until:
+            if self.view.other_changes != others:
+                self.backlog = True  # (the change this hold's wait consumed asks for a full pass: the loop runs it now)
+                return
+            if self._any_ready():
+                self._fast_pass(report)
+                continue
+            left = min(self.hold_idle, hold_until - time.monotonic())
+            if left <= 0 or not self.view.wait_for_change(left, debounce=0.0):
+                return
+            for problem in self.lower_fences():  # (lingering taints due meanwhile: not left up for the hold)
+                report.problems.append(problem)
 
     def _observe(self, method: str, path: str, answer: object) -> None:
         """A write of this pass (without a view): the revision a pod write left, or "?" when it is not known (a
@@ -240,7 +261,7 @@ class LiveScheduler:
         if not (self.fence and self.linger > 0 and self.view is not None and self.serve):
             return None
         if self._fences is None:
-            self._fences = Fence(self.api, workers=self.workers, linger=self.linger)
+            self._fences = Fence(self.api, workers=self.workers, linger=self.linger, confirms=self.view.confirms)
         return self._fences
 
     def lower_fences(self, everything: bool = False) -> list[str]:
@@ -297,6 +318,12 @@ class LiveScheduler:
         report.problems.extend(plan.warnings)
         if plan.waiting or plan.rejected or plan.victims or plan.preempting:
             self.backlog = True  # reasons, reservations, preemption: the next full pass's work
+        placing = [group for group in queue if group.id in plan.placements]
+        if fences is not None and placing and not self.backlog and not fences.settled(
+                [node for group in placing for _, node in plan.placements[group.id]]):
+            # a miss: these gangs wait for the fence to settle on their nodes; the guess of the next gangs' nodes goes
+            # up now, beside them, and settles in the same wait (not after, costing the next gang a wait of its own)
+            self._warm(fences, placing, mine, state.snapshot, ahead_of=placing, force=True)
         before = set(report.placed)
         master.act(plan, report, {group.id: group.priority for group in queue})
         if master.skipped or report.repaired:
@@ -306,17 +333,22 @@ class LiveScheduler:
                        mine)
         return report
 
-    def _warm(self, fences: Fence, bound: Sequence[PodGroup], running: Sequence[RunningGroup]) -> None:
+    def _warm(self, fences: Fence, bound: Sequence[PodGroup], running: Sequence[RunningGroup],
+              snapshot: Snapshot | None = None, ahead_of: Sequence[PodGroup] = (), force: bool = False) -> None:
         """Raise the fence, without waiting, on the nodes the next WARM gangs like the last one bound would get:
         while the master's gangs keep coming (a burst), their nodes have settled by the time they are complete. Only
-        a guess: a gang planned elsewhere is fenced and waits as without it. Lowered `linger` seconds after, unused."""
-        if not bound or self.view is None or fences.ahead() > AHEAD_LEFT:
+        a guess: a gang planned elsewhere is fenced and waits as without it. Lowered `linger` seconds after, unused.
+
+        `ahead_of`: gangs about to be bound (not yet in `snapshot`), planned first so the guesses go elsewhere; with
+        `force` a guess is made even while nodes raised ahead are still unused (they were not where gangs went)."""
+        if not bound or self.view is None or (fences.ahead() > AHEAD_LEFT and not force):
             return  # (nodes raised ahead are left unused: no new guess, whose planning costs a pass's CPU)
         like = bound[-1]
         guesses = [replace(like, id=f"{like.id}/next-{n}", sequence=like.sequence + n,
                            pods=tuple(replace(pod, name=f"{pod.name}/next-{n}") for pod in like.pods))
                    for n in range(1, WARM + 1)]
-        plan = schedule(self.view.state().snapshot, guesses, self.policy, running, now=self.clock())
+        plan = schedule(snapshot if snapshot is not None else self.view.state().snapshot, [*ahead_of, *guesses],
+                        self.policy, running, now=self.clock())
         nodes = sorted({node for guess in guesses for _, node in plan.placements.get(guess.id, ())})
         if nodes and not plan.victims and not plan.preempting:
             self._still_ours()
@@ -369,7 +401,8 @@ class LiveScheduler:
         served = self._served_name()
         if served:  # the master's pods: served by this pass, or planned read-only while a loop serves them
             master = MasterPods(self.api, self.binder(), served, self.view, self._still_ours,
-                                read_only=not self.serve, fence=self.fence, fence_batch=self.fence_batch)
+                                read_only=not self.serve, fence=self.fence, fence_batch=self.fence_batch,
+                                fences=self.loop_fence() if self.serve else None)
             ready, bound = master.collect(state, report)
         self._quotas_listed = "ResourceQuota" in snapshot.listed
         observed = Observed(self.namespace, tuple(everything), MappingProxyType({k: tuple(v) for k, v in by_group.items()}),

@@ -202,6 +202,14 @@ class ClusterView:
         with self._lock:
             return tuple(found for _, found, _ in self._pods.values() if found is not None)
 
+    def confirms(self, node: str, version: str, fence: str) -> bool:
+        """The pods watch has delivered revision `version`, and node `node` bears det-k8s's binding taint `fence`
+        (kube/fence.py: a node read at `version` under our settled taint needs no read again)."""
+        with self._lock:
+            found = self._nodes.get(node)
+            return (found is not None and found.fence == fence and bool(self._pods_version)
+                    and not newer(version, self._pods_version))
+
     @property
     def pods_version(self) -> str:
         with self._lock:

@@ -37,6 +37,12 @@ SHOWN_NODES = 3  # nodes named in why-pending messages
 MAX_DOMAINS = 64  # beyond this many topology domains a group is not tried in each one
 
 
+CAUSES_KEPT = 16  # signatures whose node-level causes are remembered from pass to pass (`Nodes.eligible`)
+# signature, lasting -> id(node) -> (the node, its cause): a memo of a pure function of the two (the node object is
+# kept with its answer, so an id reused by another object is never taken for it)
+_CAUSES: dict[tuple[object, bool], dict[int, tuple[Node, str | None]]] = {}
+
+
 def signature(constraints: Constraints) -> tuple[object, ...]:
     """A hashable key: pods with equal signatures pass exactly the same node-level filters (volumes aside)."""
     selector = tuple(sorted(constraints.node_selector.items()))
@@ -91,12 +97,26 @@ class Nodes:
         if found is None:
             keep: list[str] = []
             excluded: Counter[str] = Counter()
+            # node-level causes depend only on the node and the signature: remembered from the last pass that asked,
+            # for the node objects it had (a watch keeps a node's object until the node changes)
+            memo_key = (signature(constraints), lasting) if not volumes.checks else None
+            before = _CAUSES.get(memo_key, {}) if memo_key is not None else {}
+            memo: dict[int, tuple[Node, str | None]] = {}
             for node in self.nodes:
-                cause = constraints.node_cause(node, lasting=lasting) or volumes.cause(node)
+                known = before.get(id(node))
+                fresh = known is None or known[0] is not node
+                cause = constraints.node_cause(node, lasting=lasting) if fresh else known[1]  # type: ignore[index]
+                memo[id(node)] = (node, cause)
+                cause = cause or volumes.cause(node)
                 if cause is None:
                     keep.append(node.name)
                 else:
                     excluded[cause] += 1
+            if memo_key is not None:
+                _CAUSES.pop(memo_key, None)
+                _CAUSES[memo_key] = memo  # (the newest last)
+                while len(_CAUSES) > CAUSES_KEPT:
+                    del _CAUSES[next(iter(_CAUSES))]
             causes = tuple(sorted(excluded.items(), key=lambda item: (-item[1], item[0])))
             found = self._eligible[(klass, lasting)] = Eligibility(tuple(keep), causes)
         return found

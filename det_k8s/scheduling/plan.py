@@ -215,7 +215,12 @@ class _Pass:
         if claims:  # kube-scheduler alone allocates them: det-k8s never binds nor pins such pods
             self.wait(group, replace(self.reason(group, shapes, ReasonCode.DRA), dra=DraHold(claims=claims)))
             return
-        if self.refuse(group, self.never_fits(group, shapes), shapes):
+        # With nothing that could make it wait before its placement is tried (no queue limits, no quota, no volume,
+        # no group holding the order), "never fits" is asked only if it cannot be placed now: a group placed now fits
+        # the lasting capacity of the nodes eligible for good, so the answer is the same, for less (issue 24)
+        direct = (self.queues is None and not self.quotas.quotas and self.blocker is None
+                  and not any(shape.volumes.waiting for shape in shapes))
+        if not direct and self.refuse(group, self.never_fits(group, shapes), shapes):
             return
         limited = self.queues.hold(group) if self.queues is not None else None
         if limited is not None:
@@ -245,6 +250,8 @@ class _Pass:
             self.place(group, taken)
             return
         failure = self.fitter.failure
+        if direct and self.refuse(group, self.never_fits(group, shapes), shapes):
+            return
         if self.refuse(group, self.never_fits_lasting(group, shapes), shapes):  # only now: what fits now fits for good
             return
         if self.policy.backfill:

@@ -12,7 +12,7 @@ from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.kube.watch import ClusterView
 from det_k8s.scheduling.model import Policy
 from tests.k8s_emulator import node
-from tests.master_pods import create_task, master_task
+from tests.master_pods import create_pods, create_task, master_task
 
 ON_REAL_CLUSTER_TOO = True
 
@@ -78,3 +78,80 @@ def test_a_gang_the_fast_pass_cannot_place_is_left_to_a_full_pass(cluster, loop)
     assert all("waiting for resources" in reason(p) or "never fits" in reason(p) or "can never be placed" in reason(p)
                for p in pods(cluster, big))
     assert not loop.can_go_fast()  # it still waits
+
+
+@pytest.fixture
+def lingering(cluster):
+    """A loop whose fence lingers (as `scheduler run` has it), on two 8-GPU nodes."""
+    for i in range(2):
+        cluster.api.put(node(f"gpu-{i}", gpus=8))
+    api = cluster.connect()
+    view = ClusterView(api.clone(), "coscheduler", queue_namespace="default").start()
+    assert view.wait_synced()
+    scheduler = LiveScheduler(api, "default", Policy(), "loop", serve="coscheduler", view=view, linger=60.0)
+    yield scheduler
+    scheduler.lower_fences(everything=True)
+    view.stop()
+    if hasattr(cluster.api, "expire_watches"):
+        cluster.api.expire_watches()
+
+
+def fence_of(cluster, name: str) -> str:
+    return next((str(t.get("value")) for t in cluster.api.get("nodes", name, None)["spec"].get("taints") or ()
+                 if t.get("key") == "det-k8s.io/binding"), "")
+
+
+def gang(api, experiment: int, pods: int | None = None):
+    return create_task(api, master_task("0.26.2", experiment=experiment, slots_per_trial=4, max_slots_per_pod=2),
+                       pods=pods)
+
+
+def test_the_loops_fence_outlives_a_full_pass_and_the_next_gang_there_waits_no_settle(cluster, lingering):
+    """Issue 24's p99: a full pass every --interval lowered every lingering taint, so the next gang paid the 250 ms
+    settle again (and the one after it too); now a full pass binds inside the loop's fence and leaves it up."""
+    lingering.run_pass()
+    api = cluster.connect()
+    first = gang(api, 1)
+    until(lambda: len(lingering.view.served()) == 2, "the view to see the first gang")
+    assert len(lingering.run_pass(fast=True).placed) == 1
+    (where,) = {p["spec"]["nodeName"] for p in pods(cluster, first)}
+    stamp = fence_of(cluster, where)
+    assert stamp  # lingering for a next gang
+    lingering.run_pass()  # a full pass (every --interval): the taint stays, the same one
+    assert fence_of(cluster, where) == stamp
+    fence = lingering.loop_fence()
+    until(lambda: fence.settled([where]), "the fence on the node to have settled")
+    waits: list[float] = []
+    fence.sleep = waits.append  # (the Fence's own seam for its waits)
+    second = gang(api, 2)
+    until(lambda: len(lingering.view.served()) == 4, "the view to see the second gang")
+    assert len(lingering.run_pass(fast=True).placed) == 1
+    assert {p["spec"]["nodeName"] for p in pods(cluster, second)} == {where}  # packed beside the first
+    assert waits == [] and fence_of(cluster, where) == stamp
+    assert lingering.lower_fences(everything=True) == []
+    assert fence_of(cluster, "gpu-0") == fence_of(cluster, "gpu-1") == ""
+
+
+def test_a_gang_completing_during_the_hold_is_bound_under_the_same_lease_and_another_change_ends_it(cluster, lingering):
+    import threading
+
+    lingering.hold, lingering.hold_idle = 30.0, 30.0  # (generous: only the events below end it)
+    lingering.run_pass()
+    api = cluster.connect()
+    first, second = gang(api, 1), gang(api, 2, pods=1)
+    until(lambda: len(lingering.view.served()) == 3, "the view to see the gangs")
+    reports = []
+    holding = threading.Thread(target=lambda: reports.append(lingering.run_pass(fast=True)))
+    holding.start()
+    until(lambda: all(p["spec"].get("nodeName") for p in pods(cluster, first)), "the first gang bound")
+    create_pods(api, second, second.pods[1:])  # its last pod: the gang completes while the Lease is held
+    until(lambda: all(p["spec"].get("nodeName") for p in pods(cluster, second)), "the second gang bound")
+    assert holding.is_alive()  # still holding the Lease for a next gang
+    cluster.api.put(node("gpu-9", gpus=8))  # a change a full pass must look at
+    holding.join(timeout=60)
+    assert not holding.is_alive()
+    (report,) = reports
+    assert len(report.placed) == 2  # both, in one hold of the Lease
+    assert not lingering.can_go_fast()  # the loop runs a full pass next
+    lingering.run_pass()
+    assert lingering.can_go_fast()

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import time
+
 from det_k8s.kube.fence import batches
 from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
@@ -90,3 +92,93 @@ def test_a_fence_raised_ahead_in_the_background_never_replaces_another_scheduler
     assert _fence_values(cluster, "gpu-0") == ["2000.000"]
     b.lower()
     assert _fence_values(cluster, "gpu-0") == []
+
+
+def _reads_of(cluster, name: str) -> int:
+    """GETs of the node and lists of its pods (step 3's reads) so far."""
+    return sum(1 for method, path, params in cluster.api.calls if method == "GET" and (
+        path == f"/api/v1/nodes/{name}" or params.get("fieldSelector") == f"spec.nodeName={name}"))
+
+
+def _gang(cluster, api, experiment: int):
+    from det_k8s.scheduling.master import master_groups, master_pod
+
+    task = create_task(api, master_task("0.26.2", experiment=experiment, slots_per_trial=4, max_slots_per_pod=2))
+    (group,) = master_groups([master_pod(p) for p in cluster.api.items("pods") if p["metadata"]["name"] in task.names])
+    return group
+
+
+def _placement(group, where: str):
+    return [(group.id, [(p.name, where) for p in group.pending], {p.name: dict(p.pod.requests) for p in group.pending})]
+
+
+def test_a_node_read_once_its_fence_settled_is_not_read_again_while_the_watch_confirms_it(cluster):
+    """Step 3 once per fenced node (issue 24's p99): read after our taint settled, the node cannot have been given to
+    kube-scheduler since while the taint stays up, so the next gang there is checked against the watch's view only;
+    a watch that does not confirm it (behind that read, or showing our taint gone) means a read as before."""
+    from det_k8s.kube.fence import Fence
+
+    cluster.api.put(node("gpu-0", gpus=8))
+    api = cluster.connect()
+    confirmed = [True]
+    asked: list[tuple[str, str, str]] = []
+
+    def confirms(name: str, version: str, stamp: str) -> bool:
+        asked.append((name, version, stamp))
+        return confirmed[0]
+
+    fence = Fence(api, settle=0, linger=30.0, confirms=confirms)
+    first, second, third = (_gang(cluster, api, n) for n in (1, 2, 3))
+    fence.raise_on(["gpu-0"])
+    before = _reads_of(cluster, "gpu-0")
+    assert fence.still_fits(_placement(first, "gpu-0")) == set()
+    assert _reads_of(cluster, "gpu-0") == before + 1  # its pods (the node came back with our write)
+    fence.finish()
+    fence.raise_on(["gpu-0"])
+    reads = _reads_of(cluster, "gpu-0")
+    assert fence.still_fits(_placement(second, "gpu-0")) == set()
+    assert _reads_of(cluster, "gpu-0") == reads  # nothing read: the watch confirmed it
+    (name, version, stamp), = asked
+    assert name == "gpu-0" and version.isdigit() and stamp == _fence_values(cluster, "gpu-0")[0]
+    confirmed[0] = False  # the watch is behind the read, or shows the taint gone
+    assert fence.still_fits(_placement(third, "gpu-0")) == set()
+    assert _reads_of(cluster, "gpu-0") == reads + 2  # read again, the node too (to see the taint is still ours)
+    fence.lower()
+
+
+def test_a_node_raised_ahead_is_read_in_the_background_once_settled_so_its_first_gang_reads_nothing(cluster):
+    from det_k8s.kube.fence import Fence
+
+    cluster.api.put(node("gpu-0", gpus=8))
+    api = cluster.connect()
+    fence = Fence(api, settle=0.05, linger=30.0, confirms=lambda name, version, stamp: True)
+    gang = _gang(cluster, api, 1)
+    fence.raise_ahead(["gpu-0"])
+    deadline = time.monotonic() + 60  # a guard against hanging, not a speed assertion
+    while _reads_of(cluster, "gpu-0") < 2:  # the write's read of the node, then the read of its pods once settled
+        assert time.monotonic() < deadline, "the background read never came"
+        time.sleep(0.02)
+    time.sleep(0.1)  # (its answer recorded)
+    assert fence.settled(["gpu-0"])
+    fence.raise_on(["gpu-0"])
+    reads = _reads_of(cluster, "gpu-0")
+    assert fence.still_fits(_placement(gang, "gpu-0")) == set()
+    assert _reads_of(cluster, "gpu-0") == reads
+    fence.lower()
+    assert _fence_values(cluster, "gpu-0") == []
+
+
+def test_settled_says_whether_raising_the_fence_would_cost_a_wait(cluster):
+    from det_k8s.kube.fence import Fence
+
+    cluster.api.put(node("gpu-0", gpus=8))
+    cluster.api.put(node("gpu-1", gpus=8))
+    now = [100.0]
+    fence = Fence(cluster.connect(), settle=0.25, linger=30.0, monotonic=lambda: now[0], sleep=lambda s: None)
+    assert not fence.settled(["gpu-0"])  # never raised
+    fence.raise_on(["gpu-0"])
+    assert not fence.settled(["gpu-0"])  # up, not for its settle yet
+    now[0] += 0.25
+    assert fence.settled(["gpu-0"]) and not fence.settled(["gpu-0", "gpu-1"])
+    fence.lower()
+    assert not fence.settled(["gpu-0"])

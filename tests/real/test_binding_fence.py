@@ -153,3 +153,43 @@ def test_a_fence_left_by_a_process_that_died_is_removed_by_the_next_pass(real_cl
     assert all(p["spec"].get("nodeName") == "gpu-0" for p in real_cluster.api.items("pods")
                if p["metadata"]["name"] in task.names)
     assert not real_cluster.api.get("nodes", "gpu-0", None)["spec"].get("taints")
+
+
+def test_a_node_checked_under_a_settled_fence_is_read_again_once_the_watch_shows_the_taint_gone(real_cluster):
+    """With the loop's watch (`Fence.confirms`), a node read once our taint had settled is not read again for the next
+    gang there; but once the watch shows the taint removed (an admin's `kubectl taint ... det-k8s.io/binding-`),
+    kube-scheduler may have placed a pod there: the node is read again and the gang waits."""
+    from det_k8s.kube.watch import ClusterView
+
+    real_cluster.api.put(node("gpu-0", gpus=8))
+    api = real_cluster.connect("default")
+    view = ClusterView(api.clone(), "coscheduler").start()
+    try:
+        assert view.wait_synced()
+        fence = Fence(api, settle=0.0, linger=60.0, confirms=view.confirms)
+        tasks = [create_task(api, master_task("0.26.2", experiment=n, slots_per_trial=4, max_slots_per_pod=2))
+                 for n in (1, 2)]
+        first, second = (master_groups([master_pod(p) for p in real_cluster.api.items("pods")
+                                        if p["metadata"]["name"] in task.names])[0] for task in tasks)
+        fence.raise_on(["gpu-0"])
+        assert fence.still_fits([(first.id, [(p.name, "gpu-0") for p in first.pending],
+                                  {p.name: dict(p.pod.requests) for p in first.pending})]) == set()
+        stamp = _value(real_cluster, "gpu-0")
+        real_cluster.wait_for("the watch to show our taint",
+                              lambda: any(n.name == "gpu-0" and n.fence == stamp for n in view.state().snapshot.nodes),
+                              timeout=30)
+        real_cluster.api.update("nodes", "gpu-0", {"spec": {"taints": None}}, namespace=None)  # the admin
+        real_cluster.wait_for("the watch to show it gone",
+                              lambda: any(n.name == "gpu-0" and not n.fence for n in view.state().snapshot.nodes),
+                              timeout=30)
+        fence.raise_on(["gpu-0"])  # believed up: no write
+        assert fence.still_fits([(second.id, [(p.name, "gpu-0") for p in second.pending],
+                                  {p.name: dict(p.pod.requests) for p in second.pending})]) == {second.id}
+        fence.lower()
+    finally:
+        view.stop()
+
+
+def _value(real_cluster, name: str) -> str:
+    return next(str(t["value"]) for t in real_cluster.api.get("nodes", name, None)["spec"].get("taints") or ()
+                if t["key"] == KEY)
