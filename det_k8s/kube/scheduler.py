@@ -205,18 +205,20 @@ class LiveScheduler:
         assert self.view is not None
         hold_until = time.monotonic() + self.hold
         others = self.view.other_changes
-        while not self.backlog and time.monotonic() < hold_until:
+        while not self.backlog:
             if self.view.other_changes != others:
                 self.backlog = True  # (the change this hold's wait consumed asks for a full pass: the loop runs it now)
                 return
             if self._any_ready():
+                if time.monotonic() >= hold_until:
+                    return  # (the Lease is given back; the loop sees the ready gang before it waits: `ready`)
                 self._fast_pass(report)
                 continue
             left = min(self.hold_idle, hold_until - time.monotonic())
             if left <= 0 or not self.view.wait_for_change(left, debounce=0.0):
                 return
-            for problem in self.lower_fences():  # (lingering taints due meanwhile: not left up for the hold)
-                report.problems.append(problem)
+            # (lingering taints due meanwhile are lowered once the hold ends, at most `hold` seconds late: lowering
+            # them here would keep a gang whose last pod comes meanwhile waiting for those writes)
 
     def _observe(self, method: str, path: str, answer: object) -> None:
         """A write of this pass (without a view): the revision a pod write left, or "?" when it is not known (a
@@ -294,6 +296,11 @@ class LiveScheduler:
         return self.view.state() if self.view is not None else read_cluster(self.api, self._served_name())
 
     # -- the pass ----------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        """A fast pass has work now: a served gang of the view is ready (the loop asks before it waits for a change,
+        which a hold of the Lease may have consumed)."""
+        return self.can_go_fast() and self._any_ready()
 
     def _any_ready(self) -> bool:
         """A served gang of the view is ready (all its pods exist, none bound): no snapshot built, no request."""

@@ -39,7 +39,8 @@ class FreeIndex:
     def __init__(self, key: str, members: Iterable[str], capacity: Capacity) -> None:
         self.key = key
         self.members = frozenset(members)
-        self._capacity = capacity
+        self._free = capacity.free  # (not the Capacity: it holds this index, and a cycle would leave every pass's
+        # indexes to the cycle collector, whose pauses were the loop's latency tail at 2,000 nodes)
         self.buckets: dict[int, dict[str, None]] = {}
         self.values: list[int] = []  # sorted distinct free amounts present in `buckets`
         self.totals: dict[Demand, int] = {}
@@ -78,7 +79,7 @@ class FreeIndex:
             return known
         if len(self.totals) >= MAX_TRACKED_DEMANDS:
             return None
-        free = self._capacity.free
+        free = self._free
         known = sum(count(free[node], demand) for value in self.values for node in self.buckets[value])
         self.totals[demand] = known
         return known

@@ -155,3 +155,19 @@ def test_a_gang_completing_during_the_hold_is_bound_under_the_same_lease_and_ano
     assert not lingering.can_go_fast()  # the loop runs a full pass next
     lingering.run_pass()
     assert lingering.can_go_fast()
+
+
+def test_a_gang_ready_when_a_hold_ends_is_work_the_loop_sees_before_it_waits(cluster, lingering):
+    """A hold of the Lease consumes the view's changes while it waits for gangs; one whose last pod came just as the
+    hold ended must not wait for the next change (the loop asks `ready()` first)."""
+    lingering.run_pass()
+    api = cluster.connect()
+    late = gang(api, 1, pods=1)
+    until(lambda: len(lingering.view.served()) == 1, "the view to see its first pod")
+    assert not lingering.ready()  # 1 of 2 pods
+    create_pods(api, late, late.pods[1:])
+    until(lambda: len(lingering.view.served()) == 2, "the view to see its last pod")
+    lingering.view.wait_for_change(0.0)  # (whatever would wake the loop is consumed, as a hold consumes it)
+    assert lingering.ready()
+    assert len(lingering.run_pass(fast=True).placed) == 1
+    assert not lingering.ready()
