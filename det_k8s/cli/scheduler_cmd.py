@@ -136,6 +136,7 @@ def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, pree
     full_at, full_seen = -math.inf, -1  # when the last full pass started; the view's other_changes then
     fast = False
     frozen = False
+    worked = False  # the last pass ran (it did not find the Lease held, nor fail)
     while True:
         health.beat()
         try:
@@ -148,7 +149,9 @@ def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, pree
                 policy_read = time.monotonic()
             if not fast and view is not None:
                 full_at, full_seen = time.monotonic(), view.other_changes
+            worked = False
             report = scheduler.run_pass(fast=fast)
+            worked = True
             if not frozen and view is not None:
                 _freeze()
                 frozen = True
@@ -186,9 +189,12 @@ def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, pree
             wait = min(wait, max(due - time.monotonic(), 0.0) + 0.01)
         if view is None or failures:
             time.sleep(wait)
-        elif not (fast and scheduler.backlog) and not scheduler.ready():  # a fast pass that left a group waiting:
-            # a full pass now says why; a gang ready already (its last pod came as a hold of the Lease ended): bound now
-            # (on the fast path a gang is bound as soon as its last pod is seen: no quiet waited for)
+        elif not (fast and scheduler.backlog) and not (fast and worked and (
+                view.other_changes != full_seen or scheduler.ready())):
+            # Not waited for: a fast pass that left a group waiting (a full pass now says why), and a fast pass of ours
+            # whose hold of the Lease consumed the wake-up of a change for a full pass or of a gang ready already.
+            # (Without the Lease, the wait stays: another holder's pass is not spun against. On the fast path a gang
+            # is bound as soon as its last pod is seen: no quiet waited for.)
             view.wait_for_change(wait, debounce=0.0 if scheduler.can_go_fast() else 0.05)
 
 

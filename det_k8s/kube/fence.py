@@ -201,9 +201,10 @@ class Fence:
         value is not due to be written again)"""
         names = sorted(set(nodes))
         now = self.monotonic()
-        return not self._needed(names) and all(
-            (name not in self._pending or self._pending[name].done()) and now - self._up[name] >= self.settle
-            for name in names)
+        with self._lock:  # (a background write that failed forgets its node meanwhile)
+            return not self._needed(names) and all(
+                (name not in self._pending or self._pending[name].done())
+                and now - self._up.get(name, now) >= self.settle for name in names)
 
     def ahead(self) -> int:
         """How many nodes raised ahead no binding has used yet (and still up, or on their way)."""
@@ -304,11 +305,13 @@ class Fence:
                 with contextlib.suppress(Exception):
                     ahead.result()
 
-    def still_fits(self, placements: Sequence[tuple[str, Sequence[tuple[str, str]], Mapping[str, Mapping[str, int]]]]
-                   ) -> set[str]:
+    def still_fits(self, placements: Sequence[tuple[str, Sequence[tuple[str, str]], Mapping[str, Mapping[str, int]]]],
+                   planned_at: str = "") -> set[str]:
         """Step 3: the ids of the groups whose pods no longer fit their planned nodes, read afresh.
 
         `placements`: (group id, [(pod, node)], {pod: requests}). Groups are checked in order, each taking its share.
+        `planned_at`: the pods revision of the view the plan was made from; a node checked at a revision the plan had
+        seen already is not read again (`_trusted`). Without it every node is read.
         """
         nodes = sorted({node for _, placement, _ in placements for _, node in placement})
         free: dict[str, dict[str, int]] = {}
@@ -317,7 +320,7 @@ class Fence:
 
         objects: dict[tuple[str, str], Any] = {}
         versions: dict[str, str] = {}
-        trusted = {name for name in nodes if self._trusted(name)}
+        trusted = {name for name in nodes if self._trusted(name, planned_at)}
         nodes = [name for name in nodes if name not in trusted]
         # (a node this call's own write answered is current: its allocatable does not change in a moment; one whose
         # taint was up already is read again, to see that the taint is still ours; both requests go out together)
@@ -377,13 +380,21 @@ class Fence:
                     free[where][resource] = free[where].get(resource, 0) - amount
         return dropped
 
-    def _trusted(self, name: str) -> bool:
-        """Step 3 may skip the node: read once our taint had settled, up since, and the watch is past that read and
-        still shows our taint (removed by someone meanwhile, it is read again)."""
+    def _trusted(self, name: str, planned_at: str) -> bool:
+        """Step 3 may skip the node: its pods were read once our taint had settled, the taint has been up since, the
+        plan was made from a view that had seen that read's revision (so it counted every pod kube-scheduler placed
+        there before the taint settled: a plan older than the read may not have), and the watch still shows our taint
+        (removed by someone meanwhile, it is read again)."""
         with self._lock:
             version, stamp = self._checked.get(name), self._stamp.get(name)
             up = name in self._up and (name not in self._pending or self._pending[name].done())
-        return bool(up and version and stamp and self.confirms is not None and self.confirms(name, version, stamp))
+        if not (up and version and stamp and planned_at and self.confirms is not None):
+            return False
+        try:
+            seen = int(version) <= int(planned_at)
+        except ValueError:
+            return False
+        return seen and self.confirms(name, version, stamp)
 
     def lower(self) -> None:
         """Step 4: remove the taints this fence put on."""

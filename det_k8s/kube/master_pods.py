@@ -57,6 +57,7 @@ class MasterPods:
     quick: bool = False  # the loop's fast pass: ready groups bound, nothing else written (scheduler.py)
     fences: Fence | None = None  # with fence: the loop's own, whose taints may linger after a binding (kube/fence.py)
     fence_batch: int = FENCE_BATCH  # nodes fenced at once (fence.batches)
+    planned_at: str = ""  # the pods revision of the view `collect` was given (the plan's): fence.still_fits
     groups: dict[str, MasterGroup] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # quick: groups left for a full pass (partly bound, lost node)
 
@@ -65,6 +66,7 @@ class MasterPods:
         if not self.read_only and self.fence and not self.quick:  # a fence a process that died left behind
             for name in Fence(self.api).sweep(state.snapshot.nodes):
                 report.problems.append(f"removed a binding taint left on node {name} by a det-k8s that stopped")
+        self.planned_at = state.pods_version if self.view is not None else ""
         found = collect(self.observe(state), read_only=self.read_only, quick=self.quick)
         self.groups.update(found.groups)
         self.skipped.extend(found.skipped)
@@ -181,7 +183,7 @@ class MasterPods:
                 self.still_ours()
                 fence.raise_on([node for _, placement in to_bind for _, node in placement])  # inside: lowered below
                 dropped = fence.still_fits([(group.id, placement, {p.name: dict(p.pod.requests) for p in group.pending})
-                                            for group, placement in to_bind])
+                                            for group, placement in to_bind], self.planned_at)
                 taken = [group for group, _ in to_bind if group.id in dropped]
                 to_bind = [(group, placement) for group, placement in to_bind if group.id not in dropped]
             results = self.binder.bind_all(to_bind, self.still_ours) if to_bind else {}

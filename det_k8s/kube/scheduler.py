@@ -120,12 +120,15 @@ class LiveScheduler:
     linger: float = 0.0  # with a view: seconds a fast pass's binding fence stays up for the next gang (kube/fence.py)
     hold: float = FAST_HOLD  # a fast pass keeps the Lease this long at most for gangs completing meanwhile (`_hold`)
     hold_idle: float = HOLD_IDLE  # ... and gives it back once none came for this long
+    cool: float = FAST_HOLD  # after a hold that ran its whole time, this long without holds (`_hold`)
 
     _held: SchedulingLease | None = field(default=None, repr=False)
     _lease: SchedulingLease | None = field(default=None, repr=False)
     _binder: Binder | None = field(default=None, repr=False)
     _fences: Fence | None = field(default=None, repr=False)  # the loop's fence, whose taints linger (fast passes)
     _renewed: float = field(default=0.0, repr=False)
+    _cooling_until: float = field(default=0.0, repr=False)  # (time.monotonic) fast passes hold the Lease no longer
+    # than their bindings until then (`_hold`)
     _wrote_pods: bool = field(default=False, repr=False)
     _pod_writes: list[str] = field(default_factory=list, repr=False)  # without a view: revisions of pod writes
     _empty_queue_at: int = field(default=-1, repr=False)  # the view's queue_changes when the queue was last empty
@@ -187,8 +190,9 @@ class LiveScheduler:
                     report = self._pass()
                     report.problems[:0] = lowered
                     return report
+                others = self.view.other_changes if self.view is not None else 0
                 report = self._fast_pass(PassReport())
-                self._hold(report)
+                self._hold(report, others)
                 return report
             finally:
                 if observed:
@@ -196,26 +200,34 @@ class LiveScheduler:
                 self._held = None
                 lease.fence = self._fence()
 
-    def _hold(self, report: PassReport) -> None:
+    def _hold(self, report: PassReport, others: int) -> None:
         """Gangs that complete soon after a fast pass are bound in the same hold of the Lease (no release and
         take-back, two Lease writes, in between): while the master's gangs keep coming, the Lease is kept for up to
         `hold` seconds, and given back once none came for `hold_idle` seconds, a change other than the master's pods
         asks for a full pass, or a pass leaves something waiting; other clients wait at most that long for it. (Its
-        writes renew the Lease as any pass's do, `_still_ours`; FAST_HOLD is far inside the Lease's duration.)"""
+        writes renew the Lease as any pass's do, `_still_ours`; FAST_HOLD is far inside the Lease's duration.)
+
+        `others`: the view's count of other changes when the pass began. A hold that ran its whole `hold` is followed by
+        `cool` seconds of passes that give the Lease back as soon as no gang is ready (as before holds), so a client
+        polling for the Lease (`SchedulingLease.held`, every 0.5 s) finds it free within a few tries."""
         assert self.view is not None
-        hold_until = time.monotonic() + self.hold
-        others = self.view.other_changes
+        now = time.monotonic()
+        hold_until = now + self.hold
+        idle = 0.0 if now < self._cooling_until else self.hold_idle
         while not self.backlog:
             if self.view.other_changes != others:
                 self.backlog = True  # (the change this hold's wait consumed asks for a full pass: the loop runs it now)
                 return
+            if time.monotonic() >= hold_until:
+                self._cooling_until = time.monotonic() + self.cool  # (others' turn: see above)
+                return  # (the Lease is given back; a gang ready now the loop sees before it waits: `ready`)
             if self._any_ready():
-                if time.monotonic() >= hold_until:
-                    return  # (the Lease is given back; the loop sees the ready gang before it waits: `ready`)
                 self._fast_pass(report)
                 continue
-            left = min(self.hold_idle, hold_until - time.monotonic())
+            left = min(idle, hold_until - time.monotonic())
             if left <= 0 or not self.view.wait_for_change(left, debounce=0.0):
+                if time.monotonic() >= hold_until:
+                    self._cooling_until = time.monotonic() + self.cool
                 return
             # (lingering taints due meanwhile are lowered once the hold ends, at most `hold` seconds late: lowering
             # them here would keep a gang whose last pod comes meanwhile waiting for those writes)

@@ -215,10 +215,12 @@ class _Pass:
         if claims:  # kube-scheduler alone allocates them: det-k8s never binds nor pins such pods
             self.wait(group, replace(self.reason(group, shapes, ReasonCode.DRA), dra=DraHold(claims=claims)))
             return
-        # With nothing that could make it wait before its placement is tried (no queue limits, no quota, no volume,
-        # no group holding the order), "never fits" is asked only if it cannot be placed now: a group placed now fits
-        # the lasting capacity of the nodes eligible for good, so the answer is the same, for less (issue 24)
-        direct = (self.queues is None and not self.quotas.quotas and self.blocker is None
+        # A pass of one group (the loop's fast path, a gang at a time) with nothing that could make it wait before its
+        # placement is tried (no queue limits, no quota, no volume): "never fits" is asked only if it cannot be placed
+        # now. A group placed now fits the lasting capacity of the nodes eligible for good, so the answer is the same,
+        # for less (issue 24). Only with one group: a failed placement builds the capacity indexes, whose order breaks
+        # ties for the groups after it, so in a longer queue asking first keeps every plan as it was.
+        direct = (len(self._queue) == 1 and self.queues is None and not self.quotas.quotas and self.blocker is None
                   and not any(shape.volumes.waiting for shape in shapes))
         if not direct and self.refuse(group, self.never_fits(group, shapes), shapes):
             return

@@ -172,3 +172,34 @@ def test_a_problem_that_lasts_is_said_once_not_every_pass(cluster):
     assert loop.wait(60) == 130
     said = (loop.stdout.read() if loop.stdout else "") + (loop.stderr.read() if loop.stderr else "")
     assert said.count("cannot taint nodes while binding") == 1, said
+
+
+def test_a_loop_that_finds_the_lease_held_waits_instead_of_spinning(cluster):
+    """Issue 24's review: after a fast pass, a loop skips its wait when a gang is ready already (a hold of the Lease
+    consumed the wake-up); finding the Lease held by another client (a standby, `experiment create`) with a gang ready
+    must not make it retry at once, over and over."""
+    from det_k8s.kube.api import KubeApi
+    from det_k8s.kube.lease import SchedulingLease, lease_namespace
+    from tests.master_pods import create_task, master_task
+
+    cluster.api.put(node("gpu-0", gpus=4))
+    api = KubeApi.connect(kubeconfig=str(cluster.kubeconfig))
+    loop = start(["scheduler", "run", "--interval", "2"], cluster.kubeconfig)
+    other = SchedulingLease(api, lease_namespace(), "experiment-create")
+    try:
+        first = create_task(api, master_task("0.38.1", experiment=1, slots_per_trial=4))
+        wait_until(lambda: all((cluster.api.get("pods", p["metadata"]["name"]) or {}).get("spec", {}).get("nodeName")
+                               for p in first.pods), "the first trial bound (a fast pass or a full one)")
+        wait_until(other.try_acquire, "the Lease free for another client")
+        before = len(cluster.api.calls)
+        second = create_task(api, master_task("0.38.1", experiment=2, slots_per_trial=4))  # ready; no room: it waits
+        time.sleep(2.0)  # the loop finds the Lease held meanwhile
+        lease_reads = sum(1 for method, path, _ in cluster.api.calls[before:]
+                          if method == "GET" and "/leases/" in path)
+        assert lease_reads < 40, f"{lease_reads} reads of the Lease in 2 s: the loop spins"
+        assert not any((cluster.api.get("pods", p["metadata"]["name"]) or {}).get("spec", {}).get("nodeName")
+                       for p in second.pods)
+    finally:
+        other.release()
+        loop.send_signal(signal.SIGINT)
+    assert loop.wait(60) == 130

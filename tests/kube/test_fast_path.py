@@ -171,3 +171,29 @@ def test_a_gang_ready_when_a_hold_ends_is_work_the_loop_sees_before_it_waits(clu
     assert lingering.ready()
     assert len(lingering.run_pass(fast=True).placed) == 1
     assert not lingering.ready()
+
+
+def test_a_hold_that_ran_its_time_is_followed_by_passes_that_give_the_lease_back_at_once(cluster, lingering):
+    """Fairness to the Lease's other clients (`experiment create` polls for it every 0.5 s): while gangs keep coming a
+    hold keeps the Lease for its whole time; the passes after it give it back as soon as no gang is ready."""
+    import threading
+
+    from det_k8s.kube.lease import SchedulingLease, lease_namespace
+
+    lingering.hold, lingering.hold_idle, lingering.cool = 0.3, 600.0, 600.0
+    lingering.run_pass()
+    api = cluster.connect()
+    gang(api, 1)
+    until(lambda: len(lingering.view.served()) == 2, "the view to see the first gang")
+    assert len(lingering.run_pass(fast=True).placed) == 1  # then held until its 0.3 s ran out
+    lingering.hold = 600.0  # a hold now would keep the Lease for a next gang for up to 10 minutes
+    gang(api, 2)
+    until(lambda: len(lingering.view.served()) == 4, "the view to see the second gang")
+    reports = []
+    passing = threading.Thread(target=lambda: reports.append(lingering.run_pass(fast=True)))
+    passing.start()
+    passing.join(timeout=60)  # (a guard: without the cool-down it would hold the Lease for 600 s)
+    assert not passing.is_alive() and len(reports[0].placed) == 1
+    other = SchedulingLease(api, lease_namespace(), "experiment-create")
+    assert other.try_acquire()  # free at once
+    other.release()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from det_k8s.kube.fence import batches
+from det_k8s.kube.kinds import PODS
 from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
 from tests.k8s_emulator import node
@@ -100,6 +101,11 @@ def _reads_of(cluster, name: str) -> int:
         path == f"/api/v1/nodes/{name}" or params.get("fieldSelector") == f"spec.nodeName={name}"))
 
 
+def _list_version(cluster) -> str:
+    """The API server's current revision (a list's), as a view that has caught up would have it."""
+    return str(cluster.connect().list_page(PODS, all_namespaces=True)[1])
+
+
 def _gang(cluster, api, experiment: int):
     from det_k8s.scheduling.master import master_groups, master_pod
 
@@ -136,12 +142,20 @@ def test_a_node_read_once_its_fence_settled_is_not_read_again_while_the_watch_co
     fence.finish()
     fence.raise_on(["gpu-0"])
     reads = _reads_of(cluster, "gpu-0")
-    assert fence.still_fits(_placement(second, "gpu-0")) == set()
-    assert _reads_of(cluster, "gpu-0") == reads  # nothing read: the watch confirmed it
+    assert fence.still_fits(_placement(second, "gpu-0")) == set()  # no plan revision given: read as before
+    assert _reads_of(cluster, "gpu-0") == reads + 2 and asked == []
+    checked = int(_list_version(cluster))  # (a revision after the read above)
+    reads = _reads_of(cluster, "gpu-0")
+    assert fence.still_fits(_placement(second, "gpu-0"), planned_at=str(checked)) == set()
+    assert _reads_of(cluster, "gpu-0") == reads  # nothing read: planned from a view past the read, and confirmed
     (name, version, stamp), = asked
-    assert name == "gpu-0" and version.isdigit() and stamp == _fence_values(cluster, "gpu-0")[0]
+    assert name == "gpu-0" and int(version) <= checked and stamp == _fence_values(cluster, "gpu-0")[0]
+    # a plan made from a view older than that read may lack a pod kube-scheduler placed before the taint settled
+    assert fence.still_fits(_placement(second, "gpu-0"), planned_at=str(int(version) - 1)) == set()
+    assert _reads_of(cluster, "gpu-0") == reads + 2
+    reads = _reads_of(cluster, "gpu-0")
     confirmed[0] = False  # the watch is behind the read, or shows the taint gone
-    assert fence.still_fits(_placement(third, "gpu-0")) == set()
+    assert fence.still_fits(_placement(third, "gpu-0"), planned_at=str(10**12)) == set()
     assert _reads_of(cluster, "gpu-0") == reads + 2  # read again, the node too (to see the taint is still ours)
     fence.lower()
 
@@ -162,7 +176,7 @@ def test_a_node_raised_ahead_is_read_in_the_background_once_settled_so_its_first
     assert fence.settled(["gpu-0"])
     fence.raise_on(["gpu-0"])
     reads = _reads_of(cluster, "gpu-0")
-    assert fence.still_fits(_placement(gang, "gpu-0")) == set()
+    assert fence.still_fits(_placement(gang, "gpu-0"), planned_at=_list_version(cluster)) == set()
     assert _reads_of(cluster, "gpu-0") == reads
     fence.lower()
     assert _fence_values(cluster, "gpu-0") == []
