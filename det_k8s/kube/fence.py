@@ -140,8 +140,9 @@ class Fence:
     _written: dict[str, set[str]] = field(default_factory=dict, repr=False)  # node -> every value we wrote (or tried)
     # With a watch (the loop): `confirms(node, version, value)` says whether the watch has delivered the pods up to
     # `version` and shows our taint `value` on the node. A node whose pods were read (at `_checked[node]`) once our
-    # taint on it had settled, and whose taint has stayed up since, is not read again (step 3): kube-scheduler has
-    # placed nothing there since, and the watch holds everything else.
+    # taint on it had settled, and whose taint has stayed up since, is not read again (step 3) for a plan made from a
+    # view that had seen that read (`still_fits(planned_at=...)`): kube-scheduler has placed nothing there since, and
+    # the plan counted everything before.
     confirms: Callable[[str, str, str], bool] | None = None
     _checked: dict[str, str] = field(default_factory=dict, repr=False)  # node -> the revision of that read
 
