@@ -532,10 +532,13 @@ def test_preemption_stopped_anywhere_on_the_real_api_server(real_cluster, tmp_pa
         low.write_text("name: low\nresources: {slots_per_trial: 12, priority: 10}\n")
         high.write_text("name: high\nresources: {slots_per_trial: 8, priority: 90}\n")
         env = {**_env(tmp_path, real_cluster.kubeconfig, "real-preempt-setup"), "KUBECONFIG": str(real_cluster.kubeconfig)}
-        for args in (["scheduler", "policy", "--preemption"], ["experiment", "create", str(low), "-f", str(settings)]):
+        # (--wait: nodes made a moment ago may not be ready yet, and the group then waits for them; CI met that once
+        # while a benchmark loaded the machine)
+        for args in (["scheduler", "policy", "--preemption"],
+                     ["experiment", "create", str(low), "-f", str(settings), "--wait", "--timeout", "2m"]):
             done = subprocess.run([sys.executable, "-m", "det_k8s", *args], env=env, capture_output=True, text=True,
-                                  cwd=ROOT, timeout=120)
-            assert done.returncode == 0, done.stderr
+                                  cwd=ROOT, timeout=180)
+            assert done.returncode == 0, done.stdout + done.stderr
         assert len(real_cluster.api.items("pods", "default")) == 3  # the victim runs whole
         problems = _stop_on_real(real_cluster, proxy, proxied, tmp_path, "preemption",
                                  ["experiment", "create", str(high), "-f", str(settings)], point, sig, None, rng)
