@@ -93,6 +93,16 @@ class MasterPod:
     def preempting(self) -> bool:
         return PREEMPTION in self.pod.labels
 
+    @cached_property  # (the pod is frozen; a watch replaces the object when the pod changes)
+    def key(self) -> tuple[str, str, str, int]:
+        """(namespace, name, allocation, size) of the group it belongs to."""
+        labels = self.pod.labels
+        size = _int(labels.get(MIN_AVAILABLE))
+        name = labels.get(GANG_NAME, "")
+        if size > 0 and name:
+            return self.namespace, name, labels.get(ALLOCATION, ""), size
+        return self.namespace, self.name, "", 1
+
 
 def master_pod(obj: Mapping[str, Any]) -> MasterPod:
     """Read one pod object (as the API returns it); MalformedObject, naming the field, for another shape."""
@@ -142,11 +152,11 @@ class MasterGroup:
     trial: bool  # only trials are preempted (they checkpoint); commands and notebooks never are
     finished: int = 0  # its pods that ended (Succeeded, Failed): gone from `pods`, but not missing
 
-    @property
+    @cached_property  # (these are read many times a pass; the group is frozen, `replace` makes a new one)
     def pending(self) -> tuple[MasterPod, ...]:
         return tuple(p for p in self.pods if not p.bound and not p.pod.deleting)
 
-    @property
+    @cached_property
     def bound(self) -> tuple[MasterPod, ...]:
         return tuple(p for p in self.pods if p.pod.active)
 
@@ -154,7 +164,7 @@ class MasterGroup:
     def priority(self) -> int:
         return max((p.priority for p in self.pods), default=0)
 
-    @cached_property  # (read many times a pass; the group is frozen, `replace` makes a new one)
+    @cached_property
     def state(self) -> State:
         if any(p.pod.deleting or p.preempting for p in self.pods):
             return State.LEAVING
@@ -181,6 +191,11 @@ class MasterGroup:
     def created(self) -> str:
         return min((p.pod.created for p in self.pods if p.pod.created), default="")
 
+    @cached_property
+    def running(self) -> RunningGroup:
+        """Its running form (`as_running_group`)."""
+        return _running(self)
+
 
 def _int(text: str | None) -> int:
     try:
@@ -204,19 +219,17 @@ def _is_trial(pod: Pod) -> bool:
     return bool(_TRIAL_NAME.search(pod.name))
 
 
-def _key(pod: MasterPod) -> tuple[str, str, str, int]:
-    """(namespace, name, allocation, size) of the group a pod belongs to."""
-    labels = pod.pod.labels
-    size = _int(labels.get(MIN_AVAILABLE))
-    name = labels.get(GANG_NAME, "")
-    if size > 0 and name:
-        return pod.namespace, name, labels.get(ALLOCATION, ""), size
-    return pod.namespace, pod.name, "", 1
+_MADE: dict[tuple[str, str, str, int], MasterGroup] = {}  # the groups the last call made, by their pods' key
 
 
 def master_groups(objects: Iterable[Mapping[str, Any] | MasterPod],
                   scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> tuple[MasterGroup, ...]:
-    """The groups of the pods that name `scheduler_name` (finished pods are left out), sorted by id."""
+    """The groups of the pods that name `scheduler_name` (finished pods are left out), sorted by id.
+
+    A group whose pods are the very objects the previous call grouped (a watch keeps a pod's object until the pod
+    changes) is that call's group again, with what it has worked out already (`state`, its running form): the loop
+    groups every served pod each pass, and most groups, bound long ago, have not changed (issue 24)."""
+    global _MADE
     found: dict[tuple[str, str, str, int], list[MasterPod]] = {}
     ended: dict[tuple[str, str, str, int], int] = {}
     for item in objects:
@@ -228,23 +241,32 @@ def master_groups(objects: Iterable[Mapping[str, Any] | MasterPod],
         if pod.pod.gang:
             continue  # another gang mechanism's pod (cluster/gangs.py): binding it would start that group in part
         if pod.pod.phase in ("Succeeded", "Failed"):
-            ended[_key(pod)] = ended.get(_key(pod), 0) + 1
+            ended[pod.key] = ended.get(pod.key, 0) + 1
             continue
-        found.setdefault(_key(pod), []).append(pod)
+        found.setdefault(pod.key, []).append(pod)
     names: dict[tuple[str, str], int] = {}
     for namespace, name, _, _ in found:
         names[(namespace, name)] = names.get((namespace, name), 0) + 1
     groups = []
-    for (namespace, name, allocation, size), pods in found.items():
+    made: dict[tuple[str, str, str, int], MasterGroup] = {}
+    for key, pods in found.items():
+        namespace, name, allocation, size = key
         pods.sort(key=lambda p: p.name)
         first = pods[0].pod
         job = any(first.labels.get(label) for label in JOB_NAME)
         shared = allocation and (names[(namespace, name)] > 1 or not job)  # attempts of a trial share the name
         group_id = f"{namespace}/{name}" + (f"#{allocation}" if shared else "")
-        experiment = _experiment(first)
-        user = first.labels.get(USER) or (f"experiment {experiment}" if experiment else f"{namespace}/{name}")
-        groups.append(MasterGroup(group_id, namespace, name, allocation, size, tuple(pods), user, _is_trial(first),
-                                  ended.get((namespace, name, allocation, size), 0)))
+        finished = ended.get(key, 0)
+        group = _MADE.get(key)
+        if (group is None or group.id != group_id or group.finished != finished or len(group.pods) != len(pods)
+                or any(a is not b for a, b in zip(group.pods, pods, strict=True))):
+            experiment = _experiment(first)
+            user = first.labels.get(USER) or (f"experiment {experiment}" if experiment else f"{namespace}/{name}")
+            group = MasterGroup(group_id, namespace, name, allocation, size, tuple(pods), user, _is_trial(first),
+                                finished)
+        made[key] = group
+        groups.append(group)
+    _MADE = made
     return tuple(sorted(groups, key=lambda g: g.id))
 
 
@@ -280,6 +302,10 @@ def as_running_group(group: MasterGroup) -> RunningGroup:
     It started when it was bound, not when the master created its pods (it may have waited in the queue for
     hours): the victim rule's "newest first" compares how much work each group would lose, and det-k8s's own
     groups start when their pods are created."""
+    return group.running
+
+
+def _running(group: MasterGroup) -> RunningGroup:
     pods = tuple(RunningPod(p.name, p.pod.node_name or "", p.pod.requests) for p in group.bound)
     started = min((p.started for p in group.bound if p.started), default="") or group.created
     return RunningGroup(group.id, _known_as(group), group.user, group.priority, pods, started_at=started,

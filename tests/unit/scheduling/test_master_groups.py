@@ -227,3 +227,44 @@ def test_a_pod_of_another_gang_mechanism_is_never_the_masters_even_naming_its_sc
     assert foreign_gang(pods[0]).startswith(mechanism)
     assert pod_from_object(pods[0]).gang.startswith(mechanism)
     assert len(master_groups(as_stored(task))) == 1  # the master's own pod-group labels are its, and served
+
+
+def test_groups_of_unchanged_pods_are_reused_and_a_changed_pod_makes_its_group_anew():
+    """The loop groups every served pod each pass (issue 24): a group whose pods are the same objects as in the last
+    call is that call's group (its state and running form already worked out); any change makes it anew, and the
+    answer is always the one a first call gives."""
+    from det_k8s.scheduling import master as M
+    from det_k8s.scheduling.master import master_pod
+
+    stored = as_stored(master_task("0.38.1", experiment=1, slots_per_trial=8, max_slots_per_pod=4), node="n1")
+    bound = [master_pod(p) for p in stored]
+    ready = [master_pod(p) for p in as_stored(master_task("0.38.1", experiment=2, slots_per_trial=8,
+                                                          max_slots_per_pod=4))]
+
+    def changed(**parts):
+        obj = copy.deepcopy(stored[0])
+        for part, fields in parts.items():
+            obj[part].update(fields)
+        return master_pod(obj)
+
+    def fresh(pods):
+        M._MADE = {}
+        return master_groups(pods)
+
+    first = master_groups([*bound, *ready])
+    again = master_groups([*ready, *bound])  # (order does not matter)
+    assert [a is b for a, b in zip(first, again, strict=True)] == [True, True]
+    assert first[0].running is as_running_group(again[0])  # worked out once
+    assert [g.state for g in first] == [State.RUNNING, State.READY]
+
+    # one pod of the bound gang being deleted (the watch's new object for it): its group is made anew, leaving
+    deleting = changed(metadata={"deletionTimestamp": "2026-01-01T11:00:00Z"})
+    now = master_groups([deleting, bound[1], *ready])
+    assert now[0] is not first[0] and now[0].state is State.LEAVING and now[1] is first[1]
+    assert now == fresh([deleting, bound[1], *ready])
+    # one pod gone: partly bound; that pod ended instead (Succeeded): counted as finished, still running
+    assert master_groups([bound[1], *ready])[0].state is State.PARTIAL
+    ended = changed(status={"phase": "Succeeded"})
+    group = master_groups([ended, bound[1], *ready])[0]
+    assert group.finished == 1 and group.state is State.RUNNING and len(group.running.pods) == 1
+    assert master_groups([ended, bound[1], *ready]) == fresh([ended, bound[1], *ready])
