@@ -32,7 +32,8 @@ inside the binding fence like any pass; only the work that cannot change the out
 pass (queue entries, det-k8s's own groups, reasons and events of waiting groups, repairs, stale fences). What the
 fast pass cannot place without evicting or waiting is not touched: it marks the backlog, and the loop's next pass
 is a full one. So a gang is bound a pass after its last pod appears, not after a whole-cluster pass that reports
-every waiting group (issue 24: p50 ~10 s, p99 ~12 s before).
+every waiting group (issue 24: p50 ~10 s, p99 ~12 s before). The full pass that only --interval asks for lets a gang
+ready or on its way (`arriving`) go first, for at most another --interval (`cli/scheduler_cmd.fast_next`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ WARM = 8  # gangs ahead whose likely nodes a fast pass fences early (`_warm`)
 AHEAD_LEFT = 1  # nodes raised ahead and still unused above which a fast pass makes no new guess
 FAST_HOLD = 2.0  # seconds a fast pass goes on binding gangs that complete meanwhile, under one hold of the Lease
 HOLD_IDLE = 0.5  # seconds the Lease is kept after a fast pass for a next gang (within FAST_HOLD)
+ARRIVING = 1.0  # seconds after a served pod appeared within which a gang still missing pods is on its way (`arriving`)
 _POD_PATH = re.compile(r"^/api/v1/namespaces/[^/]+/pods(?:/|$)")
 
 
@@ -313,6 +315,17 @@ class LiveScheduler:
         """A fast pass has work now: a served gang of the view is ready (the loop asks before it waits for a change,
         which a hold of the Lease may have consumed)."""
         return self.can_go_fast() and self._any_ready()
+
+    def arriving(self, within: float = ARRIVING) -> bool:
+        """A served gang is on its way: some of its pods exist, not yet all, and a served pod appeared or changed
+        within `within` seconds (the master creates a gang's pods back to back; one that stopped coming is not on its
+        way). The loop lets a full pass that only --interval asks for wait for it (`scheduler_cmd.fast_next`)."""
+        if not self.can_go_fast():
+            return False
+        assert self.view is not None and self.serve
+        if self.view.served_quiet() > within:
+            return False
+        return any(g.state is State.INCOMPLETE for g in master_groups(self.view.served(), self.serve))
 
     def _any_ready(self) -> bool:
         """A served gang of the view is ready (all its pods exist, none bound): no snapshot built, no request."""

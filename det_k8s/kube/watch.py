@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -145,6 +146,7 @@ class ClusterView:
         self.other_changes = 0  # relevant changes other than a served pod appearing or changing (the loop's fast path)
         self._first_change = 0.0
         self._last_change = 0.0
+        self._served_change = -math.inf  # (clock) the last time a served pod appeared or changed
         self._floor = ""  # pod events at or below this revision are older than the last list: ignored
         self._synced: set[str] = set()
         self._stop = threading.Event()
@@ -201,6 +203,11 @@ class ClusterView:
         """Only the served pods (what the fast path checks before anything else: no snapshot built)."""
         with self._lock:
             return tuple(found for _, found, _ in self._pods.values() if found is not None)
+
+    def served_quiet(self) -> float:
+        """Seconds since a served pod last appeared or changed (inf: none has since the start)."""
+        with self._lock:
+            return self.clock() - self._served_change
 
     def confirms(self, node: str, version: str, fence: str) -> bool:
         """The pods watch has delivered revision `version`, and node `node` bears det-k8s's binding taint `fence`
@@ -462,9 +469,11 @@ class ClusterView:
             self._lock.notify_all()
 
     def _changed(self, served: bool = False) -> None:
+        now = self.clock()
         if not served:
             self.other_changes += 1
-        now = self.clock()
+        else:
+            self._served_change = now
         if not self._changes:
             self._first_change = now
         self._changes += 1
