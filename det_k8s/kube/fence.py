@@ -145,6 +145,7 @@ class Fence:
     # the plan counted everything before.
     confirms: Callable[[str, str, str], bool] | None = None
     _checked: dict[str, str] = field(default_factory=dict, repr=False)  # node -> the revision of that read
+    _using: set[str] = field(default_factory=set, repr=False)  # the nodes of the binding under way (`raise_on`)
 
     def _each(self, names: Sequence[Any], one: Callable[[Any], object]) -> list[object]:
         """one(name) for every node, on up to `workers` threads; the answers in order."""
@@ -160,6 +161,7 @@ class Fence:
         write nor a wait (its taint is written again, with no gap, once its value is REFRESH seconds old, so that no
         det-k8s ever takes it for a STALE one); one raised less than `settle` seconds ago waits what is left."""
         names = sorted(set(nodes))
+        self._using.update(names)
         for name in names:
             self._due.pop(name, None)  # in use: not lowered meanwhile
             self._ahead.discard(name)
@@ -404,6 +406,7 @@ class Fence:
             names = list(self.tainted)
         self._each(names, self._untaint)
         self.tainted.clear()
+        self._using.clear()
         self._ahead.clear()
         self._up.clear()
         self._stamp.clear()
@@ -420,8 +423,9 @@ class Fence:
             return
         until = self.monotonic() + self.linger
         with self._lock:
-            names = list(self.tainted)
-        for name in names:
+            names = [name for name in self.tainted if name in self._using]
+        self._using.clear()
+        for name in names:  # (only this binding's: the others linger until their own time, not each binding's)
             self._due[name] = until
 
     def next_due(self) -> float | None:

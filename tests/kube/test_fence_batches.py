@@ -81,6 +81,31 @@ def test_a_lingering_fence_lowered_later_never_removes_another_schedulers_fence(
     assert _fence_values(cluster, "gpu-0") == []
 
 
+def test_a_binding_keeps_only_its_own_nodes_lingering_and_the_others_go_down_on_time(cluster):
+    """Each binding used to push back the lowering of every lingering taint, its own nodes' or not: in a burst of
+    gangs (issue 24's paced stage) the nodes fenced first, full since, stayed tainted for the whole burst, until a full
+    pass's sweep took our own taints, 30 s old, for those of a det-k8s that had died."""
+    from det_k8s.kube.fence import Fence
+
+    for i in range(3):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+    now = [100.0]
+    fence = Fence(cluster.connect(), settle=0, linger=2.0, monotonic=lambda: now[0], clock=lambda: 1000.0 + now[0])
+    fence.raise_on(["gpu-0"])
+    fence.finish()  # lingers until 102
+    fence.raise_ahead(["gpu-2"])  # a guess: until 102 too
+    now[0] = 101.5
+    fence.raise_on(["gpu-1"])  # the next gang, elsewhere
+    fence.finish()  # gpu-1 until 103.5; the others keep their time
+    assert _fenced(cluster) == ["gpu-0", "gpu-1", "gpu-2"]
+    now[0] = 102.5
+    fence.lower_due()
+    assert _fenced(cluster) == ["gpu-1"]
+    now[0] = 103.6
+    fence.lower_due()
+    assert _fenced(cluster) == [] and fence.next_due() is None
+
+
 def test_a_fence_raised_ahead_in_the_background_never_replaces_another_schedulers_fence(cluster):
     from det_k8s.kube.fence import Fence
 
