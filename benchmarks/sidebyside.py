@@ -4,6 +4,7 @@ ordinary pods, and the coscheduling plugin of sigs.k8s.io/scheduler-plugins gang
     python -m benchmarks.sidebyside [--nodes 5000] [--groups 7500] [--peer-groups N] [--pods-per-group 4]
                                     [--paced-groups 300] [--rate 4] [--schedulers det-k8s,kube-scheduler,coscheduling]
                                     [--workers 16] [--node-lease 1200] [--output FILE] [--markdown FILE]
+                                    [--latencies FILE]
 
 One control plane (tests/realkube: etcd, kube-apiserver, kube-controller-manager and kwok, the versions
 tests/realkube/components.py pins), N kwok nodes of 8 GPUs. Each scheduler gets its turn alone, in its own namespace,
@@ -418,6 +419,8 @@ def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Call
     time.sleep(args.settle)
     watcher.stop.set()
     latencies, partial, unbound = group_latencies(watcher.seen, size)
+    if args.latencies:
+        write_latencies(Path(f"{args.latencies}.{which}"), watcher.seen)
     result.update(paced_groups=len(groups), paced_arrival_groups_s=round(len(groups) / took, 2),
                   p50_s=round(percentile(latencies, 0.5), 3), p99_s=round(percentile(latencies, 0.99), 3),
                   max_s=round(max(latencies, default=math.nan), 3), paced_partial=partial, paced_unbound=unbound,
@@ -462,6 +465,21 @@ def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Call
          f"peak {result['peak_mib']} MiB")
     bench.clear(ns)
     return result
+
+
+def write_latencies(path: Path, seen: Watched) -> None:
+    """Per group of the paced stage: when its last pod appeared and when its last binding was seen (time.monotonic,
+    the clock a scheduler's own trace would use), and the time between, slowest first (what the p99 is made of)."""
+    members: dict[str, list[str]] = {}
+    for pod, group in seen.group_of.items():
+        members.setdefault(group, []).append(pod)
+    rows = []
+    for group, pods in members.items():
+        added = max(seen.added[p] for p in pods)
+        bound = max(seen.bound.get(p, math.nan) for p in pods)
+        rows.append((bound - added, group, added, bound))
+    rows.sort(key=lambda row: -row[0] if row[0] == row[0] else -math.inf)
+    path.write_text("".join(f"{group} {added:.4f} {bound:.4f} {took:.4f}\n" for took, group, added, bound in rows))
 
 
 # -- the run -----------------------------------------------------------------------------------------------------
@@ -571,6 +589,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--kwok-parallelism", type=int, default=16, help="node and pod Stages kwok plays at once")
     parser.add_argument("--progress", type=float, default=30.0, help="seconds between progress lines")
     parser.add_argument("--output", default="", help="also write the figures as JSON here")
+    parser.add_argument("--latencies", default="",
+                        help="write each paced group's times to FILE.<scheduler> (last pod, last binding, latency)")
     parser.add_argument("--markdown", default="", help="and as Markdown here (benchmarks/SIDEBYSIDE.md)")
     args = parser.parse_args(argv)
     which = [s.strip() for s in args.schedulers.split(",") if s.strip()]
