@@ -420,7 +420,7 @@ def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Call
     watcher.stop.set()
     latencies, partial, unbound = group_latencies(watcher.seen, size)
     if args.latencies:
-        write_latencies(Path(f"{args.latencies}.{which}"), watcher.seen)
+        write_latencies(Path(f"{args.latencies}.{which}"), watcher.seen, size)
     result.update(paced_groups=len(groups), paced_arrival_groups_s=round(len(groups) / took, 2),
                   p50_s=round(percentile(latencies, 0.5), 3), p99_s=round(percentile(latencies, 0.99), 3),
                   max_s=round(max(latencies, default=math.nan), 3), paced_partial=partial, paced_unbound=unbound,
@@ -467,18 +467,20 @@ def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Call
     return result
 
 
-def write_latencies(path: Path, seen: Watched) -> None:
+def write_latencies(path: Path, seen: Watched, size: int) -> None:
     """Per group of the paced stage: when its last pod appeared and when its last binding was seen (time.monotonic,
-    the clock a scheduler's own trace would use), and the time between, slowest first (what the p99 is made of)."""
+    the clock a scheduler's own trace would use), and the time between, slowest first (what the p99 is made of); a
+    group not bound whole (as `group_latencies` counts it) last, with nan for its binding."""
     members: dict[str, list[str]] = {}
     for pod, group in seen.group_of.items():
         members.setdefault(group, []).append(pod)
     rows = []
     for group, pods in members.items():
         added = max(seen.added[p] for p in pods)
-        bound = max(seen.bound.get(p, math.nan) for p in pods)
+        whole = len(pods) == size and all(p in seen.bound for p in pods)
+        bound = max(seen.bound[p] for p in pods) if whole else math.nan
         rows.append((bound - added, group, added, bound))
-    rows.sort(key=lambda row: -row[0] if row[0] == row[0] else -math.inf)
+    rows.sort(key=lambda row: -row[0] if row[0] == row[0] else math.inf)
     path.write_text("".join(f"{group} {added:.4f} {bound:.4f} {took:.4f}\n" for took, group, added, bound in rows))
 
 

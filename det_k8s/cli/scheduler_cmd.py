@@ -68,7 +68,8 @@ def run(
     `experiment create` commands, in any namespaces, can run at once without handing out the
     same GPUs twice. The loop keeps nodes and pods from a watch and runs a pass when something
     relevant changes (a pod of the master arrives, a pod ends, a node changes), or every
-    --interval seconds; it reads the policy (`scheduler policy`) again at least that often.
+    --interval seconds; it reads the policy (`scheduler policy`) again that often (up to twice
+    that while the master's gangs keep coming).
     """
     from ..kube.fence import LINGER
     from ..kube.lease import DEFAULT_DURATION
@@ -182,7 +183,7 @@ def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, pree
         for problem in scheduler.lower_fences():  # the binding taints left up for a next gang that did not come
             output.warning(problem)
         wait = min(interval * 2 ** min(failures, 5), 300)  # back off while the cluster misbehaves
-        if fast and time.monotonic() - full_at >= interval:
+        if fast and not failures and time.monotonic() - full_at >= interval:
             wait = min(wait, ARRIVING)  # (a full pass put off for a gang on its way: run it once none is)
         due = scheduler.fence_due()
         if due is not None:
@@ -198,18 +199,22 @@ def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, pree
             view.wait_for_change(wait, debounce=0.0 if scheduler.can_go_fast() else 0.05)
 
 
-def fast_next(scheduler: Any, view: Any, age: float, full_seen: int, interval: float) -> bool:
+def fast_next(scheduler: Any, view: Any, age: float, full_seen: int, interval: float, arriving: float | None = None
+              ) -> bool:
     """Is the loop's next pass a fast one (kube/scheduler.py)? Only the master's pods changed since the last full
     pass, which left nothing waiting (`can_go_fast`), and that pass is not yet --interval old (`age`: seconds since
     it began): the gangs that became complete are bound at once.
 
-    Older than --interval, a full pass is due; it then waits, at most another --interval, while a gang of the master's
-    is ready or on its way (`arriving`): such a pass only looks again at what nothing has changed, and it takes a
-    moment at scale (0.1-0.2 s with 2,000 nodes on a busy machine), which a gang completing during it would wait
-    for (issue 24's tail). It runs as soon as none is, between gangs."""
+    Older than --interval, a full pass is due; until it is twice that old, it waits while a gang of the master's is
+    ready or on its way (`LiveScheduler.arriving`, within `arriving` seconds, ARRIVING by default): such a pass only
+    looks again at what nothing has changed, and a gang completing during it would wait for it (issue 24's tail). So
+    it runs when no gang is ready or coming, between gangs, or once twice --interval old."""
     if not scheduler.can_go_fast() or view.other_changes != full_seen:
         return False
-    return age < interval or (age < 2 * interval and (scheduler.ready() or scheduler.arriving()))
+    if age < interval:
+        return True
+    coming = scheduler.arriving() if arriving is None else scheduler.arriving(within=arriving)
+    return age < 2 * interval and (scheduler.ready() or coming)
 
 
 def _freeze() -> None:

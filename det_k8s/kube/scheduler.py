@@ -317,9 +317,9 @@ class LiveScheduler:
         return self.can_go_fast() and self._any_ready()
 
     def arriving(self, within: float = ARRIVING) -> bool:
-        """A served gang is on its way: some of its pods exist, not yet all, and a served pod appeared or changed
-        within `within` seconds (the master creates a gang's pods back to back; one that stopped coming is not on its
-        way). The loop lets a full pass that only --interval asks for wait for it (`scheduler_cmd.fast_next`)."""
+        """A served gang is on its way: some of its pods exist, not yet all, and a served pod appeared within `within`
+        seconds (the master creates a gang's pods back to back; one whose pods stopped coming is not on its way). The
+        loop lets a full pass that only --interval asks for wait for it (`scheduler_cmd.fast_next`)."""
         if not self.can_go_fast():
             return False
         assert self.view is not None and self.serve

@@ -146,7 +146,7 @@ class ClusterView:
         self.other_changes = 0  # relevant changes other than a served pod appearing or changing (the loop's fast path)
         self._first_change = 0.0
         self._last_change = 0.0
-        self._served_change = -math.inf  # (clock) the last time a served pod appeared or changed
+        self._served_added = -math.inf  # (clock) the last time a served pod appeared
         self._floor = ""  # pod events at or below this revision are older than the last list: ignored
         self._synced: set[str] = set()
         self._stop = threading.Event()
@@ -205,9 +205,9 @@ class ClusterView:
             return tuple(found for _, found, _ in self._pods.values() if found is not None)
 
     def served_quiet(self) -> float:
-        """Seconds since a served pod last appeared or changed (inf: none has since the start)."""
+        """Seconds since a served pod last appeared (inf: none has since the start); its changes do not count."""
         with self._lock:
-            return self.clock() - self._served_change
+            return self.clock() - self._served_added
 
     def confirms(self, node: str, version: str, fence: str) -> bool:
         """The pods watch has delivered revision `version`, and node `node` bears det-k8s's binding taint `fence`
@@ -438,6 +438,8 @@ class ClusterView:
                 # a served pod that appeared or changed while holding what it held: the fast path may bind its gang
                 self._changed(served=served is not None and not model.deleting
                               and not (before is not None and before[0].active and not model.active))
+                if served is not None and before is None:
+                    self._served_added = self.clock()
 
     def _store_pod(self, obj: Mapping[str, Any]) -> Pod:
         meta = obj.get("metadata") or {}
@@ -472,8 +474,6 @@ class ClusterView:
         now = self.clock()
         if not served:
             self.other_changes += 1
-        else:
-            self._served_change = now
         if not self._changes:
             self._first_change = now
         self._changes += 1

@@ -95,18 +95,21 @@ def test_a_full_pass_due_by_the_interval_waits_for_a_gang_on_its_way_and_runs_be
     create_task(api, task, pods=1)
     until(lambda: len(loop.view.served()) == 1, "the view to see the gang's first pod")
     seen = loop.view.other_changes
-    assert loop.arriving() and not loop.ready()
-    assert fast_next(loop, loop.view, 10.0, seen, 10.0)  # due, but a gang is on its way: it waits
-    assert not fast_next(loop, loop.view, 20.0, seen, 10.0)  # ... at most another --interval
+    # (within 60 s, not the loop's 1 s: a loaded machine may take longer between the watch event and these lines)
+    assert loop.arriving(within=60.0) and not loop.ready()
+    assert fast_next(loop, loop.view, 10.0, seen, 10.0, arriving=60.0)  # due, but a gang is on its way: it waits
+    assert not fast_next(loop, loop.view, 20.0, seen, 10.0, arriving=60.0)  # ... until twice --interval old
     assert not loop.arriving(within=0.0)  # (a gang whose pods stopped coming is not on its way)
+    assert not fast_next(loop, loop.view, 10.0, seen, 10.0, arriving=0.0)
     create_pods(api, task)
     until(lambda: len(loop.view.served()) == 2, "the view to see the whole gang")
-    assert loop.ready() and not loop.arriving()
-    assert fast_next(loop, loop.view, 10.0, loop.view.other_changes, 10.0)  # ready: bound first
+    assert loop.ready() and not loop.arriving(within=60.0)
+    assert fast_next(loop, loop.view, 10.0, loop.view.other_changes, 10.0, arriving=0.0)  # ready: bound first
     assert len(loop.run_pass(fast=True).placed) == 1
+    until(lambda: all(p["spec"].get("nodeName") for p in pods(cluster, task)), "the gang bound")
     seen = loop.view.other_changes
-    assert not loop.ready() and not loop.arriving()
-    assert not fast_next(loop, loop.view, 10.0, seen, 10.0)  # between gangs: the full pass runs now
+    assert not loop.ready() and not loop.arriving(within=60.0)  # (bound: no gang is missing pods)
+    assert not fast_next(loop, loop.view, 10.0, seen, 10.0, arriving=60.0)  # between gangs: the full pass runs now
     assert not fast_next(loop, loop.view, 1.0, seen - 1, 10.0)  # (anything else changed: a full pass at once)
 
 
