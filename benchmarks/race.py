@@ -29,6 +29,53 @@ def ordinary_pod(name: str) -> dict[str, Any]:
                 "requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}}]}}
 
 
+class _Rounds:
+    """What the rounds found, said every 25 rounds, and the result line of a mode."""
+
+    def __init__(self, say: Any, spread: float, fence: bool) -> None:
+        self.say, self.spread, self.fence = say, spread, fence
+        self.overcommits = self.det_wins = self.kube_wins = 0
+        self.passes: list[float] = []
+
+    def count(self, done: int, *, overcommit: bool, kube_first: bool, det_first: bool) -> None:
+        if overcommit:
+            self.overcommits += 1
+        elif kube_first:
+            self.kube_wins += 1
+        elif det_first:
+            self.det_wins += 1
+        if done % 25 == 0:
+            self.say(f"  {done} rounds: {self.overcommits} over-committed, det-k8s first {self.det_wins}, "
+                     f"kube-scheduler first {self.kube_wins}")
+
+    def result(self, rounds: int, **more: Any) -> dict[str, Any]:
+        passes = sorted(self.passes)
+        return {"rounds": rounds, "overcommits": self.overcommits, "det_k8s_first": self.det_wins,
+                "kube_scheduler_first": self.kube_wins, "pass_p50_ms": round(1000 * passes[len(passes) // 2]),
+                "spread_ms": round(1000 * self.spread), "fence": self.fence, **more}
+
+
+def _node(plane: ControlPlane, name: str, gpus: int) -> None:
+    plane.apply(fake_node(name, gpus=gpus))
+    plane.wait_for(f"{name} ready", lambda: not (plane.request("GET", f"/api/v1/nodes/{name}")[1]["spec"].get("taints")))
+
+
+def _arrive_later(plane: ControlPlane, name: str, wait: float) -> threading.Thread:
+    """An ordinary pod created `wait` seconds from now (started)."""
+    def arrive() -> None:
+        time.sleep(wait)
+        plane.request("POST", "/api/v1/namespaces/default/pods", ordinary_pod(name))
+    thread = threading.Thread(target=arrive)
+    thread.start()
+    return thread
+
+
+def _clear(plane: ControlPlane, pods: list[dict[str, Any]]) -> None:
+    for p in pods:
+        plane.request("DELETE", f"/api/v1/namespaces/default/pods/{p['metadata']['name']}", {"gracePeriodSeconds": 0})
+    plane.wait_for("pods gone", lambda: not plane.request("GET", "/api/v1/namespaces/default/pods")[1]["items"])
+
+
 def run(plane: ControlPlane, rounds: int, say: Any = print, *, spread: float = 0.4, seed: int = 1,
         fence: bool = True) -> dict[str, Any]:
     from det_k8s.kube.api import KubeApi
@@ -36,46 +83,25 @@ def run(plane: ControlPlane, rounds: int, say: Any = print, *, spread: float = 0
     from det_k8s.scheduling.model import Policy
     from tests.master_pods import create_task, master_task
 
-    plane.apply(fake_node("race-0", gpus=4))
-    plane.wait_for("race-0 ready", lambda: not (plane.request("GET", "/api/v1/nodes/race-0")[1]["spec"].get("taints")))
+    _node(plane, "race-0", 4)
     api = KubeApi.connect(kubeconfig=str(plane.admin_kubeconfig), namespace="default")
-    overcommits = det_wins = kube_wins = 0
+    tally = _Rounds(say, spread, fence)
     rng = random.Random(seed)
-    passes: list[float] = []
     for i in range(rounds):
         task = master_task("0.26.2", experiment=i + 1, slots_per_trial=4)
         other = f"ordinary-{uuid.uuid4().hex[:8]}"
         create_task(api, task)
-        delay = rng.uniform(0, spread)  # the ordinary pod arrives at some moment of det-k8s's pass
-
-        def arrive(name: str = other, wait: float = delay) -> None:
-            time.sleep(wait)
-            plane.request("POST", "/api/v1/namespaces/default/pods", ordinary_pod(name))
-
-        t = threading.Thread(target=arrive)
         started = time.monotonic()
-        t.start()
+        t = _arrive_later(plane, other, rng.uniform(0, spread))  # at some moment of det-k8s's pass
         LiveScheduler(api.clone(), "default", Policy(), "race", serve="coscheduler", fence=fence).run_pass()
-        passes.append(time.monotonic() - started)
+        tally.passes.append(time.monotonic() - started)
         t.join()
         time.sleep(0.3)  # kube-scheduler finishes its cycle
         _, pods = plane.request("GET", "/api/v1/namespaces/default/pods")
         on_node = [p["metadata"]["name"] for p in pods["items"] if p["spec"].get("nodeName") == "race-0"]
-        if len(on_node) > 1:
-            overcommits += 1
-        elif on_node and on_node[0] == other:
-            kube_wins += 1
-        elif on_node:
-            det_wins += 1
-        for p in pods["items"]:
-            plane.request("DELETE", f"/api/v1/namespaces/default/pods/{p['metadata']['name']}", {"gracePeriodSeconds": 0})
-        plane.wait_for("pods gone", lambda: not plane.request("GET", "/api/v1/namespaces/default/pods")[1]["items"])
-        if (i + 1) % 25 == 0:
-            say(f"  {i + 1} rounds: {overcommits} over-committed, det-k8s first {det_wins}, "
-                f"kube-scheduler first {kube_wins}")
-    passes.sort()
-    return {"rounds": rounds, "overcommits": overcommits, "det_k8s_first": det_wins, "kube_scheduler_first": kube_wins,
-            "pass_p50_ms": round(1000 * passes[len(passes) // 2]), "spread_ms": round(1000 * spread), "fence": fence}
+        tally.count(i + 1, overcommit=len(on_node) > 1, kube_first=on_node == [other], det_first=bool(on_node))
+        _clear(plane, pods["items"])
+    return tally.result(rounds)
 
 
 def run_loop(plane: ControlPlane, rounds: int, say: Any = print, *, spread: float = 0.4, seed: int = 1,
@@ -91,12 +117,10 @@ def run_loop(plane: ControlPlane, rounds: int, say: Any = print, *, spread: floa
     from det_k8s.scheduling.model import Policy
     from tests.master_pods import create_task, master_task
 
-    plane.apply(fake_node("race-8", gpus=8))
-    plane.wait_for("race-8 ready", lambda: not (plane.request("GET", "/api/v1/nodes/race-8")[1]["spec"].get("taints")))
+    _node(plane, "race-8", 8)
     api = KubeApi.connect(kubeconfig=str(plane.admin_kubeconfig), namespace="default")
-    overcommits = det_wins = kube_wins = 0
+    tally = _Rounds(say, spread, fence)
     rng = random.Random(seed)
-    passes: list[float] = []
     for i in range(rounds):
         view = ClusterView(api.clone(), "coscheduler", queue_namespace="default").start()
         try:
@@ -109,44 +133,25 @@ def run_loop(plane: ControlPlane, rounds: int, say: Any = print, *, spread: floa
             assert loop.run_pass(fast=True).placed, "the first gang was not bound"
             second = master_task("0.26.2", experiment=2 * i + 2, slots_per_trial=4)
             other = f"ordinary-{uuid.uuid4().hex[:8]}"
-            delay = rng.uniform(0, spread)
-
-            def arrive(name: str = other, wait: float = delay) -> None:
-                time.sleep(wait)
-                plane.request("POST", "/api/v1/namespaces/default/pods", ordinary_pod(name))
-
-            t = threading.Thread(target=arrive)
             started = time.monotonic()
-            t.start()
+            t = _arrive_later(plane, other, rng.uniform(0, spread))
             create_task(api, second)
             plane.wait_for("the second gang seen", lambda v=view: len(v.served()) == 2)
             loop.run_pass(fast=loop.can_go_fast())
-            passes.append(time.monotonic() - started)
+            tally.passes.append(time.monotonic() - started)
             t.join()
             time.sleep(0.3)  # kube-scheduler finishes its cycle
             _, pods = plane.request("GET", "/api/v1/namespaces/default/pods")
             on_node = {p["metadata"]["name"] for p in pods["items"] if p["spec"].get("nodeName") == "race-8"}
             mine = set(second.names) & on_node
-            if mine and other in on_node:
-                overcommits += 1
-            elif other in on_node:
-                kube_wins += 1
-            elif mine:
-                det_wins += 1
+            tally.count(i + 1, overcommit=bool(mine) and other in on_node, kube_first=other in on_node,
+                        det_first=bool(mine))
             assert set(first.names) <= on_node
             loop.lower_fences(everything=True)
         finally:
             view.stop()
-        for p in pods["items"]:
-            plane.request("DELETE", f"/api/v1/namespaces/default/pods/{p['metadata']['name']}", {"gracePeriodSeconds": 0})
-        plane.wait_for("pods gone", lambda: not plane.request("GET", "/api/v1/namespaces/default/pods")[1]["items"])
-        if (i + 1) % 25 == 0:
-            say(f"  {i + 1} rounds: {overcommits} over-committed, det-k8s first {det_wins}, "
-                f"kube-scheduler first {kube_wins}")
-    passes.sort()
-    return {"rounds": rounds, "overcommits": overcommits, "det_k8s_first": det_wins, "kube_scheduler_first": kube_wins,
-            "pass_p50_ms": round(1000 * passes[len(passes) // 2]), "spread_ms": round(1000 * spread), "fence": fence,
-            "mode": "loop"}
+        _clear(plane, pods["items"])
+    return tally.result(rounds, mode="loop")
 
 
 def main(argv: list[str]) -> int:

@@ -24,18 +24,25 @@ def until(condition, what: str) -> None:
         time.sleep(0.05)
 
 
-@pytest.fixture
-def loop(cluster):
-    for i in range(3):
-        cluster.api.put(node(f"gpu-{i}", gpus=4))
+def _scheduler_loop(cluster, nodes: int, gpus: int, linger: float = 0.0):
+    """A loop's scheduler (a watch-fed view, serving the master's pods) on `nodes` nodes of `gpus` GPUs."""
+    for i in range(nodes):
+        cluster.api.put(node(f"gpu-{i}", gpus=gpus))
     api = cluster.connect()
     view = ClusterView(api.clone(), "coscheduler", queue_namespace="default").start()
     assert view.wait_synced()
-    scheduler = LiveScheduler(api, "default", Policy(), "loop", serve="coscheduler", view=view)
+    scheduler = LiveScheduler(api, "default", Policy(), "loop", serve="coscheduler", view=view, linger=linger)
     yield scheduler
+    if linger:
+        scheduler.lower_fences(everything=True)
     view.stop()
     if hasattr(cluster.api, "expire_watches"):  # the emulator: end the quiet watches now
         cluster.api.expire_watches()
+
+
+@pytest.fixture
+def loop(cluster):
+    yield from _scheduler_loop(cluster, nodes=3, gpus=4)
 
 
 def pods(cluster, task):
@@ -116,17 +123,7 @@ def test_a_full_pass_due_by_the_interval_waits_for_a_gang_on_its_way_and_runs_be
 @pytest.fixture
 def lingering(cluster):
     """A loop whose fence lingers (as `scheduler run` has it), on two 8-GPU nodes."""
-    for i in range(2):
-        cluster.api.put(node(f"gpu-{i}", gpus=8))
-    api = cluster.connect()
-    view = ClusterView(api.clone(), "coscheduler", queue_namespace="default").start()
-    assert view.wait_synced()
-    scheduler = LiveScheduler(api, "default", Policy(), "loop", serve="coscheduler", view=view, linger=60.0)
-    yield scheduler
-    scheduler.lower_fences(everything=True)
-    view.stop()
-    if hasattr(cluster.api, "expire_watches"):
-        cluster.api.expire_watches()
+    yield from _scheduler_loop(cluster, nodes=2, gpus=8, linger=60.0)
 
 
 def fence_of(cluster, name: str) -> str:
