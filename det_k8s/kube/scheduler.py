@@ -33,7 +33,7 @@ pass (queue entries, det-k8s's own groups, reasons and events of waiting groups,
 fast pass cannot place without evicting or waiting is not touched: it marks the backlog, and the loop's next pass
 is a full one. So a gang is bound a pass after its last pod appears, not after a whole-cluster pass that reports
 every waiting group (issue 24: p50 ~10 s, p99 ~12 s before). The full pass that only --interval asks for lets a gang
-ready or on its way (`arriving`) go first, for at most another --interval (`cli/scheduler_cmd.fast_next`).
+ready or on its way (`arriving`) go first, until it is twice --interval old (`cli/scheduler_cmd.fast_next`).
 """
 
 from __future__ import annotations
