@@ -160,9 +160,13 @@ def test_why_pending_is_written_once_per_reason_not_every_pass(cluster):
     run_pass(cluster)
     ours = {p["metadata"]["name"] for task in (first, second) for p in pods_of(cluster, task)}
 
-    def counts() -> dict[str, int]:  # the events on the trials' pods (on a real cluster, nodes have events too)
+    def counts() -> dict[str, int]:
+        # det-k8s's events on the trials' pods (on a real cluster, nodes have events too, and a Kubernetes controller
+        # may write its own on these pods a moment later: the taint-eviction controller once a new node's not-ready
+        # taint is lifted, seen once in CI on a loaded machine)
         return {e["metadata"]["name"]: e["count"] for e in cluster.api.items("events")
-                if (e.get("involvedObject") or {}).get("name") in ours}
+                if (e.get("involvedObject") or {}).get("name") in ours
+                and (e.get("source") or {}).get("component") == "det-k8s"}
 
     before = counts()
     assert before  # (the waiting trial's reason, at least)
