@@ -93,7 +93,11 @@ def test_a_binding_keeps_only_its_own_nodes_lingering_and_the_others_go_down_on_
     fence = Fence(cluster.connect(), settle=0, linger=2.0, monotonic=lambda: now[0], clock=lambda: 1000.0 + now[0])
     fence.raise_on(["gpu-0"])
     fence.finish()  # lingers until 102
-    fence.raise_ahead(["gpu-2"])  # a guess: until 102 too
+    fence.raise_ahead(["gpu-2"])  # a guess: until 102 too (written in the background)
+    deadline = time.monotonic() + 60  # a guard against hanging, not a speed assertion
+    while "gpu-2" not in _fenced(cluster):
+        assert time.monotonic() < deadline, "the taint raised ahead never landed"
+        time.sleep(0.05)
     now[0] = 101.5
     fence.raise_on(["gpu-1"])  # the next gang, elsewhere
     fence.finish()  # gpu-1 until 103.5; the others keep their time
