@@ -49,6 +49,15 @@ def pods(cluster, task):
     return [cluster.api.get("pods", name) for name in task.names]
 
 
+def explain(report) -> str:
+    """What a pass that placed nothing planned, for the failure's message."""
+    plan = report.plan
+    if plan is None:
+        return "no plan (no gang was ready)"
+    return (f"planned {dict(plan.placements)}, waiting {dict(plan.waiting)}, rejected {dict(plan.rejected)}, "
+            f"problems {report.problems}")
+
+
 def reason(pod) -> str:
     return next((c.get("message", "") for c in (pod.get("status") or {}).get("conditions") or ()
                  if c["type"] == "PodScheduled" and c["status"] == "False"), "")
@@ -63,7 +72,7 @@ def test_a_complete_gang_is_bound_by_a_fast_pass_which_writes_nothing_for_the_in
     incomplete = create_task(api, master_task("0.26.2", experiment=2, slots_per_trial=8), pods=1)  # 1 of 2 pods
     until(lambda: len(loop.view.served()) == 3, "the view to see the three pods")
     report = loop.run_pass(fast=True)
-    assert len(report.placed) == 1
+    assert len(report.placed) == 1, explain(report)
     assert all(p["spec"].get("nodeName") for p in pods(cluster, complete))  # bound whole
     waiting = cluster.api.get("pods", incomplete.names[0])
     assert not waiting["spec"].get("nodeName") and reason(waiting) == ""  # nothing written for it by the fast pass
