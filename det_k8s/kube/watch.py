@@ -138,6 +138,8 @@ class ClusterView:
         self._nodes: dict[str, Node] = {}
         self._placement: dict[Kind, dict[tuple[str, str], Any]] = {}  # PLACEMENT_KINDS listed: key -> model
         self._pods: dict[tuple[str, str], tuple[Pod, MasterPod | None, str]] = {}  # (model, served, version)
+        self._read: Snapshot | None = None  # the snapshot `state()` last built, until a node, pod or claim changes
+        self._served: tuple[MasterPod, ...] | None = None  # what `served()` last built, until a pod changes
         self._assumed: dict[tuple[str, str], tuple[str, float]] = {}  # our bindings: node, until
         self._created: dict[tuple[str, str], float] = {}  # pods we created, until their first event (or then)
         self._pods_version = ""  # the newest pod revision an event carried
@@ -193,16 +195,31 @@ class ClusterView:
     # -- what a pass reads ------------------------------------------------------------------
 
     def state(self) -> ClusterState:
+        """The cluster as the watches last saw it: the same object again until something in it changes (so what a
+        pass works out from it, e.g. the snapshot's usage and the master's groups, is worked out once)."""
         with self._lock:
-            nodes = tuple(self._nodes[name] for name in sorted(self._nodes))
-            pods = tuple(model for model, _, _ in self._pods.values())
-            served = tuple(found for _, found, _ in self._pods.values() if found is not None)
-            return ClusterState(snapshot_of(nodes, pods, self._placement), served, self._pods_version)
+            if self._read is None:
+                nodes = tuple(self._nodes[name] for name in sorted(self._nodes))
+                pods = tuple(model for model, _, _ in self._pods.values())
+                self._read = snapshot_of(nodes, pods, self._placement)
+            return ClusterState(self._read, self._served_pods(), self._pods_version)
 
     def served(self) -> tuple[MasterPod, ...]:
-        """Only the served pods (what the fast path checks before anything else: no snapshot built)."""
+        """Only the served pods (what the fast path checks before anything else: no snapshot built); the same tuple
+        again until a pod changes."""
         with self._lock:
-            return tuple(found for _, found, _ in self._pods.values() if found is not None)
+            return self._served_pods()
+
+    def _served_pods(self) -> tuple[MasterPod, ...]:
+        if self._served is None:
+            self._served = tuple(found for _, found, _ in self._pods.values() if found is not None)
+        return self._served
+
+    def _forget(self, pods: bool = True) -> None:
+        """Something `state()` holds changed (a pod too, with `pods`): built again when next read."""
+        self._read = None
+        if pods:
+            self._served = None
 
     def served_quiet(self) -> float:
         """Seconds since a served pod last appeared (inf: none has since the start); its changes do not count."""
@@ -271,6 +288,7 @@ class ClusterView:
                 model, served, version = found
                 bound = replace(model, node_name=node)
                 self._pods[(namespace, name)] = (bound, replace(served, pod=bound) if served else None, version)
+                self._forget()
 
     def assume_created(self, obj: Mapping[str, Any]) -> None:
         """A pod this process created (pinned to its node): it holds its resources from now on."""
@@ -304,6 +322,7 @@ class ClusterView:
                 model, served, version = found
                 leaving = replace(model, deleting=True)
                 self._pods[(namespace, name)] = (leaving, replace(served, pod=leaving) if served else None, version)
+                self._forget()
 
     # -- the informers -----------------------------------------------------------------------
 
@@ -352,6 +371,7 @@ class ClusterView:
                                             label_selector=labels, field_selector=fields)
         self.stats.lists[kind.plural] = self.stats.lists.get(kind.plural, 0) + 1
         with self._lock:
+            self._forget(pods=kind is PODS)
             if kind is NODES:
                 self._nodes = {}
                 for obj in items:
@@ -384,6 +404,7 @@ class ClusterView:
             name = str((obj.get("metadata") or {}).get("name") or "")
             with self._lock:
                 before = self._nodes.get(name)
+                self._forget(pods=False)
                 if kind_of_event == "DELETED":
                     self._nodes.pop(name, None)
                     self._changed()
@@ -398,6 +419,7 @@ class ClusterView:
             return
         if kind in PLACEMENT_KINDS:  # a claim bound, a volume or namespace changed: placement may change
             with self._lock:
+                self._forget(pods=False)
                 known = self._placement.setdefault(kind, {})
                 if kind_of_event == "DELETED":
                     known.pop(object_key(obj), None)
@@ -423,7 +445,8 @@ class ClusterView:
             if before is not None and version and before[2] and not newer(version, before[2]):
                 return  # older than what we hold (our own write was faster than its event)
             if kind_of_event == "DELETED":
-                self._pods.pop(key, None)
+                if self._pods.pop(key, None) is not None:
+                    self._forget()
                 if self._assumed.pop(key, None) is not None:
                     self._lock.notify_all()
                 if before is not None and (before[1] is not None or before[0].active):
@@ -455,6 +478,7 @@ class ClusterView:
                 model = replace(model, node_name=assumed[0])
                 served = replace(served, pod=model) if served is not None else None
         self._pods[key] = (model, served, _rv(obj))
+        self._forget()
         return model
 
     def _relevant(self, before: Pod | None, after: Pod) -> bool:

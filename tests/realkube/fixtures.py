@@ -282,6 +282,7 @@ def _clean(plane: ControlPlane, namespaces: set[str]) -> None:
                     and meta["name"] not in ("cluster-admin", "admin", "edit", "view"):
                 r("DELETE", path_of(plural, None, meta["name"]), None)
     deadline = time.monotonic() + 90  # the next test must not see this one's namespaces, terminating or not
+    left: list[str] = []
     while time.monotonic() < deadline:
         _, listed = r("GET", "/api/v1/namespaces")
         left = [n["metadata"]["name"] for n in (listed or {}).get("items", [])
@@ -291,6 +292,10 @@ def _clean(plane: ControlPlane, namespaces: set[str]) -> None:
         for ns in left:  # pods a controller made meanwhile (a Job's), or stuck on finalizers
             _force_delete_pods(plane, ns)
         time.sleep(0.5)
+    holding = [f"{ns}/{pod['metadata']['name']}" for ns in left
+               for pod in (r("GET", f"/api/v1/namespaces/{ns}/pods")[1] or {}).get("items", [])]
+    if holding:  # a namespace still terminating is harmless; its pods would hold the next test's nodes
+        raise ControlPlaneError(f"pods of an earlier test are still there after 90 s: {holding}")
     _, nodes = r("GET", "/api/v1/nodes")
     for item in (nodes or {}).get("items", []):
         r("DELETE", f"/api/v1/nodes/{item['metadata']['name']}", {"gracePeriodSeconds": 0})

@@ -268,3 +268,19 @@ def test_groups_of_unchanged_pods_are_reused_and_a_changed_pod_makes_its_group_a
     group = master_groups([ended, bound[1], *ready])[0]
     assert group.finished == 1 and group.state is State.RUNNING and len(group.running.pods) == 1
     assert master_groups([ended, bound[1], *ready]) == fresh([ended, bound[1], *ready])
+
+
+def test_the_same_tuple_of_pods_is_answered_at_once_and_any_other_afresh():
+    """A view hands out the same tuple of served pods until one changes: grouping it again answers the same groups
+    without looking at its pods; a list (or a tuple of objects that may change) is always grouped afresh."""
+    from det_k8s.scheduling.master import master_pod
+
+    pods = tuple(master_pod(p) for p in as_stored(master_task("0.38.1", experiment=1, slots_per_trial=8,
+                                                              max_slots_per_pod=4)))
+    first = master_groups(pods)
+    assert master_groups(pods) is first and master_groups(pods, "default-scheduler") == ()
+    assert master_groups(list(pods)) == first and master_groups(list(pods)) is not first
+    stored = tuple(as_stored(master_task("0.38.1", experiment=2, slots_per_trial=4)))  # dicts: never remembered
+    once = master_groups(stored)
+    stored[0]["metadata"]["deletionTimestamp"] = "2026-01-01T11:00:00Z"
+    assert once[0].state is State.READY and master_groups(stored)[0].state is State.LEAVING
