@@ -27,7 +27,8 @@ known: a binding, a failed write).
 The loop's fast path (`run_pass(fast=True)`): when only the master's pods changed since the last pass and
 that pass left nothing waiting (no group of det-k8s's own queued, none of the master's waiting, rejected or
 preempting), the master's gangs that became complete are bound at once: the same `schedule()` over the view's
-cluster, with the master's ready groups as the queue and every running group as running, under the Lease and
+cluster, with the master's ready groups as the queue and every running group as running (on a large cluster, over
+the tightest nodes with room for them where that finds the same placement: scheduling/narrow.py), under the Lease and
 inside the binding fence like any pass; only the work that cannot change the outcome is left to the next full
 pass (queue entries, det-k8s's own groups, reasons and events of waiting groups, repairs, stale fences). What the
 fast pass cannot place without evicting or waiting is not touched: it marks the backlog, and the loop's next pass
@@ -52,6 +53,7 @@ from ..scheduling import labels as L
 from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS
 from ..scheduling.master import State, master_groups, planned_forms
 from ..scheduling.model import Plan, PodGroup, Policy, RunningGroup
+from ..scheduling.narrow import clean, narrowed
 from ..scheduling.plan import running_in, schedule
 from ..scheduling.serialize import group_from_dict
 from .api import KubeApi
@@ -345,7 +347,7 @@ class LiveScheduler:
         if not queue:
             return report
         mine = [*running_in(state.snapshot, self.namespace), *running]
-        plan = schedule(state.snapshot, queue, self.policy, mine, now=self.clock())
+        plan = self._plan(state.snapshot, queue, mine)
         report.plan = plan
         report.problems.extend(plan.warnings)
         if plan.waiting or plan.rejected or plan.victims or plan.preempting:
@@ -379,12 +381,24 @@ class LiveScheduler:
         guesses = [replace(like, id=f"{like.id}/next-{n}", sequence=like.sequence + n,
                            pods=tuple(replace(pod, name=f"{pod.name}/next-{n}") for pod in like.pods))
                    for n in range(1, WARM + 1)]
-        plan = schedule(snapshot if snapshot is not None else self.view.state().snapshot, [*ahead_of, *guesses],
-                        self.policy, running, now=self.clock())
+        plan = self._plan(snapshot if snapshot is not None else self.view.state().snapshot, [*ahead_of, *guesses],
+                          running)
         nodes = sorted({node for guess in guesses for _, node in plan.placements.get(guess.id, ())})
         if nodes and not plan.victims and not plan.preempting:
             self._still_ours()
             fences.raise_ahead(nodes)  # (in the background; a signal meanwhile: the loop lowers what it raised)
+
+    def _plan(self, snapshot: Snapshot, queue: Sequence[PodGroup], running: Sequence[RunningGroup]) -> Plan:
+        """A fast pass's plan: made on the candidate nodes where that places every gang as the whole snapshot would
+        (scheduling/narrow.py: the tightest nodes with room, as kube-scheduler scores a sample of a large cluster's
+        nodes), else on the whole snapshot."""
+        now = self.clock()
+        narrow = narrowed(snapshot, queue, self.policy, running)
+        if narrow is not None:
+            plan = schedule(narrow[0], queue, self.policy, narrow[1], now=now)
+            if clean(plan, queue):
+                return plan
+        return schedule(snapshot, queue, self.policy, running, now=now)
 
     def _pass(self) -> PassReport:
         """observe -> decide -> act -> confirm (kube/reconcile/)."""

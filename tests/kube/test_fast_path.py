@@ -10,8 +10,9 @@ import pytest
 
 from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.kube.watch import ClusterView
+from det_k8s.scheduling.master import State, as_pod_group, master_groups
 from det_k8s.scheduling.model import Policy
-from tests.k8s_emulator import node
+from tests.k8s_emulator import node, pod
 from tests.master_pods import create_pods, create_task, master_task
 
 ON_REAL_CLUSTER_TOO = True
@@ -240,3 +241,32 @@ def test_a_hold_that_ran_its_time_is_followed_by_passes_that_give_the_lease_back
     other = SchedulingLease(api, lease_namespace(), "experiment-create")
     assert other.try_acquire()  # free at once
     other.release()
+
+
+@pytest.fixture
+def large_loop(cluster):
+    """Enough nodes that a fast pass plans on the tightest candidates (scheduling/narrow.py), not on every node."""
+    yield from _scheduler_loop(cluster, nodes=140, gpus=8)
+
+
+def test_on_a_large_cluster_the_fast_pass_binds_a_gang_where_a_plan_of_every_node_would(cluster, large_loop):
+    from det_k8s.scheduling.narrow import narrowed
+    from det_k8s.scheduling.plan import schedule
+
+    loop = large_loop
+    for name in ("gpu-70", "gpu-71"):  # half their GPUs taken: the tightest nodes with room for a pod of 4
+        cluster.api.put(pod(f"inference-{name}", node_name=name, requests={"nvidia.com/gpu": "4"}))
+    until(lambda: len(loop.view.state().snapshot.pods) == 2, "the view to see the inference pods")
+    loop.run_pass()
+    api = cluster.connect()
+    task = create_task(api, master_task("0.26.2", experiment=1, slots_per_trial=8))  # 2 pods x 4 GPUs
+    until(lambda: loop.ready(), "the gang to be ready")
+    state = loop.view.state()
+    (group,) = [g for g in master_groups(state.served, "coscheduler") if g.state is State.READY]
+    queue = [as_pod_group(group)]
+    assert narrowed(state.snapshot, queue, loop.policy, ()) is not None  # (planned on the candidates)
+    whole = schedule(state.snapshot, queue, loop.policy, ()).placements[group.id]
+    assert sorted(node for _, node in whole) == ["gpu-70", "gpu-71"]
+    report = loop.run_pass(fast=True)
+    assert sorted(node for _, node in report.placed[group.id]) == ["gpu-70", "gpu-71"]
+    assert sorted(p["spec"]["nodeName"] for p in pods(cluster, task)) == ["gpu-70", "gpu-71"]

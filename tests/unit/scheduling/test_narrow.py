@@ -1,0 +1,99 @@
+"""A fast pass plans a ready gang on the tightest nodes that can take it (scheduling/narrow.py, issue 24): only where
+that finds what a plan on the whole snapshot finds, and never a placement the whole snapshot would refuse."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from det_k8s.cluster.model import NO_CONSTRAINTS, HostPort, Snapshot
+from det_k8s.scheduling.labels import running_groups
+from det_k8s.scheduling.model import Policy
+from det_k8s.scheduling.narrow import MIN_NODES, clean, narrowed
+from det_k8s.scheduling.plan import schedule
+from tests.builders import gang as new_gang
+from tests.builders import node, other_pod, snapshot, task_pods
+
+
+def gang(*args, **kwargs):
+    """A gang of pods that exist (the master's): admission has had its say."""
+    group = new_gang(*args, **kwargs)
+    return replace(group, pods=tuple(replace(pod, admitted=True) for pod in group.pods))
+
+
+def busy_cluster(seed: int, nodes: int = 600) -> Snapshot:
+    """Nodes of 8 GPUs, each with 0-8 of them taken by other pods or det-k8s groups, at random."""
+    rng = random.Random(seed)
+    pods = []
+    for i in range(nodes):
+        taken = rng.choice([0, 0, 1, 2, 4, 6, 7, 8])
+        if taken and rng.random() < 0.5:
+            pods += task_pods(f"run-{i}", [f"n{i:04d}"], gpus=taken, user=rng.choice(["bob", "carol"]))
+        elif taken:
+            pods.append(other_pod(f"x{i}", f"n{i:04d}", gpus=taken))
+    return snapshot([node(f"n{i:04d}", 8, cpu=64) for i in range(nodes)], pods)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_tightest_nodes_give_the_plan_the_whole_cluster_gives(seed):
+    cluster = busy_cluster(seed)
+    rng = random.Random(seed)
+    queue = [gang(f"g{k}", rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4, 8]), sequence=k, user=rng.choice(["a", "b"]))
+             for k in range(rng.choice([1, 1, 2, 3]))]
+    running = running_groups(cluster.pods)
+    narrow = narrowed(cluster, queue, Policy(), running)
+    assert narrow is not None
+    small, kept = narrow
+    assert MIN_NODES <= len(small.nodes) < len(cluster.nodes)
+    names = {n.name for n in small.nodes}
+    # every pod on a kept node is kept (its usage counts), none of another node's; running groups wholly on kept nodes
+    assert {p.name for p in small.pods} == {p.name for p in cluster.pods if p.node in names}
+    assert {g.id for g in kept} == {g.id for g in running if all(p.node in names for p in g.pods)}
+    whole = schedule(cluster, queue, Policy(), running)
+    part = schedule(small, queue, Policy(), kept)
+    assert clean(part, queue) == clean(whole, queue)  # (a gang the candidates miss is planned whole: below)
+    if clean(part, queue):
+        assert part.placements == whole.placements
+
+
+def test_the_candidates_are_the_tightest_nodes_with_room_for_each_pod_size():
+    # 400 nodes of 8 GPUs: 1 GPU free on n0000-n0199, 4 free on n0200-n0299, n0300-n0399 empty
+    pods = [other_pod(f"x{i}", f"n{i:04d}", gpus=7 if i < 200 else 4) for i in range(300)]
+    cluster = snapshot([node(f"n{i:04d}", 8) for i in range(400)], pods)
+    queue = [gang("small", 2, 1), gang("wide", 1, 4, sequence=1)]
+    small, _ = narrowed(cluster, queue, Policy(), ()) or (None, None)
+    assert small is not None
+    assert [n.name for n in small.nodes] == [f"n{i:04d}" for i in (*range(64), *range(200, 264))]
+    plan = schedule(small, queue, Policy())
+    assert plan.placements == schedule(cluster, queue, Policy()).placements
+    assert plan.placements == {"small": (("small-0", "n0000"), ("small-1", "n0001")), "wide": (("wide-0", "n0200"),)}
+    # 40 pods of 8 GPUs want 80 candidates among the 100 empty nodes; 60 would want 120: planned whole
+    assert narrowed(cluster, [gang("whole", 40, 8)], Policy(), ()) is not None
+    assert narrowed(cluster, [gang("whole", 60, 8)], Policy(), ()) is None
+    # and a cluster not much larger than the candidates is planned whole
+    assert narrowed(snapshot(cluster.nodes[:250], pods), queue, Policy(), ()) is None
+
+
+def test_what_reaches_beyond_the_candidate_nodes_plans_on_the_whole_cluster():
+    cluster = busy_cluster(1)
+    ports = replace(NO_CONSTRAINTS, host_ports=(HostPort(8080),))
+    assert narrowed(cluster, [gang("g", 2, 1)], Policy(), ()) is not None
+    assert narrowed(cluster, [gang("g", 2, 1, constraints=ports)], Policy(), ()) is None  # a pod-level rule
+    with_rule = replace(cluster, pods=(*cluster.pods, replace(other_pod("web", "n0001"), constraints=ports)))
+    assert narrowed(with_rule, [gang("g", 2, 1)], Policy(), ()) is None  # another pod's rule
+    assert narrowed(cluster, [gang("g", 2, 1)], Policy(topology_required=True), ()) is None
+    assert narrowed(snapshot([node(f"n{i}", 8) for i in range(100)]), [gang("g", 2, 1)], Policy(), ()) is None  # small
+    assert narrowed(cluster, [gang("g", 2, cpu=1)], Policy(), ()) is not None  # (CPU only: CPU is the key)
+    assert narrowed(cluster, [gang("g", 2)], Policy(), ()) is None  # (a pod asking nothing may go anywhere)
+    assert narrowed(cluster, [new_gang("g", 2, 1)], Policy(), ()) is None  # (pods to be created: admission judges)
+    assert narrowed(cluster, [], Policy(), ()) is None
+
+
+def test_a_plan_that_evicts_or_waits_is_not_clean():
+    cluster = snapshot([node(f"n{i}", 8) for i in range(4)])
+    queue = [gang("a", 2, 8), gang("b", 4, 8)]
+    plan = schedule(cluster, queue, Policy())
+    assert "a" in plan.placements and not clean(plan, queue)
+    assert clean(schedule(cluster, queue[:1], Policy()), queue[:1])
