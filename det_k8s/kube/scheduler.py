@@ -382,21 +382,23 @@ class LiveScheduler:
                            pods=tuple(replace(pod, name=f"{pod.name}/next-{n}") for pod in like.pods))
                    for n in range(1, WARM + 1)]
         plan = self._plan(snapshot if snapshot is not None else self.view.state().snapshot, [*ahead_of, *guesses],
-                          running)
+                          running, guesses=True)
         nodes = sorted({node for guess in guesses for _, node in plan.placements.get(guess.id, ())})
         if nodes and not plan.victims and not plan.preempting:
             self._still_ours()
             fences.raise_ahead(nodes)  # (in the background; a signal meanwhile: the loop lowers what it raised)
 
-    def _plan(self, snapshot: Snapshot, queue: Sequence[PodGroup], running: Sequence[RunningGroup]) -> Plan:
-        """A fast pass's plan: made on the candidate nodes where that places every gang as the whole snapshot would
+    def _plan(self, snapshot: Snapshot, queue: Sequence[PodGroup], running: Sequence[RunningGroup],
+              guesses: bool = False) -> Plan:
+        """A fast pass's plan: made on the candidate nodes where that places the gang as the whole snapshot would
         (scheduling/narrow.py: the tightest nodes with room, as kube-scheduler scores a sample of a large cluster's
-        nodes), else on the whole snapshot."""
+        nodes), else on the whole snapshot. Only one gang at a time (several: their order by fair share is the whole
+        cluster's), or `guesses` (`_warm`'s, whose order decides nothing)."""
         now = self.clock()
-        narrow = narrowed(snapshot, queue, self.policy, running)
+        narrow = narrowed(snapshot, queue, self.policy, running) if len(queue) == 1 or guesses else None
         if narrow is not None:
-            plan = schedule(narrow[0], queue, self.policy, narrow[1], now=now)
-            if clean(plan, queue):
+            plan = schedule(narrow.snapshot, queue, self.policy, narrow.running, now=now)
+            if clean(plan, queue, narrow):
                 return plan
         return schedule(snapshot, queue, self.policy, running, now=now)
 

@@ -346,6 +346,7 @@ class ClusterView:
             except DetK8sError as exc:
                 if isinstance(exc, Forbidden | NotFound) and kind in PLACEMENT_KINDS:
                     with self._lock:  # not ours to read (or not served): left out, as read_snapshot leaves it out
+                        self._forget(pods=False)
                         self._placement.pop(kind, None)
                         self._synced.add(kind.plural)
                         self._lock.notify_all()

@@ -114,6 +114,9 @@ class Nodes:
                     excluded[cause] += 1
             if memo_key is not None:
                 _CAUSES.pop(memo_key, None)
+                if len(memo) * 2 < len(before):  # a pass over a few nodes (a fast pass's candidates): the rest stay
+                    before.update(memo)  # known (a pass over most nodes replaces them all, dropping old objects)
+                    memo = before
                 _CAUSES[memo_key] = memo  # (the newest last)
                 while len(_CAUSES) > CAUSES_KEPT:
                     del _CAUSES[next(iter(_CAUSES))]

@@ -1,75 +1,110 @@
-"""The nodes a fast pass plans a ready gang on: the tightest ones that can take its pods (issue 24).
+"""The nodes a fast pass plans ready gangs on: the tightest ones that can take their pods (issue 24).
 
 kube-scheduler does not score every node of a large cluster either (`percentageOfNodesToScore`: about 10% of
 5,000 nodes). A pass over every node of the snapshot costs milliseconds per thousand nodes before the first
 pod is placed (free capacity, indexes, eligibility), and at 5,000 nodes that was most of the time from a gang's
-last pod to its binding. Best fit places a gang on the nodes whose free key resource (GPUs, else CPU) is
-smallest and still enough, so planning it on those nodes alone finds the placement the whole snapshot would,
-whenever nothing else decides where it goes.
+last pod to its binding. Best fit places a pod on the node whose free key resource (GPUs, else CPU: `fit.key_resource`)
+is smallest and still enough, so planning the gangs on the tightest nodes for each pod size finds the placement
+the whole snapshot would, whenever nothing else decides where they go.
 
 `narrowed` gives the smaller snapshot only where that holds, and None otherwise (the caller plans on the whole
-snapshot): no team queues and no required topology; only pods that exist (the master's: admission has had its
-say); no queued pod with pod (anti-)affinity, spread, host ports,
-volumes, DRA claims, preferred node affinity or something det-k8s does not model; no pod in the cluster with pod
-(anti-)affinity or spread (their domains reach beyond any subset); no DRA devices published. The subset keeps
-every pod on its nodes, so their free capacity is exact, and the running groups wholly on them (the others cannot
-be victims of a plan that sees only these nodes). A plan from it is used only when it places every queued gang
-with no victim and nothing waiting (`clean`); anything else is planned again on the whole snapshot.
+snapshot):
+- no team queues and no required topology; a gang of more than one pod only where the nodes are all in one
+  topology domain (or none has the label): the preferred domain is chosen from whole domains;
+- only pods that exist (the master's: admission has had its say), each asking for its key resource;
+- no queued pod with pod (anti-)affinity, spread, host ports, volumes, DRA claims, preferred node affinity or
+  something det-k8s does not model; no DRA devices published; no pod in the cluster with required pod
+  anti-affinity (the only rule of another pod that reaches a new pod, and across a whole domain).
+The subset keeps every pod on its nodes, so their free capacity is exact, and the running groups wholly on them
+(the others cannot be victims of a plan that sees only these nodes). A plan from it is used only when `clean`: it
+places every gang, with no victim and nothing waiting, and every pod on a node among the tightest for its own size
+(a pod that spilled onto a looser node chosen for another size would skip tighter nodes outside the subset).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
-from ..cluster.model import AMD_GPU, GPU, Snapshot
-from .model import Plan, PodGroup, Policy, RunningGroup
+from ..cluster.model import GPU, Snapshot
+from .model import Plan, PodGroup, PodRequest, Policy, RunningGroup
 
 MIN_NODES = 64  # candidate nodes for each pod size of a pass's gangs, at least
 NODES_PER_POD = 2  # and this many per pod of that size
 
+Size = tuple[str, int]  # (the key resource, the amount a pod asks for)
+
+
+@dataclass(frozen=True)
+class Narrowed:
+    snapshot: Snapshot  # the candidate nodes, every pod on them (and unbound ones)
+    running: tuple[RunningGroup, ...]  # the running groups wholly on them
+    candidates: Mapping[Size, frozenset[str]]  # per pod size, the tightest nodes with room for it
+
+
+def size_of(pod: PodRequest) -> Size | None:
+    """The resource best fit orders nodes by for this pod (as `fit.key_resource`), and how much it asks."""
+    key = GPU if pod.requests.get(GPU, 0) > 0 else "cpu"
+    amount = pod.requests.get(key, 0)
+    return (key, amount) if amount > 0 else None
+
 
 def narrowed(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
-             running: Sequence[RunningGroup]) -> tuple[Snapshot, list[RunningGroup]] | None:
-    """(the snapshot on the candidate nodes, the running groups wholly on them), or None: plan on the whole."""
+             running: Sequence[RunningGroup]) -> Narrowed | None:
+    """The snapshot cut to the candidate nodes, or None: plan on the whole (see the module docstring)."""
     if not queue or policy.queues is not None or policy.topology_required or snapshot.slices:
         return None
-    pods = [pod for group in queue for pod in group.pods]
-    for pod in pods:
-        c = pod.constraints
-        if not pod.admitted:
-            return None  # (a pod to be created: admission plugins detected from every node and pod judge it)
-        if c.interpod or c.claims or c.resource_claims or c.preferred_terms or c.unmodelled:
-            return None
-    if any(p.constraints.interpod for p in snapshot.pods):
-        return None
-    key = next((name for name in (GPU, AMD_GPU) if any(p.requests.get(name, 0) > 0 for p in pods)), "cpu")
-    sizes: dict[int, int] = {}  # each pod size of the key resource -> the pods of at least that size
-    for pod in pods:
-        amount = pod.requests.get(key, 0)
-        if amount <= 0:
-            return None  # (a pod without the key resource may go anywhere: the whole snapshot)
-        sizes[amount] = sizes.get(amount, 0) + 1
+    sizes: dict[Size, int] = {}
+    for group in queue:
+        for pod in group.pods:
+            c = pod.constraints
+            size = size_of(pod)
+            if (not pod.admitted or size is None or c.interpod or c.claims or c.resource_claims or c.preferred_terms
+                    or c.unmodelled):
+                return None
+            sizes[size] = sizes.get(size, 0) + 1
     if sum(max(MIN_NODES, NODES_PER_POD * n) for n in sizes.values()) * 2 >= len(snapshot.nodes):
         return None  # (a small cluster is planned whole: little to save)
+    if policy.topology_key and any(len(group.pods) > 1 for group in queue) and len(
+            {node.labels.get(policy.topology_key) for node in snapshot.nodes}) > 1:
+        return None  # (the domain a gang prefers is chosen by what the whole domain has free)
+    if any(p.constraints.anti_affinity for p in snapshot.pods):
+        return None
     used = snapshot.used
-    room = [(node.allocatable.get(key, 0) - used[node.name].get(key, 0), i)
-            for i, node in enumerate(snapshot.nodes) if node.ready and not node.unschedulable]
+    rooms: dict[str, list[tuple[int, int]]] = {}
+    candidates: dict[Size, frozenset[str]] = {}
     chosen: set[int] = set()
-    for size, count in sizes.items():  # for each size, the tightest nodes that take a pod of it, best fit's first picks
+    for (key, amount), count in sizes.items():  # the tightest nodes that take a pod of each size
+        room = rooms.get(key)
+        if room is None:
+            room = rooms[key] = [(node.allocatable.get(key, 0) - used[node.name].get(key, 0), i)
+                                 for i, node in enumerate(snapshot.nodes) if node.ready and not node.unschedulable]
         wanted = max(MIN_NODES, NODES_PER_POD * count)
-        found = heapq.nsmallest(wanted, ((free, i) for free, i in room if free >= size))
+        found = heapq.nsmallest(wanted, ((free, i) for free, i in room if free >= amount))
         if len(found) < wanted:
             return None  # (few nodes have room: the whole snapshot says best why a gang waits)
         chosen.update(i for _, i in found)
+        candidates[(key, amount)] = frozenset(snapshot.nodes[i].name for _, i in found)
     nodes = tuple(snapshot.nodes[i] for i in sorted(chosen))  # (in the snapshot's order)
     kept = {node.name for node in nodes}
     narrow = replace(snapshot, nodes=nodes, pods=tuple(p for p in snapshot.pods if p.node is None or p.node in kept))
-    return narrow, [g for g in running if all(p.node in kept for p in g.pods)]
+    return Narrowed(narrow, tuple(g for g in running if all(p.node in kept for p in g.pods)), candidates)
 
 
-def clean(plan: Plan, queue: Sequence[PodGroup]) -> bool:
-    """The plan places every queued gang, evicting nothing and holding nothing back."""
-    return (len(plan.placements) == len(queue) and not plan.waiting and not plan.rejected and not plan.victims
-            and not plan.preempting and not plan.reservations)
+def clean(plan: Plan, queue: Sequence[PodGroup], narrow: Narrowed | None = None) -> bool:
+    """The plan places every queued gang, evicting nothing and holding nothing back; with `narrow`, every pod on a
+    node among the tightest for its own size."""
+    if (len(plan.placements) != len(queue) or plan.waiting or plan.rejected or plan.victims or plan.preempting
+            or plan.reservations):
+        return False
+    if narrow is None:
+        return True
+    for group in queue:
+        by_name = {pod.name: pod for pod in group.pods}
+        for name, node in plan.placements.get(group.id, ()):
+            pod = by_name.get(name)
+            size = size_of(pod) if pod is not None else None
+            if size is None or node not in narrow.candidates.get(size, ()):
+                return False
+    return True

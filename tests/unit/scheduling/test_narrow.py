@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from det_k8s.cluster.model import NO_CONSTRAINTS, HostPort, Snapshot
+from det_k8s.cluster.model import NO_CONSTRAINTS, HostPort, LabelSelector, PodAffinityTerm, Snapshot
 from det_k8s.scheduling.labels import running_groups
 from det_k8s.scheduling.model import Policy
 from det_k8s.scheduling.narrow import MIN_NODES, clean, narrowed
@@ -45,17 +45,17 @@ def test_the_tightest_nodes_give_the_plan_the_whole_cluster_gives(seed):
     running = running_groups(cluster.pods)
     narrow = narrowed(cluster, queue, Policy(), running)
     assert narrow is not None
-    small, kept = narrow
+    small = narrow.snapshot
     assert MIN_NODES <= len(small.nodes) < len(cluster.nodes)
     names = {n.name for n in small.nodes}
     # every pod on a kept node is kept (its usage counts), none of another node's; running groups wholly on kept nodes
     assert {p.name for p in small.pods} == {p.name for p in cluster.pods if p.node in names}
-    assert {g.id for g in kept} == {g.id for g in running if all(p.node in names for p in g.pods)}
+    assert {g.id for g in narrow.running} == {g.id for g in running if all(p.node in names for p in g.pods)}
     whole = schedule(cluster, queue, Policy(), running)
-    part = schedule(small, queue, Policy(), kept)
-    assert clean(part, queue) == clean(whole, queue)  # (a gang the candidates miss is planned whole: below)
-    if clean(part, queue):
-        assert part.placements == whole.placements
+    part = schedule(small, queue, Policy(), narrow.running)
+    # (pods asking only for GPUs, on nodes with room: the narrowed plan is clean in every such case, and the same)
+    assert clean(part, queue, narrow) and clean(whole, queue)
+    assert part.placements == whole.placements
 
 
 def test_the_candidates_are_the_tightest_nodes_with_room_for_each_pod_size():
@@ -63,12 +63,14 @@ def test_the_candidates_are_the_tightest_nodes_with_room_for_each_pod_size():
     pods = [other_pod(f"x{i}", f"n{i:04d}", gpus=7 if i < 200 else 4) for i in range(300)]
     cluster = snapshot([node(f"n{i:04d}", 8) for i in range(400)], pods)
     queue = [gang("small", 2, 1), gang("wide", 1, 4, sequence=1)]
-    small, _ = narrowed(cluster, queue, Policy(), ()) or (None, None)
-    assert small is not None
+    narrow = narrowed(cluster, queue, Policy(), ())
+    assert narrow is not None
+    small = narrow.snapshot
     assert [n.name for n in small.nodes] == [f"n{i:04d}" for i in (*range(64), *range(200, 264))]
     plan = schedule(small, queue, Policy())
     assert plan.placements == schedule(cluster, queue, Policy()).placements
     assert plan.placements == {"small": (("small-0", "n0000"), ("small-1", "n0001")), "wide": (("wide-0", "n0200"),)}
+    assert clean(plan, queue, narrow)
     # 40 pods of 8 GPUs want 80 candidates among the 100 empty nodes; 60 would want 120: planned whole
     assert narrowed(cluster, [gang("whole", 40, 8)], Policy(), ()) is not None
     assert narrowed(cluster, [gang("whole", 60, 8)], Policy(), ()) is None
@@ -81,8 +83,11 @@ def test_what_reaches_beyond_the_candidate_nodes_plans_on_the_whole_cluster():
     ports = replace(NO_CONSTRAINTS, host_ports=(HostPort(8080),))
     assert narrowed(cluster, [gang("g", 2, 1)], Policy(), ()) is not None
     assert narrowed(cluster, [gang("g", 2, 1, constraints=ports)], Policy(), ()) is None  # a pod-level rule
-    with_rule = replace(cluster, pods=(*cluster.pods, replace(other_pod("web", "n0001"), constraints=ports)))
-    assert narrowed(with_rule, [gang("g", 2, 1)], Policy(), ()) is None  # another pod's rule
+    apart = replace(NO_CONSTRAINTS, anti_affinity=(PodAffinityTerm(LabelSelector(), "topology.kubernetes.io/zone"),))
+    with_rule = replace(cluster, pods=(*cluster.pods, replace(other_pod("web", "n0001"), constraints=apart)))
+    assert narrowed(with_rule, [gang("g", 2, 1)], Policy(), ()) is None  # another pod's anti-affinity reaches it
+    with_ports = replace(cluster, pods=(*cluster.pods, replace(other_pod("exporter", "n0001"), constraints=ports)))
+    assert narrowed(with_ports, [gang("g", 2, 1)], Policy(), ()) is not None  # (a host port stays on its node)
     assert narrowed(cluster, [gang("g", 2, 1)], Policy(topology_required=True), ()) is None
     assert narrowed(snapshot([node(f"n{i}", 8) for i in range(100)]), [gang("g", 2, 1)], Policy(), ()) is None  # small
     assert narrowed(cluster, [gang("g", 2, cpu=1)], Policy(), ()) is not None  # (CPU only: CPU is the key)
@@ -97,3 +102,32 @@ def test_a_plan_that_evicts_or_waits_is_not_clean():
     plan = schedule(cluster, queue, Policy())
     assert "a" in plan.placements and not clean(plan, queue)
     assert clean(schedule(cluster, queue[:1], Policy()), queue[:1])
+
+
+def test_a_gang_across_topology_domains_is_planned_on_whole_domains():
+    """The preferred domain of a gang (policy.topology_key, zone by default) is chosen by what the whole domain has
+    free: with nodes in several zones a gang of several pods is planned on the whole snapshot (found by a review:
+    the tightest nodes, scattered over ten zones, put a gang in all ten)."""
+    nodes = [node(f"n{i:03d}", 8, labels={"topology.kubernetes.io/zone": f"z{i % 10}"}) for i in range(400)]
+    cluster = snapshot(nodes, [other_pod(f"x{i}", f"n{i:03d}", gpus=6) for i in range(100)])
+    assert narrowed(cluster, [gang("g", 16, 2)], Policy(), ()) is None
+    assert narrowed(cluster, [gang("one", 1, 2)], Policy(), ()) is not None  # (one pod: no domain to keep it in)
+    assert narrowed(cluster, [gang("g", 16, 2)], Policy(topology_key=""), ()) is not None
+    one_zone = snapshot([replace(n, labels={"topology.kubernetes.io/zone": "z0"}) for n in nodes], cluster.pods)
+    assert narrowed(one_zone, [gang("g", 16, 2)], Policy(), ()) is not None
+
+
+def test_a_pod_that_spilled_onto_another_sizes_candidates_is_not_clean():
+    """Pods of 1 GPU whose tightest nodes lack CPU land on the candidates of the 8-GPU pod (empty nodes) in the
+    narrowed plan, while the whole snapshot has tighter nodes for them: that plan is not used (found by a review)."""
+    nodes = [node(f"n{i:03d}", 8, cpu=64) for i in range(400)]
+    pods = ([other_pod(f"x{i}", f"n{i:03d}", gpus=7, cpu=60) for i in range(100)]
+            + [other_pod(f"y{i}", f"n{i:03d}", gpus=4, cpu=16) for i in range(100, 200)])
+    cluster = snapshot(nodes, pods)
+    queue = [gang("small", 2, 1, cpu=16), gang("big", 1, 8, sequence=1)]
+    narrow = narrowed(cluster, queue, Policy(), ())
+    assert narrow is not None
+    part = schedule(narrow.snapshot, queue, Policy(), narrow.running)
+    whole = schedule(cluster, queue, Policy())
+    assert clean(part, queue) and not clean(part, queue, narrow)  # placed, but not where the whole snapshot would
+    assert {node for _, node in whole.placements["small"]} <= {f"n{i:03d}" for i in range(100, 200)}
