@@ -29,6 +29,11 @@ def _scheduler_loop(cluster, nodes: int, gpus: int, linger: float = 0.0):
     """A loop's scheduler (a watch-fed view, serving the master's pods) on `nodes` nodes of `gpus` GPUs."""
     for i in range(nodes):
         cluster.api.put(node(f"gpu-{i}", gpus=gpus))
+    if hasattr(cluster.api, "let_controllers_see_new_nodes"):
+        # the real node lifecycle controller's first look at nodes just made may change them (a node change, which
+        # ends a hold of the Lease and asks for a full pass): these tests count on no change but the master's pods
+        # (two CI runs met it, a fast pass placing nothing or followed by a backlog; DEVELOPERS.md, nodes just created)
+        cluster.api.let_controllers_see_new_nodes()
     api = cluster.connect()
     view = ClusterView(api.clone(), "coscheduler", queue_namespace="default").start()
     assert view.wait_synced()
@@ -77,7 +82,7 @@ def test_a_complete_gang_is_bound_by_a_fast_pass_which_writes_nothing_for_the_in
     assert all(p["spec"].get("nodeName") for p in pods(cluster, complete))  # bound whole
     waiting = cluster.api.get("pods", incomplete.names[0])
     assert not waiting["spec"].get("nodeName") and reason(waiting) == ""  # nothing written for it by the fast pass
-    assert loop.can_go_fast()
+    assert loop.can_go_fast(), "a change other than the master's pods came during the pass's hold of the Lease"
     loop.run_pass()  # the full pass says why it waits
     assert "waits for its pods: 1 of 2 exist" in reason(cluster.api.get("pods", incomplete.names[0]))
 
