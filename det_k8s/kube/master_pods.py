@@ -14,7 +14,7 @@ priority order and never take capacity a higher-priority trial of the master is 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +77,7 @@ class MasterPods:
     def observe(self, state: ClusterState) -> list[Seen]:
         """The master's groups, a partly bound one confirmed by reading its pods afresh and the nodes of bound pods
         that are missing from the view confirmed gone (never a deletion on a view that lags)."""
-        known = {node.name for node in state.snapshot.nodes}
+        known = state.snapshot.nodes_by_name
         seen = []
         for group in master_groups(state.served, self.scheduler_name):
             lost = self._lost_nodes(group, known) if not self.read_only and group.state is not State.LEAVING else []
@@ -108,12 +108,12 @@ class MasterPods:
         found = [g for g in master_groups(fresh, self.scheduler_name) if g.id == group.id]
         return found[0] if found else replace(group, pods=())
 
-    def _lost_nodes(self, group: MasterGroup, known: set[str]) -> list[str]:
+    def _lost_nodes(self, group: MasterGroup, known: Container[str]) -> list[str]:
         """The nodes the group's bound pods are on that do not exist, confirmed by reading each: the API server
         accepts a binding to any node name, so a node removed between plan and binding leaves its pod bound to
         nothing (the pod GC deletes it only after its quarantine), and a lagging view must not cause a deletion."""
         lost = []
-        for node in sorted({p.pod.node_name for p in group.bound if p.pod.node_name} - known):
+        for node in sorted(name for name in group.bound_nodes if name not in known):
             try:
                 self.api.get(NODES, node)
             except NotFound:

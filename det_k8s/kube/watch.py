@@ -136,8 +136,13 @@ class ClusterView:
         self.stats = Stats()
         self._lock = threading.Condition()
         self._nodes: dict[str, Node] = {}
+        self._node_order: list[str] | None = None  # their names, sorted, until a node comes or goes
         self._placement: dict[Kind, dict[tuple[str, str], Any]] = {}  # PLACEMENT_KINDS listed: key -> model
         self._pods: dict[tuple[str, str], tuple[Pod, MasterPod | None, str]] = {}  # (model, served, version)
+        # the same pods' models, and the served ones, kept beside it (`_put`, `_pop`): what `state()` and `served()`
+        # hand out is copied from them at C speed, not picked from thousands of entries on every change (issue 24)
+        self._models: dict[tuple[str, str], Pod] = {}
+        self._served_by_key: dict[tuple[str, str], MasterPod] = {}
         self._read: Snapshot | None = None  # the snapshot `state()` last built, until a node, pod or claim changes
         self._served: tuple[MasterPod, ...] | None = None  # what `served()` last built, until a pod changes
         self._assumed: dict[tuple[str, str], tuple[str, float]] = {}  # our bindings: node, until
@@ -199,8 +204,10 @@ class ClusterView:
         pass works out from it, e.g. the snapshot's usage and the master's groups, is worked out once)."""
         with self._lock:
             if self._read is None:
-                nodes = tuple(self._nodes[name] for name in sorted(self._nodes))
-                pods = tuple(model for model, _, _ in self._pods.values())
+                if self._node_order is None:
+                    self._node_order = sorted(self._nodes)
+                nodes = tuple(map(self._nodes.__getitem__, self._node_order))
+                pods = tuple(self._models.values())
                 self._read = snapshot_of(nodes, pods, self._placement)
             return ClusterState(self._read, self._served_pods(), self._pods_version)
 
@@ -212,7 +219,7 @@ class ClusterView:
 
     def _served_pods(self) -> tuple[MasterPod, ...]:
         if self._served is None:
-            self._served = tuple(found for _, found, _ in self._pods.values() if found is not None)
+            self._served = tuple(self._served_by_key.values())
         return self._served
 
     def _forget(self, pods: bool = True) -> None:
@@ -220,6 +227,28 @@ class ClusterView:
         self._read = None
         if pods:
             self._served = None
+
+    def _put(self, key: tuple[str, str], model: Pod, served: MasterPod | None, version: str) -> None:
+        """Hold this pod (under the lock): `state()` is built again, `served()` only if a served pod changed."""
+        before = self._pods.get(key)
+        self._pods[key] = (model, served, version)
+        self._models[key] = model
+        if served is not None:
+            self._served_by_key[key] = served
+        elif before is not None and before[1] is not None:
+            del self._served_by_key[key]
+        self._forget(pods=served is not None or (before is not None and before[1] is not None))
+
+    def _pop(self, key: tuple[str, str]) -> bool:
+        """Hold this pod no more (under the lock); whether it was held."""
+        before = self._pods.pop(key, None)
+        if before is None:
+            return False
+        del self._models[key]
+        if before[1] is not None:
+            del self._served_by_key[key]
+        self._forget(pods=before[1] is not None)
+        return True
 
     def served_quiet(self) -> float:
         """Seconds since a served pod last appeared (inf: none has since the start); its changes do not count."""
@@ -287,8 +316,7 @@ class ClusterView:
             if found is not None:
                 model, served, version = found
                 bound = replace(model, node_name=node)
-                self._pods[(namespace, name)] = (bound, replace(served, pod=bound) if served else None, version)
-                self._forget()
+                self._put((namespace, name), bound, replace(served, pod=bound) if served else None, version)
 
     def assume_created(self, obj: Mapping[str, Any]) -> None:
         """A pod this process created (pinned to its node): it holds its resources from now on."""
@@ -321,8 +349,7 @@ class ClusterView:
             if found is not None:
                 model, served, version = found
                 leaving = replace(model, deleting=True)
-                self._pods[(namespace, name)] = (leaving, replace(served, pod=leaving) if served else None, version)
-                self._forget()
+                self._put((namespace, name), leaving, replace(served, pod=leaving) if served else None, version)
 
     # -- the informers -----------------------------------------------------------------------
 
@@ -374,12 +401,12 @@ class ClusterView:
         with self._lock:
             self._forget(pods=kind is PODS)
             if kind is NODES:
-                self._nodes = {}
+                self._nodes, self._node_order = {}, None
                 for obj in items:
                     found = node_from_object(obj)
                     self._nodes[found.name] = found
             elif kind is PODS:
-                self._pods = {}
+                self._pods, self._models, self._served_by_key = {}, {}, {}
                 for obj in items:
                     self._store_pod(obj)
                 self._floor = version
@@ -407,10 +434,13 @@ class ClusterView:
                 before = self._nodes.get(name)
                 self._forget(pods=False)
                 if kind_of_event == "DELETED":
-                    self._nodes.pop(name, None)
+                    if self._nodes.pop(name, None) is not None:
+                        self._node_order = None
                     self._changed()
                     return
                 found = node_from_object(obj)
+                if before is None:
+                    self._node_order = None
                 self._nodes[name] = found
                 if before is None or replace(before, fence="") != replace(found, fence=""):
                     self._changed()  # (det-k8s's own binding fence going up or down changes no placement)
@@ -446,8 +476,7 @@ class ClusterView:
             if before is not None and version and before[2] and not newer(version, before[2]):
                 return  # older than what we hold (our own write was faster than its event)
             if kind_of_event == "DELETED":
-                if self._pods.pop(key, None) is not None:
-                    self._forget()
+                self._pop(key)
                 if self._assumed.pop(key, None) is not None:
                     self._lock.notify_all()
                 if before is not None and (before[1] is not None or before[0].active):
@@ -478,8 +507,7 @@ class ClusterView:
             else:
                 model = replace(model, node_name=assumed[0])
                 served = replace(served, pod=model) if served is not None else None
-        self._pods[key] = (model, served, _rv(obj))
-        self._forget()
+        self._put(key, model, served, _rv(obj))
         return model
 
     def _relevant(self, before: Pod | None, after: Pod) -> bool:

@@ -37,12 +37,14 @@ Pure: objects in, frozen data out.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import cached_property
-from typing import Any
+from itertools import compress
+from typing import Any, cast
 
 from ..cluster.model import AMD_GPU, GPU, Pod
 from ..cluster.read import pod_from_object
@@ -160,6 +162,11 @@ class MasterGroup:
     def bound(self) -> tuple[MasterPod, ...]:
         return tuple(p for p in self.pods if p.pod.active)
 
+    @cached_property
+    def bound_nodes(self) -> frozenset[str]:
+        """The nodes its bound pods are on."""
+        return frozenset(p.pod.node_name for p in self.bound if p.pod.node_name)
+
     @property
     def priority(self) -> int:
         return max((p.priority for p in self.pods), default=0)
@@ -219,63 +226,178 @@ def _is_trial(pod: Pod) -> bool:
     return bool(_TRIAL_NAME.search(pod.name))
 
 
-_MADE: dict[tuple[str, str, str, int], MasterGroup] = {}  # the groups the last call made, by their pods' key
-_LAST: tuple[tuple[Any, ...], str, tuple[MasterGroup, ...]] | None = None  # the last call's tuple, name and answer
+Key = tuple[str, str, str, int]  # (namespace, name, allocation, size): `MasterPod.key`
+Sorted = tuple[Key, bool] | None  # a pod's group and whether the pod ended; None: not one of the served groups
+
+
+def _sort(pod: MasterPod, scheduler_name: str) -> Sorted:
+    """Which group the pod belongs to (None: it names another scheduler, is det-k8s's own or another gang's)."""
+    if pod.scheduler != scheduler_name or not pod.pod.name:
+        return None
+    if is_managed(pod.pod.labels):
+        return None  # det-k8s's own pod whose pod spec names this scheduler: its group is det-k8s's, never the master's
+    if pod.pod.gang:
+        return None  # another gang mechanism's pod (cluster/gangs.py): binding it would start that group in part
+    return pod.key, pod.pod.phase in ("Succeeded", "Failed")
+
+
+@dataclass(eq=False)
+class _Grouping:
+    """The groups of one call's pods, kept so that the next call's pods, most of them the very same objects (a
+    watch keeps a pod's object until the pod changes), are grouped by what changed alone (`master_groups`)."""
+
+    scheduler_name: str
+    objects: tuple[MasterPod, ...] = ()  # (held: the ids below stay theirs while it lives)
+    ids: set[int] = field(default_factory=set)
+    sorts: dict[int, Sorted] = field(default_factory=dict)
+    live: dict[Key, dict[int, MasterPod]] = field(default_factory=dict)  # a group's unfinished pods
+    ended: dict[Key, int] = field(default_factory=dict)  # a group's finished pods, counted
+    named: dict[tuple[str, str], set[Key]] = field(default_factory=dict)  # live groups by (namespace, name)
+    groups: dict[Key, MasterGroup] = field(default_factory=dict)
+    order: list[Key] = field(default_factory=list)  # the groups' keys in the order of their ids
+    answer: tuple[MasterGroup, ...] = ()
+
+    def add(self, pod: MasterPod) -> set[Key]:
+        """Count the pod in; the groups it changes."""
+        found = self.sorts[id(pod)] = _sort(pod, self.scheduler_name)
+        if found is None:
+            return set()
+        key, ended = found
+        if ended:
+            self.ended[key] = self.ended.get(key, 0) + 1
+            return {key}
+        members = self.live.get(key)
+        if members is None:
+            members = self.live[key] = {}
+            named = self.named.setdefault(key[:2], set())
+            named.add(key)
+            members[id(pod)] = pod
+            return set(named)  # (a name that more groups share changes their ids: `_made`)
+        members[id(pod)] = pod
+        return {key}
+
+    def drop(self, ident: int) -> set[Key]:
+        """Count the pod with this id out; the groups it changes."""
+        found = self.sorts.pop(ident)
+        if found is None:
+            return set()
+        key, ended = found
+        if ended:
+            left = self.ended[key] - 1
+            if left:
+                self.ended[key] = left
+            else:
+                del self.ended[key]
+            return {key}
+        members = self.live[key]
+        del members[ident]
+        if members:
+            return {key}
+        del self.live[key]
+        named = self.named[key[:2]]
+        named.discard(key)
+        if not named:
+            del self.named[key[:2]]
+        return {key, *named}
+
+    def make(self, keys: Iterable[Key], previous: Mapping[Key, MasterGroup]) -> None:
+        """Make the groups of `keys` again (one whose pods are the same objects as before is kept) and the answer."""
+        groups, reorder = self.groups, not self.order
+        for key in keys:
+            members = self.live.get(key)
+            before = groups.get(key)
+            if members is None:
+                if before is not None:
+                    del groups[key]
+                    reorder = True
+                continue
+            group = groups[key] = _made(key, members.values(), self.ended.get(key, 0), len(self.named[key[:2]]),
+                                        previous.get(key))
+            reorder = reorder or before is None or before.id != group.id
+        if reorder:  # (by id, then key: groups whose ids are alike, a gang named like a pod, in no order of history)
+            self.order = sorted(groups, key=lambda key: (groups[key].id, key))
+        self.answer = tuple(map(groups.__getitem__, self.order))
+
+
+def _pod_order(pod: MasterPod) -> tuple[str, str, str]:
+    """A group's pods by name (two objects of one name, which no watch holds, by uid and revision)."""
+    return pod.name, pod.uid, pod.resource_version
+
+
+def _made(key: Key, members: Iterable[MasterPod], finished: int, sharing: int,
+          previous: MasterGroup | None) -> MasterGroup:
+    """The group of `key`'s live pods (`sharing`: how many live groups have its namespace and name)."""
+    namespace, name, allocation, size = key
+    pods = sorted(members, key=_pod_order)
+    first = pods[0].pod
+    job = any(first.labels.get(label) for label in JOB_NAME)
+    shared = allocation and (sharing > 1 or not job)  # attempts of a trial share the name
+    group_id = f"{namespace}/{name}" + (f"#{allocation}" if shared else "")
+    if (previous is not None and previous.id == group_id and previous.finished == finished
+            and len(previous.pods) == len(pods) and all(a is b for a, b in zip(previous.pods, pods, strict=True))):
+        return previous
+    experiment = _experiment(first)
+    user = first.labels.get(USER) or (f"experiment {experiment}" if experiment else f"{namespace}/{name}")
+    return MasterGroup(group_id, namespace, name, allocation, size, tuple(pods), user, _is_trial(first), finished)
+
+
+_LAST: _Grouping | None = None  # the last call's grouping of watched pods (MasterPod objects)
+_LOCK = threading.Lock()
+CHANGED_SHARE = 4  # a call whose pods differ from the last call's in more than 1/CHANGED_SHARE of them: grouped anew
 
 
 def master_groups(objects: Iterable[Mapping[str, Any] | MasterPod],
                   scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> tuple[MasterGroup, ...]:
     """The groups of the pods that name `scheduler_name` (finished pods are left out), sorted by id.
 
-    A group whose pods are the very objects the previous call grouped (a watch keeps a pod's object until the pod
-    changes) is that call's group again, with what it has worked out already (`state`, its running form): the loop
-    groups every served pod each pass, and most groups, bound long ago, have not changed (issue 24). The very tuple
-    of the previous call (a view hands out the same tuple until a pod changes) is answered as then at once."""
-    global _MADE, _LAST
-    last = _LAST
-    if last is not None and last[0] is objects and last[1] == scheduler_name:
-        return last[2]
-    found: dict[tuple[str, str, str, int], list[MasterPod]] = {}
-    ended: dict[tuple[str, str, str, int], int] = {}
-    for item in objects:
-        pod = item if isinstance(item, MasterPod) else master_pod(item)
-        if pod.scheduler != scheduler_name or not pod.pod.name:
-            continue
-        if is_managed(pod.pod.labels):
-            continue  # det-k8s's own pod whose pod spec names this scheduler: its group is det-k8s's, never the master's
-        if pod.pod.gang:
-            continue  # another gang mechanism's pod (cluster/gangs.py): binding it would start that group in part
-        if pod.pod.phase in ("Succeeded", "Failed"):
-            ended[pod.key] = ended.get(pod.key, 0) + 1
-            continue
-        found.setdefault(pod.key, []).append(pod)
-    names: dict[tuple[str, str], int] = {}
-    for namespace, name, _, _ in found:
-        names[(namespace, name)] = names.get((namespace, name), 0) + 1
-    groups = []
-    made: dict[tuple[str, str, str, int], MasterGroup] = {}
-    for key, pods in found.items():
-        namespace, name, allocation, size = key
-        pods.sort(key=lambda p: p.name)
-        first = pods[0].pod
-        job = any(first.labels.get(label) for label in JOB_NAME)
-        shared = allocation and (names[(namespace, name)] > 1 or not job)  # attempts of a trial share the name
-        group_id = f"{namespace}/{name}" + (f"#{allocation}" if shared else "")
-        finished = ended.get(key, 0)
-        group = _MADE.get(key)
-        if (group is None or group.id != group_id or group.finished != finished or len(group.pods) != len(pods)
-                or any(a is not b for a, b in zip(group.pods, pods, strict=True))):
-            experiment = _experiment(first)
-            user = first.labels.get(USER) or (f"experiment {experiment}" if experiment else f"{namespace}/{name}")
-            group = MasterGroup(group_id, namespace, name, allocation, size, tuple(pods), user, _is_trial(first),
-                                finished)
-        made[key] = group
-        groups.append(group)
-    _MADE = made
-    answer = tuple(sorted(groups, key=lambda g: g.id))
-    _LAST = (objects, scheduler_name, answer) if isinstance(objects, tuple) and all(
-        isinstance(item, MasterPod) for item in objects) else None  # (not a tuple of dicts, which may change)
-    return answer
+    The loop groups every served pod on every change (issue 24), and a watch keeps a pod's object until the pod
+    changes: so pods given as MasterPod objects are grouped from the last such call's grouping, by the pods that
+    appeared and went since (told by their ids: the grouping holds the last call's objects, so none of their ids is
+    another object's), and a group whose pods are the very objects it had is that call's group again, with what it
+    has worked out already (`state`, its running form). The very tuple of the last call is answered as then at once.
+    Pods given as objects read from the API (dicts, which may change) are grouped afresh and leave that grouping
+    alone. Whatever the path, the answer is the one a first call gives (tests/unit/scheduling/test_master_groups.py).
+    """
+    global _LAST
+    with _LOCK:
+        last = _LAST
+        if last is not None and last.objects is objects and last.scheduler_name == scheduler_name:
+            return last.answer
+        items = tuple(objects)
+        ids = set(map(id, items))  # (these, and what follows, at C speed: a loop's thousands of pods, on every change)
+        if last is not None and last.scheduler_name == scheduler_name:
+            added = ids - last.ids
+            gone = last.ids - ids
+            new = list(compress(items, map(added.__contains__, map(id, items)))) if added else []
+            if (len(added) + len(gone)) * CHANGED_SHARE <= len(ids) and all(isinstance(p, MasterPod) for p in new):
+                _LAST = None  # (until the update is whole: never a half-updated grouping for the next call)
+                changed: set[Key] = set()
+                for ident in gone:
+                    changed |= last.drop(ident)
+                seen: set[int] = set()
+                for pod in cast(list[MasterPod], new):
+                    if id(pod) not in seen:  # (an object given twice counts once)
+                        seen.add(id(pod))
+                        changed |= last.add(pod)
+                last.objects, last.ids = cast(tuple[MasterPod, ...], items), ids
+                last.make(changed, last.groups)
+                _LAST = last
+                return last.answer
+        if not all(isinstance(item, MasterPod) for item in items):
+            fresh = _Grouping(scheduler_name)
+            for item in items:
+                if isinstance(item, MasterPod) and id(item) in fresh.sorts:
+                    continue  # (an object given twice counts once, as below)
+                fresh.add(item if isinstance(item, MasterPod) else master_pod(item))
+            fresh.make(list(fresh.live), {})
+            return fresh.answer
+        grouping = _Grouping(scheduler_name, cast(tuple[MasterPod, ...], items), ids)
+        for pod in grouping.objects:
+            if id(pod) not in grouping.sorts:  # (an object given twice counts once)
+                grouping.add(pod)
+        grouping.make(list(grouping.live), last.groups if last is not None else {})
+        _LAST = grouping
+        return grouping.answer
 
 
 def _micros(timestamp: str) -> int:

@@ -66,22 +66,36 @@ def narrowed(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
             sizes[size] = sizes.get(size, 0) + 1
     if sum(max(MIN_NODES, NODES_PER_POD * n) for n in sizes.values()) * 2 >= len(snapshot.nodes):
         return None  # (a small cluster is planned whole: little to save)
-    if policy.topology_key and any(len(group.pods) > 1 for group in queue) and len(
-            {node.labels.get(policy.topology_key) for node in snapshot.nodes}) > 1:
-        return None  # (the domain a gang prefers is chosen by what the whole domain has free)
     if any(p.constraints.anti_affinity for p in snapshot.pods):
         return None
-    used = snapshot.used
-    rooms: dict[str, list[tuple[int, int]]] = {}
+    # what the pods hold of each key resource, per node (`Snapshot.used` for those keys alone: a fast pass at 5,000
+    # nodes need not work out every resource of every node)
+    keys = {key for key, _ in sizes}
+    held: dict[str, dict[str, int]] = {key: {} for key in keys}
+    for other in snapshot.pods:
+        where = other.node
+        if where is not None and other.active:
+            for key in keys:
+                amount = other.requests.get(key, 0)
+                if amount:
+                    on = held[key]
+                    on[where] = on.get(where, 0) + amount
+    domains = policy.topology_key and any(len(group.pods) > 1 for group in queue)
+    seen: set[str | None] = set()
+    rooms: dict[str, list[tuple[int, int]]] = {key: [] for key in keys}
+    for i, node in enumerate(snapshot.nodes):  # (one loop over the nodes for all of it)
+        if domains:
+            seen.add(node.labels.get(policy.topology_key))
+        if node.ready and not node.unschedulable:
+            for key in keys:
+                rooms[key].append((node.allocatable.get(key, 0) - held[key].get(node.name, 0), i))
+    if len(seen) > 1:
+        return None  # (a gang of several pods: the domain it prefers is chosen by what the whole domain has free)
     candidates: dict[Size, frozenset[str]] = {}
     chosen: set[int] = set()
     for (key, amount), count in sizes.items():  # the tightest nodes that take a pod of each size
-        room = rooms.get(key)
-        if room is None:
-            room = rooms[key] = [(node.allocatable.get(key, 0) - used[node.name].get(key, 0), i)
-                                 for i, node in enumerate(snapshot.nodes) if node.ready and not node.unschedulable]
         wanted = max(MIN_NODES, NODES_PER_POD * count)
-        found = heapq.nsmallest(wanted, ((free, i) for free, i in room if free >= amount))
+        found = heapq.nsmallest(wanted, ((free, i) for free, i in rooms[key] if free >= amount))
         if len(found) < wanted:
             return None  # (few nodes have room: the whole snapshot says best why a gang waits)
         chosen.update(i for _, i in found)

@@ -173,6 +173,10 @@ def test_what_it_hands_out_is_built_once_until_a_node_or_pod_changes(cluster, vi
     cluster.api.put(node("gpu-2", gpus=4))  # a node: a new snapshot, the same served pods
     until(lambda: "gpu-2" in {n.name for n in view.state().snapshot.nodes}, "the new node")
     assert view.state().served is bound.served and view.state().snapshot is view.state().snapshot
-    cluster.api.update("pods", "agent-0", {"status": {"phase": "Succeeded"}})  # a pod finished: both anew
-    until(lambda: "agent-0" not in names(view), "the finished pod to leave")
+    cluster.api.update("pods", "agent-0", {"status": {"phase": "Succeeded"}})  # another pod finished: a new
+    until(lambda: "agent-0" not in names(view), "the finished pod to leave")  # snapshot, the same served pods
     assert view.state().snapshot.used["gpu-0"] == {}  # (worked out from the new snapshot, not the old one)
+    assert view.state().served is bound.served
+    cluster.api.remove("pods", served.name)  # a served pod gone: served pods anew
+    until(lambda: view.served() == (), "the served pod to leave")
+    assert served.name not in names(view)

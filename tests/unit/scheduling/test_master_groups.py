@@ -248,7 +248,7 @@ def test_groups_of_unchanged_pods_are_reused_and_a_changed_pod_makes_its_group_a
         return master_pod(obj)
 
     def fresh(pods):
-        M._MADE = {}
+        M._LAST = None
         return master_groups(pods)
 
     first = master_groups([*bound, *ready])
@@ -284,3 +284,126 @@ def test_the_same_tuple_of_pods_is_answered_at_once_and_any_other_afresh():
     once = master_groups(stored)
     stored[0]["metadata"]["deletionTimestamp"] = "2026-01-01T11:00:00Z"
     assert once[0].state is State.READY and master_groups(stored)[0].state is State.LEAVING
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_grouping_from_the_last_call_answers_what_a_first_call_answers(seed):
+    """The loop's pods change a few at a time (issue 24): each call groups only what appeared and went since the
+    last one. Over random changes (gangs arriving, bound, ending, deleted, a new attempt beside a gang's old pods,
+    pods of another scheduler and det-k8s's own), every answer equals a first call's, group for group."""
+    import random
+
+    from det_k8s.scheduling import master as M
+    from det_k8s.scheduling.master import master_pod
+
+    rng = random.Random(seed)
+    pods: dict[str, object] = {}  # name -> MasterPod, as a view holds them (a new object when the pod changes)
+    objects: dict[str, dict] = {}  # name -> the pod as the API server returns it
+    serial = [0]
+
+    def put(obj):
+        objects[obj["metadata"]["name"]] = obj
+        pods[obj["metadata"]["name"]] = master_pod(obj)
+
+    def arrive():
+        serial[0] += 1
+        task = master_task(rng.choice(["0.26.2", "0.38.1"]), experiment=rng.randrange(1, 4),
+                           trial=rng.randrange(1, 3), slots_per_trial=rng.choice([1, 4, 8]), max_slots_per_pod=4,
+                           run=serial[0], scheduler=rng.choice(["coscheduler"] * 5 + ["default-scheduler"]),
+                           task_type=rng.choice(["TRIAL", "TRIAL", "COMMAND"]))
+        stored = as_stored(task, node=rng.choice([None, None, "n1"]))
+        for obj in stored[:rng.choice([len(stored), len(stored), max(1, len(stored) - 1)])]:  # (some still coming)
+            obj["metadata"]["name"] += f"-{serial[0]}"
+            if rng.random() < 0.05:
+                obj["metadata"].setdefault("labels", {})["app.kubernetes.io/managed-by"] = "det-k8s"
+            put(obj)
+
+    def again():  # a new attempt of a gang whose pods are still there: the same gang name, another allocation
+        gangs = sorted({p.key for p in pods.values() if p.key[2]})
+        if not gangs:
+            return
+        key = rng.choice(gangs)
+        serial[0] += 1
+        for name in sorted(n for n, p in pods.items() if p.key == key):
+            obj = copy.deepcopy(objects[name])
+            obj["metadata"]["name"] += f"-again{serial[0]}"
+            obj["metadata"]["labels"][M.ALLOCATION] = f"{key[2]}.{serial[0]}"
+            obj["spec"].pop("nodeName", None)
+            obj["status"] = {"phase": "Pending"}
+            put(obj)
+
+    def change():
+        if not pods:
+            return
+        ended = sorted(n for n, p in pods.items() if p.pod.phase in ("Succeeded", "Failed"))
+        name = rng.choice(ended if ended and rng.random() < 0.3 else sorted(pods))
+        what = rng.random()
+        if what < 0.3:
+            del pods[name], objects[name]
+            return
+        obj = copy.deepcopy(objects[name])
+        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1000)
+        if what < 0.6:
+            obj["spec"]["nodeName"] = "n2"
+            obj["status"]["phase"] = "Running"
+        elif what < 0.8:
+            obj["status"]["phase"] = rng.choice(["Succeeded", "Failed"])
+        else:
+            obj["metadata"]["deletionTimestamp"] = "2026-01-01T11:00:00Z"
+        put(obj)
+
+    M._LAST = None
+    updated = 0
+    for _ in range(60):
+        for _ in range(rng.choice([1, 1, 2, 5])):
+            (arrive if rng.random() < 0.35 else again if rng.random() < 0.1 else change)()
+        now = list(pods.values())
+        if rng.random() < 0.3:
+            rng.shuffle(now)  # (the order of the pods is no part of the answer)
+        if now and rng.random() < 0.1:
+            now.append(rng.choice(now))  # (an object given twice counts once)
+        now = tuple(now)
+        name = rng.choice(["coscheduler", "coscheduler", "coscheduler", "default-scheduler"])
+        before = M._LAST
+        answer = master_groups(now, name)
+        updated += before is not None and M._LAST is before  # (grouped from the last call's grouping)
+        assert master_groups(now, name) is answer  # the same tuple: at once
+        kept = M._LAST
+        M._LAST = None
+        first = master_groups(now, name)
+        assert answer == first
+        assert [g.state for g in answer] == [g.state for g in first]
+        M._LAST = kept  # (the next call goes on from the grouping the calls so far made)
+    assert updated >= 10, updated  # (many calls took the short way)
+
+
+def test_the_answer_never_depends_on_the_order_or_history_of_calls():
+    """Groups whose ids are alike (a gang named like a single pod) come in one order, and an object given twice counts
+    once, whether a call groups the pods afresh or from the last call's grouping (a review found both differing)."""
+    from det_k8s.cluster.model import Pod
+    from det_k8s.scheduling import master as M
+    from det_k8s.scheduling.master import MasterPod
+
+    def pod(name, gang="", size=0, phase="Pending"):
+        labels = {M.GANG_NAME: gang, M.MIN_AVAILABLE: str(size)} if gang else {}
+        return MasterPod(Pod(name, "default", phase=phase, labels=labels, bound_by_det_k8s=True), f"uid-{name}", "1",
+                         0, "coscheduler")
+
+    def first(pods):
+        M._LAST = None
+        return master_groups(pods)
+
+    single, gang0, gang1 = pod("zz"), pod("zz-0", gang="zz", size=2), pod("zz-1", gang="zz", size=2)
+    rest = tuple(pod(f"other-{i}") for i in range(10))
+    first((gang0, single, gang1, *rest))
+    after = master_groups((single, gang1, *rest))  # zz-0 gone: grouped from the last call
+    assert after == first((single, gang1, *rest)) == first((*rest, gang1, single))
+    assert [g.size for g in after if g.id == "default/zz"] == [1, 2]  # (alike ids: by their group key)
+    done = pod("zz-2", gang="zz", size=2, phase="Succeeded")
+    twice = (gang1, done, done, *rest)
+    assert master_groups(twice) == first(twice) == first(list(twice))
+    (group,) = [g for g in first(twice) if g.size == 2]
+    assert group.finished == 1 and group.pods == (gang1,)
+    stored = as_stored(master_task("0.38.1", slots_per_trial=4))  # dicts with one MasterPod given twice
+    assert len(master_groups([*stored, gang1, gang1])) == 2
+    assert [g.pods for g in master_groups([*stored, gang1, gang1]) if g.name == "zz"] == [(gang1,)]
