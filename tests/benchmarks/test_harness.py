@@ -168,3 +168,17 @@ def test_the_queue_benchmark_times_three_variants_and_runs_the_documented_scenar
     assert [s["scenario"] for s in data["scenarios"]][:2] == ["borrowing example", "borrowingLimit"]
     assert sum(not s["same"] for s in data["scenarios"]) == 1  # a parent's weight is not used (DEVELOPERS.md)
     assert "## 9. Team queues" in quick_run[1]
+
+
+def test_the_grouping_replay_runs_against_an_older_revision_too():
+    """`python -m benchmarks.grouping --baseline REV` (the loop's CPU per pod event and per fast pass, replayed): it
+    measures REV's det_k8s in a child and this checkout's, and both fast passes place the replayed ready gang (the
+    figures themselves are not judged)."""
+    result = subprocess.run([sys.executable, "-m", "benchmarks.grouping", "--baseline", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    for run in (report["baseline"], report["this"]):
+        assert run["fast_pass_placed"] == 1 and set(run["grouping_ms"]) == {"1204", "12004"}
+        assert run["fast_pass_ms_5000_nodes"] > 0
+    assert report["machine"]["commit"] and report["baseline"]["revision"] == "HEAD"
