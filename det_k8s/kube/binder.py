@@ -104,6 +104,8 @@ class Binder:
     problems: list[str] = field(default_factory=list)  # events that could not be written (the caller drains it)
     # pods whose condition was refused: the headline their event last said (so it is not said again every pass)
     _told: dict[tuple[str, str, str], str] = field(default_factory=dict, repr=False)
+    # the binding threads, kept from call to call: a gang's bindings go out at once, not each after a thread start
+    _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     def bind(self, group: MasterGroup, placement: Sequence[tuple[str, str]],
              before: Callable[[], None] = lambda: None) -> BindResult:
@@ -152,23 +154,23 @@ class Binder:
                 return
             bound.setdefault(group.id, []).append(pod.name)
 
-        pool = None if self.workers <= 1 or len(work) == 1 else ThreadPoolExecutor(
-            max_workers=min(self.workers, len(work)), thread_name_prefix="det-k8s-bind")
+        pool = None if self.workers <= 1 or len(work) == 1 else self._threads()
         futures: list[Future[None]] = []
         try:
             if pool is None:
                 for item in work:
                     one(item)
             else:
-                futures = [pool.submit(one, item) for item in work]
+                for item in work:
+                    futures.append(pool.submit(one, item))
                 for future in futures:
                     future.result()
-                pool.shutdown(wait=True)
         except BaseException:  # a signal (det_k8s/stopping.py), Ctrl-C: undo every group begun, without waiting long
             halted.append(True)
             if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
-                pending = [f for f in futures if f.running()]
+                for future in futures:
+                    future.cancel()  # (not begun: never sent; `halted` stops any that begins meanwhile)
+                pending = [f for f in futures if not f.done()]
                 if pending:  # answers on their way say which pods are bound; not waited for past the grace
                     wait(pending, timeout=min(IN_FLIGHT_WAIT, stopping.remaining()))
             self._undo_interrupted(plans, started, failures)
@@ -187,6 +189,12 @@ class Binder:
                 continue
             results[group.id] = self._undo(group, done + maybe.get(group.id, []), failures[group.id][0], done)
         return results
+
+    def _threads(self) -> ThreadPoolExecutor:
+        """The binding threads (`workers` of them, started as first needed and kept: the loop binds gang after gang)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="det-k8s-bind")
+        return self._pool
 
     def _undo_interrupted(self, plans: Sequence[tuple[MasterGroup, Sequence[tuple[str, str]]]],
                           started: dict[str, list[str]], failures: dict[str, list[tuple[str, DetK8sError]]]) -> None:
