@@ -19,15 +19,26 @@ The subset keeps every pod on its nodes, so their free capacity is exact, and th
 (the others cannot be victims of a plan that sees only these nodes). A plan from it is used only when `clean`: it
 places every gang, with no victim and nothing waiting, and every pod on a node among the tightest for its own size
 (a pod that spilled onto a looser node chosen for another size would skip tighter nodes outside the subset).
+
+What it reads of every node (its allocatable key resource, whether it takes pods, its topology domain) is kept from
+pass to pass (`NodeIndex`): the watch's view replaces only the nodes an event changed, so the next snapshot's nodes
+are mostly the same objects, and only the ones that are not are read again. The tightest nodes are then the nodes
+pods use (their free capacity worked out from the pods) merged with the empty ones in order of what they have, a walk
+that stops at the count wanted, instead of every node's free capacity worked out and ordered on every pass.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
-from collections.abc import Mapping, Sequence
+import threading
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import compress, islice
+from operator import is_not
 
-from ..cluster.model import GPU, Snapshot
+from ..cluster.model import GPU, Node, Snapshot
 from .model import Plan, PodGroup, PodRequest, Policy, RunningGroup
 
 MIN_NODES = 64  # candidate nodes for each pod size of a pass's gangs, at least
@@ -80,26 +91,20 @@ def narrowed(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
                 if amount:
                     on = held[key]
                     on[where] = on.get(where, 0) + amount
-    domains = policy.topology_key and any(len(group.pods) > 1 for group in queue)
-    seen: set[str | None] = set()
-    rooms: dict[str, list[tuple[int, int]]] = {key: [] for key in keys}
-    for i, node in enumerate(snapshot.nodes):  # (one loop over the nodes for all of it)
-        if domains:
-            seen.add(node.labels.get(policy.topology_key))
-        if node.ready and not node.unschedulable:
-            for key in keys:
-                rooms[key].append((node.allocatable.get(key, 0) - held[key].get(node.name, 0), i))
-    if len(seen) > 1:
-        return None  # (a gang of several pods: the domain it prefers is chosen by what the whole domain has free)
+    topology = policy.topology_key if any(len(group.pods) > 1 for group in queue) else ""
     candidates: dict[Size, frozenset[str]] = {}
     chosen: set[int] = set()
-    for (key, amount), count in sizes.items():  # the tightest nodes that take a pod of each size
-        wanted = max(MIN_NODES, NODES_PER_POD * count)
-        found = heapq.nsmallest(wanted, ((free, i) for free, i in rooms[key] if free >= amount))
-        if len(found) < wanted:
-            return None  # (few nodes have room: the whole snapshot says best why a gang waits)
-        chosen.update(i for _, i in found)
-        candidates[(key, amount)] = frozenset(snapshot.nodes[i].name for _, i in found)
+    with _LOCK:  # (the indexes are shared from pass to pass)
+        indexes = {key: _index(snapshot.nodes, key, topology) for key in keys}
+        if topology and len(indexes[next(iter(keys))].domains) > 1:
+            return None  # (a gang of several pods: the domain it prefers is chosen by what the whole domain has free)
+        for (key, amount), count in sizes.items():  # the tightest nodes that take a pod of each size
+            wanted = max(MIN_NODES, NODES_PER_POD * count)
+            found = indexes[key].tightest(amount, held[key], wanted)
+            if len(found) < wanted:
+                return None  # (few nodes have room: the whole snapshot says best why a gang waits)
+            chosen.update(i for _, i in found)
+            candidates[(key, amount)] = frozenset(snapshot.nodes[i].name for _, i in found)
     nodes = tuple(snapshot.nodes[i] for i in sorted(chosen))  # (in the snapshot's order)
     kept = {node.name for node in nodes}
     narrow = replace(snapshot, nodes=nodes, pods=tuple(p for p in snapshot.pods if p.node is None or p.node in kept))
@@ -122,3 +127,101 @@ def clean(plan: Plan, queue: Sequence[PodGroup], narrow: Narrowed | None = None)
             if size is None or node not in narrow.candidates.get(size, ()):
                 return False
     return True
+
+
+class NodeIndex:
+    """What `narrowed` reads of every node of one tuple of nodes, for one key resource (and topology label): each
+    node's allocatable amount (-1 where it takes no pods: not ready, or cordoned), the nodes that take pods by that
+    amount, and how many nodes each domain of the label has. `follow` moves it to the next snapshot's nodes by the
+    ones that are other objects (see the module docstring)."""
+
+    def __init__(self, nodes: tuple[Node, ...], key: str, topology: str) -> None:
+        self.key, self.topology = key, topology
+        self._build(nodes)
+
+    def _build(self, nodes: tuple[Node, ...]) -> None:
+        self.nodes = nodes
+        self.names = [node.name for node in nodes]
+        self.positions = {name: i for i, name in enumerate(self.names)}  # (names stay: `follow` builds afresh)
+        self.amounts = [self._amount(node) for node in nodes]
+        self.by_amount: dict[int, list[int]] = {}
+        for i, amount in enumerate(self.amounts):
+            if amount >= 0:
+                self.by_amount.setdefault(amount, []).append(i)
+        self.levels = sorted(self.by_amount)
+        self.domains: Counter[str | None] = Counter(
+            node.labels.get(self.topology) for node in nodes) if self.topology else Counter()
+
+    def _amount(self, node: Node) -> int:
+        return node.allocatable.get(self.key, 0) if node.ready and not node.unschedulable else -1
+
+    def follow(self, nodes: tuple[Node, ...]) -> None:
+        """Be the index of `nodes`: by the nodes that changed when the names are the same, in the same order, and at
+        most a quarter of them are other objects; built afresh otherwise."""
+        if nodes is self.nodes:
+            return
+        old = self.nodes
+        changed = list(compress(range(len(nodes)), map(is_not, old, nodes))) if len(nodes) == len(old) else None
+        if changed is None or len(changed) * 4 > len(nodes) or any(old[i].name != nodes[i].name for i in changed):
+            self._build(nodes)
+            return
+        for i in changed:
+            before, after = old[i], nodes[i]
+            amount = self._amount(after)
+            if amount != self.amounts[i]:
+                self._move(i, self.amounts[i], amount)
+                self.amounts[i] = amount
+            if self.topology:
+                was, now = before.labels.get(self.topology), after.labels.get(self.topology)
+                if was != now:
+                    self.domains[was] -= 1
+                    if not self.domains[was]:
+                        del self.domains[was]
+                    self.domains[now] += 1
+        self.nodes = nodes
+
+    def _move(self, i: int, before: int, after: int) -> None:
+        if before >= 0:
+            bucket = self.by_amount[before]
+            del bucket[bisect.bisect_left(bucket, i)]
+            if not bucket:
+                del self.by_amount[before]
+                del self.levels[bisect.bisect_left(self.levels, before)]
+        if after >= 0:
+            if after not in self.by_amount:
+                self.by_amount[after] = []
+                bisect.insort(self.levels, after)
+            bisect.insort(self.by_amount[after], i)
+
+    def tightest(self, amount: int, held: Mapping[str, int], wanted: int) -> list[tuple[int, int]]:
+        """The `wanted` nodes with the least free (allocatable less `held`, by node name) that is still `amount` or
+        more, as (free, index), ordered by free, then index: the nodes pods use worked out one by one, merged with
+        the unused ones taken in order of their allocatable amount."""
+        used = []
+        for name, taken in held.items():
+            i = self.positions.get(name)
+            if i is not None and self.amounts[i] - taken >= amount and self.amounts[i] >= 0:
+                used.append((self.amounts[i] - taken, i))
+        used.sort()
+        return list(islice(heapq.merge(used, self._unused(amount, held)), wanted))
+
+    def _unused(self, amount: int, held: Mapping[str, int]) -> Iterator[tuple[int, int]]:
+        names = self.names
+        for level in self.levels[bisect.bisect_left(self.levels, amount):]:
+            for i in self.by_amount[level]:
+                if names[i] not in held:
+                    yield level, i
+
+
+_INDEXES: dict[tuple[str, str], NodeIndex] = {}
+_LOCK = threading.Lock()
+
+
+def _index(nodes: tuple[Node, ...], key: str, topology: str) -> NodeIndex:
+    """The index of these nodes for `key` (and the `topology` label): the last one, followed to them (under _LOCK)."""
+    found = _INDEXES.get((key, topology))
+    if found is None:
+        found = _INDEXES[(key, topology)] = NodeIndex(nodes, key, topology)
+    else:
+        found.follow(nodes)
+    return found

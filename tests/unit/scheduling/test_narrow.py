@@ -3,7 +3,9 @@ that finds what a plan on the whole snapshot finds, and never a placement the wh
 
 from __future__ import annotations
 
+import heapq
 import random
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from det_k8s.cluster.model import NO_CONSTRAINTS, HostPort, LabelSelector, PodAffinityTerm, Snapshot
 from det_k8s.scheduling.labels import running_groups
 from det_k8s.scheduling.model import Policy
-from det_k8s.scheduling.narrow import MIN_NODES, clean, narrowed
+from det_k8s.scheduling.narrow import MIN_NODES, NodeIndex, clean, narrowed
 from det_k8s.scheduling.plan import schedule
 from tests.builders import gang as new_gang
 from tests.builders import node, other_pod, snapshot, task_pods
@@ -131,3 +133,52 @@ def test_a_pod_that_spilled_onto_another_sizes_candidates_is_not_clean():
     whole = schedule(cluster, queue, Policy())
     assert clean(part, queue) and not clean(part, queue, narrow)  # placed, but not where the whole snapshot would
     assert {node for _, node in whole.placements["small"]} <= {f"n{i:03d}" for i in range(100, 200)}
+
+
+def reference_tightest(nodes, key: str, amount: int, held: dict[str, int], wanted: int) -> list[tuple[int, int]]:
+    """What `NodeIndex.tightest` must answer, worked out from every node afresh (the algorithm it replaced)."""
+    rooms = [(n.allocatable.get(key, 0) - held.get(n.name, 0), i) for i, n in enumerate(nodes)
+             if n.ready and not n.unschedulable]
+    return heapq.nsmallest(wanted, ((free, i) for free, i in rooms if free >= amount))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_node_index_followed_from_snapshot_to_snapshot_answers_as_one_built_afresh(seed):
+    """The index is moved from one snapshot's nodes to the next by the nodes that are other objects (as the watch's
+    view hands them out); whatever changed (allocatable, ready, cordoned, zone, a node added or gone, most nodes at
+    once), it must name the same tightest nodes and domains as an index, and the old algorithm, working from scratch."""
+    rng = random.Random(seed)
+    key = rng.choice(["nvidia.com/gpu", "cpu"])
+    scale = 1 if key == "nvidia.com/gpu" else 1000
+    zones = ["a", "b", None]
+
+    def fresh(name: str):
+        labels = {"topology.kubernetes.io/zone": z} if (z := rng.choice(zones)) else None
+        return node(name, rng.choice([4, 8, 8, 8]), cpu=rng.choice([16, 32, 64]), labels=labels,
+                    ready=rng.random() > 0.05, cordoned=rng.random() < 0.05)
+
+    nodes = [fresh(f"n{i:04d}") for i in range(rng.choice([150, 400]))]
+    index = NodeIndex(tuple(nodes), key, "topology.kubernetes.io/zone")
+    for _ in range(40):
+        move = rng.random()
+        if move < 0.6:  # a few nodes replaced by new objects (an event each), some identical in content
+            for i in rng.sample(range(len(nodes)), rng.choice([1, 2, 5])):
+                nodes[i] = fresh(nodes[i].name) if rng.random() < 0.8 else replace(nodes[i])
+        elif move < 0.75:  # a node comes or goes
+            if rng.random() < 0.5:
+                nodes.insert(rng.randrange(len(nodes) + 1), fresh(f"m{rng.randrange(10**6):06d}"))
+            else:
+                del nodes[rng.randrange(len(nodes))]
+        elif move < 0.85:  # most nodes at once (a relist)
+            nodes = [fresh(n.name) for n in nodes]
+        current = tuple(nodes)
+        index.follow(current)
+        afresh = NodeIndex(current, key, "topology.kubernetes.io/zone")
+        assert dict(index.domains) == dict(afresh.domains) == dict(
+            Counter(n.labels.get("topology.kubernetes.io/zone") for n in current))
+        held = {n.name: rng.choice([1, 2, 4, 8]) * scale for n in rng.sample(current, len(current) // 3)}
+        held["gone-node"] = scale  # (a pod on a node the snapshot lacks counts nowhere)
+        for amount in (1 * scale, 2 * scale, 8 * scale):
+            wanted = rng.choice([8, 64, len(current)])
+            expected = reference_tightest(current, key, amount, held, wanted)
+            assert index.tightest(amount, held, wanted) == expected == afresh.tightest(amount, held, wanted)
