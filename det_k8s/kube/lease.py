@@ -35,10 +35,11 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import stopping
 from ..errors import Conflict, DetK8sError, Forbidden, NotFound
@@ -56,6 +57,7 @@ DEFAULT_NAMESPACE = "default"
 PROCESS = "det-k8s.io/holder-process"  # annotation: "<boot id>/<pid namespace>/<pid>" of the holder's process
 LAST_PASS = "det-k8s.io/last-pass"  # annotation: when the last pass under this Lease ended
 RECHECK = 60.0  # seconds: a take-back of our own released Lease checks the other locations at most this often
+T = TypeVar("T")
 ACTIVE_WINDOW = datetime.timedelta(minutes=10)  # a scheduler loop backs off to at most 5 minutes between passes
 
 Clock = Callable[[], datetime.datetime]
@@ -191,6 +193,7 @@ class SchedulingLease:
     _released: dict[str, Any] | None = field(default=None, repr=False)  # ... as our own release left it
     _taken_back: bool = field(default=False, repr=False)  # the last acquisition was a take-back of our own release
     _checked: float = field(default=-math.inf, repr=False)  # (monotonic) the last check that found no other location
+    _writer: ThreadPoolExecutor | None = field(default=None, repr=False)  # the take-back beside `held`'s `alongside`
 
     def _gone(self, current: dict[str, Any], state: LeaseState) -> bool:
         """Has the holder stopped renewing? (see the module docstring)"""
@@ -385,17 +388,28 @@ class SchedulingLease:
                      f"here{' (or unset it where it is set)' if theirs == DEFAULT_NAMESPACE else ''}")
 
     @contextmanager
-    def held(self, wait: float = 0.0, poll: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> Iterator[None]:
+    def held(self, wait: float = 0.0, poll: float = 0.5, sleep: Callable[[float], None] = time.sleep,
+             alongside: Callable[[], T] | None = None) -> Iterator[T | None]:
         """Hold the Lease for a block; wait up to `wait` seconds for it, else raise LeaseHeld.
 
         Refuses (LeaseLocationConflict) when another det-k8s Lease location is in use: checked before
         taking the Lease and again once it is held, so two clients racing never both go on.
+
+        `alongside`: work that reads and writes nothing another holder could change (a fast pass's plan, made
+        from the watch's view), run while the take-back of our own release is on its way, so the write and the
+        work overlap (`_take_back_alongside`). The block gets what it returned when the take-back succeeded
+        (nobody wrote the Lease since our release, so no other pass ran meanwhile), else None: the work is to be
+        done again, under the Lease.
         """
         if self._released is None:  # (taking it back right after our own pass, the check once held suffices)
             self._refuse_if_split()
         deadline = time.monotonic() + wait
+        early: T | None = None
         try:
-            while not self.try_acquire():
+            got = False
+            if alongside is not None and self._released is not None:
+                early, got = self._take_back_alongside(alongside)
+            while not got and not self.try_acquire():
                 if time.monotonic() >= deadline:
                     state = self.holder_now()
                     who = state.holder if state else "another client"
@@ -427,8 +441,27 @@ class SchedulingLease:
             self.release(passed=False)
             raise
         try:
-            yield
+            yield early
         finally:
             with stopping.shielded():  # a signal arriving now waits for the release (a second one cuts it short)
                 self.release()
+
+    def _take_back_alongside(self, alongside: Callable[[], T]) -> tuple[T | None, bool]:
+        """`held`'s first try while `alongside` runs: (what it returned if the take-back succeeded, else None;
+        whether the Lease was taken). The try goes out on a thread of its own, and its answer is always waited for:
+        whatever stops `alongside` (a signal), the Lease may be ours and must then be given back (`held` does it for
+        a signal, this for anything else)."""
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="det-k8s-lease")
+        taking = self._writer.submit(self.try_acquire)
+        try:
+            done = alongside()
+        except BaseException as exc:
+            with contextlib.suppress(Exception), stopping.shielded():
+                got = taking.result()
+                if got and not isinstance(exc, KeyboardInterrupt):
+                    self.release(passed=False)
+            raise
+        got = taking.result()
+        return (done if got and self._taken_back else None), got
 

@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import NamedTuple
 
 from ..cluster.model import Pod, Snapshot
 from ..cluster.read import pod_from_object
@@ -103,6 +104,17 @@ class PassReport:
     repaired: dict[str, str] = field(default_factory=dict)  # master group id -> why its bound pods were deleted
     native: dict[str, str] = field(default_factory=dict)  # id -> "<version>/<name>" of the PodGroup kube-scheduler places
     intents: tuple[Intent, ...] = ()  # what the pass decided for det-k8s's own groups, in order (kube/reconcile/)
+
+
+class _Fast(NamedTuple):
+    """A fast pass's decision (`LiveScheduler._fast_decide`), carried out by `_fast_pass`."""
+
+    report: PassReport
+    state: ClusterState
+    master: MasterPods
+    queue: tuple[PodGroup, ...]
+    mine: tuple[RunningGroup, ...]  # the bound groups (det-k8s's own and the master's)
+    plan: Plan | None  # None: no gang ready after all
 
 
 @dataclass
@@ -165,19 +177,23 @@ class LiveScheduler:
         With `fast` (the loop, when `can_go_fast()`): only the master's gangs that are ready are placed, and only when
         one is (no Lease taken otherwise).
         """
+        others = 0
         if fast:
             if not self.can_go_fast():
                 raise ValueError("a fast pass needs a view, a served scheduler name and no backlog")
             assert self.view is not None and self.serve
             if not self._any_ready():
                 return PassReport()  # nothing to bind: no Lease, no request
+            others = self.view.other_changes
         lease = self.lease()
         lease.fence = ""
         lease.serving = ""
         if self.serve and self.advertise_for > 0:
             until = self.clock() + datetime.timedelta(seconds=self.advertise_for)
             lease.serving = f"{self.serve} until {until.astimezone(datetime.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
-        with lease.held(wait=self.lease_wait):
+        # A fast pass plans while the Lease is taken back (`SchedulingLease.held`): the plan reads only the view, and
+        # a take-back that succeeds proves no other pass ran since our own; otherwise it is made again below.
+        with lease.held(wait=self.lease_wait, alongside=self._fast_decide if fast else None) as early:
             self._held = lease
             self._renewed = time.monotonic()
             self._wrote_pods = False
@@ -187,15 +203,14 @@ class LiveScheduler:
             if observed:
                 self.api.observe_writes = self._observe
             try:
-                if self.view is not None:  # caught up with the previous holder's writes, or listed afresh
-                    self.view.catch_up(lease.previous_fence)
+                if self.view is not None and not self.view.catch_up(lease.previous_fence):
+                    early = None  # (listed afresh: a plan made before is not of this view)
                 if not fast:
                     lowered = self.lower_fences()  # (the due ones; the rest serve this pass's bindings too)
                     report = self._pass()
                     report.problems[:0] = lowered
                     return report
-                others = self.view.other_changes if self.view is not None else 0
-                report = self._fast_pass(PassReport())
+                report = self._fast_pass(early if early is not None else self._fast_decide())
                 self._hold(report, others)
                 return report
             finally:
@@ -226,7 +241,7 @@ class LiveScheduler:
                 self._cooling_until = time.monotonic() + self.cool  # (others' turn: see above)
                 return  # (the Lease is given back; a gang ready now the loop sees before it waits: `ready`)
             if self._any_ready():
-                self._fast_pass(report)
+                self._fast_pass(self._fast_decide(report))
                 continue
             left = min(idle, hold_until - time.monotonic())
             if left <= 0 or not self.view.wait_for_change(left, debounce=0.0):
@@ -329,25 +344,40 @@ class LiveScheduler:
             return False
         return any(g.state is State.INCOMPLETE for g in master_groups(self.view.served(), self.serve))
 
+    def gang_coming(self) -> bool:
+        """A served gang is ready, or on its way (`arriving`): the loop puts off work of its own that its binding
+        would wait for (lowering lingering taints, `scheduler_cmd._loop`)."""
+        return self.ready() or self.arriving()
+
     def _any_ready(self) -> bool:
         """A served gang of the view is ready (all its pods exist, none bound): no snapshot built, no request."""
         assert self.view is not None and self.serve
         return any(g.state is State.READY for g in master_groups(self.view.served(), self.serve))
 
-    def _fast_pass(self, report: PassReport) -> PassReport:
-        """The master's ready gangs placed and bound at once (see the module docstring)."""
+    def _fast_decide(self, report: PassReport | None = None) -> _Fast:
+        """A fast pass's decision: the master's ready gangs of the view, planned. It reads only the view (a node the
+        view lacks is read to confirm it gone) and writes nothing, so it may run before the Lease is held (`run_pass`)."""
         assert self.view is not None and self.serve
+        report = report if report is not None else PassReport()
         state = self.view.state()
         fences = self.loop_fence()
         master = MasterPods(self.api, self.binder(), self.serve, self.view, self._still_ours, fence=self.fence,
                             quick=True, fences=fences, fence_batch=self.fence_batch)
         queue, running = master.collect(state, report)
+        if not queue:
+            return _Fast(report, state, master, (), (), None)
+        mine = (*running_in(state.snapshot, self.namespace), *running)
+        return _Fast(report, state, master, tuple(queue), mine, self._plan(state.snapshot, queue, mine))
+
+    def _fast_pass(self, fast: _Fast) -> PassReport:
+        """The master's ready gangs placed and bound at once (see the module docstring), as `_fast_decide` planned."""
+        assert self.view is not None and self.serve
+        report, state, master, queue, mine, plan = fast
+        fences = master.fences
         if master.skipped:
             self.backlog = True  # a partly bound gang, a lost node: the next full pass repairs it
-        if not queue:
+        if plan is None:
             return report
-        mine = [*running_in(state.snapshot, self.namespace), *running]
-        plan = self._plan(state.snapshot, queue, mine)
         report.plan = plan
         report.problems.extend(plan.warnings)
         if plan.waiting or plan.rejected or plan.victims or plan.preempting:

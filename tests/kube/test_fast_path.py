@@ -112,6 +112,7 @@ def test_a_full_pass_due_by_the_interval_waits_for_a_gang_on_its_way_and_runs_be
     seen = loop.view.other_changes
     assert fast_next(loop, loop.view, 5.0, seen, 10.0)  # not yet due
     assert not fast_next(loop, loop.view, 10.0, seen, 10.0)  # due, and no gang coming: it runs
+    assert not loop.gang_coming()  # (nor does the loop put off lowering its lingering taints)
     api = cluster.connect()
     task = master_task("0.26.2", experiment=1, slots_per_trial=8)  # 2 pods of 4 GPUs
     create_task(api, task, pods=1)
@@ -126,11 +127,13 @@ def test_a_full_pass_due_by_the_interval_waits_for_a_gang_on_its_way_and_runs_be
     create_pods(api, task)
     until(lambda: len(loop.view.served()) == 2, "the view to see the whole gang")
     assert loop.ready() and not loop.arriving(within=60.0)
+    assert loop.gang_coming()  # the loop's lingering taints wait: this gang's binding goes first
     assert fast_next(loop, loop.view, 10.0, loop.view.other_changes, 10.0, arriving=0.0)  # ready: bound first
     assert len(loop.run_pass(fast=True).placed) == 1
     until(lambda: all(p["spec"].get("nodeName") for p in pods(cluster, task)), "the gang bound")
     seen = loop.view.other_changes
     assert not loop.ready() and not loop.arriving(within=60.0)  # (bound: no gang is missing pods)
+    assert not loop.gang_coming()
     assert not fast_next(loop, loop.view, 10.0, seen, 10.0, arriving=60.0)  # between gangs: the full pass runs now
     assert not fast_next(loop, loop.view, 1.0, seen - 1, 10.0)  # (anything else changed: a full pass at once)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import threading
+import time
 
 import pytest
 
@@ -230,3 +231,66 @@ def test_no_permission_to_renew_names_the_lease_too(cluster):
     with pytest.raises(Forbidden) as refused:
         alice.renew()
     assert str(refused.value).startswith("cannot use the scheduling lease default/det-k8s-scheduler: ")
+
+
+def _holder(cluster) -> str:
+    return LeaseState.of(cluster.api.get("leases", "det-k8s-scheduler")).holder
+
+
+def test_a_take_back_goes_out_while_the_work_alongside_runs_and_the_block_gets_the_work(cluster):
+    alice = lease_for(cluster, "alice", Clock())
+    with alice.held():
+        pass
+
+    def work() -> str:
+        # the take-back of alice's own release is on its way meanwhile: its write lands while this still runs
+        deadline = time.monotonic() + 30  # a guard against hanging, not a speed assertion
+        while _holder(cluster) != "alice":
+            assert time.monotonic() < deadline, "the take-back did not go out while the work ran"
+            time.sleep(0.01)
+        return "plan"
+
+    with alice.held(alongside=work) as early:
+        assert early == "plan"
+        assert _holder(cluster) == "alice"
+    assert _holder(cluster) == ""
+
+
+def test_work_alongside_a_take_back_is_dropped_when_another_client_held_the_lease_since(cluster):
+    clock = Clock()
+    alice, bob = lease_for(cluster, "alice", clock), lease_for(cluster, "bob", clock)
+    with alice.held():
+        pass
+    with bob.held():  # bob's pass ran between alice's: what alice worked out beside her take-back may be stale
+        pass
+    done = []
+    with alice.held(alongside=lambda: done.append("plan") or "plan") as early:
+        assert done == ["plan"] and early is None  # the work ran, but the block must do it again
+        assert _holder(cluster) == "alice"  # (bob gave it back: alice holds it all the same)
+
+
+def test_the_first_pass_takes_the_lease_before_any_work_alongside(cluster):
+    alice = lease_for(cluster, "alice", Clock())
+    done = []
+    with alice.held(alongside=lambda: done.append("plan") or "plan") as early:  # no release of ours to take back
+        assert early is None and done == []
+
+
+@pytest.mark.parametrize("stop", [RuntimeError("the plan failed"), KeyboardInterrupt()], ids=["error", "signal"])
+def test_work_alongside_that_stops_leaves_the_lease_free(cluster, stop):
+    clock = Clock()
+    alice, bob = lease_for(cluster, "alice", clock), lease_for(cluster, "bob", clock)
+    with alice.held():
+        pass
+
+    def work() -> str:
+        deadline = time.monotonic() + 30
+        while _holder(cluster) != "alice":  # the take-back landed: the Lease is alice's when the work stops
+            assert time.monotonic() < deadline, "the take-back did not go out"
+            time.sleep(0.01)
+        raise stop
+
+    with pytest.raises(type(stop)), alice.held(alongside=work):
+        pytest.fail("the block must not run")
+    assert _holder(cluster) == ""
+    assert bob.try_acquire()
