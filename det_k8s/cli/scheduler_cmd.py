@@ -194,13 +194,16 @@ def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, pree
             return
         health.beat(ready=True)  # an iteration done: a pass, or waiting as the standby of another holder
         due = scheduler.fence_due()
-        if due is not None and due <= time.monotonic() and (
-                time.monotonic() - due >= LOWER_LATE or not scheduler.gang_coming()):
-            # the binding taints left up for a next gang that did not come: a round trip or two per node, so not while
-            # a gang's pods are arriving or it is ready (its binding would wait for them), at most LOWER_LATE late
-            for problem in scheduler.lower_fences():
-                output.warning(problem)
-            due = scheduler.fence_due()
+        if due is not None and due <= time.monotonic():
+            if time.monotonic() - due >= LOWER_LATE or not scheduler.gang_coming():
+                # the binding taints left up for a next gang that did not come: a round trip or two per node, so not
+                # while a gang's pods are arriving or it is ready (its binding would wait for them), at most LOWER_LATE
+                # late
+                for problem in scheduler.lower_fences():
+                    output.warning(problem)
+                due = scheduler.fence_due()
+            else:
+                due += LOWER_LATE  # (put off: the gang's pods wake the loop; this is the latest it waits)
         wait = min(interval * 2 ** min(failures, 5), 300)  # back off while the cluster misbehaves
         if fast and not failures and time.monotonic() - full_at >= interval:
             wait = min(wait, ARRIVING)  # (a full pass put off for a gang on its way: run it once none is)

@@ -453,7 +453,8 @@ class SchedulingLease:
         a signal, this for anything else)."""
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="det-k8s-lease")
-        taking = self._writer.submit(self.try_acquire)
+        with stopping.shielded():  # (a signal now: raised once the write is on its way, so that it is waited for)
+            taking = self._writer.submit(self.try_acquire)
         try:
             done = alongside()
         except BaseException as exc:
@@ -462,6 +463,7 @@ class SchedulingLease:
                 if got and not isinstance(exc, KeyboardInterrupt):
                     self.release(passed=False)
             raise
-        got = taking.result()
+        with stopping.shielded():  # a signal while the answer is awaited is raised once `_written` says what we hold
+            got = taking.result()
         return (done if got and self._taken_back else None), got
 

@@ -205,6 +205,8 @@ class LiveScheduler:
             try:
                 if self.view is not None and not self.view.catch_up(lease.previous_fence):
                     early = None  # (listed afresh: a plan made before is not of this view)
+                if early is not None and self.view is not None and self.view.other_changes != others:
+                    early = None  # a node (or a pod not the master's) changed while the Lease was taken: plan again
                 if not fast:
                     lowered = self.lower_fences()  # (the due ones; the rest serve this pass's bindings too)
                     report = self._pass()
@@ -344,10 +346,10 @@ class LiveScheduler:
             return False
         return any(g.state is State.INCOMPLETE for g in master_groups(self.view.served(), self.serve))
 
-    def gang_coming(self) -> bool:
+    def gang_coming(self, within: float = ARRIVING) -> bool:
         """A served gang is ready, or on its way (`arriving`): the loop puts off work of its own that its binding
         would wait for (lowering lingering taints, `scheduler_cmd._loop`)."""
-        return self.ready() or self.arriving()
+        return self.ready() or self.arriving(within)
 
     def _any_ready(self) -> bool:
         """A served gang of the view is ready (all its pods exist, none bound): no snapshot built, no request."""

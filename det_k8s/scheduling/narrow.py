@@ -133,7 +133,8 @@ class NodeIndex:
     """What `narrowed` reads of every node of one tuple of nodes, for one key resource (and topology label): each
     node's allocatable amount (-1 where it takes no pods: not ready, or cordoned), the nodes that take pods by that
     amount, and how many nodes each domain of the label has. `follow` moves it to the next snapshot's nodes by the
-    ones that are other objects (see the module docstring)."""
+    ones that are other objects (see the module docstring). Node names are unique in a snapshot (the API server's
+    names; the view holds nodes by name): `tightest` finds a used node by its name."""
 
     def __init__(self, nodes: tuple[Node, ...], key: str, topology: str) -> None:
         self.key, self.topology = key, topology
@@ -218,10 +219,12 @@ _LOCK = threading.Lock()
 
 
 def _index(nodes: tuple[Node, ...], key: str, topology: str) -> NodeIndex:
-    """The index of these nodes for `key` (and the `topology` label): the last one, followed to them (under _LOCK)."""
-    found = _INDEXES.get((key, topology))
+    """The index of these nodes for `key` (and the `topology` label): the last one, followed to them (under _LOCK).
+    It is out of the memo while it follows: one stopped half-way (an exception, a signal) is never used again."""
+    found = _INDEXES.pop((key, topology), None)
     if found is None:
-        found = _INDEXES[(key, topology)] = NodeIndex(nodes, key, topology)
+        found = NodeIndex(nodes, key, topology)
     else:
         found.follow(nodes)
+    _INDEXES[(key, topology)] = found
     return found

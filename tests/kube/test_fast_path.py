@@ -120,6 +120,7 @@ def test_a_full_pass_due_by_the_interval_waits_for_a_gang_on_its_way_and_runs_be
     seen = loop.view.other_changes
     # (within 60 s, not the loop's 1 s: a loaded machine may take longer between the watch event and these lines)
     assert loop.arriving(within=60.0) and not loop.ready()
+    assert loop.gang_coming(within=60.0)  # on its way: the loop's lingering taints wait for it too
     assert fast_next(loop, loop.view, 10.0, seen, 10.0, arriving=60.0)  # due, but a gang is on its way: it waits
     assert not fast_next(loop, loop.view, 20.0, seen, 10.0, arriving=60.0)  # ... until twice --interval old
     assert not loop.arriving(within=0.0)  # (a gang whose pods stopped coming is not on its way)

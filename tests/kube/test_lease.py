@@ -294,3 +294,41 @@ def test_work_alongside_that_stops_leaves_the_lease_free(cluster, stop):
         pytest.fail("the block must not run")
     assert _holder(cluster) == ""
     assert bob.try_acquire()
+
+
+@pytest.fixture
+def signals():
+    """det-k8s's signal handling in this process (det_k8s/stopping.py: a signal becomes `Stopped` in the main thread)."""
+    from det_k8s import stopping
+
+    restore = stopping.install()
+    try:
+        yield
+    finally:
+        restore()
+        stopping.reset()
+
+
+@pytest.mark.emulator_only  # (a request held at the API server: fault injection)
+def test_a_signal_while_the_take_back_is_answered_waits_for_its_answer_and_gives_the_lease_back(cluster, signals):
+    import os
+    import signal
+
+    from det_k8s.stopping import Stopped
+
+    alice = lease_for(cluster, "alice", Clock())
+    with alice.held():
+        pass
+    write = cluster.api.pause("PUT", "leases")  # the take-back reaches the server and waits there
+
+    def work() -> str:
+        assert write.reached.wait(30)
+        # the plan is done; the signal comes while the take-back's answer is awaited, and the answer after it
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        threading.Timer(0.8, write.release).start()
+        return "plan"
+
+    with pytest.raises(Stopped), alice.held(alongside=work):
+        pytest.fail("the block must not run")
+    assert write.finished.wait(30)
+    assert _holder(cluster) == ""  # taken back after the signal, and given back: nobody waits out its duration

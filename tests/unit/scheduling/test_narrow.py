@@ -154,7 +154,10 @@ def test_the_node_index_followed_from_snapshot_to_snapshot_answers_as_one_built_
 
     def fresh(name: str):
         labels = {"topology.kubernetes.io/zone": z} if (z := rng.choice(zones)) else None
-        return node(name, rng.choice([4, 8, 8, 8]), cpu=rng.choice([16, 32, 64]), labels=labels,
+        # (amounts from a wide range too: following makes and empties the index's levels)
+        wide = rng.random() < 0.3
+        return node(name, rng.randint(0, 16) if wide else rng.choice([4, 8, 8, 8]),
+                    cpu=rng.randint(1, 96) if wide else rng.choice([16, 32, 64]), labels=labels,
                     ready=rng.random() > 0.05, cordoned=rng.random() < 0.05)
 
     nodes = [fresh(f"n{i:04d}") for i in range(rng.choice([150, 400]))]
