@@ -409,6 +409,35 @@ def group_latencies(seen: Watched, size: int) -> tuple[list[float], int, int]:
     return latencies, partial, unbound
 
 
+QUIET_BUSY = 0.25  # a paced stage starts once the machine's CPU is at most this busy (a share of all its cores) ...
+QUIET_WINDOW = 3.0  # ... over this many seconds
+
+
+def cpu_busy(window: float) -> float:
+    """The machine's CPU use over the next `window` seconds, as a share of all its cores (/proc/stat)."""
+    def sample() -> tuple[int, int]:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(values), values[3] + (values[4] if len(values) > 4 else 0)  # (all, idle + iowait)
+
+    total, idle = sample()
+    time.sleep(window)
+    total2, idle2 = sample()
+    return 1.0 - (idle2 - idle) / max(total2 - total, 1)
+
+
+def wait_quiet(limit: float, say_: Callable[[str], None]) -> tuple[float, float]:
+    """Wait until the machine is quiet (QUIET_BUSY over QUIET_WINDOW), at most `limit` seconds: every scheduler's
+    paced stage starts on a machine as quiet as the others' (the first one's came right after 5,000 nodes turned
+    Ready, a later one's after the deletion of the previous backlog). Returns the seconds waited and the last share."""
+    started = time.monotonic()
+    busy = cpu_busy(QUIET_WINDOW)
+    while busy > QUIET_BUSY and time.monotonic() - started < limit:
+        busy = cpu_busy(QUIET_WINDOW)
+    waited = time.monotonic() - started
+    say_(f"    machine {busy:.0%} busy after {waited:.0f} s of waiting for quiet")
+    return waited, busy
+
+
 def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Callable[[str], None]) -> dict[str, Any]:
     from det_k8s.kube.api import KubeApi
 
@@ -425,6 +454,8 @@ def run_scheduler(bench: Bench, which: str, args: argparse.Namespace, say_: Call
     say_(f"  {which}: paced stage, {args.paced_groups} groups at {args.rate:g} groups/s")
     child = bench.start(which)
     time.sleep(args.warmup)
+    if args.quiet > 0:
+        result["quiet_wait_s"], result["busy_paced_start"] = (round(x, 2) for x in wait_quiet(args.quiet, say_))
     watcher = Watcher(api.clone(), ns).start()
     groups = [group_objects(which, ns, i, size) for i in range(args.paced_groups)]
     took = create_groups(api, groups, args.rate, bench.plane, args.workers)
@@ -597,6 +628,8 @@ def main(argv: Sequence[str]) -> int:
                         help="... or without its first binding (det-k8s's first pass over 30,000 pods fences and "
                              "plans them all before it binds)")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds after the last binding before counting")
+    parser.add_argument("--quiet", type=float, default=120.0,
+                        help="seconds a paced stage waits at most for the machine to be quiet (0: it does not wait)")
     parser.add_argument("--workers", type=int, default=16, help="threads creating nodes and pods")
     parser.add_argument("--node-lease", type=int, default=1200,
                         help="the kwok nodes' Lease duration in seconds (renewed every quarter of it; 0: kwok's "
@@ -692,7 +725,10 @@ def markdown(report: dict[str, Any]) -> str:
              f"{a['paced_groups']} groups arriving at {a['rate']:g} groups/s with the scheduler running. Backlog "
              "stage: " + ", ".join(f"{r['scheduler']} {r['backlog_groups']:,} groups ({r['backlog_groups'] * size:,} "
                                    "pods)" for r in rs) + " created first, then the scheduler started. Each scheduler "
-             "alone on the control plane, one after the other. "
+             "alone on the control plane, one after the other"
+             + (f"; each paced stage began once the machine's CPU was at most {QUIET_BUSY:.0%} busy for "
+                f"{QUIET_WINDOW:g} s (waited " + ", ".join(f"{r['scheduler']} {r['quiet_wait_s']:g} s" for r in rs)
+                + ")" if all("quiet_wait_s" in r for r in rs) else "") + ". "
              + (f"The kwok nodes renew a {a['node_lease']} s node Lease (every quarter of it) and their status every "
                 "10-20 min." if a.get("node_lease") else "The kwok nodes send their status every 20-45 s.")
              + " Requests answered 429: " + ", ".join(f"{r['scheduler']} {r.get('throttled_429', 0)}" for r in rs)

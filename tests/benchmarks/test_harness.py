@@ -182,3 +182,24 @@ def test_the_grouping_replay_runs_against_an_older_revision_too():
         assert run["fast_pass_placed"] == 1 and set(run["grouping_ms"]) == {"1204", "12004"}
         assert run["fast_pass_ms_5000_nodes"] > 0
     assert report["machine"]["commit"] and report["baseline"]["revision"] == "HEAD"
+
+
+def test_the_side_by_side_stages_see_a_busy_machine_and_wait_for_quiet_at_most_their_limit():
+    """benchmarks/sidebyside.py starts each paced stage on a quiet machine (`wait_quiet`): its measure of busy must see
+    every core spinning, and its wait must end at its limit when the machine stays busy."""
+    import os
+
+    from benchmarks.sidebyside import QUIET_BUSY, cpu_busy, wait_quiet
+
+    spin = "import time\nend = time.monotonic() + 20\nwhile time.monotonic() < end: pass\n"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() or 1)]
+    try:
+        assert cpu_busy(1.0) > 0.75
+        said: list[str] = []
+        waited, busy = wait_quiet(2.0, said.append)
+        assert busy > QUIET_BUSY and 2.0 <= waited < 15.0  # (gave up at its limit, after a window or two)
+        assert said and "busy after" in said[0]
+    finally:
+        for child in spinners:
+            child.kill()
+            child.wait()
