@@ -240,3 +240,17 @@ def fake_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("DET_K8S_KUBECTL", raising=False)
     forget_versions()
     return fake
+
+
+@pytest.fixture
+def handlers():
+    """det-k8s's signal handling in this process (det_k8s/stopping.py: a signal becomes `Stopped` in the main thread),
+    given back afterwards."""
+    from det_k8s import stopping
+
+    restore = stopping.install()
+    try:
+        yield
+    finally:
+        restore()
+        stopping.reset()

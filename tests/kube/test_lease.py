@@ -296,21 +296,8 @@ def test_work_alongside_that_stops_leaves_the_lease_free(cluster, stop):
     assert bob.try_acquire()
 
 
-@pytest.fixture
-def signals():
-    """det-k8s's signal handling in this process (det_k8s/stopping.py: a signal becomes `Stopped` in the main thread)."""
-    from det_k8s import stopping
-
-    restore = stopping.install()
-    try:
-        yield
-    finally:
-        restore()
-        stopping.reset()
-
-
 @pytest.mark.emulator_only  # (a request held at the API server: fault injection)
-def test_a_signal_while_the_take_back_is_answered_waits_for_its_answer_and_gives_the_lease_back(cluster, signals):
+def test_a_signal_while_the_take_back_is_answered_waits_for_its_answer_and_gives_the_lease_back(cluster, handlers):
     import os
     import signal
 

@@ -16,16 +16,6 @@ from det_k8s.storage.probe import left_behind, run_probe
 from det_k8s.storage.report import Failure, Reason, Step
 
 
-@pytest.fixture
-def handlers():
-    restore = stopping.install()
-    try:
-        yield
-    finally:
-        restore()
-        stopping.reset()
-
-
 def dead_pid() -> int:
     child = subprocess.Popen(["true"])
     child.wait()
