@@ -12,8 +12,18 @@ is cut short (what it leaves, the intent records say, and the next det-k8s pass 
 directories holding secrets (`private_dir()`) are removed last in `main` with every signal blocked, so no
 second signal can keep a secret on disk.
 
+A signal's exception that Python would drop (the handler ran inside a finalizer: a `__del__`, a weakref callback, a
+generator the garbage collector closes) is raised again a moment later in the main thread (`sys.unraisablehook`).
+
 `shielded()` defers the first signal over a short write that must not be torn in half (a queue entry's
 intent record): it is raised when the block ends.
+
+The real process (`install(exit_on_hang=True)`, what `cli.main` does for the console script) also has a last word:
+should its main thread still not have ended `LAST_WORD_SECONDS` after the grace ran out (stuck where no exception
+reaches it, or one swallowed where Python drops what a finalizer raises), a timer thread ends its children, removes
+the private directories, says so in one line and leaves with 128 + the signal's number, as `kill -9` would but
+without a secret left on disk. What the cut-off command leaves, the next det-k8s finishes or undoes, as after a
+`kill -9`. The in-cluster manifest's 45 s before SIGKILL covers the grace and the last word.
 """
 
 from __future__ import annotations
@@ -22,14 +32,17 @@ import contextlib
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_SECONDS = 20.0  # from the first signal until the undo is cut short (the in-cluster manifest gives 45 s)
+LAST_WORD_SECONDS = 10.0  # after the grace: how long a main thread that has still not ended is waited for
 NAMES: dict[int, str] = {int(signal.SIGINT): "SIGINT", int(signal.SIGTERM): "SIGTERM", int(signal.SIGHUP): "SIGHUP"}
 
 
@@ -61,6 +74,9 @@ class _State:
         self.children: Path | None = None
         self.timer: threading.Timer | None = None
         self.lock = threading.Lock()
+        self.grace = GRACE_SECONDS
+        self.last_word: float | None = None  # None: never leave on our own (in-process callers: the tests)
+        self.unraisable: Callable[[Any], object] = sys.__unraisablehook__
 
 
 _state = _State()
@@ -79,47 +95,100 @@ def _redeliver(signum: int) -> None:
             signal.pthread_kill(threading.main_thread().ident or 0, signum)
 
 
+def _later() -> None:
+    """The signal's exception would be, or was, lost where it was raised: raise it again in 10 ms, in the main thread."""
+    _state.redeliver = True
+    later = threading.Timer(0.01, _redeliver, args=(_state.signum,))
+    later.daemon = True
+    later.start()
+
+
+def _unraisable(unraisable: Any) -> None:
+    """`sys.unraisablehook`: Python dropped an exception that a finalizer (`__del__`, a weakref callback, a generator
+    closed by the garbage collector) raised. Our signal's, raised there by the handler, is raised again a moment later
+    where it is not lost (and nothing is printed); anything else goes to the hook installed before."""
+    if isinstance(unraisable.exc_value, Stopped) and _state.installed and _state.signum is not None:
+        _later()
+        return
+    _state.unraisable(unraisable)
+
+
 def _handler(signum: int, frame: object) -> None:
     state = _state
-    if state.signum is None or state.redeliver:
-        if state.signum is None:
-            state.signum = signum
-            state.deadline = time.monotonic() + GRACE_SECONDS
-            state.timer = threading.Timer(GRACE_SECONDS, _grace_over)
-            state.timer.daemon = True
-            state.timer.start()
-        state.redeliver = False
-        if state.shield or state.block:
-            state.pending = True
+    again, state.redeliver = state.redeliver, False  # (again: our own redelivery of a signal whose raise was lost)
+    if state.signum is None:
+        state.signum = signum
+        state.deadline = time.monotonic() + state.grace
+        state.timer = threading.Timer(state.grace, _grace_over)
+        state.timer.daemon = True
+        state.timer.start()
+    elif not again:
+        state.hurried = True
+    if state.hurried:
+        if state.block:  # a signal Python had taken in just before the block masked it: it waits, as a blocked one does
             return
-        if _swallowed_here(frame):  # raise it a moment later, where it is not lost
-            state.redeliver = True
-            later = threading.Timer(0.01, _redeliver, args=(state.signum,))
-            later.daemon = True
-            later.start()
+        if _swallowed_here(frame):
+            _later()
             return
-        raise Stopped(state.signum)
-    state.hurried = True
-    if state.block:  # a signal Python had taken in just before the block masked it: it waits, as a blocked one does
+        raise Stopped(state.signum, hurried=True)
+    if state.shield or state.block:
+        state.pending = True
         return
-    raise Stopped(state.signum, hurried=True)
+    if _swallowed_here(frame):  # raise it a moment later, where it is not lost
+        _later()
+        return
+    raise Stopped(state.signum)
 
 
 def _grace_over() -> None:
     with _state.lock:
         if _state.installed and _state.signum is not None:
             signal.pthread_kill(threading.main_thread().ident or 0, _state.signum)
+            if _state.last_word is not None:
+                _state.timer = threading.Timer(_state.last_word, _last_word)
+                _state.timer.daemon = True
+                _state.timer.start()
 
 
-def install() -> Callable[[], None]:
-    """Handle the signals (main thread only; elsewhere nothing changes). Returns what restores the previous ones."""
+def _last_word() -> None:
+    """The main thread did not end within the grace and the last word after it: leave from here (see the module
+    docstring). Written with os.write, not print: the main thread may be stuck holding stderr's lock."""
+    import faulthandler
+
+    with _state.lock:
+        if not (_state.installed and _state.last_word is not None and _state.signum is not None):
+            return
+        signum = _state.signum
+        with contextlib.suppress(Exception):
+            if _state.children is not None:
+                _end_orphans(_state.children)  # our own children: ended as a successor would end a killed one's
+        with contextlib.suppress(Exception):
+            sweep_private()
+        line = (f"det-k8s: still running {_state.grace + _state.last_word:.0f} s after {name(signum)}: leaving now; "
+                "what was cut short, the next det-k8s finishes or undoes (as after kill -9)\n")
+        with contextlib.suppress(OSError):
+            os.write(2, line.encode())
+            if faulthandler.is_enabled():  # PYTHONFAULTHANDLER=1 or -X faulthandler: where every thread was stuck
+                faulthandler.dump_traceback(all_threads=True)
+        os._exit(128 + signum)
+
+
+def install(*, exit_on_hang: bool = False, grace: float = GRACE_SECONDS,
+            last_word: float = LAST_WORD_SECONDS) -> Callable[[], None]:
+    """Handle the signals (main thread only; elsewhere nothing changes). Returns what restores the previous ones.
+
+    `grace`: seconds from the first signal until the undo is cut short. `exit_on_hang` (the real process only, never
+    a caller sharing the process): leave `last_word` seconds after that if the main thread has still not ended."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     reset()
+    _state.grace = grace
+    _state.last_word = last_word if exit_on_hang else None
     sweep_stale(Path(tempfile.gettempdir()), "det-k8s-")  # what a det-k8s killed outright left (kill -9)
     previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
     for sig in SIGNALS:
         signal.signal(sig, _handler)
+    _state.unraisable, sys.unraisablehook = sys.unraisablehook, _unraisable
     _state.installed = True
 
     def restore() -> None:
@@ -129,6 +198,8 @@ def install() -> Callable[[], None]:
                 _state.timer.cancel()
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+            if sys.unraisablehook is _unraisable:
+                sys.unraisablehook = _state.unraisable
 
     return restore
 
@@ -164,8 +235,9 @@ def hurried() -> bool:
     return _state.hurried
 
 
-def remaining(limit: float = GRACE_SECONDS) -> float:
-    """Seconds of grace left (at most `limit`): how long an undo may still wait for an answer."""
+def remaining(limit: float | None = None) -> float:
+    """Seconds of grace left (at most `limit`, the whole grace by default): how long an undo may still wait."""
+    limit = _state.grace if limit is None else limit
     if _state.signum is None:
         return limit
     return max(0.0, min(limit, _state.deadline - time.monotonic()))
@@ -339,8 +411,6 @@ def blocked(*, last: bool = False) -> Iterator[None]:
 def exit_now(code: int) -> None:
     """Leave at once after a signal, when everything is cleaned: threads still waiting on an answer (a binding
     the API server holds) must not keep the process alive. Standard streams are flushed first."""
-    import sys
-
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

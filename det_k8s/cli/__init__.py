@@ -111,7 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .. import stopping
 
-    restore = stopping.install()  # SIGTERM, SIGINT, SIGHUP: one way to stop (det_k8s/stopping.py), from here on
+    # SIGTERM, SIGINT, SIGHUP: one way to stop (det_k8s/stopping.py), from here on; the real process leaves on its
+    # own should it still run after the grace and the last word (tests calling main share the process: never)
+    restore = stopping.install(exit_on_hang=argv is None)
     code: int | None = None
     try:
         from typer import main as typer_main

@@ -17,8 +17,25 @@ EXP = example("experiments")
 
 
 def start(args: list[str], kubeconfig: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "USER": "tester"}
+    # PYTHONFAULTHANDLER: a process that hangs says where each thread was (`ended`, and det-k8s's own last word)
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "USER": "tester", "PYTHONFAULTHANDLER": "1"}
     return subprocess.Popen([det_k8s(), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def ended(process: subprocess.Popen[str], limit: float = 60.0) -> tuple[int, str]:
+    """The exit code and stderr of a process told to stop; one still running after `limit` seconds (a guard against
+    a hang, not a speed assertion) is made to dump every thread's stack (SIGABRT) and fails the test with it."""
+    try:
+        code = process.wait(limit)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        try:
+            process.wait(10)
+        finally:
+            process.kill()
+        raise AssertionError(f"still running {limit:.0f} s after being told to stop; its stderr and stacks:\n"
+                             + (process.stderr.read() if process.stderr else "")) from None
+    return code, process.stderr.read() if process.stderr else ""
 
 
 def wait_until(condition, what: str, limit: float = 60.0) -> None:
@@ -76,8 +93,9 @@ def test_scheduler_run_stops_on_ctrl_c_and_gives_the_lease_back(cluster):
     loop = start(["scheduler", "run", "--interval", "1"], cluster.kubeconfig)
     wait_until(lambda: cluster.api.get("leases", "det-k8s-scheduler") is not None, "a first pass")
     loop.send_signal(signal.SIGINT)
-    assert loop.wait(60) == 130  # like helm and kubectl: Ctrl-C ends it with 130 and no traceback
-    assert "Traceback" not in (loop.stderr.read() if loop.stderr else "")
+    code, err = ended(loop)
+    assert code == 130, err  # like helm and kubectl: Ctrl-C ends it with 130 and no traceback
+    assert "Traceback" not in err and "still running" not in err, err  # (not left by det-k8s's last word)
     assert not cluster.api.get("leases", "det-k8s-scheduler")["spec"].get("holderIdentity")
 
 
@@ -128,8 +146,9 @@ def test_the_loop_answers_readiness_and_liveness_probes_and_is_not_ready_once_st
         assert _probe(port, "/nope")[0] == 404
     finally:
         loop.send_signal(signal.SIGTERM)
-    assert loop.wait(60) == 143
-    said = (loop.stdout.read() if loop.stdout else "") + (loop.stderr.read() if loop.stderr else "")
+    code, err = ended(loop)
+    assert code == 143, err
+    said = (loop.stdout.read() if loop.stdout else "") + err
     assert f"answering probes on port {port} (/readyz, /healthz)" in said and "Traceback" not in said
 
 
@@ -169,8 +188,9 @@ def test_a_problem_that_lasts_is_said_once_not_every_pass(cluster):
                 "nodeName") for p in t.pods), f"trial {experiment} bound")
     finally:
         loop.send_signal(signal.SIGINT)
-    assert loop.wait(60) == 130
-    said = (loop.stdout.read() if loop.stdout else "") + (loop.stderr.read() if loop.stderr else "")
+    code, err = ended(loop)
+    assert code == 130, err
+    said = (loop.stdout.read() if loop.stdout else "") + err
     assert said.count("cannot taint nodes while binding") == 1, said
 
 
@@ -202,4 +222,5 @@ def test_a_loop_that_finds_the_lease_held_waits_instead_of_spinning(cluster):
     finally:
         other.release()
         loop.send_signal(signal.SIGINT)
-    assert loop.wait(60) == 130
+    code, err = ended(loop)
+    assert code == 130, err

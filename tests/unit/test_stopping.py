@@ -88,6 +88,34 @@ def test_a_signal_whose_handler_runs_in_an_import_lock_callback_is_raised_a_mome
     assert returned and not stopped.value.hurried and stopping.exit_code() == 143
 
 
+LOST = '''
+import os, signal, sys, time
+from det_k8s import stopping
+stopping.install()
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)  # the handler runs here, inside a finalizer: what it raises, Python drops
+for _ in range(int(sys.argv[1])):
+    try:
+        Finalized()
+        time.sleep(5)
+        print("lost", flush=True)
+    except stopping.Stopped as stopped:
+        print("raised", "hurried" if stopped.hurried else "first", flush=True)
+'''
+
+
+@pytest.mark.parametrize(("signals", "said"), [(1, "raised first\n"), (2, "raised first\nraised hurried\n")])
+def test_a_signal_whose_exception_a_finalizer_drops_is_raised_again(signals, said):
+    """A signal's handler that runs inside a `__del__` (or a weakref callback, or a generator the collector closes):
+    Python prints what it raised as ignored and goes on, as if no signal had come. Raised again, a moment later, for
+    the first signal and for the second (hurried) one, without the ignored traceback."""
+    done = subprocess.run([sys.executable, "-c", LOST, str(signals)], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parents[2])
+    assert (done.stdout, done.stderr) == (said, "")
+
+
 def test_private_directories_of_a_killed_process_are_removed_by_the_next_one(tmp_path):
     dead = tmp_path / f"det-k8s-{dead_pid()}-abcd"
     (dead / "chart").mkdir(parents=True)
@@ -185,6 +213,62 @@ def test_the_scheduler_deployment_gives_the_undo_time_before_sigkill():
     deployment = scheduler_manifests("img:1", "ml")[-1]
     grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     assert grace > stopping.GRACE_SECONDS + 10  # the undo's grace, then a request's timeout, then the exit
+    assert grace > stopping.GRACE_SECONDS + stopping.LAST_WORD_SECONDS  # a stuck process leaves on its own before
+
+
+STUCK = '''
+import os, subprocess, sys, time
+from pathlib import Path
+from det_k8s import stopping
+stopping.install(exit_on_hang=sys.argv[1] == "real", grace=0.3, last_word=0.5)
+private = stopping.private_dir()
+(private / "values.yaml").write_text("password: Last-Word-Secret")
+child = subprocess.Popen(["sleep", "300"], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+stopping.child_started(child.pid)
+deadline, told = time.monotonic() + float(sys.argv[2]), False
+while time.monotonic() < deadline:  # a main thread every signal's exception is lost in, as a finalizer loses one
+    try:
+        if not told:
+            told = True
+            print(private, child.pid, flush=True)
+        time.sleep(0.01)
+    except KeyboardInterrupt:
+        pass
+print("not stopped", flush=True)
+'''
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_process_stuck_past_the_grace_leaves_with_its_children_ended_and_no_secret_left(tmp_path, sig):
+    """The last word (det_k8s/stopping.py): the first signal and the grace's second are both lost in the main
+    thread, yet the process leaves, with the signal's exit code, one line, its child ended and its secret gone."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONFAULTHANDLER": "1"}
+    stuck = subprocess.Popen([sys.executable, "-c", STUCK, "real", "20"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
+    assert stuck.stdout is not None and stuck.stderr is not None
+    private, child = stuck.stdout.readline().split()
+    stuck.send_signal(sig)
+    assert stuck.wait(20) == 128 + sig  # (the guard against a hang: it leaves 0.8 s after the signal)
+    err = stuck.stderr.read()
+    assert f"det-k8s: still running 1 s after {stopping.name(sig)}: leaving now; " in err
+    assert "Current thread" in err  # PYTHONFAULTHANDLER asked for where each thread was: a bug report's material
+    assert stuck.stdout.read() == ""
+    assert not Path(private).exists()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and "zombie" not in Path(f"/proc/{child}/status").read_text().lower():
+        assert time.monotonic() < deadline, "the child outlived the process that started it"
+        time.sleep(0.05)
+
+
+def test_only_the_real_process_leaves_on_its_own(tmp_path):
+    """A caller sharing the process (the tests calling `main`) is never ended from under it: no last word."""
+    stuck = subprocess.Popen([sys.executable, "-c", STUCK, "shared", "3"], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).parents[2], env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert stuck.stdout is not None
+    _, child = stuck.stdout.readline().split()
+    stuck.send_signal(signal.SIGTERM)
+    assert stuck.wait(60) == 0 and stuck.stdout.read() == "not stopped\n"  # (3 s, well past grace and last word)
+    os.kill(int(child), signal.SIGKILL)
 
 
 def test_main_stops_on_a_signal_with_one_line_and_the_private_directory_gone(monkeypatch, tmp_path, capsys):
