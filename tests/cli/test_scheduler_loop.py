@@ -224,3 +224,41 @@ def test_a_loop_that_finds_the_lease_held_waits_instead_of_spinning(cluster):
         loop.send_signal(signal.SIGINT)
     code, err = ended(loop)
     assert code == 130, err
+
+
+def test_a_lingering_binding_taint_is_lowered_while_the_masters_gangs_keep_coming(cluster):
+    """The loop puts off lowering a lingering binding taint while a gang of the master's is ready or on its way (the
+    gang's binding goes first), but only by LOWER_LATE: a stream of pods that never pauses must not keep a node fenced
+    against kube-scheduler for its whole length (`scheduler_cmd._loop`)."""
+    from det_k8s.kube.api import KubeApi
+    from tests.master_pods import create_pods, create_task, master_task
+
+    for i in range(5):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+    api = KubeApi.connect(kubeconfig=str(cluster.kubeconfig))
+    loop = start(["scheduler", "run", "--interval", "30"], cluster.kubeconfig)  # (no full pass meanwhile)
+    try:
+        wait_until(lambda: cluster.api.get("leases", "det-k8s-scheduler") is not None, "a first pass")
+        first = create_task(api, master_task("0.38.1", experiment=1, slots_per_trial=4))
+        wait_until(lambda: all((cluster.api.get("pods", p["metadata"]["name"]) or {}).get("spec", {}).get("nodeName")
+                               for p in first.pods), "the first trial bound")
+        (where,) = {cluster.api.get("pods", p["metadata"]["name"])["spec"]["nodeName"] for p in first.pods}
+        assert any(method == "PATCH" and path.endswith(f"/nodes/{where}") for method, path, _ in cluster.api.calls)
+        # a 16-pod gang whose pods come one by one, each within ARRIVING of the last: on its way throughout
+        stream = master_task("0.38.1", experiment=2, slots_per_trial=16, max_slots_per_pod=1)
+        create_task(api, stream, pods=1)
+        lowered_at = None
+        for n, pod in enumerate(stream.pods[1:], start=2):
+            time.sleep(0.4)
+            if lowered_at is None and not any(t.get("key") == "det-k8s.io/binding" for t in
+                                              cluster.api.get("nodes", where)["spec"].get("taints") or ()):
+                lowered_at = n
+            create_pods(api, stream, [pod])
+        # lingering 2 s, put off 1 s at most: down within 8 of the 16 pods' 0.4 s steps, long before the last one
+        assert lowered_at is not None, f"{where}'s binding taint stayed up while the gang's 16 pods kept coming"
+        wait_until(lambda: all((cluster.api.get("pods", p["metadata"]["name"]) or {}).get("spec", {}).get("nodeName")
+                               for p in stream.pods), "the gang bound once complete")
+    finally:
+        loop.send_signal(signal.SIGINT)
+    code, err = ended(loop)
+    assert code == 130, err
