@@ -68,7 +68,9 @@ class _State:
         self.pending = False
         self.shield = 0
         self.block = 0
-        self.redeliver = False
+        self.redeliver = ""  # "armed": a lost raise is to be redelivered (`_later`); "sent": it was, just now
+        self.raised: BaseException | None = None  # what the handler raised last (`_unraisable` knows it by identity)
+        self.final = False  # `main`'s last cleanup has begun: no signal is sent to the main thread from here on
         self.notes: list[str] = []
         self.private: list[Path] = []
         self.children: Path | None = None
@@ -91,13 +93,14 @@ def _swallowed_here(frame: object) -> bool:
 
 def _redeliver(signum: int) -> None:
     with _state.lock:
-        if _state.installed and _state.redeliver:
+        if _state.installed and _state.redeliver == "armed" and not _state.final:
+            _state.redeliver = "sent"  # (a real signal meanwhile cleared "armed": it was raised, and counted)
             signal.pthread_kill(threading.main_thread().ident or 0, signum)
 
 
 def _later() -> None:
     """The signal's exception would be, or was, lost where it was raised: raise it again in 10 ms, in the main thread."""
-    _state.redeliver = True
+    _state.redeliver = "armed"
     later = threading.Timer(0.01, _redeliver, args=(_state.signum,))
     later.daemon = True
     later.start()
@@ -107,15 +110,18 @@ def _unraisable(unraisable: Any) -> None:
     """`sys.unraisablehook`: Python dropped an exception that a finalizer (`__del__`, a weakref callback, a generator
     closed by the garbage collector) raised. Our signal's, raised there by the handler, is raised again a moment later
     where it is not lost (and nothing is printed); anything else goes to the hook installed before."""
-    if isinstance(unraisable.exc_value, Stopped) and _state.installed and _state.signum is not None:
+    if (unraisable.exc_value is not None and unraisable.exc_value is _state.raised and _state.installed
+            and threading.current_thread() is threading.main_thread()):
+        _state.raised = None
         _later()
         return
-    _state.unraisable(unraisable)
+    previous = _state.unraisable
+    (sys.__unraisablehook__ if previous is _unraisable else previous)(unraisable)
 
 
 def _handler(signum: int, frame: object) -> None:
     state = _state
-    again, state.redeliver = state.redeliver, False  # (again: our own redelivery of a signal whose raise was lost)
+    again, state.redeliver = state.redeliver == "sent", ""  # (again: our redelivery of a signal whose raise was lost)
     if state.signum is None:
         state.signum = signum
         state.deadline = time.monotonic() + state.grace
@@ -130,24 +136,32 @@ def _handler(signum: int, frame: object) -> None:
         if _swallowed_here(frame):
             _later()
             return
-        raise Stopped(state.signum, hurried=True)
+        state.raised = Stopped(state.signum, hurried=True)
+        raise state.raised
     if state.shield or state.block:
         state.pending = True
         return
     if _swallowed_here(frame):  # raise it a moment later, where it is not lost
         _later()
         return
-    raise Stopped(state.signum)
+    state.raised = Stopped(state.signum)
+    raise state.raised
 
 
 def _grace_over() -> None:
     with _state.lock:
         if _state.installed and _state.signum is not None:
-            signal.pthread_kill(threading.main_thread().ident or 0, _state.signum)
+            if not _state.final:
+                signal.pthread_kill(threading.main_thread().ident or 0, _state.signum)
             if _state.last_word is not None:
                 _state.timer = threading.Timer(_state.last_word, _last_word)
                 _state.timer.daemon = True
                 _state.timer.start()
+
+
+def _exit_soon(code: int) -> None:
+    time.sleep(1.0)
+    os._exit(code)
 
 
 def _last_word() -> None:
@@ -159,6 +173,8 @@ def _last_word() -> None:
         if not (_state.installed and _state.last_word is not None and _state.signum is not None):
             return
         signum = _state.signum
+        # (should a write below block, stderr being a full pipe nobody reads, the process leaves all the same)
+        threading.Thread(target=_exit_soon, args=(128 + signum,), daemon=True).start()
         with contextlib.suppress(Exception):
             if _state.children is not None:
                 _end_orphans(_state.children)  # our own children: ended as a successor would end a killed one's
@@ -188,7 +204,9 @@ def install(*, exit_on_hang: bool = False, grace: float = GRACE_SECONDS,
     previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
     for sig in SIGNALS:
         signal.signal(sig, _handler)
-    _state.unraisable, sys.unraisablehook = sys.unraisablehook, _unraisable
+    previous_hook = sys.unraisablehook
+    if previous_hook is not _unraisable:  # (installed twice: the first one's predecessor stays the one called)
+        _state.unraisable, sys.unraisablehook = previous_hook, _unraisable
     _state.installed = True
 
     def restore() -> None:
@@ -198,8 +216,8 @@ def install(*, exit_on_hang: bool = False, grace: float = GRACE_SECONDS,
                 _state.timer.cancel()
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-            if sys.unraisablehook is _unraisable:
-                sys.unraisablehook = _state.unraisable
+            if sys.unraisablehook is _unraisable and previous_hook is not _unraisable:
+                sys.unraisablehook = previous_hook
 
     return restore
 
@@ -209,7 +227,7 @@ def reset() -> None:
     if _state.timer is not None:
         _state.timer.cancel()
     _state.signum, _state.deadline, _state.hurried, _state.pending, _state.shield = None, float("inf"), False, False, 0
-    _state.block, _state.redeliver = 0, False
+    _state.block, _state.redeliver, _state.raised, _state.final = 0, "", None, False
     _state.notes = []
     _state.children = None
 
@@ -376,7 +394,9 @@ def remove_private(path: Path) -> None:
 def sweep_private() -> None:
     """Remove every private directory still there (`main` calls it last, with every signal blocked)."""
     while _state.private:
-        shutil.rmtree(_state.private.pop(), ignore_errors=True)
+        taken, _state.private = _state.private, []  # (taken whole: the last word's thread may sweep at the same time)
+        for path in taken:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -390,6 +410,9 @@ def blocked(*, last: bool = False) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    if last:
+        with _state.lock:  # no redelivery nor grace's signal sent after this: it would wait, masked, for the handlers
+            _state.final = True  # given back (an in-process caller would then meet the default action)
     # counted first: CPython runs a handler taken in just before from inside pthread_sigmask itself (the new mask
     # already in place), and that handler must see the block and only record the signal
     _state.block += 1

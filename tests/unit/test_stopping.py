@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -99,6 +101,8 @@ class Finalized:
 for _ in range(int(sys.argv[1])):
     try:
         Finalized()
+        if sys.argv[2:] == ["and-another"]:
+            os.kill(os.getpid(), signal.SIGINT)  # the user's second signal, before the lost one is raised again
         time.sleep(5)
         print("lost", flush=True)
     except stopping.Stopped as stopped:
@@ -106,14 +110,55 @@ for _ in range(int(sys.argv[1])):
 '''
 
 
-@pytest.mark.parametrize(("signals", "said"), [(1, "raised first\n"), (2, "raised first\nraised hurried\n")])
-def test_a_signal_whose_exception_a_finalizer_drops_is_raised_again(signals, said):
+@pytest.mark.parametrize(("args", "said"), [(["1"], "raised first\n"), (["2"], "raised first\nraised hurried\n"),
+                                           (["1", "and-another"], "raised hurried\n")])
+def test_a_signal_whose_exception_a_finalizer_drops_is_raised_again(args, said):
     """A signal's handler that runs inside a `__del__` (or a weakref callback, or a generator the collector closes):
     Python prints what it raised as ignored and goes on, as if no signal had come. Raised again, a moment later, for
-    the first signal and for the second (hurried) one, without the ignored traceback."""
-    done = subprocess.run([sys.executable, "-c", LOST, str(signals)], capture_output=True, text=True, timeout=60,
+    the first signal and for the second (hurried) one, without the ignored traceback; a second signal of the user's
+    before that is a second signal (hurried), not taken for the redelivery."""
+    done = subprocess.run([sys.executable, "-c", LOST, *args], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).parents[2])
     assert (done.stdout, done.stderr) == (said, "")
+
+
+def test_installed_twice_and_given_back_twice_the_previous_unraisable_hook_is_back():
+    """`main` called where the handlers are installed already (a test calling it): the hook it replaced stays the
+    one an ordinary lost exception goes to, and comes back once both are given back."""
+    before = sys.unraisablehook
+    outer = stopping.install()
+    inner = stopping.install()
+    try:
+        assert stopping._state.unraisable is before  # (never our own hook: it would call itself)
+    finally:
+        inner()
+        outer()
+        stopping.reset()
+    assert sys.unraisablehook is before
+
+
+FINAL = '''
+import os, signal, time
+from det_k8s import stopping
+restore = stopping.install()
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+Finalized()  # a command's last object: the signal's exception is lost as the command ends
+with stopping.blocked(last=True):  # main's final cleanup, in-process (no exit_now)
+    time.sleep(0.05)  # (the redelivery is due meanwhile)
+    restore()
+print("returned", stopping.received() == signal.SIGTERM, flush=True)
+'''
+
+
+def test_no_signal_is_sent_to_the_main_thread_once_mains_last_cleanup_began():
+    """A redelivery (or the grace's signal) sent during `main`'s last cleanup waits, masked, until the handlers are
+    given back, and then meets the default action: an in-process caller (pytest) would be killed by it."""
+    done = subprocess.run([sys.executable, "-c", FINAL], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parents[2])
+    assert (done.returncode, done.stdout, done.stderr) == (0, "returned True\n", "")
 
 
 def test_private_directories_of_a_killed_process_are_removed_by_the_next_one(tmp_path):
@@ -231,11 +276,30 @@ while time.monotonic() < deadline:  # a main thread every signal's exception is 
         if not told:
             told = True
             print(private, child.pid, flush=True)
-        time.sleep(0.01)
+        if sys.argv[3:] == ["fill-stderr"]:  # stuck writing to a stderr nobody reads
+            sys.stderr.write("x" * 4096)
+            sys.stderr.flush()
+        else:
+            time.sleep(0.01)
     except KeyboardInterrupt:
         pass
 print("not stopped", flush=True)
 '''
+
+
+@contextlib.contextmanager
+def stuck_process(*args: str, **popen: object) -> Iterator[subprocess.Popen[str]]:
+    """STUCK started (and, whatever the test found, ended with the child it started)."""
+    stuck = subprocess.Popen([sys.executable, "-c", STUCK, *args], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).parents[2], **popen)  # type: ignore[call-overload]
+    try:
+        yield stuck
+    finally:
+        stuck.kill()
+        stuck.wait()
+        for record in Path(popen.get("env", {}).get("TMPDIR", "/nonexistent")).glob("det-k8s-*/children/*"):
+            with contextlib.suppress(OSError):
+                os.killpg(int(record.name), signal.SIGKILL)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -243,16 +307,15 @@ def test_a_process_stuck_past_the_grace_leaves_with_its_children_ended_and_no_se
     """The last word (det_k8s/stopping.py): the first signal and the grace's second are both lost in the main
     thread, yet the process leaves, with the signal's exit code, one line, its child ended and its secret gone."""
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONFAULTHANDLER": "1"}
-    stuck = subprocess.Popen([sys.executable, "-c", STUCK, "real", "20"], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
-    assert stuck.stdout is not None and stuck.stderr is not None
-    private, child = stuck.stdout.readline().split()
-    stuck.send_signal(sig)
-    assert stuck.wait(20) == 128 + sig  # (the guard against a hang: it leaves 0.8 s after the signal)
-    err = stuck.stderr.read()
+    with stuck_process("real", "20", env=env, stderr=subprocess.PIPE) as stuck:
+        assert stuck.stdout is not None and stuck.stderr is not None
+        private, child = stuck.stdout.readline().split()
+        stuck.send_signal(sig)
+        assert stuck.wait(20) == 128 + sig  # (the guard against a hang: it leaves 0.8 s after the signal)
+        err = stuck.stderr.read()
+        assert stuck.stdout.read() == ""
     assert f"det-k8s: still running 1 s after {stopping.name(sig)}: leaving now; " in err
     assert "Current thread" in err  # PYTHONFAULTHANDLER asked for where each thread was: a bug report's material
-    assert stuck.stdout.read() == ""
     assert not Path(private).exists()
     deadline = time.monotonic() + 10
     while Path(f"/proc/{child}").exists() and "zombie" not in Path(f"/proc/{child}/status").read_text().lower():
@@ -260,15 +323,25 @@ def test_a_process_stuck_past_the_grace_leaves_with_its_children_ended_and_no_se
         time.sleep(0.05)
 
 
+def test_the_last_word_leaves_even_when_stderr_is_a_full_pipe_nobody_reads(tmp_path):
+    """Its line cannot be written (the pipe is full): the process leaves all the same, a second later."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    with stuck_process("real", "20", "fill-stderr", env=env, stderr=subprocess.PIPE) as stuck:
+        assert stuck.stdout is not None
+        stuck.stdout.readline()
+        time.sleep(0.5)  # (stderr filled meanwhile)
+        stuck.send_signal(signal.SIGTERM)
+        assert stuck.wait(20) == 143  # (the guard against a hang: it leaves about 2 s after the signal)
+    assert not list(tmp_path.glob("det-k8s-*"))
+
+
 def test_only_the_real_process_leaves_on_its_own(tmp_path):
     """A caller sharing the process (the tests calling `main`) is never ended from under it: no last word."""
-    stuck = subprocess.Popen([sys.executable, "-c", STUCK, "shared", "3"], stdout=subprocess.PIPE, text=True,
-                             cwd=Path(__file__).parents[2], env={**os.environ, "TMPDIR": str(tmp_path)})
-    assert stuck.stdout is not None
-    _, child = stuck.stdout.readline().split()
-    stuck.send_signal(signal.SIGTERM)
-    assert stuck.wait(60) == 0 and stuck.stdout.read() == "not stopped\n"  # (3 s, well past grace and last word)
-    os.kill(int(child), signal.SIGKILL)
+    with stuck_process("shared", "3", env={**os.environ, "TMPDIR": str(tmp_path)}) as stuck:
+        assert stuck.stdout is not None
+        stuck.stdout.readline()
+        stuck.send_signal(signal.SIGTERM)  # (STUCK runs 3 s from its start: well past the grace and last word)
+        assert stuck.wait(60) == 0 and stuck.stdout.read() == "not stopped\n"
 
 
 def test_main_stops_on_a_signal_with_one_line_and_the_private_directory_gone(monkeypatch, tmp_path, capsys):
