@@ -151,8 +151,15 @@ class Fence:
         """one(name) for every node, on up to `workers` threads; the answers in order."""
         if self.workers <= 1 or len(names) <= 1:
             return [one(name) for name in names]
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(names)), thread_name_prefix="det-k8s-fence") as pool:
+        pool = ThreadPoolExecutor(max_workers=min(self.workers, len(names)), thread_name_prefix="det-k8s-fence")
+        stopped = False
+        try:
             return list(pool.map(one, names))
+        except KeyboardInterrupt:  # a signal (det_k8s/stopping.py), or the grace's: its writes on their way are not
+            stopped = True  # waited for (a node's two tries, each up to a read timeout, held the stop a minute); one
+            raise  # that lands after we left is a STALE taint, which any det-k8s's next pass removes
+        finally:
+            pool.shutdown(wait=not stopped, cancel_futures=stopped)  # (an error: the other writes' outcomes first)
 
     def raise_on(self, nodes: Sequence[str]) -> None:
         """Taint the nodes (step 1) and wait for kube-scheduler's bindings already under way (step 2).

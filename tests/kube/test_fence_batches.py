@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from det_k8s.kube.fence import batches
 from det_k8s.kube.kinds import PODS
 from det_k8s.kube.scheduler import LiveScheduler
@@ -225,3 +227,36 @@ def test_settled_says_whether_raising_the_fence_would_cost_a_wait(cluster):
     assert fence.settled(["gpu-0"]) and not fence.settled(["gpu-0", "gpu-1"])
     fence.lower()
     assert not fence.settled(["gpu-0"])
+
+
+@pytest.mark.emulator_only  # (a write held at the API server: fault injection)
+def test_a_signal_while_the_fence_goes_down_does_not_wait_for_the_writes_on_their_way(cluster, handlers):
+    """The kill harness (DET_K8S_KILL_ROUNDS=3) found a stopped `scheduler run` still running 30 s after the signal:
+    its fence's lowering PATCH was held by the API server, and once the grace's signal cut the undo, the thread pool
+    of the writes waited at its exit for the held one (two tries of a read timeout each). The writes on their way are
+    left now: one that lands after det-k8s left is a STALE taint, which the next pass of any det-k8s removes."""
+    import signal
+    import threading
+
+    from det_k8s.kube.fence import Fence
+    from det_k8s.stopping import Stopped
+
+    for i in range(2):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+    fence = Fence(cluster.connect(), settle=0, workers=2)
+    fence.raise_on(["gpu-0", "gpu-1"])
+    held = cluster.api.pause("PATCH", "nodes")
+
+    def stop() -> None:
+        assert held.reached.wait(30)
+        # (to the main thread: sent by a thread of this process to the process, the kernel may hand it to another
+        # thread, and Python's handler then runs once the main thread's wait ends by itself)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
+        threading.Timer(10.0, held.release).start()  # (without the fix, the lowering returns only after this)
+
+    threading.Thread(target=stop, daemon=True).start()
+    with pytest.raises(Stopped):
+        fence.lower()
+    assert not held.finished.is_set()  # stopped while its write was still held: not waited for
+    held.release()
+    assert held.finished.wait(30)
