@@ -43,6 +43,7 @@ from typing import Any
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_SECONDS = 20.0  # from the first signal until the undo is cut short (the in-cluster manifest gives 45 s)
 LAST_WORD_SECONDS = 10.0  # after the grace: how long a main thread that has still not ended is waited for
+AFTER_HURRY_SECONDS = 5.0  # once the undo is cut: what still runs (outer cleanups) may take this long in all
 NAMES: dict[int, str] = {int(signal.SIGINT): "SIGINT", int(signal.SIGTERM): "SIGTERM", int(signal.SIGHUP): "SIGHUP"}
 
 
@@ -65,6 +66,7 @@ class _State:
         self.signum: int | None = None
         self.deadline = float("inf")
         self.hurried = False
+        self.hurried_at = 0.0  # (time.monotonic) when the undo was cut
         self.pending = False
         self.shield = 0
         self.block = 0
@@ -128,8 +130,8 @@ def _handler(signum: int, frame: object) -> None:
         state.timer = threading.Timer(state.grace, _grace_over)
         state.timer.daemon = True
         state.timer.start()
-    elif not again:
-        state.hurried = True
+    elif not again and not state.hurried:
+        state.hurried, state.hurried_at = True, time.monotonic()
     if state.hurried:
         if state.block:  # a signal Python had taken in just before the block masked it: it waits, as a blocked one does
             return
@@ -227,6 +229,7 @@ def reset() -> None:
     if _state.timer is not None:
         _state.timer.cancel()
     _state.signum, _state.deadline, _state.hurried, _state.pending, _state.shield = None, float("inf"), False, False, 0
+    _state.hurried_at = 0.0
     _state.block, _state.redeliver, _state.raised, _state.final = 0, "", None, False
     _state.notes = []
     _state.children = None
@@ -251,6 +254,21 @@ def exit_code() -> int:
 def hurried() -> bool:
     """A second signal came, or the grace ran out: undo only what is quick."""
     return _state.hurried
+
+
+def after_hurry() -> float | None:
+    """Once the undo was cut (`hurried`): the seconds left to whatever cleanup still runs (an outer `finally` giving
+    the Lease back, lowering a fence), AFTER_HURRY_SECONDS in all; None before. No signal comes after the grace's
+    to cut those, so each request and each wait bounds itself by this (`KubeApi`, `wait_limit`)."""
+    if not _state.hurried:
+        return None
+    return _state.hurried_at + AFTER_HURRY_SECONDS - time.monotonic()
+
+
+def wait_limit() -> float | None:
+    """The timeout for a wait in a cleanup path: none before the undo is cut, what is left of AFTER_HURRY after."""
+    left = after_hurry()
+    return None if left is None else max(left, 0.0)
 
 
 def remaining(limit: float | None = None) -> float:
@@ -279,7 +297,11 @@ def notes() -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def shielded() -> Iterator[None]:
-    """Defer the first signal until the block ends (a second one still cuts in)."""
+    """Defer the first signal until the block ends (a second one still cuts in). Main thread only, as signals are:
+    elsewhere (a worker renewing a credential) nothing changes, and the count is never touched by two threads."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _state.shield += 1
     try:
         yield

@@ -166,14 +166,27 @@ class KubeApi:
 
     def _request(self, method: str, path: str, *, query: Sequence[tuple[str, Any]], body: Any,
                  content_type: str, what: str, raw: bool) -> Any:
-        """`_attempt`, sent again while the API server answers 429 (see THROTTLE_RETRIES and THROTTLE_BUDGET)."""
+        """`_attempt`, sent again while the API server answers 429 (see THROTTLE_RETRIES and THROTTLE_BUDGET).
+
+        Once a stop's undo was cut (det_k8s/stopping.py `after_hurry`), what still runs (an outer cleanup: the Lease
+        given back, a fence lowered) has a few seconds in all, and no signal comes to cut it: each request waits at
+        most what is left of them, none is sent after, and a 429 is not waited out."""
+        from .. import stopping
+
         budget = min(THROTTLE_BUDGET, self.timeout[1])
         for tries in range(1, THROTTLE_RETRIES + 2):
+            timeout = self.timeout
+            left = stopping.after_hurry()
+            if left is not None:
+                if left <= 0:
+                    raise OperationTimeout(f"{what or path}: not sent: det-k8s is stopping and its undo was cut short",
+                                           hint="the next det-k8s pass finishes what was left")
+                timeout = (min(timeout[0], left), min(timeout[1], left))
             try:
                 return self._attempt(method, path, query=query, body=body, content_type=content_type, what=what,
-                                     raw=raw)
+                                     raw=raw, timeout=timeout)
             except _Throttled as throttled:
-                if tries > THROTTLE_RETRIES or throttled.wait > budget:
+                if tries > THROTTLE_RETRIES or throttled.wait > budget or left is not None:
                     waited = min(THROTTLE_BUDGET, self.timeout[1]) - budget
                     what_, message = throttled.what, _status_message(throttled.payload)
                     raise ClusterError(
@@ -186,7 +199,7 @@ class KubeApi:
         raise AssertionError("unreachable: the last try returns or raises")
 
     def _attempt(self, method: str, path: str, *, query: Sequence[tuple[str, Any]], body: Any,
-                 content_type: str, what: str, raw: bool) -> Any:
+                 content_type: str, what: str, raw: bool, timeout: tuple[float, float]) -> Any:
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import (
             ConnectTimeoutError,
@@ -198,14 +211,15 @@ class KubeApi:
         )
 
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        self._fresh_credential()
+        if timeout is self.timeout:  # (a stop's last cleanup runs no exec plugin: the token it has, or a refusal)
+            self._fresh_credential()
         started = time.monotonic()
         try:
             method_, url, headers_, body_, _ = self._client.param_serialize(
                 method=method, resource_path=path, query_params=list(query) or None, header_params=headers,
                 body=body, auth_settings=["BearerToken"])
             response = self._client.call_api(method_, url, header_params=headers_, body=body_,
-                                             _request_timeout=self.timeout)
+                                             _request_timeout=timeout)
             payload = response.read()
         except ApiException as exc:  # raised by the REST layer for some statuses
             if exc.status == 429:

@@ -47,6 +47,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from .. import stopping
 from ..cluster.model import Node
 from ..cluster.read import BINDING_FENCE, effective_requests
 from ..errors import Conflict, DetK8sError, Forbidden, NotFound
@@ -312,8 +313,8 @@ class Fence:
         for name in list(names):
             ahead = self._pending.pop(name, None)
             if ahead is not None:
-                with contextlib.suppress(Exception):
-                    ahead.result()
+                with contextlib.suppress(Exception):  # (a stop's undo cut: waited for no longer than it has left)
+                    ahead.result(timeout=stopping.wait_limit())
 
     def still_fits(self, placements: Sequence[tuple[str, Sequence[tuple[str, str]], Mapping[str, Mapping[str, int]]]],
                    planned_at: str = "") -> set[str]:

@@ -459,7 +459,7 @@ class SchedulingLease:
             done = alongside()
         except BaseException as exc:
             with contextlib.suppress(Exception), stopping.shielded():
-                got = taking.result()
+                got = taking.result(timeout=stopping.wait_limit())  # (the undo cut: no longer than it has left)
                 if got and not isinstance(exc, KeyboardInterrupt):
                     self.release(passed=False)
             raise

@@ -260,3 +260,54 @@ def test_a_signal_while_the_fence_goes_down_does_not_wait_for_the_writes_on_thei
     assert not held.finished.is_set()  # stopped while its write was still held: not waited for
     held.release()
     assert held.finished.wait(30)
+
+
+@pytest.mark.emulator_only  # (a write held at the API server: fault injection)
+def test_once_the_undo_is_cut_what_still_runs_waits_seconds_and_then_sends_nothing(cluster):
+    """After the grace's signal (the last: none comes to cut what follows) an outer cleanup ran in full: the loop's
+    `lower_fences`, the Lease given back, each request up to its timeouts (two tries of 5 s connect and 30 s read),
+    the nodes in turn. Now all of it shares AFTER_HURRY_SECONDS: a held write is given up when they are spent, said as
+    a problem, and no request is sent after."""
+    from det_k8s import stopping
+
+    restore = stopping.install(grace=600.0)  # (the second signal cuts the undo: no grace's signal in a failing run)
+    try:
+        _cut_undo_then_lower(cluster)
+    finally:
+        restore()
+        stopping.reset()
+
+
+def _cut_undo_then_lower(cluster) -> None:
+    import signal
+    import threading
+
+    from det_k8s import stopping
+    from det_k8s.errors import OperationTimeout
+    from det_k8s.kube.fence import Fence
+    from det_k8s.kube.kinds import NODES
+
+    for i in range(2):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+    api = cluster.connect()
+    fence = Fence(api, settle=0, workers=2)
+    fence.raise_on(["gpu-0", "gpu-1"])
+    for _ in range(2):  # a signal, then a second one: the undo is cut
+        with pytest.raises(stopping.Stopped):
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
+            time.sleep(5)
+    assert stopping.hurried() and 0 < (stopping.after_hurry() or 0) <= stopping.AFTER_HURRY_SECONDS
+    held = cluster.api.pause("PATCH", "nodes")  # the API server holds one node's write of the lowering ...
+    late = threading.Timer(20.0, held.release)  # ... for 20 s: a client waiting its full 30 s would be answered
+    late.start()
+    try:
+        fence.lower()  # (the loop's last cleanup, after the cut undo)
+    finally:
+        late.cancel()
+    assert held.reached.is_set() and not held.served  # given up, not waited for
+    assert len(fence.problems) == 1 and "the next pass removes it once it is 30 s old" in fence.problems[0]
+    assert (stopping.after_hurry() or 0) <= 0  # (spent on the held write: it waited what was left, no longer)
+    sent = len(cluster.api.calls)
+    with pytest.raises(OperationTimeout, match="not sent: det-k8s is stopping"):
+        api.get(NODES, "gpu-0")
+    assert len(cluster.api.calls) == sent

@@ -53,6 +53,34 @@ def test_a_shielded_block_finishes_before_the_signal_is_raised(handlers):
     assert done == ["released the lease"]
 
 
+def test_a_shielded_block_on_another_thread_neither_defers_a_signal_nor_raises_it_there(handlers):
+    """A worker renewing a credential (tools/process.py) passes through `shielded()`: that must not defer the main
+    thread's signal, nor raise it on the worker when its block ends (a watch thread would die of it)."""
+    import threading
+
+    inside, leave, raised = threading.Event(), threading.Event(), []
+
+    def worker() -> None:
+        try:
+            with stopping.shielded():
+                inside.set()
+                leave.wait(10)
+        except BaseException as exc:  # (what the worker's block raised: nothing)
+            raised.append(exc)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert inside.wait(10)
+    try:
+        with pytest.raises(stopping.Stopped):
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
+            time.sleep(5)
+    finally:
+        leave.set()
+        thread.join()
+    assert raised == []
+
+
 def test_a_signal_python_took_in_just_before_a_blocked_cleanup_does_not_cut_it(handlers):
     """Issue 19 (found on the real-server harness): a second signal the kernel delivered just before `blocked()`
     masked it ran its handler at the next bytecode, inside the block, and cut main's last cleanup with a traceback.
