@@ -309,8 +309,8 @@ def shielded() -> Iterator[None]:
         _state.shield -= 1
         if not _state.shield and _state.pending:
             _state.pending = False
-            if _state.signum is not None:
-                raise Stopped(_state.signum)
+            if _state.signum is not None:  # (a second signal came meanwhile, and cut the block: said so again)
+                raise Stopped(_state.signum, hurried=_state.hurried)
 
 
 def private_dir(prefix: str = "det-k8s-", parent: Path | None = None) -> Path:

@@ -141,6 +141,7 @@ LOWER_LATE = 1.0  # seconds a lingering binding taint's lowering may be put off 
 
 def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, preemption: Any, health: Any,
           shown: dict[str, str], said: dict[str, float]) -> None:
+    from .. import stopping
     from ..kube.lease import LeaseHeld
     from ..kube.scheduler import ARRIVING
     from .experiment import _print_pass, _require_cleared
@@ -181,12 +182,12 @@ def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, pree
                 output.message(f"{exc.message}; waiting")
                 announced = True
         except DetK8sError as exc:  # a pass that failed changed nothing it could not finish; try again
-            if once:
+            if once or stopping.received() is not None:  # (stopping: a request its cut undo refused, not a failure)
                 raise
             failures += 1
             output.error(f"pass failed: {exc.message}", exc.hint)
         except Exception as exc:  # a bug met by one pass must not stop scheduling for everyone: say it, go on
-            if once:
+            if once or stopping.received() is not None:
                 raise
             failures += 1
             output.error(f"pass failed: internal error: {type(exc).__name__}: {exc}",

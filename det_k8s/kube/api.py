@@ -181,7 +181,7 @@ class KubeApi:
                 if left <= 0:
                     raise OperationTimeout(f"{what or path}: not sent: det-k8s is stopping and its undo was cut short",
                                            hint="the next det-k8s pass finishes what was left")
-                timeout = (min(timeout[0], left), min(timeout[1], left))
+                timeout = (min(timeout[0], left / 2), min(timeout[1], left))  # (a connect is tried twice: `connect`)
             try:
                 return self._attempt(method, path, query=query, body=body, content_type=content_type, what=what,
                                      raw=raw, timeout=timeout)
@@ -422,7 +422,10 @@ class KubeApi:
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError
 
-        self._fresh_credential()
+        from .. import stopping
+
+        if stopping.after_hurry() is None:  # (a stop's cut undo runs no exec plugin)
+            self._fresh_credential()
         ns = None if all_namespaces or not kind.namespaced else self._ns(kind, namespace)
         query: list[tuple[str, Any]] = [("watch", "true"), ("timeoutSeconds", timeout_seconds)]
         if resource_version:

@@ -156,11 +156,14 @@ class Fence:
         stopped = False
         try:
             return list(pool.map(one, names))
-        except KeyboardInterrupt:  # a signal (det_k8s/stopping.py), or the grace's: its writes on their way are not
-            stopped = True  # waited for (a node's two tries, each up to a read timeout, held the stop a minute); one
-            raise  # that lands after we left is a STALE taint, which any det-k8s's next pass removes
-        finally:
-            pool.shutdown(wait=not stopped, cancel_futures=stopped)  # (an error: the other writes' outcomes first)
+        except KeyboardInterrupt:  # a signal (det_k8s/stopping.py): the writes on their way are waited for (a taint
+            # landing after `lower` read the node would stay), but not once the undo is cut (a second signal, the
+            # grace's): a node's two tries, each up to a read timeout, held a stop 30 s and more. One landing after
+            # that is a STALE taint, which the next full pass of `scheduler run` removes
+            stopped = stopping.hurried()
+            raise
+        finally:  # (an error, or a first signal: the other writes' outcomes first; a cut undo's signal cuts this too)
+            pool.shutdown(wait=not stopped, cancel_futures=stopped)
 
     def raise_on(self, nodes: Sequence[str]) -> None:
         """Taint the nodes (step 1) and wait for kube-scheduler's bindings already under way (step 2).
@@ -492,7 +495,7 @@ class Fence:
             return
         except DetK8sError as exc:
             self.problems.append(f"could not remove the binding taint {KEY} from node {name}: {exc.message} (the "
-                                 f"next pass removes it once it is {STALE:.0f} s old)")
+                                 f"next full pass of det-k8s scheduler run removes it once it is {STALE:.0f} s old)")
 
     def sweep(self, nodes: Iterable[Node]) -> list[str]:
         """Remove fences older than STALE seconds (left by a process that died between steps 1 and 4)."""

@@ -438,19 +438,33 @@ class SchedulingLease:
                 self._refuse_if_split()
                 self._checked = self.monotonic()
         except BaseException:
-            self.release(passed=False)
+            self._release_on_the_way_out()
             raise
         try:
             yield early
-        finally:
-            with stopping.shielded():  # a signal arriving now waits for the release (a second one cuts it short)
-                self.release()
+        except BaseException:  # what ended the block goes on; a release failing after it is said, never raised instead
+            self._release_on_the_way_out(passed=True)
+            raise
+        with stopping.shielded():  # a signal arriving now waits for the release (a second one cuts it short)
+            self.release()
+
+    def _release_on_the_way_out(self, passed: bool = False) -> None:
+        """`release` while an exception (a signal's, a failed pass's) is on its way out: a release that fails then
+        (once a stop's undo is cut, a slow API server is not waited for) must not replace it, or a loop would take a
+        stop for a failed pass and go on. It is noted for the stop's last line: the Lease lapses by itself."""
+        with stopping.shielded():
+            try:
+                self.release(passed=passed)
+            except DetK8sError as exc:
+                stopping.note(f"the scheduling Lease {self.namespace}/{self.name} could not be given back "
+                              f"({exc.message}): it lapses by itself within {self.duration} s")
 
     def _take_back_alongside(self, alongside: Callable[[], T]) -> tuple[T | None, bool]:
         """`held`'s first try while `alongside` runs: (what it returned if the take-back succeeded, else None;
-        whether the Lease was taken). The try goes out on a thread of its own, and its answer is always waited for:
-        whatever stops `alongside` (a signal), the Lease may be ours and must then be given back (`held` does it for
-        a signal, this for anything else)."""
+        whether the Lease was taken). The try goes out on a thread of its own, and its answer is waited for: whatever
+        stops `alongside` (a signal), the Lease may be ours and must then be given back (`held` does it for a signal,
+        this for anything else). Only once a stop's undo is cut is it waited for no longer than what is left: a
+        take-back landing after that keeps the Lease until it lapses (`DEFAULT_DURATION`), as after a kill -9."""
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="det-k8s-lease")
         with stopping.shielded():  # (a signal now: raised once the write is on its way, so that it is waited for)
