@@ -254,3 +254,17 @@ def handlers():
     finally:
         restore()
         stopping.reset()
+
+
+@pytest.fixture
+def patient_handlers():
+    """`handlers` with a grace of 600 s: a test's own second signal cuts the undo, and a failing run meets no grace's
+    signal (one raised into pytest itself) while it waits."""
+    from det_k8s import stopping
+
+    restore = stopping.install(grace=600.0)
+    try:
+        yield
+    finally:
+        restore()
+        stopping.reset()

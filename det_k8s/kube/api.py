@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import stopping
 from ..errors import (
     ClusterError,
     ClusterUnreachable,
@@ -171,8 +172,6 @@ class KubeApi:
         Once a stop's undo was cut (det_k8s/stopping.py `after_hurry`), what still runs (an outer cleanup: the Lease
         given back, a fence lowered) has a few seconds in all, and no signal comes to cut it: each request waits at
         most what is left of them, none is sent after, and a 429 is not waited out."""
-        from .. import stopping
-
         budget = min(THROTTLE_BUDGET, self.timeout[1])
         for tries in range(1, THROTTLE_RETRIES + 2):
             timeout = self.timeout
@@ -421,8 +420,6 @@ class KubeApi:
         """
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError
-
-        from .. import stopping
 
         if stopping.after_hurry() is None:  # (a stop's cut undo runs no exec plugin)
             self._fresh_credential()

@@ -298,22 +298,11 @@ def test_a_first_signal_while_the_fence_goes_up_waits_for_its_writes_so_the_lowe
 
 
 @pytest.mark.emulator_only  # (a write held at the API server: fault injection)
-def test_once_the_undo_is_cut_what_still_runs_waits_seconds_and_then_sends_nothing(cluster):
+def test_once_the_undo_is_cut_what_still_runs_waits_seconds_and_then_sends_nothing(cluster, patient_handlers):
     """After the grace's signal (the last: none comes to cut what follows) an outer cleanup ran in full: the loop's
     `lower_fences`, the Lease given back, each request up to its timeouts (two tries of 5 s connect and 30 s read),
     the nodes in turn. Now all of it shares AFTER_HURRY_SECONDS: a held write is given up when they are spent, said as
     a problem, and no request is sent after."""
-    from det_k8s import stopping
-
-    restore = stopping.install(grace=600.0)  # (the second signal cuts the undo: no grace's signal in a failing run)
-    try:
-        _cut_undo_then_lower(cluster)
-    finally:
-        restore()
-        stopping.reset()
-
-
-def _cut_undo_then_lower(cluster) -> None:
     import signal
     import threading
 

@@ -322,7 +322,7 @@ def test_a_signal_while_the_take_back_is_answered_waits_for_its_answer_and_gives
 
 
 @pytest.mark.emulator_only  # (a write held at the API server: fault injection)
-def test_a_release_the_cut_undo_cannot_make_is_noted_and_the_stop_goes_on(cluster):
+def test_a_release_the_cut_undo_cannot_make_is_noted_and_the_stop_goes_on(cluster, patient_handlers):
     """Once the undo is cut, the release has what is left of AFTER_HURRY_SECONDS; failing (its write held), its error
     replaced the signal's `Stopped`, and `scheduler run`'s loop took the stop for a failed pass and went on."""
     import contextlib
@@ -330,22 +330,17 @@ def test_a_release_the_cut_undo_cannot_make_is_noted_and_the_stop_goes_on(cluste
 
     from det_k8s import stopping
 
-    restore = stopping.install(grace=600.0)  # (the second signal cuts the undo: no grace's signal in a failing run)
     main = threading.main_thread().ident or 0
     alice = lease_for(cluster, "alice", Clock())
-    try:
-        with pytest.raises(stopping.Stopped) as stopped, alice.held():
-            write = cluster.api.pause("PUT", "leases")  # the release's write is held
-            with contextlib.suppress(stopping.Stopped):  # the first signal: an undo inside begins ...
-                signal.pthread_kill(main, signal.SIGTERM)
-                time.sleep(5)
-            signal.pthread_kill(main, signal.SIGTERM)  # ... and the second cuts it
+    with pytest.raises(stopping.Stopped) as stopped, alice.held():
+        write = cluster.api.pause("PUT", "leases")  # the release's write is held
+        with contextlib.suppress(stopping.Stopped):  # the first signal: an undo inside begins ...
+            signal.pthread_kill(main, signal.SIGTERM)
             time.sleep(5)
-        assert stopped.value.hurried
-        notes = stopping.notes()
-    finally:
-        restore()
-        stopping.reset()
+        signal.pthread_kill(main, signal.SIGTERM)  # ... and the second cuts it
+        time.sleep(5)
+    assert stopped.value.hurried
+    notes = stopping.notes()
     assert write.reached.is_set() and not write.served
     assert any("scheduling Lease default/det-k8s-scheduler could not be given back" in n
                and "it lapses by itself within 30 s" in n for n in notes), notes
