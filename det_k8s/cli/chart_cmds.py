@@ -102,16 +102,16 @@ def render(
 
 
 @with_options("kube_context", "kubeconfig", "namespace", *OFFLINE,  # a context: check the live cluster's nodes
-              namespace_help="With --kube-context: the namespace the task pods' dry run goes to (default: the "
-              "context's, as helm chooses it).")
+              namespace_help="With --kube-context or --kubeconfig: the namespace the task pods' dry run goes to "
+              "(default: the context's, as helm chooses it).")
 def validate(
     values: ValuesOpt = None,
     set_: SetOpt = None,
     set_string: SetStringOpt = None,
     nodes: Annotated[Path | None, typer.Option(
         "--nodes", metavar="FILE", help="Check against these nodes: a Kubernetes List as `kubectl get nodes,pods -A -o "
-        "json` prints it (pods: what determined-system and DaemonSet pods take). With --kube-context instead, the live "
-        "cluster's nodes and pods are read.")] = None,
+        "json` prints it (pods: what determined-system and DaemonSet pods take). With --kube-context or --kubeconfig "
+        "instead, the live cluster's nodes and pods are read.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
     upgrade: Annotated[bool, typer.Option(
         "--upgrade", help="The release is already installed: check the settings for `det-k8s upgrade`. Without it "
@@ -135,7 +135,8 @@ def validate(
         problems.append(replace(missing, hint=f"{missing.hint}; or --upgrade if the release is already installed",
                                 location=loaded.sources.find(("initialUserPassword",))))
     options = current()
-    live = nodes is None and options.kube_context is not None
+    # --kubeconfig names a cluster as --kube-context does (its current context): both check the live cluster
+    live = nodes is None and (options.kube_context is not None or options.kubeconfig is not None)
     if (nodes is not None or live) and not loaded.errors:
         if nodes is not None:
             snapshot = load_snapshot(nodes)

@@ -65,7 +65,7 @@ def test_offline_commands_have_no_cluster_options(run_cli, path):
 def test_validate_keeps_only_the_cluster_options_it_uses(run_cli):
     text = run_cli("validate", "--help").out
     assert "--kube-context" in text and "--kubeconfig" in text
-    assert "-n, --namespace NAME            With --kube-context: the namespace the task" in text  # the dry run's
+    assert "-n, --namespace NAME            With --kube-context or --kubeconfig: the" in text  # the dry run's
 
 
 @pytest.mark.parametrize("path", COMMAND_PATHS, ids=[" ".join(p) for p in COMMAND_PATHS])

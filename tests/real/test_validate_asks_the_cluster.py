@@ -126,3 +126,26 @@ def test_an_admission_policy_refusing_the_charts_master_names_the_object(run_cli
     finally:
         real_cluster.api.remove("validatingadmissionpolicybindings", "memory-limits")
         real_cluster.api.remove("validatingadmissionpolicies", "memory-limits")
+
+
+def test_kubeconfig_alone_checks_the_live_cluster_as_kube_context_does(run_cli, real_cluster, tmp_path, monkeypatch):
+    """Issue 38, item 7: `validate --kubeconfig FILE` said `settings are valid` without reading the cluster; it now
+    checks the live nodes (and sends the dry runs) exactly as `--kube-context` does."""
+    from tests.k8s_emulator import node
+
+    real_cluster.api.put(node("gpu-0", gpus=4))
+    settings = tmp_path / "site.yaml"
+    settings.write_text(GOOD.replace("maxSlotsPerPod: 4", "maxSlotsPerPod: 3"))
+    by_context = run_cli("validate", "-f", settings, "--kube-context", "real", "-o", "json")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))  # only the flag names the cluster
+    by_file = run_cli("validate", "-f", settings, "--kubeconfig", real_cluster.kubeconfig, "-o", "json")
+    assert by_context.code == by_file.code == 1, by_file.out + by_file.err
+    import json
+
+    problems = json.loads(by_file.out)["problems"]
+    assert json.loads(by_context.out)["problems"] == problems
+    assert any(p["key"] == "maxSlotsPerPod" and "does not divide the GPUs of" in p["message"] for p in problems), \
+        problems
+    table = run_cli("validate", "-f", settings, "--kubeconfig", real_cluster.kubeconfig)
+    assert table.code == 1 and "settings are valid" not in table.out + table.err
+    assert "error: maxSlotsPerPod: 3 does not divide the GPUs of" in table.out + table.err
