@@ -43,9 +43,10 @@ def _reader_left() -> int:
 def run_guarded(invoke: Callable[[], object], *, debug: bool = False) -> int:
     """Run `invoke` and map whatever it raises to a message and an exit code (the only place this happens).
 
-    DetK8sError: its message and hint, its exit code. Usage errors from the option parser: their
-    usage text, exit 2. Ctrl-C: "interrupted", exit 130. Anything else is a bug in det-k8s: one
-    line, exit 1, and the traceback only with --debug.
+    DetK8sError: its message and hint, its exit code. Usage errors from the option parser: one `error:` line
+    in det-k8s's words (`usage.py`: what is wrong, and a helm or kubectl habit's pointer), exit 2. Ctrl-C:
+    "interrupted", exit 130. Anything else is a bug in det-k8s: one line, exit 1, and the traceback only with
+    --debug.
     """
     from typer import Abort
     from typer._click import exceptions as click_exceptions
@@ -65,8 +66,18 @@ def run_guarded(invoke: Callable[[], object], *, debug: bool = False) -> int:
             traceback.print_exc()
         _report(exc)
         return exc.exit_code
-    except click_exceptions.ClickException as exc:
+    except click_exceptions.NoArgsIsHelpError as exc:  # `det-k8s nodes`: the group's help, as asked
         exc.show()
+        return EXIT_USAGE
+    except click_exceptions.UsageError as exc:  # the parser's words made det-k8s's: one `error:` line (cli/usage.py)
+        from .usage import usage_error
+
+        _report(usage_error(exc))
+        return EXIT_USAGE
+    except click_exceptions.ClickException as exc:
+        from . import output
+
+        output.error(exc.format_message())
         return EXIT_USAGE if exc.exit_code == 2 else exc.exit_code
     except Abort as exc:
         interrupted = isinstance(exc.__context__ or exc.__cause__, KeyboardInterrupt)

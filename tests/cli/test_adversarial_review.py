@@ -295,8 +295,8 @@ def test_a_throttled_request_waits_no_longer_than_its_read_timeout_in_all(cluste
 def test_numbers_helm_and_the_api_cannot_take_are_usage_errors_before_anything_runs(run_cli, args):
     result = run_cli(*args)  # no cluster, no helm: the flag is refused first
     assert result.code == 2, result.err
-    flag = next((a for a in args if a.startswith("--") and a != "--dry-run"), "[REVISION]")
-    assert f"Invalid value for '{flag}'" in result.err and "kubeconfig" not in result.err
+    flag = next((a for a in args if a.startswith("--") and a != "--dry-run"), "REVISION")
+    assert result.err.startswith(f"error: {flag} '") and "kubeconfig" not in result.err
 
 
 def test_a_name_quoted_in_an_error_line_never_drives_the_terminal(run_cli, tmp_path):

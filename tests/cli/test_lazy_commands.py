@@ -75,4 +75,4 @@ def test_a_command_imports_no_other_command_module(tmp_path):
 
 def test_an_unknown_command_still_gets_a_suggestion(run_cli):
     result = run_cli("rendr")
-    assert result.code == 2 and "No such command 'rendr'" in result.err
+    assert result.code == 2 and "unknown command 'rendr'; did you mean 'render'?" in result.err
