@@ -138,10 +138,16 @@ def test_auto_uses_the_served_pod_group_api_and_kube_scheduler_places_the_whole_
         assert pod["spec"]["schedulingGroup"] == {"podGroupName": name}
         assert "affinity" not in pod["spec"] or "nodeAffinity" not in pod["spec"]["affinity"]  # not pinned
     assert gpus_by_node(pods) == {"gpu-0": 4, "gpu-1": 4, "gpu-2": 4}
-    scheduled = [e for e in gang.api.items("events", "default") if e["reason"] == "Scheduled"]
-    assert {e["involvedObject"]["name"] for e in scheduled} == {p["metadata"]["name"] for p in pods}
+    uids = {p["metadata"]["uid"] for p in pods}
+
+    def scheduled() -> list[dict]:  # kube-scheduler records its events in the background, after the bindings
+        found = [e for e in gang.api.items("events", "default")
+                 if e["reason"] == "Scheduled" and e["involvedObject"].get("uid") in uids]
+        return found if {e["involvedObject"]["uid"] for e in found} == uids else []
+
+    scheduled_events = gang.wait_for("kube-scheduler's Scheduled event on each pod", scheduled, timeout=60)
     assert all(e.get("reportingComponent") == "default-scheduler" or
-               (e.get("source") or {}).get("component") == "default-scheduler" for e in scheduled)
+               (e.get("source") or {}).get("component") == "default-scheduler" for e in scheduled_events)
     gang.wait_for("the pod group's condition", lambda: any(
         c["type"] == API["condition"] and c["status"] == "True"
         for c in (gang.plane.request("GET", f"{podgroups()}/{name}")[1].get("status") or {}).get("conditions") or ()),
@@ -253,7 +259,15 @@ def test_kube_scheduler_alone_places_one_of_two_contending_gangs_whole_and_none_
         return counts
 
     gang.wait_for("one gang bound whole", lambda: 3 in bound().values(), timeout=120, interval=0.5)
-    time.sleep(5)  # kube-scheduler has retried the other gang meanwhile: still none of it
+    loser = "left" if bound()["right"] == 3 else "right"
+
+    def judged() -> bool:  # kube-scheduler has tried every pod of the other gang (refused each), or placed one
+        pods = [p for p in gang.api.items("pods", "default") if p["metadata"]["labels"]["gang"] == loser]
+        return any(p["spec"].get("nodeName") for p in pods) or all(
+            any(c["type"] == "PodScheduled" and c["status"] == "False" for c in p["status"].get("conditions") or ())
+            for p in pods)
+
+    gang.wait_for(f"kube-scheduler to judge the {loser} gang", judged, timeout=120, interval=0.5)
     assert sorted(bound().values()) == [0, 3], gang.describe("default")
 
 
