@@ -213,7 +213,16 @@ def forget() -> None:
         _current = Scrubber()
 
 
-def scrub(text: str, extra: Iterable[str] = ()) -> str:
-    """`text` with every registered secret (and `extra`), in every form, and every secret-looking fragment masked."""
+def scrub(text: str, extra: Iterable[str] = (), *, own_words: bool = False) -> str:
+    """`text` with every registered secret (and `extra`), in every form, and every secret-looking fragment masked.
+
+    `own_words`: the text was made without the secrets (install --dry-run's manifests, rendered with placeholders in
+    every secret's place), so a short secret it holds as a whole word is that word by coincidence (a password
+    `postgres` beside `image: postgres:10.14`, the database user `postgres`) and is left as it is: masking it would
+    break the text (`***` is a YAML alias) and spell out the password. A long secret is still masked anywhere, and
+    secret-looking fragments are."""
     extra = [s for s in extra if isinstance(s, str) and len(s.strip()) >= MIN_SECRET and s not in _registered]
+    if own_words:
+        kept = [s for s in [*_registered, *extra] if not common_word(s, [text])]
+        return Scrubber(kept, _plain)(text)
     return (Scrubber([*_registered, *extra], _plain) if extra else _current)(text)

@@ -136,9 +136,10 @@ def data(obj: Any, fmt: OutputFormat) -> None:
     sys.stdout.flush()
 
 
-def text(content: str) -> None:
-    """Text for stdout as it is (manifests, describe's events), scrubbed like everything else."""
-    sys.stdout.write(_scrub(content))
+def text(content: str, *, own_words: bool = False) -> None:
+    """Text for stdout as it is (manifests, describe's events), scrubbed like everything else (`own_words`: text made
+    without the secrets, whose words a short secret only matches by chance; det_k8s/scrub.py:scrub)."""
+    sys.stdout.write(_scrub(content, own_words=own_words))
     sys.stdout.flush()
 
 

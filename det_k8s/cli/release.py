@@ -23,11 +23,10 @@ from ..kube.api import KubeApi
 from ..kube.kinds import NODES, PVCS, SERVICES
 from ..release import live
 from ..release.address import master_address
-from ..release.manifests import redact_secrets, secret_values
+from ..release.manifests import default_passwords, placeholder_values, redact_secrets, secret_values
 from ..release.names import db_pvc, master_service, validate_release_name
 from ..release.preflight import determined_releases
 from ..release.tasks import group_tasks
-from ..scrub import replace_secret
 from ..settings.rules import missing_initial_password
 from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import go_duration, parse_duration
@@ -64,6 +63,7 @@ from .common import (
 )
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
+from .options import output_format as output_format_of
 from .status import wait_until_ready
 
 ReleaseArg = Annotated[str, typer.Argument(metavar="RELEASE", help="The helm release name, e.g. determined.",
@@ -76,7 +76,14 @@ TimeoutOpt = Annotated[str, typer.Option("--timeout", metavar="DURATION",
 DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Print the helm command and the manifests (Secret values redacted); contact no cluster.")]
 RollbackOpt = Annotated[bool, typer.Option(
-    "--rollback-on-failure", help="Undo a failed change (helm 4 --rollback-on-failure, helm 3 --atomic).")]
+    "--rollback-on-failure", "--atomic", help="Undo a failed change (helm 4 --rollback-on-failure, helm 3 --atomic).")]
+ReleaseOutputOpt = Annotated[OutputFormat, typer.Option(
+    "--output", "-o", parser=output_format_of, metavar="FORMAT",
+    help="table: the messages only; json or yaml: also the release (name, namespace, status, Determined version, "
+    "master URL) on stdout, as helm's -o.")]
+AlwaysWaitsOpt = Annotated[bool, typer.Option(
+    "--wait", help="Accepted as helm takes it: det-k8s always waits until the master and database are ready (up to "
+    "--timeout).")]
 def _no_chart_version(value: str | None) -> str | None:
     if value is not None:
         raise UsageError(f"--version {value}: the bundled chart has no versions of its own; the Determined release is "
@@ -108,14 +115,26 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
     output.message(f"  ({built_chart} and its {Path(values_file).name} are a private copy, removed when det-k8s exits, "
                    "whatever stops it; nothing was sent to a cluster; to run it yourself, write the same chart with "
                    "`det-k8s render ... --output-dir DIR` and name DIR)")
-    text = redact_secrets(rendered_manifests(tool, release, built_chart, values_file, namespace, secrets,
-                                             upgrading=upgrading, extra=extra), secrets)
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):  # a short one only as a whole token
-        text = replace_secret(text, secret, "<redacted>")  # charts that put a password outside a Secret (0.17.15)
-    output.text(text)
+    # Rendered from values whose secrets are placeholders (release/manifests.py): each secret's place, whatever the
+    # chart does with it (0.17.15 puts the database password in a Deployment's env), reads <redacted>, and nothing
+    # else is touched (searching for the value text made `image: postgres:10.14` `<redacted>:10.14`).
+    import yaml
+
+    from ..bounded import load_yaml
+
+    masked, marks = placeholder_values(load_yaml(Path(values_file).read_text(encoding="utf-8"), values_file) or {})
+    # in the private directory, removed with it; helm reads the chart's own values.yaml under it, every secret of
+    # which this one replaces
+    stand_in = Path(values_file).parent.parent / "redacted-values.yaml"
+    stand_in.write_text(yaml.safe_dump(masked, sort_keys=False), encoding="utf-8")
+    text = redact_secrets(rendered_manifests(tool, release, built_chart, str(stand_in), namespace, secrets,
+                                             upgrading=upgrading, extra=extra))
+    for mark, shown in marks.items():
+        text = text.replace(mark, shown)
+    output.text(text, own_words=True)  # made without the secrets: a short one it holds is another word by chance
 
 
-def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> None:
+def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> str | None:
     service = api.get(SERVICES, master_service(release), namespace) if api.exists(
         SERVICES, master_service(release), namespace) else None
     nodes = api.list(NODES) if service and (service.get("spec") or {}).get("type") == "NodePort" else []
@@ -124,6 +143,7 @@ def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> None
     if address.url and address.note != "load balancer":
         output.message(f"  ({address.note})")
     output.message(f"Next: det-k8s status {release} -n {namespace}   (master readiness, logs, diagnosis)")
+    return address.url
 
 
 def announce_restarts(api: KubeApi, what: str, question: str, action: str, yes: bool) -> None:
@@ -145,10 +165,14 @@ def announce_restarts(api: KubeApi, what: str, question: str, action: str, yes: 
 def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_string: SetStringOpt,
                chart: Path | None, timeout: str, dry_run: bool, helm_bin: str | None, *, wait: bool,
                create_namespace: bool, rollback: bool, skip_storage_check: bool, yes: bool = False,
-               kube_version: str | None = None, show_diff: bool = False) -> None:
+               kube_version: str | None = None, show_diff: bool = False,
+               output_format: OutputFormat = OutputFormat.table) -> None:
     from ..settings.podspec import checking_against
 
     validate_release_name(release)
+    if dry_run and output_format is not OutputFormat.table:
+        raise UsageError(f"-o {output_format.value} describes the release {command}ed; --dry-run prints the manifests "
+                         "as YAML", hint="drop one of them; `det-k8s render ... --output-dir DIR` writes the manifests")
     if show_diff and dry_run:
         raise UsageError("--diff compares with the installed release, which --dry-run does not contact",
                          hint=f"det-k8s diff {release} -f ... shows the changes without upgrading")
@@ -158,6 +182,8 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         loaded = load_settings_from_cli(values, set_, set_string, chart=chart)
     settings = loaded.settings()  # every error listed, exit 1, nothing run
     report_warnings(loaded)
+    for warning in default_passwords(settings.values, settings.app_version, installing=command == "install"):
+        output.warning(warning)
     build = install_argv if command == "install" else upgrade_argv
     if command == "install" and (missing := missing_initial_password(loaded.values, settings.app_version)):
         raise SettingsError([missing])
@@ -225,7 +251,11 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
                 raise
     output.success(f"{'Installed' if command == 'install' else 'Upgraded'} release {release} in namespace "
                    f"{api.namespace} (Determined {settings.app_version})")
-    _show_address(api, release, api.namespace, bool(settings.tls_secret))
+    url = _show_address(api, release, api.namespace, bool(settings.tls_secret))
+    if output_format is not OutputFormat.table:  # as helm's -o: the release, on stdout
+        output.data({"name": release, "namespace": api.namespace, "status": "deployed",
+                     "app_version": settings.app_version, "ready": bool(wait or rollback), "master_url": url},
+                    output_format)
 
 
 @contextlib.contextmanager
@@ -267,13 +297,14 @@ def install(
     rollback_on_failure: RollbackOpt = False,
     skip_storage_check: SkipStorageOpt = False,
     kube_version: KubeVersionOpt = None,
+    output_format: ReleaseOutputOpt = OutputFormat.table,
     helm_binary: HelmBinaryOpt = None,
     version: VersionOpt = None,
 ) -> None:
     """Validate the settings and the cluster, then helm install Determined and print the master's address."""
     _lifecycle("install", release, values, set_, set_string, chart, timeout, dry_run, helm_binary, wait=wait,
                create_namespace=create_namespace, rollback=rollback_on_failure, skip_storage_check=skip_storage_check,
-               kube_version=kube_version)
+               kube_version=kube_version, output_format=output_format)
 
 
 @with_global_options
@@ -291,14 +322,21 @@ def upgrade(
     show_diff: Annotated[bool, typer.Option(
         "--diff", help="Before asking, show what the upgrade changes (det-k8s diff: manifests and master "
         "configuration, secrets as hashes).")] = False,
+    wait: AlwaysWaitsOpt = False,
+    output_format: ReleaseOutputOpt = OutputFormat.table,
+    reset_values: Annotated[bool, typer.Option(
+        "--reset-values", help="Accepted as helm takes it: det-k8s always upgrades to exactly the settings "
+        "passed.")] = False,
     yes: YesOpt = False,
     helm_binary: HelmBinaryOpt = None,
     version: VersionOpt = None,
 ) -> None:
-    """Validate, warn which experiments restart from their latest checkpoint, ask, then helm upgrade --wait."""
+    """Validate, warn which experiments restart from their latest checkpoint, ask, then helm upgrade and wait until
+    the master and database are ready."""
+    del wait, reset_values  # what det-k8s's upgrade always does
     _lifecycle("upgrade", release, values, set_, set_string, chart, timeout, dry_run, helm_binary, wait=True,
                create_namespace=False, rollback=rollback_on_failure, skip_storage_check=skip_storage_check, yes=yes,
-               kube_version=kube_version, show_diff=show_diff)
+               kube_version=kube_version, show_diff=show_diff, output_format=output_format)
 
 
 @with_global_options
@@ -309,6 +347,14 @@ def uninstall(
     delete_data: Annotated[bool, typer.Option(
         "--delete-data", help="Also delete the kept database volume: every experiment record, permanently.")] = False,
     timeout: TimeoutOpt = "5m",
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Have helm wait until the release's objects are gone (up to --timeout).")] = False,
+    keep_history: Annotated[bool, typer.Option(
+        "--keep-history", help="Keep helm's records of the release, marked uninstalled (helm's flag).")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Say what would be deleted and kept; delete nothing.")] = False,
+    ignore_not_found: Annotated[bool, typer.Option(
+        "--ignore-not-found", help="A release that is not there is not an error (exit 0), as with helm.")] = False,
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """Say exactly what will be lost, ask, then helm uninstall and delete the leftover task pods."""
@@ -317,6 +363,9 @@ def uninstall(
     api = current().connect()
     namespace = api.namespace
     if not live.release_exists(api, release, namespace):
+        if ignore_not_found:
+            output.message(f"no release {release} in namespace {namespace}: nothing to uninstall")
+            return
         raise NotFound(f"no release {release} in namespace {namespace}", hint="det-k8s list -A shows the releases")
     summary, pvc, notes = live.uninstall_summary(api, release, namespace, delete_data=delete_data,
                                                  keep_pods=keep_pods)
@@ -331,11 +380,15 @@ def uninstall(
             output.message(f"  - {line}")
     if summary.permanent_loss:
         output.warning("this permanently deletes every experiment record of this Determined installation")
+    if dry_run:
+        output.message(f"dry run: nothing was deleted (det-k8s uninstall {release} -n {namespace} does it)")
+        return
     confirm(f"Uninstall {release}{' and DELETE ALL EXPERIMENT RECORDS' if summary.permanent_loss else ''}?",
             yes=yes, action=f"uninstall {release}")
     tool = helm(helm_binary, api.target)
     with output.spinner(f"helm uninstall {release}"):
-        tool.run(uninstall_argv(tool.major, release, kube_flags(namespace), go_duration(timeout)),
+        tool.run(uninstall_argv(tool.major, release, kube_flags(namespace), go_duration(timeout), wait=wait,
+                                keep_history=keep_history),
                  timeout=seconds + 60, timeout_hint=f"raise --timeout (now {go_duration(timeout)})")
     output.success(f"Uninstalled release {release} from namespace {namespace}")
     if not keep_pods:

@@ -91,6 +91,11 @@ def plain_in(values: Any) -> list[str]:
     return found
 
 
+def holds_secret(path: Sequence[str | int]) -> bool:
+    """A path of values under which a string is a secret (what `secrets_in` collects)."""
+    return _holds_secret(path)
+
+
 def _holds_secret(path: Sequence[str | int]) -> bool:
     """A secret key, or one det-k8s does not know whose name looks secret; a known key that only names a
     secret (imagePullSecretName, tlsSecret) holds none."""

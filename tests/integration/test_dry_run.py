@@ -82,3 +82,29 @@ def test_dry_run_of_a_chart_that_puts_the_password_outside_a_secret_never_prints
     assert result.code == 0, result.err
     assert "Leaky-Pass-42" not in result.out + result.err
     assert 'password: "<redacted>"' in result.out
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["default", "set"])
+def test_the_default_database_password_redacts_its_place_only_and_is_warned_about(run_cli, helm, isolated_home,
+                                                                                   explicit):
+    """Issue 38, item 5: the dry run replaced every `postgres` (the default db.password) in the manifests, so it
+    printed `image: "<redacted>:10.14"` and `- name: <redacted>`, breaking them and telling every reader the
+    password. Now each secret's place is redacted (rendered from placeholders), and the default is warned about.
+    No cluster: the dry run contacts none (with the real helm 3 and 4)."""
+    extra = ["--set", "db.password=postgres"] if explicit else []
+    result = run_cli("install", "demo", "-f", example("gpu-cluster.yaml"), *extra, "--dry-run", "--helm-binary", helm)
+    assert result.code == 0, result.err
+    assert "<redacted>:" not in result.out and "name: <redacted>" not in result.out and "***" not in result.out
+    objs = docs(result.out)
+    db = objs[("Deployment", "determined-db-deployment-demo")]["spec"]["template"]["spec"]["containers"][0]
+    assert db["image"] == "postgres:10.14" and db["ports"][0]["name"] == "postgres"
+    assert {"name": "POSTGRES_USER", "value": "postgres"} in db["env"]
+    assert objs[("Secret", "determined-master-secrets-demo")]["stringData"]["db-password"] == "<redacted>"
+    master = yaml.safe_load(objs[("Secret", "determined-master-config-demo")]["stringData"]["master.yaml"])
+    assert master["db"]["password"] == "<redacted>"
+    assert ("warning: db.password is the chart's default, which every reader of the chart knows, and it protects the "
+            "bundled database; set db.password (it is kept in a Secret)") in result.err
+    chosen = run_cli("install", "demo", "-f", example("gpu-cluster.yaml"), "--set", "db.password=Other-Pass-9",
+                     "--dry-run", "--helm-binary", helm)
+    assert chosen.code == 0 and "db.password is the chart's default" not in chosen.err
+    assert "Other-Pass-9" not in chosen.out + chosen.err
