@@ -148,6 +148,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("cluster_backend", backends, indirect=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that runs on the real control plane carries the `real` marker, so `-m real` selects them all
+    (scripts/flakes): those marked in their module, those using its fixtures, and the `real` half of the modules with
+    `ON_REAL_CLUSTER_TOO`."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "control_plane" in getattr(item, "fixturenames", ()) or params.get("cluster_backend") == "real":
+            item.add_marker(pytest.mark.real)
+
+
 @pytest.fixture
 def cluster_backend(request: pytest.FixtureRequest) -> str:
     return str(getattr(request, "param", "emulator"))
