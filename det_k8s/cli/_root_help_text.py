@@ -40,7 +40,8 @@ TEXT = (
     '  install     Validate the settings and the cluster, then helm install\n'
     "              Determined and print the master's address.\n"
     '  upgrade     Validate, warn which experiments restart from their latest\n'
-    '              checkpoint, ask, then helm upgrade --wait.\n'
+    '              checkpoint, ask, then helm upgrade and wait until the master and\n'
+    '              database are ready.\n'
     '  uninstall   Say exactly what will be lost, ask, then helm uninstall and\n'
     '              delete the leftover task pods.\n'
     '  list        The Determined releases (helm list, filtered to the Determined\n'

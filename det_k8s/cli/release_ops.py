@@ -33,7 +33,7 @@ from . import output
 from .common import HelmBinaryOpt, YesOpt, cluster, helm, kube_flags, private_chart
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
-from .release import ReleaseArg, SkipStorageOpt, TimeoutOpt
+from .release import AlwaysWaitsOpt, ReleaseArg, SkipStorageOpt, TimeoutOpt
 from .status import wait_until_ready
 
 CHANGES = 2  # `diff` exits 2 when the release would change, as helm diff --detailed-exitcode does
@@ -212,10 +212,12 @@ def rollback(
         "--dry-run", help="Say what the rollback changes and run the preflight; roll nothing back.")] = False,
     show_diff: Annotated[bool, typer.Option("--diff", help="Also show the changes as a unified diff.")] = False,
     skip_storage_check: SkipStorageOpt = False,
+    wait: AlwaysWaitsOpt = False,
     yes: YesOpt = False,
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """Name what rolling back changes, check the cluster as upgrade does, ask, then helm rollback and wait."""
+    del wait  # det-k8s's rollback always waits
     import yaml
 
     from ..release import live

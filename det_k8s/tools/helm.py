@@ -108,9 +108,15 @@ def upgrade_argv(major: int, spec: ReleaseSpec) -> list[str]:
             *_lifecycle_flags(major, spec)]
 
 
-def uninstall_argv(major: int, release: str, kube: KubeFlags, timeout: str | None = None) -> list[str]:
-    del major  # same flags in both majors
+def uninstall_argv(major: int, release: str, kube: KubeFlags, timeout: str | None = None, *, wait: bool = False,
+                   keep_history: bool = False) -> list[str]:
+    """`wait`: until the release's objects are gone (helm 3 `--wait`, helm 4 `--wait=watcher`); `keep_history`: the
+    release's records stay, marked uninstalled (the same flag in both majors)."""
     argv = ["uninstall", release, *kube.helm()]
+    if wait:
+        argv += _wait(major)
+    if keep_history:
+        argv.append("--keep-history")
     if timeout:
         argv += ["--timeout", timeout]
     return argv

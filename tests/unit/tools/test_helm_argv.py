@@ -55,6 +55,9 @@ def test_upgrade_resets_values_and_waits_per_major():
 @pytest.mark.parametrize("major", [3, 4])
 def test_uninstall(major):
     assert uninstall_argv(major, "demo", KUBE, "5m") == ["uninstall", "demo", *KUBE_ARGS, "--timeout", "5m"]
+    wait = "--wait" if major == 3 else "--wait=watcher"  # helm 4's plain --wait is watcher too; said as the others
+    assert uninstall_argv(major, "demo", KUBE, "5m", wait=True, keep_history=True) == [
+        "uninstall", "demo", *KUBE_ARGS, wait, "--keep-history", "--timeout", "5m"]
 
 
 def test_list_shows_every_status_in_both_majors():
