@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -58,7 +59,7 @@ def run(
     health_port: Annotated[int, typer.Option(
         "--health-port", metavar="PORT", min=0, max=65535,
         help="Answer Kubernetes probes on this port: /readyz (the first pass is done; not while stopping) and "
-             "/healthz (the loop moves). 0: off.")] = 0,
+             "/healthz (the loop moves), on every address (DET_K8S_HEALTH_ADDRESS names one). 0: off.")] = 0,
     force: Annotated[bool, typer.Option(
         "--force", help="Run even though another component serves --scheduler-name (both would bind the same "
         "pods).")] = False,
@@ -259,7 +260,9 @@ def _serve_health(port: int, interval: float) -> Any:
 
     health = Health(stale_after=2 * (300 + max(interval, 60.0)), stopping=lambda: stopping.received() is not None)
     if port:
-        serve(health, port)
+        # every address, for the kubelet's probes; DET_K8S_HEALTH_ADDRESS names one (127.0.0.1 outside a pod)
+        address = os.environ.get("DET_K8S_HEALTH_ADDRESS", "").strip() or "0.0.0.0"
+        serve(health, port, address)
         output.message(f"answering probes on port {port} (/readyz, /healthz)")
     return health
 
