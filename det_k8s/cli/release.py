@@ -7,17 +7,15 @@ prints and runs.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .. import stopping
 from ..errors import DetK8sError, NotFound, SettingsError, Severity, UsageError
 from ..kube.api import KubeApi
 from ..kube.kinds import NODES, PVCS, SERVICES
@@ -27,24 +25,23 @@ from ..release.manifests import default_passwords, placeholder_values, redact_se
 from ..release.names import db_pvc, master_service, validate_release_name
 from ..release.preflight import determined_releases
 from ..release.tasks import group_tasks
+from ..settings import Settings
 from ..settings.rules import missing_initial_password
 from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import go_duration, parse_duration
 from ..tools.helm import (
     Helm,
-    KubeFlags,
     ReleaseSpec,
     install_argv,
     list_argv,
     manifests_from_render,
     render_argv,
-    rollback_argv,
     uninstall_argv,
     upgrade_argv,
     upgrade_render_argv,
 )
 from ..tools.process import display
-from . import output
+from . import change, output
 from .chart_cmds import report_warnings
 from .common import (
     UPGRADE_CHECK_PASSWORD,
@@ -64,7 +61,6 @@ from .common import (
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
 from .options import output_format as output_format_of
-from .status import wait_until_ready
 
 ReleaseArg = Annotated[str, typer.Argument(metavar="RELEASE", help="The helm release name, e.g. determined.",
                                            show_default=False)]
@@ -105,6 +101,12 @@ def rendered_manifests(tool: Helm, release: str, built_chart: str, values_file: 
         return tool.run(argv, secrets=tuple(secrets)).stdout
     rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=tuple(secrets))
     return manifests_from_render(tool.major, rendered.stdout)
+
+
+def _default_passwords(command: str, settings: Settings) -> None:
+    """Warn of passwords everybody knows, once det-k8s is about to install them (release/manifests.py)."""
+    for warning in default_passwords(settings.values, settings.app_version, installing=command == "install"):
+        output.warning(warning)
 
 
 def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, values_file: str,
@@ -182,8 +184,6 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         loaded = load_settings_from_cli(values, set_, set_string, chart=chart)
     settings = loaded.settings()  # every error listed, exit 1, nothing run
     report_warnings(loaded)
-    for warning in default_passwords(settings.values, settings.app_version, installing=command == "install"):
-        output.warning(warning)
     build = install_argv if command == "install" else upgrade_argv
     if command == "install" and (missing := missing_initial_password(loaded.values, settings.app_version)):
         raise SettingsError([missing])
@@ -202,6 +202,7 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
             spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube_flags(namespace), wait,
                                go_duration(timeout), create_namespace, rollback)
             upgrading = command == "upgrade"
+            _default_passwords(command, settings)
             _dry_run(tool, release, build(tool.major, spec), str(built.directory), str(built.values_file), namespace,
                      (*secret_values(settings), UPGRADE_CHECK_PASSWORD), upgrading=upgrading,
                      extra=upgrade_check_values(loaded, settings, upgrading) if chart is not None else ())
@@ -222,6 +223,7 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
                                           skip_storage_check=skip_storage_check, pod_specs_checked=checked,
                                           user_chart=chart is not None, manifests=manifests)
         report_problems(problems)
+        _default_passwords(command, settings)
         if command == "upgrade":
             if show_diff:
                 from .release_ops import show_upgrade_diff
@@ -236,19 +238,18 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, False, go_duration(timeout),
                            create_namespace, False)
         started = time.monotonic()
-        with output.spinner(f"helm {command} {release}"), helm_changing(command, release, api.namespace):
+        # helm's record then tells what det-k8s saw: a revision that did not become ready is marked failed (and
+        # undone with --rollback-on-failure), one that did is labelled seen ready; stopped, the last line says where
+        # the release stands and what restores service (cli/change.py)
+        with output.spinner(f"helm {command} {release}"), change.helm_changing(api, tool, command, release,
+                                                                               api.namespace, kube, rollback=rollback):
             tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings),
                      timeout_hint=f"raise --timeout (now {go_duration(timeout)}); `det-k8s status {release}` says "
                      "what is slow")
         if wait or rollback:  # as with helm's --atomic, undoing a release that did not become ready means waiting
             left = max(1.0, seconds - (time.monotonic() - started))
-            try:
-                with output.spinner(f"waiting for the master and database of {release} (up to {go_duration(timeout)})"):
-                    wait_until_ready(api, release, api.namespace, left, go_duration(timeout))
-            except DetK8sError:
-                if rollback:
-                    _undo_failed(tool, command, release, kube)
-                raise
+            change.wait_and_record(api, tool, command, release, api.namespace, kube, left, go_duration(timeout),
+                                   rollback=rollback)
     output.success(f"{'Installed' if command == 'install' else 'Upgraded'} release {release} in namespace "
                    f"{api.namespace} (Determined {settings.app_version})")
     url = _show_address(api, release, api.namespace, bool(settings.tls_secret))
@@ -256,31 +257,6 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         output.data({"name": release, "namespace": api.namespace, "status": "deployed",
                      "app_version": settings.app_version, "ready": bool(wait or rollback), "master_url": url},
                     output_format)
-
-
-@contextlib.contextmanager
-def helm_changing(command: str, release: str, namespace: str) -> Iterator[None]:
-    """helm changing the release: stopped now, helm may leave it pending-<command> (release/stuck.py); the last line
-    says where to look."""
-    try:
-        yield
-    except BaseException:
-        stopping.note(f"helm {command} was stopped before it finished; if it left release {release} pending-{command}, "
-                      f"`det-k8s status {release} -n {namespace}` names the command that recovers it")
-        raise
-
-
-def _undo_failed(tool: Helm, command: str, release: str, kube: KubeFlags) -> None:
-    """--rollback-on-failure: an upgrade that did not become ready goes back to the previous revision, an install
-    is uninstalled (what helm's --atomic does, without its wait for load balancers)."""
-    argv = (rollback_argv(tool.major, release, 0, kube) if command == "upgrade"
-            else uninstall_argv(tool.major, release, kube))
-    what = "rolling back to the previous revision" if command == "upgrade" else "uninstalling it"
-    output.warning(f"{release} did not become ready: {what} (--rollback-on-failure)")
-    try:
-        tool.run(argv, timeout=600)
-    except DetK8sError as exc:
-        output.warning(f"{what} failed too: {exc.message}")
 
 
 @with_global_options

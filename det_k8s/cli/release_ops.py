@@ -34,7 +34,6 @@ from .common import HelmBinaryOpt, YesOpt, cluster, helm, kube_flags, private_ch
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
 from .release import AlwaysWaitsOpt, ReleaseArg, SkipStorageOpt, TimeoutOpt
-from .status import wait_until_ready
 
 CHANGES = 2  # `diff` exits 2 when the release would change, as helm diff --detailed-exitcode does
 DiffChartOpt = Annotated[Path | None, typer.Option(
@@ -225,8 +224,9 @@ def rollback(
     from ..settings import Document, load_settings
     from ..tools.duration import go_duration, parse_duration
     from ..tools.helm import get_values_argv, rollback_argv
+    from . import change as changing
     from .common import report_problems
-    from .release import announce_restarts, helm_changing
+    from .release import announce_restarts
 
     validate_release_name(release)
     seconds = parse_duration(timeout)
@@ -245,7 +245,17 @@ def rollback(
                          hint="det-k8s rolls back Determined releases only; use helm rollback for others")
     revisions = [int(e.get("revision") or 0) for e in entries]
     current_revision = revisions[-1]
-    wanted = revision if revision else next((r for r in reversed(revisions) if r < current_revision), None)
+    wanted = revision if revision else None
+    if wanted is None:  # the last revision det-k8s saw ready (its label on helm's record), else the one before
+        from ..release.record import last_seen_ready
+
+        seen = last_seen_ready(live.release_revisions(api, release, namespace), current_revision)
+        wanted = seen.revision if seen is not None and seen.revision in revisions else next(
+            (r for r in reversed(revisions) if r < current_revision), None)
+        if wanted is not None:
+            output.message(f"Going back to revision {wanted}: " + (
+                "the last revision det-k8s saw ready" if seen is not None and seen.revision == wanted else
+                "the one before the current (det-k8s saw no earlier revision ready; name REVISION to choose)"))
     if wanted is None:
         raise DetK8sError(f"release {release} has only revision {current_revision}: there is nothing to roll back to")
     if wanted == current_revision:
@@ -300,10 +310,10 @@ def rollback(
     announce_restarts(api, "rollback", f"Roll back release {release} in namespace {namespace} to revision {wanted}? "
                       "The master restarts.", f"rollback {release}", yes)
     started = time.monotonic()
-    with output.spinner(f"helm rollback {release} {wanted}"), helm_changing("rollback", release, namespace):
+    with output.spinner(f"helm rollback {release} {wanted}"), changing.helm_changing(api, tool, "rollback", release,
+                                                                                   namespace, kube, rollback=False):
         tool.run(argv, timeout=seconds + 60, secrets=secrets)
-    with output.spinner(f"waiting for the master and database of {release} (up to {go_duration(timeout)})"):
-        wait_until_ready(api, release, namespace, max(1.0, seconds - (time.monotonic() - started)),
-                         go_duration(timeout))
+    changing.wait_and_record(api, tool, "rollback", release, namespace, kube,
+                           max(1.0, seconds - (time.monotonic() - started)), go_duration(timeout), rollback=False)
     output.success(f"Rolled back release {release} in namespace {namespace} to revision {wanted}"
                    + (f" (Determined {app})" if app else "") + f"; helm recorded it as revision {current_revision + 1}")

@@ -8,6 +8,7 @@ ready and nothing is wrong, 1 otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -76,13 +77,25 @@ def _newest(pods: list[PodState], objects: list[dict[str, Any]]) -> str | None:
     return ordered[0].name if ordered else None
 
 
+def _no_master(api: KubeApi, release: str, namespace: str) -> NotFound:
+    """No master Deployment: what helm's record says of the release (a failed install, a stopped one) and the
+    command that restores service, or where else to look."""
+    from ..release.live import release_state
+
+    said = f"release {release}: no master Deployment {master_deployment(release)} in namespace {namespace}"
+    state = release_state(api, release, namespace)
+    if state.revision is None or state.restore is None:
+        return NotFound(said, hint="det-k8s list -A shows where Determined is installed")
+    return NotFound(f"{said}; helm's record: revision {state.revision} is {state.status}",
+                    hint=f"to restore service, run: {state.restore}")
+
+
 def observe(api: KubeApi, release: str, namespace: str, tail: int,
             notes: list[str] | None = None) -> tuple[Observed, dict[str, Any], Any]:
     """What status reports; `notes` collects what could not be read (said after the spinner)."""
     deployment = _get(api, DEPLOYMENTS, master_deployment(release), namespace)
     if deployment is None:
-        raise NotFound(f"release {release}: no master Deployment {master_deployment(release)} in namespace "
-                       f"{namespace}", hint="det-k8s list -A shows where Determined is installed")
+        raise _no_master(api, release, namespace)
     pod_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
     master_objs = api.list(PODS, namespace, label_selector=f"app={master_app(release)}")
     db_objs = api.list(PODS, namespace, label_selector=f"app={db_app(release)}")
@@ -262,16 +275,19 @@ def status(
 
 
 def wait_until_ready(api: KubeApi, release: str, namespace: str, seconds: float, shown: str, *,
-                     interval: float = 2.0) -> None:
+                     interval: float = 2.0, report: Callable[[str], None] | None = None) -> None:
     """Wait until the release's master (and bundled database, and its volume) are ready, or raise OperationTimeout
     naming what is not ready and why (status's findings). Never waits for a load balancer's address
-    (det_k8s/release/readiness.py says why)."""
+    (det_k8s/release/readiness.py says why). `report` gets a line saying what is not ready yet and why (the pods'
+    reasons) at the first look, whenever that changes, and at least every 20 s (readiness.Talk)."""
     import time
 
     from ..errors import OperationTimeout
-    from ..release.readiness import readiness
+    from ..release.readiness import Talk, progress_line, readiness
 
-    deadline = time.monotonic() + seconds
+    started = time.monotonic()
+    deadline = started + seconds
+    talk = Talk()
     while True:
         deployments: list[tuple[str, dict[str, Any] | None]] = [
             (master_deployment(release), _get(api, DEPLOYMENTS, master_deployment(release), namespace))]
@@ -283,6 +299,11 @@ def wait_until_ready(api: KubeApi, release: str, namespace: str, seconds: float,
         state = readiness(deployments, claims)
         if state.ready:
             return
+        if report is not None and talk.due(state.waiting, time.monotonic()):
+            pods = [*_list_or_empty(api, PODS, namespace=namespace, label_selector=f"app={master_app(release)}"),
+                    *(_list_or_empty(api, PODS, namespace=namespace, label_selector=f"app={db_app(release)}")
+                      if db is not None else [])]
+            report(progress_line(state.waiting, pods, time.monotonic() - started, shown))
         if time.monotonic() >= deadline:
             break
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import DetK8sError, Forbidden, NotFound, Problem, Severity, ToolFailed
+from ..errors import Conflict, DetK8sError, Forbidden, NotFound, Problem, Severity, ToolFailed
 from ..kube.api import KubeApi
 from ..kube.kinds import (
     CONFIGMAPS,
@@ -30,7 +30,7 @@ from ..settings.node_rules import check_nodes
 from ..settings.podspec import DEFAULT, KubeVersion, cluster_version, recheck_settings
 from ..settings.source import SourceMap
 from ..tools.helm import Helm, KubeFlags, list_argv
-from . import preflight, stuck
+from . import preflight, record, stuck
 from .kube_compat import check_kubernetes
 from .loss import LossSummary, summarize
 from .names import db_deployment, db_pvc, master_deployment
@@ -242,3 +242,68 @@ def uninstall_summary(api: KubeApi, release: str, namespace: str, *, delete_data
                         delete_data=delete_data, keep_pods=keep_pods, task_jobs=len(tasks.jobs),
                         job_pods=tasks.pod_count - len(tasks.pods))
     return summary, pvc, notes
+
+
+def release_revisions(api: KubeApi, release: str, namespace: str) -> list[record.Revision]:
+    """helm's records of `release` (release/record.py), oldest first: its Secrets, else its ConfigMaps
+    (HELM_DRIVER=configmap); none when neither holds any or they cannot be read."""
+    for kind, name in ((SECRETS, "Secret"), (CONFIGMAPS, "ConfigMap")):
+        try:
+            found = record.revisions(api.list(kind, namespace, label_selector=f"owner=helm,name={release}"), release,
+                                     name)
+        except DetK8sError:
+            continue
+        if found:
+            return found
+    return []
+
+
+def _patch_record(api: KubeApi, found: record.Revision, patch: Mapping[str, Any], namespace: str) -> None:
+    api.patch(SECRETS if found.kind == "Secret" else CONFIGMAPS, found.name, patch, namespace)
+
+
+def mark_failed(api: KubeApi, release: str, namespace: str, description: str,
+                revision: int | None = None) -> record.Revision | None:
+    """Mark `revision` (the latest by default) of `release` failed in helm's own record, saying why; the record
+    marked, or None when there is none to mark (the release is gone). Raises DetK8sError when it cannot be written
+    (RBAC, a record helm changed three times meanwhile, one det-k8s cannot read)."""
+    for _ in range(3):
+        found = release_revisions(api, release, namespace)
+        chosen = [r for r in found if revision is None or r.revision == revision]
+        if not chosen:
+            return None
+        target = chosen[-1]
+        try:
+            patch = record.failed_patch(target, description)
+        except record.RecordError as exc:
+            raise DetK8sError(f"helm's record {target.name} of release {release}: {exc}") from exc
+        try:
+            _patch_record(api, target, patch, namespace)
+        except Conflict:  # helm (or another det-k8s) rewrote it meanwhile: read it again
+            continue
+        return target
+    raise DetK8sError(f"helm's record of release {release} kept changing; it was not marked failed")
+
+
+def mark_ready(api: KubeApi, release: str, namespace: str) -> record.Revision | None:
+    """Label the latest revision of `release` as one det-k8s saw ready (what `rollback` without a revision goes
+    back to); the record labelled, or None when there is none."""
+    found = release_revisions(api, release, namespace)
+    if not found:
+        return None
+    _patch_record(api, found[-1], record.ready_patch(found[-1]), namespace)
+    return found[-1]
+
+
+def release_state(api: KubeApi, release: str, namespace: str) -> record.State:
+    """Where `release` stands, read back from helm's record and the cluster (release/record.py:state)."""
+    from .readiness import deployment_waiting
+
+    name = master_deployment(release)
+    try:
+        deployment = api.get(DEPLOYMENTS, name, namespace)
+    except NotFound:
+        deployment = None
+    waiting = deployment_waiting(deployment, name) if deployment is not None else None
+    return record.state(release_revisions(api, release, namespace), release, namespace,
+                        name if deployment is not None else None, waiting)

@@ -60,3 +60,56 @@ def readiness(deployments: Sequence[tuple[str, Mapping[str, Any] | None]],
     waiting = [w for name, d in deployments if (w := deployment_waiting(d, name))]
     waiting += [w for name, c in claims if (w := claim_waiting(c, name))]
     return Readiness(not waiting, tuple(waiting))
+
+
+SPEAK_EVERY = 20.0  # seconds: a wait says what it waits for at least this often (and whenever that changes)
+
+
+@dataclass
+class Talk:
+    """When a wait speaks: at its first look, whenever what it waits for changes, and at least every `every` s, so
+    a terminal and a log both see progress (kubectl rollout status speaks at each change)."""
+
+    every: float = SPEAK_EVERY
+    said: tuple[str, ...] | None = None
+    at: float = float("-inf")
+
+    def due(self, waiting: tuple[str, ...], now: float) -> bool:
+        if waiting != self.said or now - self.at >= self.every:
+            self.said, self.at = waiting, now
+            return True
+        return False
+
+
+def pod_waiting(pod: Mapping[str, Any]) -> str | None:
+    """Why a pod of the release is not ready, as its status says (kube-scheduler's reason, a container's waiting
+    reason), or None when it is ready or going away."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    if meta.get("deletionTimestamp"):
+        return None
+    name = meta.get("name") or "?"
+    conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+    if (conditions.get("Ready") or {}).get("status") == "True":
+        return None
+    scheduled = conditions.get("PodScheduled") or {}
+    if scheduled.get("status") == "False":
+        return f"pod {name} is not scheduled: {scheduled.get('message') or scheduled.get('reason') or 'pending'}"
+    for container in [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            told = f": {waiting['message']}" if waiting.get("message") else ""
+            return f"pod {name}: container {container.get('name')} is {waiting['reason']}{told}"
+    return f"pod {name} is {status.get('phase') or 'Pending'}, not ready yet"
+
+
+def progress_line(waiting: Sequence[str], pods: Sequence[Mapping[str, Any]], elapsed: float, shown: str) -> str:
+    """One line of a wait's progress, as kubectl rollout status words it: `Waiting for deployment "X" rollout to
+    finish: 0 of 1 replica(s) available`, then why (the pods' reasons), then how long so far."""
+    parts = []
+    for phrase in waiting:
+        head, sep, rest = phrase.partition(": ")
+        kind, _, name = head.partition(" ")
+        parts.append(f'Waiting for deployment "{name}" rollout to finish: {rest}' if sep and kind == "Deployment"
+                     else phrase)
+    why = [w for pod in pods if (w := pod_waiting(pod))]
+    return "; ".join(parts) + (f" ({'; '.join(why)})" if why else "") + f" [{elapsed:.0f}s of {shown}]"
