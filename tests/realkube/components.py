@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -315,6 +316,29 @@ def cached(kube_version: str = KUBE_VERSION) -> Binaries | None:
     return b if all(p.is_file() for p in paths) else None
 
 
+@contextlib.contextmanager
+def build_lock(what: str) -> Iterator[None]:
+    """One build of `what` at a time on this machine: a second process (a test run beside `./scripts/test`'s build)
+    waits for the first, saying so every 20 s, and then finds the binaries cached."""
+    import fcntl
+
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with (cache_root() / f".{what}.lock").open("w") as lock:
+        started = time.monotonic()
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if int(time.monotonic() - started) % 20 == 0:
+                    say(f"  another process is building {what}: waiting ({time.monotonic() - started:.0f} s)")
+                time.sleep(1)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def build_all() -> Binaries:
     if (have := cached()) is not None:
         say(f"real control plane: Kubernetes {KUBE_VERSION}, etcd {ETCD_VERSION}, kwok {KWOK_VERSION} are in "
@@ -322,6 +346,13 @@ def build_all() -> Binaries:
         return have
     if go_binary() is None:
         raise BuildError("Go is not installed: the real control plane is built from Go modules (install Go 1.26)")
+    with build_lock("control-plane"):
+        if (have := cached()) is not None:
+            return have
+        return _build_all()
+
+
+def _build_all() -> Binaries:
     t0 = time.monotonic()
     build_etcd()
     build_kwok()

@@ -1,0 +1,171 @@
+"""The real Determined master (built from its source in ../shared), outside the cluster on the real control plane,
+its experiments submitted with the real `det` CLI, gang-scheduled by `det-k8s scheduler run`.
+
+- The master runs as the ServiceAccount and ClusterRole the bundled chart ships, on the bundled chart's own master
+  configuration, changed only where running outside the cluster needs it (`OUT_OF_CLUSTER` in
+  tests/realkube/determined.py).
+- det-k8s runs as the ServiceAccount and RBAC `scheduler manifest` ships.
+- kwok serves `pods/log` on 127.0.0.1, so the master sees its pods run (else its trials stay STARTING).
+
+The documents' two deadlocks are checked on the API server's pods, with det-k8s and with kube-scheduler alone (the
+master's default). `DET_K8S_MASTER_ROUNDS` sets the rounds (2 here; `python -m benchmarks.real_master` runs 20 and
+writes the counts).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from det_k8s.kube.deploy import scheduler_manifests
+from tests.needs import need
+from tests.realkube.components import BuildError
+from tests.realkube.deadlocks import a_16_gpu_experiment_beside_8, partial_for, two_12_gpu_experiments
+from tests.realkube.determined import (
+    MASTER_SA,
+    MASTER_VERSION,
+    SCHEDULER_SA,
+    SYSTEM_NS,
+    DeterminedOnKube,
+    kwok_serving_logs,
+    postgres_bin,
+    source_of,
+)
+from tests.realkube.fixtures import start_plane
+
+pytestmark = pytest.mark.real
+
+ROUNDS = int(os.environ.get("DET_K8S_MASTER_ROUNDS", "2"))
+
+
+@pytest.fixture(scope="module")
+def det(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeterminedOnKube]:
+    need(source_of(MASTER_VERSION) is not None, f"the Determined master {MASTER_VERSION} is built from its source in "
+         "../shared/vendor/determined (or $DET_K8S_DETERMINED_SRC), which is not here")
+    need(postgres_bin() is not None, "the Determined master needs PostgreSQL's server (Debian: apt-get install "
+         "postgresql; ./scripts/test installs it where it can)")
+    work = tmp_path_factory.mktemp("master")
+    plane = start_plane(kwok_serving_logs(work))
+    det = DeterminedOnKube(plane, work)
+    try:
+        det.start()
+    except BuildError as e:
+        plane.stop()
+        pytest.fail(f"the Determined master {MASTER_VERSION} did not start: {e}", pytrace=False)
+    try:
+        yield det
+    finally:
+        det.stop()
+        plane.stop()
+
+
+@pytest.fixture
+def clean(det: DeterminedOnKube) -> Iterator[DeterminedOnKube]:
+    yield det
+    det.kill_all()
+
+
+@pytest.fixture
+def gang_scheduler(det: DeterminedOnKube, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    """`det-k8s scheduler run` as the ServiceAccount and RBAC `scheduler manifest -n determined` ships."""
+    for doc in scheduler_manifests("example.com/det-k8s:test", SYSTEM_NS, preemption=True):
+        if doc["kind"] != "Deployment":
+            det.plane.apply(doc)
+    kubeconfig = det.plane.service_account_kubeconfig(SYSTEM_NS, "det-k8s-scheduler", tmp_path / "sa.kubeconfig")
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "NO_COLOR": "1", "DET_K8S_LEASE_NAMESPACE": "default"}
+    with (tmp_path / "scheduler.log").open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "det_k8s", "scheduler", "run", "-n", SYSTEM_NS, "--interval",
+                                 "2s"], env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
+    assert det.plane.forbidden(SCHEDULER_SA) == [], (tmp_path / "scheduler.log").read_text()[-3000:]
+
+
+@pytest.fixture
+def kube_scheduler_alone(det: DeterminedOnKube) -> Iterator[DeterminedOnKube]:
+    """The master as Determined installs it by default: no defaultScheduler, its pods placed by kube-scheduler."""
+    det.reconfigure(default_scheduler="")
+    try:
+        yield det
+    finally:
+        det.kill_all()
+        det.reconfigure(default_scheduler="coscheduler")
+
+
+def test_the_master_starts_on_the_bundled_charts_configuration(det: DeterminedOnKube) -> None:
+    info = det.m.api("GET", "/info")
+    assert info["version"] == MASTER_VERSION
+    assert det.chart_config["resource_manager"]["default_scheduler"] == "coscheduler"
+    changed = {k for k in det.m.config if det.m.config[k] != det.chart_config.get(k)}
+    assert changed <= {"port", "root", "db", "cache", "checkpoint_storage", "log", "resource_manager"}, changed
+    rm_changed = {k for k, v in det.m.config["resource_manager"].items()
+                  if v != det.chart_config["resource_manager"].get(k)}
+    assert rm_changed <= {"kubeconfig_path", "determined_master_scheme", "determined_master_host",
+                          "determined_master_port"}, rm_changed
+
+
+def test_two_12_gpu_experiments_on_12_gpus_start_whole_or_not_at_all(clean: DeterminedOnKube,
+                                                                     gang_scheduler: object) -> None:
+    """The documents' first deadlock: one experiment is bound whole, the other waits whole and is placed whole once
+    the first is killed."""
+    for _ in range(ROUNDS):
+        played = two_12_gpu_experiments(clean, gang=True)
+        assert not played.partial and played.placed_after, played.detail
+
+
+def test_a_16_gpu_experiment_beside_8_gpus_in_use_waits_whole_and_says_why_in_det_trial_logs(
+        clean: DeterminedOnKube, gang_scheduler: object) -> None:
+    det = clean
+    det.nodes(4)
+    (small,) = det.submit(8)
+    det.plane.wait_for("the 8-GPU experiment bound", lambda: det.bound(small) == (2, 2), timeout=120)
+    (big,) = det.submit(16)
+    det.plane.wait_for("the 16-GPU experiment's pods", lambda: len(det.trial_pods(big)) == 4, timeout=120)
+    det.plane.wait_for("det-k8s's reason on its pods", lambda: any(
+        e.get("reason") == "GangWaiting" for e in det.events()), timeout=60)
+    assert partial_for(det, [big]) == [] and det.bound(big)[0] == 0
+    trial = det.trial_id(big)
+
+    def reason_in_trial_logs() -> str:
+        out = det.det("trial", "logs", str(trial), timeout=60)
+        return out if "det-k8s: gang" in out else ""
+
+    logs = det.plane.wait_for("det-k8s's reason in det trial logs", reason_in_trial_logs, timeout=90, interval=3)
+    assert "waiting for resources" in logs
+    det.kill(small)
+    det.plane.wait_for("the 16-GPU experiment bound whole", lambda: det.bound(big) == (4, 4), timeout=120)
+    det.plane.wait_for("the master reports it running", lambda: det.state(big) == "STATE_RUNNING", timeout=120)
+
+
+def test_kube_scheduler_alone_starts_experiments_in_part(kube_scheduler_alone: DeterminedOnKube) -> None:
+    """What det-k8s prevents, shown on the same master: kube-scheduler binds pod by pod, so the 16-GPU experiment
+    beside 8 GPUs in use starts in part (2 of 4 pods) in every round."""
+    played = a_16_gpu_experiment_beside_8(kube_scheduler_alone, gang=False)
+    assert played.partial, played.detail
+
+
+def test_the_16_gpu_experiment_beside_8_never_starts_in_part_with_det_k8s(clean: DeterminedOnKube,
+                                                                           gang_scheduler: object) -> None:
+    for _ in range(ROUNDS):
+        played = a_16_gpu_experiment_beside_8(clean, gang=True)
+        assert not played.partial and played.placed_after, played.detail
+
+
+def test_the_master_is_never_refused_by_the_bundled_charts_clusterrole(det: DeterminedOnKube) -> None:
+    assert len(det.plane.audit(MASTER_SA)) > 10
+    assert det.plane.forbidden(MASTER_SA) == []
