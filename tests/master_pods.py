@@ -34,6 +34,7 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from det_k8s.determined.versions import Version, fact, has, v
@@ -257,16 +258,32 @@ def create_pods(api: KubeApi, task: MasterTask, which: list[dict[str, Any]] | No
 
 
 def honour_preemption(emulator: Any, namespace: str = "default") -> list[str]:
-    """What the master does with pods labelled determined-preemption: the task checkpoints and stops, so
-    every pod of that allocation goes away (facts section 6, "Preemption"). Returns the allocations stopped."""
+    """What the master does with pods labelled determined-preemption: the task its lookup finds checkpoints and
+    stops, so every pod of that allocation goes away (facts section 6, "Preemption"). The lookup is the real one
+    (`tasks.preemption_lookup.*`): before 0.34 a labelled task pod's own name; from 0.34 the labelled pod's name
+    among the master's Job names, so only a pod named as the Job (det-k8s's notice) is heard. Returns the
+    allocations stopped."""
     label = fact("tasks.preemption_label").value
-    stopped = sorted({p["metadata"]["labels"][ALLOCATION] for p in emulator.items("pods", namespace)
-                      if label in (p["metadata"].get("labels") or {}) and ALLOCATION in p["metadata"]["labels"]})
-    doomed = [p for p in emulator.items("pods", namespace)
-              if (p["metadata"].get("labels") or {}).get(ALLOCATION) in stopped]
+    pods = emulator.items("pods", namespace)
+    job_by_name = {j["metadata"]["name"]: j for j in (emulator.items("jobs", namespace) if _has_jobs(emulator) else ())}
+    stopped_set = set()
+    for pod in pods:
+        labels = pod["metadata"].get("labels") or {}
+        if label not in labels:
+            continue
+        job = job_by_name.get(pod["metadata"]["name"])
+        if job is not None:  # 0.34+: jobNameToJobHandler[pod.Name]
+            stopped_set.add((job["spec"]["template"]["metadata"].get("labels") or {}).get(ALLOCATION, ""))
+        elif ALLOCATION in labels and not _job_owned(pod):  # before 0.34: podNameToPodHandler[pod.Name]
+            stopped_set.add(labels[ALLOCATION])
+    stopped = sorted(stopped_set - {""})
+    doomed = [p for p in pods if (p["metadata"].get("labels") or {}).get(ALLOCATION) in stopped]
     jobs = {o["name"] for p in doomed for o in p["metadata"].get("ownerReferences") or () if o.get("kind") == "Job"}
     for job in sorted(jobs):  # from 0.34 the master deletes the task's Job, or the Job controller would replace the pods
         emulator.remove("jobs", job, namespace)
+    if not hasattr(emulator, "plane"):  # the garbage collector's part: what the Jobs owned (det-k8s's notice) goes too
+        doomed += [p for p in pods if p not in doomed and any(
+            o.get("kind") == "Job" and o.get("name") in jobs for o in p["metadata"].get("ownerReferences") or ())]
     for pod in doomed:
         emulator.remove("pods", pod["metadata"]["name"], namespace)
     if hasattr(emulator, "plane"):  # the real API server: the pods go once the Job controller drops its finalizer
@@ -274,3 +291,15 @@ def honour_preemption(emulator: Any, namespace: str = "default") -> list[str]:
         emulator.plane.wait_for("the preempted pods to be gone", lambda: not names & {
             p["metadata"]["name"] for p in emulator.items("pods", namespace)})
     return stopped
+
+
+def _has_jobs(emulator: Any) -> bool:
+    try:
+        emulator.items("jobs", "default")
+    except Exception:  # noqa: BLE001  (an emulator without batch/v1 Jobs: masters before 0.34 only)
+        return False
+    return True
+
+
+def _job_owned(pod: Mapping[str, Any]) -> bool:
+    return any(o.get("kind") == "Job" for o in pod["metadata"].get("ownerReferences") or ())

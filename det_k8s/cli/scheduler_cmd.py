@@ -63,6 +63,11 @@ def run(
     force: Annotated[bool, typer.Option(
         "--force", help="Run even though another component serves --scheduler-name (both would bind the same "
         "pods).")] = False,
+    preemption_grace_text: Annotated[str, typer.Option(
+        "--preemption-grace", metavar="DURATION",
+        help="How long a preempted trial of the master may take to checkpoint and stop; then its pods are deleted "
+             f"and Determined restarts it from its latest checkpoint (one of its max_restarts): {DURATION_HELP}.")]
+    = "30m",
 ) -> None:
     """Schedule the queue and the Determined master's pods: a pass on every change until Ctrl-C (or one with --once).
 
@@ -81,6 +86,7 @@ def run(
     from .live import current_user, holder_id
 
     interval = interval_seconds(interval_text)
+    preemption_grace = parse_duration(preemption_grace_text, "--preemption-grace")
     api = current().connect()
     holder = holder_id(current_user(None))
     serve = scheduler_name.strip() or None
@@ -116,7 +122,7 @@ def run(
     scheduler = LiveScheduler(api, api.namespace, Policy(), holder, lease_wait=0 if not once else 10, serve=serve,
                               view=view, renew_every=DEFAULT_DURATION / 3 if view is not None else 0.0,
                               advertise_for=max(120.0, 3 * interval) if view is not None else 0.0,
-                              linger=LINGER if view is not None else 0.0)
+                              linger=LINGER if view is not None else 0.0, preemption_grace=preemption_grace)
     switch = sys.getswitchinterval()
     if view is not None:
         sys.setswitchinterval(SWITCH_INTERVAL)

@@ -101,7 +101,8 @@ FACTS: tuple[Fact, ...] = (
          what="resourceManager.defaultNamespace"),
     Fact("master.resource_manager.cluster_name", f"v0.38.1 {_RM}", since=v("0.35.0"),
          what="resourceManager.clusterName"),
-    Fact("master.resource_manager.default_scheduler.preemption", f"0.36.0 {_RM} (preemption rejected)",
+    Fact("master.resource_manager.default_scheduler.preemption", "0.36.0 master/internal/config/config.go "
+         "(Validate: preemption rejected)",
          until=v("0.36.0"), what="preemption scheduler"),
     Fact("master.resource_manager.slot_type.rocm", f"0.36.0 {_RM} (rocm slot type)", since=v("0.36.0"),
          what="rocm slot type"),
@@ -243,7 +244,7 @@ FACTS: tuple[Fact, ...] = (
     # -- task pods the master creates ----------------------------------------------------------------
     Fact("tasks.jobs", "0.34.0 master/internal/rm/kubernetesrm/jobs.go (batch/v1 Jobs instead of bare pods)",
          since=v("0.34.0")),
-    Fact("scheduler.preemption", "0.36.0 master/internal/config/resource_manager_config.go (preemption rejected)",
+    Fact("scheduler.preemption", "0.36.0 master/internal/config/config.go (Validate: preemption rejected)",
          until=v("0.36.0")),
     # -- hyperparameter searches (schemas/expconf/v0/searcher-*.json at each tag) ------------------------
     Fact("searcher.max_concurrent_trials.default_16", "0.26.2 schemas/expconf/v0/searcher-random.json (default 16)",
@@ -299,10 +300,23 @@ FACTS: tuple[Fact, ...] = (
     Fact("tasks.node_disable_affinity", "0.26.2 master/internal/rm/kubernetesrm/spec.go "
          "(addNodeDisabledAffinityToPodSpec)", since=v("0.26.0"),
          note="required node affinity: <cluster-id node label> DoesNotExist [the exact first release is inferred]"),
-    Fact("tasks.preemption_label", "0.17.15 master/internal/resourcemanagers/kubernetes/preemptions.go; v0.38.1 "
-         "master/internal/rm/kubernetesrm/preemptions.go", value="determined-preemption",
-         note="the master watches pods carrying this label (any value) and asks their task to release its "
-              "resources: a trial checkpoints and stops"),
+    Fact("tasks.preemption_label", "0.17.15 master/internal/resourcemanagers/kubernetes/preemptions.go "
+         "(startPreemptionListener); 0.26.2 master/internal/rm/kubernetesrm/pods.go (startPreemptionListeners); "
+         "v0.38.1 master/internal/rm/kubernetesrm/jobs.go (startPreemptionListeners, determinedPreemptionLabel)",
+         value="determined-preemption",
+         note="the master watches pods carrying this label (any value) in each namespace it manages and asks the "
+              "task the pod's name leads to to release its resources: a trial checkpoints, stops and asks again"),
+    Fact("tasks.preemption_lookup.pod_name", "0.17.15 master/internal/resourcemanagers/kubernetes/pods.go "
+         "(receivePodPreemption); 0.26.2 and 0.32.1 master/internal/rm/kubernetesrm/pods.go (preemptionCallback: "
+         "podNameToPodHandler[pod.Name])", until=v("0.34.0"),
+         note="the labelled pod's own name finds its task: labelling the task's pods preempts it"),
+    Fact("tasks.preemption_lookup.job_name", "v0.38.1 master/internal/rm/kubernetesrm/jobs.go (preemptionCallback: "
+         "jobNameToJobHandler[pod.Name]); the same from 0.34.0, where Jobs came (checked at every tag to v0.38.1)",
+         since=v("0.34.0"),
+         note="the labelled pod's name is looked up among the master's Job names, so a labelled task pod "
+              "(<job>-<5 chars>) is never heard ('received preemption command for unregistered pod', seen with the "
+              "real 0.38.1 master); a pod named as the Job, carrying the label, in a namespace the master manages, is "
+              "heard (det-k8s's preemption notice)"),
     Fact("tasks.events.not_running_only", "0.17.15 master/internal/resourcemanagers/kubernetes/pod.go; 0.26.2 "
          "master/internal/rm/kubernetesrm/pod.go", until=v("0.34.0"),
          note="core/v1 Events of a pod go to the trial log only while the pod is not Running (v0.38.1: always; the "

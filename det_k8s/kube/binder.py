@@ -23,6 +23,7 @@ bindings", so:
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -30,7 +31,8 @@ from dataclasses import dataclass, field
 
 from .. import stopping
 from ..errors import Conflict, DetK8sError, Forbidden, NotFound, Rejected
-from ..scheduling.master import PREEMPTION, UNSCHEDULABLE, MasterGroup, MasterPod
+from ..scheduling.labels import MANAGED_BY, MANAGER, PREEMPTED_AT, PREEMPTION_NOTICE, label_value
+from ..scheduling.master import JOB_UID, PREEMPTION, UNSCHEDULABLE, MasterGroup, MasterPod
 from .api import KubeApi
 from .events import EventRecorder, safe_message
 from .kinds import PODS
@@ -46,9 +48,19 @@ BINDING_FAILED = "GangBindingFailed"
 PARTLY_BOUND = "GangPartlyBound"
 NODE_LOST = "GangNodeLost"  # bound to a node that no longer exists
 PREEMPTED = "Preempted"
+PREEMPTION_OVERDUE = "PreemptionOverdue"  # a victim that did not stop within the grace: its pods deleted
 SCHEDULED = "Scheduled"
-FAILURE_REASONS = (BINDING_FAILED, PARTLY_BOUND, NODE_LOST)  # what `doctor` reports
+FAILURE_REASONS = (BINDING_FAILED, PARTLY_BOUND, NODE_LOST, PREEMPTION_OVERDUE)  # what `doctor` reports
 IN_FLIGHT_WAIT = 2.0  # seconds an interrupted binding waits for the answers already on their way
+NOTICE_SCHEDULER = "det-k8s-preemption-notice"  # served by nobody: a notice is never bound
+# The notice's pod spec: never bound (no scheduler serves its name), so its image is never pulled; it requests the
+# least a ResourceQuota that demands requests accepts, and passes the restricted Pod Security level.
+NOTICE_SPEC: dict[str, object] = {
+    "schedulerName": NOTICE_SCHEDULER, "restartPolicy": "Never", "automountServiceAccountToken": False,
+    "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+    "containers": [{"name": "notice", "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}, "limits": {"cpu": "1m", "memory": "1Mi"}},
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}]}
 
 
 def headline(message: str) -> str:
@@ -262,20 +274,69 @@ class Binder:
 
     def preempt(self, group: MasterGroup, by: str, priority: int,
                 before: Callable[[], None] = lambda: None) -> list[str]:
-        """Mark every pod of a victim for preemption; returns the pods that could not be marked."""
+        """Mark every pod of a victim for preemption, in the way its master hears (`preemption_notice`); returns the
+        pods that could not be marked."""
         before()
         failed = []
+        at = self._now()
+        notice = ""
+        if group.job:  # a master from 0.34 hears the label only on a pod named as the Job: the notice
+            notice = self._notice(group)
         for pod in group.pods:
             try:
-                self.api.patch(PODS, pod.name, {"metadata": {"labels": {PREEMPTION: "true"}}}, pod.namespace)
+                self.api.patch(PODS, pod.name, {"metadata": {"labels": {PREEMPTION: "true"},
+                                                             "annotations": {PREEMPTED_AT: at}}}, pod.namespace)
             except NotFound:
                 continue  # already gone: what preemption wants
             except DetK8sError:
                 failed.append(pod.name)
                 continue
-            self._event(pod, PREEMPTED, f"det-k8s: preempted by {by} (priority {priority} > {group.priority}); "
-                        "Determined checkpoints the trial and stops it, and it waits in the queue again")
+            if not notice:
+                how = (f"preemption notice {group.namespace}/{group.job} sent" if group.job else
+                       f"label {PREEMPTION} set")
+                self._event(pod, PREEMPTED, f"det-k8s: preempted by {by} (priority {priority} > {group.priority}; "
+                            f"{how}); Determined checkpoints the trial and stops it, and it waits in the queue again")
+        if notice:  # the master cannot be told: its pods are deleted now, as after the grace
+            self.stop_overdue(group, f"its preemption notice could not be created ({notice})")
         return failed
+
+    def _notice(self, group: MasterGroup) -> str:
+        """The preemption notice of a Job-based master (`tasks.preemption_lookup.job_name`): a pod named as the
+        victim's Job, labelled `determined-preemption`, which the master's lookup by Job name finds. It names a
+        scheduler nobody serves, so it is never bound and holds nothing; it is owned by the Job, so it goes with it.
+        Returns "" once it exists, else why it could not be made."""
+        job_uid = next((p.pod.labels.get(k, "") for p in group.pods for k in JOB_UID if p.pod.labels.get(k)), "")
+        meta: dict[str, object] = {
+            "name": group.job, "namespace": group.namespace,
+            "labels": {PREEMPTION: "true", PREEMPTION_NOTICE: label_value(group.allocation or group.name),
+                       MANAGED_BY: MANAGER},
+            "annotations": {"det-k8s.io/purpose": "tells the Determined master to preempt the trial of this Job: "
+                                                  "it finds a labelled pod by the Job's name"}}
+        if job_uid:
+            meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": group.job, "uid": job_uid}]
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": NOTICE_SPEC}
+        try:
+            self.api.create(PODS, body, group.namespace)
+        except Conflict:
+            return ""  # made by an earlier pass
+        except DetK8sError as exc:
+            return str(exc)
+        return ""
+
+    def stop_overdue(self, group: MasterGroup, why: str) -> list[str]:
+        """A victim that did not stop (or cannot be told to): its pods deleted, so Determined restarts the trial from
+        its latest checkpoint (one of its max_restarts). Returns the pods that could not be deleted."""
+        leftovers = delete_pods(self.api, [p for p in group.pods if not p.pod.deleting])
+        if group.job:  # its notice, if one was made, is no longer needed (the Job's deletion would take it too)
+            with contextlib.suppress(DetK8sError):
+                self.api.delete(PODS, group.job, group.namespace, missing_ok=True)
+        text = (f"det-k8s: preempted trial {group.name} {why}; deleted its pods: Determined restarts it from its "
+                "latest checkpoint, which counts as one of its max_restarts")
+        if leftovers:
+            text += f"; could not delete {', '.join(leftovers)} (the next pass tries again)"
+        for pod in group.pods:
+            self._event(pod, PREEMPTION_OVERDUE, text, warning=True)
+        return leftovers
 
     def report_waiting(self, group: MasterGroup, reason: str, message: str, *, warning: bool = False,
                        before: Callable[[], None] = lambda: None) -> int:

@@ -34,7 +34,18 @@ from .api import KubeApi
 from .fence import BATCH as FENCE_BATCH
 from .fence import Fence, batches
 from .kinds import NODES, PODS
-from .reconcile.master import Bind, MarkPreempted, MasterIntent, Repair, ReportWaiting, Seen, collect, intents, reason_text
+from .reconcile.master import (
+    Bind,
+    MarkPreempted,
+    MasterIntent,
+    Repair,
+    ReportWaiting,
+    Seen,
+    StopOverdue,
+    collect,
+    intents,
+    reason_text,
+)
 
 if TYPE_CHECKING:
     from .scheduler import PassReport
@@ -58,6 +69,7 @@ class MasterPods:
     fences: Fence | None = None  # with fence: the loop's own, whose taints may linger after a binding (kube/fence.py)
     fence_batch: int = FENCE_BATCH  # nodes fenced at once (fence.batches)
     planned_at: str = ""  # the pods revision of the view `collect` was given (the plan's): fence.still_fits
+    preemption_grace: float | None = None  # seconds a marked victim may take to stop before its pods are deleted
     groups: dict[str, MasterGroup] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # quick: groups left for a full pass (partly bound, lost node)
 
@@ -67,11 +79,15 @@ class MasterPods:
             for name in Fence(self.api).sweep(state.snapshot.nodes):
                 report.problems.append(f"removed a binding taint left on node {name} by a det-k8s that stopped")
         self.planned_at = state.pods_version if self.view is not None else ""
-        found = collect(self.observe(state), read_only=self.read_only, quick=self.quick)
+        found = collect(self.observe(state), read_only=self.read_only, quick=self.quick,
+                        now=self.binder.clock(), grace=self.preemption_grace)
         self.groups.update(found.groups)
         self.skipped.extend(found.skipped)
         for repair in found.repairs:
-            self.repair(repair, report)
+            if isinstance(repair, StopOverdue):
+                self.stop_overdue(repair, report)
+            else:
+                self.repair(repair, report)
         return list(found.queue), list(found.running)
 
     def observe(self, state: ClusterState) -> list[Seen]:
@@ -135,6 +151,18 @@ class MasterPods:
             f"{_pods(len(result.removed))} so Determined restarts it whole")
         if result.leftovers:
             report.problems.append(f"{group.id}: could not delete {', '.join(result.leftovers)}")
+
+    def stop_overdue(self, intent: StopOverdue, report: PassReport) -> None:
+        """Act on a `StopOverdue`: the victim's pods deleted (binder.stop_overdue), said on its pods."""
+        self.still_ours()
+        minutes = intent.waited / 60
+        leftovers = self.binder.stop_overdue(intent.group, f"did not stop within {minutes:.0f} min of being preempted "
+                                             "(scheduler run --preemption-grace)")
+        self._assume_deleted(intent.group, tuple(p.name for p in intent.group.pods if p.name not in leftovers))
+        report.repaired[intent.group.id] = (f"preempted {minutes:.0f} min ago and still there; deleted its pods so "
+                                            "Determined restarts it from its latest checkpoint")
+        if leftovers:
+            report.problems.append(f"{intent.group.id}: could not delete {', '.join(leftovers)}")
 
     def act(self, plan: Plan, report: PassReport, priorities: Mapping[str, int]) -> None:
         """Carry out the plan for the master's groups; `priorities` are the queued groups' (for messages)."""

@@ -85,6 +85,9 @@ FAST_HOLD = 2.0  # seconds a fast pass goes on binding gangs that complete meanw
 HOLD_IDLE = 0.5  # seconds the Lease is kept after a fast pass for a next gang (within FAST_HOLD)
 ARRIVING = 1.0  # seconds after a served pod appeared within which a gang still missing pods is on its way (`arriving`)
 _POD_PATH = re.compile(r"^/api/v1/namespaces/[^/]+/pods(?:/|$)")
+# How long a preempted trial of the master may take to checkpoint and stop before det-k8s deletes its pods (the
+# master's own default preemption_timeout is an hour; a trial that checkpoints takes minutes).
+PREEMPTION_GRACE = 30 * 60.0
 
 
 @dataclass
@@ -137,6 +140,7 @@ class LiveScheduler:
     hold: float = FAST_HOLD  # a fast pass keeps the Lease this long at most for gangs completing meanwhile (`_hold`)
     hold_idle: float = HOLD_IDLE  # ... and gives it back once none came for this long
     cool: float = FAST_HOLD  # after a hold that ran its whole time, this long without holds (`_hold`)
+    preemption_grace: float = PREEMPTION_GRACE  # seconds a marked victim of the master's may take to stop
 
     _held: SchedulingLease | None = field(default=None, repr=False)
     _lease: SchedulingLease | None = field(default=None, repr=False)
@@ -482,7 +486,8 @@ class LiveScheduler:
         if served:  # the master's pods: served by this pass, or planned read-only while a loop serves them
             master = MasterPods(self.api, self.binder(), served, self.view, self._still_ours,
                                 read_only=not self.serve, fence=self.fence, fence_batch=self.fence_batch,
-                                fences=self.loop_fence() if self.serve else None)
+                                fences=self.loop_fence() if self.serve else None,
+                                preemption_grace=self.preemption_grace)
             ready, bound = master.collect(state, report)
         self._quotas_listed = "ResourceQuota" in snapshot.listed
         observed = Observed(self.namespace, tuple(everything), MappingProxyType({k: tuple(v) for k, v in by_group.items()}),

@@ -49,7 +49,7 @@ from typing import Any, cast
 from ..cluster.model import AMD_GPU, GPU, Pod
 from ..cluster.read import pod_from_object
 from ..determined.versions import fact
-from .labels import determined_task, is_managed
+from .labels import PREEMPTED_AT, determined_task, is_managed
 from .model import PodGroup, PodRequest, RunningGroup, RunningPod
 
 DEFAULT_SCHEDULER_NAME = "coscheduler"
@@ -60,6 +60,8 @@ USER = str(fact("tasks.label.user").value)
 TASK_TYPE = str(fact("tasks.label.task_type").value)
 EXPERIMENT_ID = str(fact("tasks.label.experiment").value)
 JOB_NAME = tuple(str(label) for label in fact("tasks.label.job_name").value)
+# the Job controller's labels holding its Job's uid, on every pod it makes (what an owner reference to the Job names)
+JOB_UID = ("batch.kubernetes.io/controller-uid", "controller-uid")
 PREEMPTION = str(fact("tasks.preemption_label").value)
 UNSCHEDULABLE = "Unschedulable"  # reason of the PodScheduled=False condition det-k8s writes
 _TRIAL_NAME = re.compile(r"(?:^|-)exp-([0-9]+)-trial-[0-9]+(?:-|$)")
@@ -78,6 +80,7 @@ class MasterPod:
     waiting_since: str = ""  # that condition's lastTransitionTime
     started: str = ""  # when it was bound (PodScheduled=True's lastTransitionTime, else status.startTime)
     gates: tuple[str, ...] = ()  # spec.schedulingGates (a queue controller such as Kueue holds the pod back)
+    preempted_at: str = ""  # when det-k8s marked it for preemption (its PREEMPTED_AT annotation, RFC 3339)
 
     @property
     def name(self) -> str:
@@ -94,6 +97,11 @@ class MasterPod:
     @property
     def preempting(self) -> bool:
         return PREEMPTION in self.pod.labels
+
+    @property
+    def job(self) -> str:
+        """The batch/v1 Job it belongs to (masters from 0.34), else ""."""
+        return next((self.pod.labels[k] for k in JOB_NAME if self.pod.labels.get(k)), "")
 
     @cached_property  # (the pod is frozen; a watch replaces the object when the pod changes)
     def key(self) -> tuple[str, str, str, int]:
@@ -126,9 +134,12 @@ def master_pod(obj: Mapping[str, Any]) -> MasterPod:
     if pod.node_name and not started:
         started = str(status.get("startTime") or "")  # the kubelet's: when it took the pod
     gates = tuple(str(g.get("name") or "") for g in spec.get("schedulingGates") or () if isinstance(g, Mapping))
+    annotations = meta.get("annotations")
+    preempted_at = str(annotations.get(PREEMPTED_AT) or "") if isinstance(annotations, Mapping) else ""
     return MasterPod(pod, str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""),
                      priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
-                     str(spec.get("schedulerName") or "default-scheduler"), waiting, since, started, gates)
+                     str(spec.get("schedulerName") or "default-scheduler"), waiting, since, started, gates,
+                     preempted_at)
 
 
 class State(StrEnum):
@@ -197,6 +208,16 @@ class MasterGroup:
     @property
     def created(self) -> str:
         return min((p.pod.created for p in self.pods if p.pod.created), default="")
+
+    @property
+    def preempted_since(self) -> str:
+        """When det-k8s first marked one of its pods for preemption (RFC 3339), "" if it did not."""
+        return min((p.preempted_at for p in self.pods if p.preempting and p.preempted_at), default="")
+
+    @property
+    def job(self) -> str:
+        """The batch/v1 Job its pods belong to (masters from 0.34, `tasks.jobs`), "" for bare pods."""
+        return next((p.job for p in self.pods if p.job), "")
 
     @cached_property
     def running(self) -> RunningGroup:

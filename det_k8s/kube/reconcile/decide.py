@@ -30,7 +30,7 @@ from ...scheduling.plan import running_in, schedule
 from ...scheduling.serialize import group_from_dict
 from ..queue import COMPLETED, FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueEntry
 from . import master
-from .master import Bind, MarkPreempted, MasterIntent, Repair, ReportWaiting
+from .master import Bind, MarkPreempted, MasterIntent, Repair, ReportWaiting, StopOverdue
 
 QUOTA_BACKOFF = 30.0  # seconds before the one free retry of a creation a ResourceQuota refused
 QUOTA_REFUSED = "a ResourceQuota refused it"
@@ -143,7 +143,7 @@ def split(intents: Sequence[Intent]) -> tuple[list[OwnIntent], list[MasterIntent
     own: list[OwnIntent] = []
     theirs: list[MasterIntent] = []
     for intent in intents:
-        if isinstance(intent, Repair | MarkPreempted | Bind | ReportWaiting):
+        if isinstance(intent, Repair | StopOverdue | MarkPreempted | Bind | ReportWaiting):
             theirs.append(intent)
         else:
             own.append(intent)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from types import MappingProxyType
 
 from ...scheduling.explain import describe, reclaiming
@@ -82,21 +83,45 @@ class ReportWaiting:
     warning: bool = False
 
 
-MasterIntent = Repair | MarkPreempted | Bind | ReportWaiting
+@dataclass(frozen=True)
+class StopOverdue:
+    """A victim still there `grace` after det-k8s marked it: its pods deleted, so Determined restarts the trial
+    from its latest checkpoint (one of its max_restarts) instead of the preemptor waiting on it for ever."""
+
+    group: MasterGroup
+    waited: float  # seconds since it was marked
+
+
+MasterIntent = Repair | StopOverdue | MarkPreempted | Bind | ReportWaiting
+
+
+def overdue(group: MasterGroup, now: datetime, grace: float) -> float | None:
+    """Seconds since a victim was marked, if that is more than `grace` and none of its pods is going yet."""
+    since = group.preempted_since
+    if group.state is not State.LEAVING or not since or any(p.pod.deleting for p in group.pods):
+        return None
+    try:
+        marked = datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    waited = (now - marked).total_seconds()
+    return waited if waited > grace else None
 
 
 @dataclass(frozen=True)
 class Collected:
-    repairs: tuple[Repair, ...]
+    repairs: tuple[Repair | StopOverdue, ...]
     queue: tuple[PodGroup, ...]
     running: tuple[RunningGroup, ...]
     groups: Mapping[str, MasterGroup]  # every group by id (for the plan's ids)
     skipped: tuple[str, ...] = ()  # quick: left for a full pass (partly bound, lost node)
 
 
-def collect(seen: Sequence[Seen], *, read_only: bool = False, quick: bool = False) -> Collected:
-    """The ready groups for the queue, the bound ones as running groups; partly bound or orphaned ones repaired."""
-    repairs: list[Repair] = []
+def collect(seen: Sequence[Seen], *, read_only: bool = False, quick: bool = False, now: datetime | None = None,
+            grace: float | None = None) -> Collected:
+    """The ready groups for the queue, the bound ones as running groups; partly bound or orphaned ones repaired,
+    and victims still there `grace` seconds after they were marked stopped (with `now`)."""
+    repairs: list[Repair | StopOverdue] = []
     queue: list[PodGroup] = []
     running: list[RunningGroup] = []
     groups: dict[str, MasterGroup] = {}
@@ -114,6 +139,11 @@ def collect(seen: Sequence[Seen], *, read_only: bool = False, quick: bool = Fals
             if not read_only:  # (read-only: the loop that serves them repairs it)
                 repairs.append(Repair(group))
             continue
+        if now is not None and grace is not None and not read_only and not quick and group.trial:
+            waited = overdue(group, now, grace)
+            if waited is not None:
+                repairs.append(StopOverdue(group, waited))
+                continue
         if group.state is State.READY:
             queue.append(as_pod_group(group))
         elif group.bound:
@@ -124,6 +154,13 @@ def collect(seen: Sequence[Seen], *, read_only: bool = False, quick: bool = Fals
                 groups[more.id] = more
                 queue.append(as_pod_group(more))
     return Collected(tuple(repairs), tuple(queue), tuple(running), MappingProxyType(groups), tuple(skipped))
+
+
+def told(victims: Sequence[str], groups: Mapping[str, MasterGroup]) -> str:
+    """How the master's victims among `victims` were told to stop (the label, or the notice of a Job-based master)."""
+    ways = sorted({f"notice pod {g.job}" if g.job else "the label determined-preemption"
+                   for v in victims if (g := groups.get(v)) is not None})
+    return f" (told by {' and '.join(ways)})" if ways else ""
 
 
 def intents(plan: Plan, groups: Mapping[str, MasterGroup], priorities: Mapping[str, int], *,
@@ -148,9 +185,9 @@ def intents(plan: Plan, groups: Mapping[str, MasterGroup], priorities: Mapping[s
         if waits_for:
             what = f"gang {group.name}" if group.size > 1 else f"pod {group.name}"
             text = (f"det-k8s: {what} {reclaiming(plan.reclaims[group_id], waits_for)}; Determined checkpoints "
-                    "them first" if plan.reclaims.get(group_id) else
+                    f"them first{told(waits_for, groups)}" if plan.reclaims.get(group_id) else
                     f"det-k8s: gang {group.name} waits for preempted group(s) to stop: {', '.join(waits_for)}; "
-                    "Determined checkpoints them first")
+                    f"Determined checkpoints them first{told(waits_for, groups)}")
             out.append(ReportWaiting(group, text, B.PREEMPTING))
             continue
         to_bind.append((group, tuple(placement)))
