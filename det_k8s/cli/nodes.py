@@ -140,18 +140,20 @@ def unlabel(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None, namespace:
 def taint(
     args: Annotated[list[str], typer.Argument(metavar="NODE... KEY=VALUE:EFFECT", show_default=False,
                                               help=f"Nodes, then the taint (e.g. {DEFAULT_TAINT}).")],
-    remove: Annotated[bool, typer.Option("--remove", help="Remove the taint instead (like KEY:EFFECT-).")] = False,
+    remove: Annotated[bool, typer.Option("--remove", help="Remove the taint instead (like KEY:EFFECT-, or KEY- for "
+                                         "every effect).")] = False,
     kubectl_binary: KubectlBinaryOpt = None,
     namespace: NoNamespaceOpt = None,
 ) -> None:
     """Taint nodes so only pods that tolerate it (Determined's) run there; effect NoSchedule|PreferNoSchedule|NoExecute."""
-    if len(args) < 2 or ":" not in args[-1]:
+    if len(args) < 2 or (":" not in args[-1] and not args[-1].endswith("-") and not remove):  # `KEY-`: kubectl's
         raise UsageError("nodes taint: give the nodes, then the taint",
                          hint=f"e.g. det-k8s nodes taint gpu-0 gpu-1 {DEFAULT_TAINT}")
     spec = parse_taint(args[-1], remove=remove)
     argv = taint_argv(args[:-1], spec, kube_flags(None))  # node names checked before anything else is read
     kubectl(kubectl_binary, cluster()).run(argv)
-    output.success(f"{'Removed' if spec.remove else 'Set'} taint {spec.argument().rstrip('-')} on "
+    every = " (every effect)" if not spec.effect else ""
+    output.success(f"{'Removed' if spec.remove else 'Set'} taint {spec.argument().rstrip('-')}{every} on "
                    f"{', '.join(args[:-1])}")
 
 

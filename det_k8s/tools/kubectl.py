@@ -47,17 +47,26 @@ class TaintSpec:
     remove: bool = False
 
     def argument(self) -> str:
-        """As kubectl takes it: `key=value:Effect`, `key:Effect`, with a trailing `-` to remove."""
+        """As kubectl takes it: `key=value:Effect`, `key:Effect`, with a trailing `-` to remove; `key-` removes the
+        key's taints of every effect."""
+        if not self.effect:
+            return f"{self.key}-"
         text = f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
         return text + ("-" if self.remove else "")
 
 
 def parse_taint(text: str, remove: bool = False) -> TaintSpec:
-    """`KEY=VALUE:EFFECT` or `KEY:EFFECT`, a trailing `-` (or remove=True) to remove it."""
+    """`KEY=VALUE:EFFECT` or `KEY:EFFECT`, a trailing `-` (or remove=True) to remove it; `KEY-` removes the key's
+    taints of every effect, as kubectl does."""
     spec = text.strip()
     if spec.endswith("-"):
         spec, remove = spec[:-1], True
     hint = f"write KEY=VALUE:EFFECT with EFFECT one of {', '.join(EFFECTS)}, e.g. {DEFAULT_TAINT}"
+    if ":" not in spec and remove and "=" not in spec:  # kubectl's `KEY-`: every effect
+        if not is_label_key(spec):
+            raise UsageError(f"taint {text!r}: key {spec!r} is not a valid label key",
+                             hint=f"to remove a taint write KEY- or KEY:EFFECT-, e.g. {DEFAULT_TAINT.split('=')[0]}-")
+        return TaintSpec(spec, "", "", True)
     if ":" not in spec:
         raise UsageError(f"taint {text!r}: no effect", hint=hint)
     head, effect = spec.rsplit(":", 1)

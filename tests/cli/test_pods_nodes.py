@@ -124,6 +124,18 @@ def test_nodes_label_unlabel_and_taint_run_kubectl(run_cli, kubeconfig, fake_kub
     ]
 
 
+def test_kubectls_taint_removal_key_dash_removes_every_effect(run_cli, kubeconfig, fake_kubectl):
+    removed = run_cli("nodes", "taint", "gpu-0", "gpu-1", "determined.ai/pedl-agent-")
+    assert removed.code == 0, removed.err
+    assert "Removed taint determined.ai/pedl-agent (every effect) on gpu-0, gpu-1" in removed.err
+    assert run_cli("nodes", "taint", "gpu-0", "determined.ai/pedl-agent", "--remove").code == 0
+    tail = ["--request-timeout", "30s"]
+    assert fake_kubectl.calls == [["taint", "nodes", "gpu-0", "gpu-1", "determined.ai/pedl-agent-", *tail],
+                                  ["taint", "nodes", "gpu-0", "determined.ai/pedl-agent-", *tail]]
+    bad = run_cli("nodes", "taint", "gpu-0", "not a key-")
+    assert bad.code == 2 and bad.err.startswith("error: taint 'not a key-': key 'not a key' is not a valid label key")
+
+
 @pytest.mark.parametrize("args", [["gpu-0", "accelerator=gpu:Sometimes"], ["gpu-0"], ["gpu-0", "accelerator=gpu"]])
 def test_bad_taints_never_reach_kubectl(run_cli, fake_kubectl, args):
     result = run_cli("nodes", "taint", *args)
