@@ -482,8 +482,13 @@ def _change(experiment_id: str, action: str) -> None:
 
 @app.command("kill")
 @with_global_options
-def kill(experiment_id: IdArg) -> None:
+def kill(
+    experiment_id: IdArg,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accepted as other destructive commands take it: kill "
+                                      "never asks (naming the experiment is the consent).")] = False,
+) -> None:
     """Stop an experiment for good: its pods are deleted and it leaves the queue."""
+    del yes  # kill does what it is asked at once, as `det experiment kill` does
     _change(experiment_id, "kill")
 
 

@@ -10,6 +10,7 @@ ClusterUnreachable (no connection, naming the context), OperationTimeout, or Clu
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -493,6 +494,11 @@ class KubeApi:
         message = _status_message(payload)
         context = f"(context {self.target.context})"
         if status == 404:
+            missing = _missing_namespace(payload)
+            if missing is not None:  # the API server's namespace lifecycle admission: a write into no namespace
+                return NotFound(f"namespace {missing} does not exist" + (f" ({what})" if what else ""),
+                                hint=f"create it: kubectl create namespace {missing}; or pass -n NAME of one that "
+                                     "exists")
             return NotFound(f"{what} not found" if what else message)
         if status == 409:
             return Conflict(f"{what}: {message}" if what else message,
@@ -524,6 +530,22 @@ class _Throttled(Exception):
 
 def _what(kind: Kind, name: str, namespace: str | None) -> str:
     return f"{kind.name} {namespace}/{name}" if namespace else f"{kind.name} {name}"
+
+
+def _missing_namespace(payload: Any) -> str | None:
+    """The namespace a 404 says does not exist (`namespaces "ml" not found`, details.kind namespaces), else None."""
+    text = payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else str(payload or "")
+    try:
+        status = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(status, dict):
+        return None
+    details = status.get("details")
+    if isinstance(details, dict) and details.get("kind") == "namespaces" and isinstance(details.get("name"), str):
+        return str(details["name"])
+    found = re.fullmatch(r'namespaces "([a-z0-9][-a-z0-9]{0,62})" not found', str(status.get("message") or ""))
+    return found.group(1) if found else None
 
 
 def _status_message(payload: Any) -> str:

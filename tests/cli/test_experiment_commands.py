@@ -148,7 +148,7 @@ def test_killing_the_running_group_lets_the_waiting_one_start(run_cli, cluster, 
     run_cli("experiment", "create", EXP / "distributed-12gpu-a.yaml", "-f", gpus)
     run_cli("experiment", "create", EXP / "distributed-12gpu-b.yaml", "-f", gpus)
     first = entries(cluster)["distributed-12gpu-a"]["id"]
-    assert run_cli("experiment", "kill", first[:12]).code == 0
+    assert run_cli("experiment", "kill", first[:12], "--yes").code == 0  # kill never asks; --yes is taken all the same
     assert entries(cluster)["distributed-12gpu-a"]["state"] == "killed"
     assert cluster.api.items("pods") == []
     run_cli("scheduler", "run", "--once")
@@ -414,3 +414,14 @@ def test_create_without_an_experiment_file_says_how_in_one_line(run_cli, cluster
     assert result.err.splitlines() == ["error: missing the experiment file; det-k8s experiment create FILE "
                                        "[-f SETTINGS]: -f names settings files here, as for install"]
     assert cluster.api.items("pods") == []
+
+
+def test_create_in_a_namespace_that_does_not_exist_says_so(run_cli, cluster, gpus, cluster_backend):
+    if cluster_backend == "emulator":  # the real API server's namespace lifecycle admission, word for word
+        cluster.api.fail("POST", "configmaps", 404, 'namespaces "nope-ns" not found', reason="NotFound", times=5)
+    result = run_cli("experiment", "create", EXP / "small-4gpu.yaml", "-f", gpus, "-n", "nope-ns")
+    assert result.code == 1, result.err
+    line = result.err.strip().splitlines()[-1]
+    assert line.startswith("error: namespace nope-ns does not exist") and "config map" in line
+    assert line.endswith("; create it: kubectl create namespace nope-ns; or pass -n NAME of one that exists")
+    assert "not found" not in line
