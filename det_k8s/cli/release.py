@@ -377,7 +377,10 @@ def uninstall(
             output.warning(line)
     if delete_data and pvc is not None:
         api.delete(PVCS, db_pvc(release), namespace, missing_ok=True)
-        output.message(f"Deleted the database volume {db_pvc(release)}")
+        if summary.volume_fate:  # a Retain PersistentVolume keeps the data: named, with what deletes it
+            output.message(f"Deleted the database volume claim {db_pvc(release)}; {summary.volume_fate}")
+        else:
+            output.message(f"Deleted the database volume {db_pvc(release)}")
     elif summary.pvc_kept:
         output.message(f"Kept the database volume {db_pvc(release)}; delete it with: kubectl delete pvc "
                        f"{db_pvc(release)} -n {namespace}")

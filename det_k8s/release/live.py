@@ -98,9 +98,14 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
             snapshot = read_snapshot(api)
             pods: tuple[Any, ...] = snapshot.pods  # what determined-system and DaemonSet pods hold
             view: Any = snapshot.devices  # GPUs DRA manages (cluster/dra.py)
+            quotas: tuple[Any, ...] = snapshot.quotas
         except Forbidden:
-            pods, view = (), None
-        problems += check_nodes(settings, nodes, loaded.sources, f"cluster {api.target.context}", pods, view)
+            pods, view, quotas = (), None, ()
+        origin = f"cluster {api.target.context}"
+        problems += check_nodes(settings, nodes, loaded.sources, origin, pods, view)
+        if not user_chart:  # the bundled chart's master and database pods, as its templates make them
+            problems += preflight.check_system_pods(preflight.system_pods(settings.values, upgrading=upgrading), nodes,
+                                                    quotas, namespace, loaded.sources, origin)
     except Forbidden as exc:
         problems.append(_skipped("node checks", exc))
     problems += priority_class_problems(api, release, settings, upgrading=upgrading)
@@ -236,11 +241,19 @@ def uninstall_summary(api: KubeApi, release: str, namespace: str, *, delete_data
         objects += api.list(kind, namespace, label_selector=f"release={release}")
     pvc = api.get(PVCS, db_pvc(release), namespace) if api.exists(PVCS, db_pvc(release), namespace) else None
     tasks, notes = task_units(api, namespace)
+    volume = None
+    bound = str(((pvc or {}).get("spec") or {}).get("volumeName") or "")
+    if bound:  # what deleting the claim does to its PersistentVolume (reclaimPolicy Retain keeps it, and the data)
+        try:
+            volume = api.get(PVS, bound)
+        except (NotFound, Forbidden) as exc:
+            notes.append(f"the database's PersistentVolume {bound} could not be read ({exc.message}): whether it "
+                         "keeps the data once its claim is deleted depends on its reclaimPolicy")
     summary = summarize(release, namespace, objects, bundled_db=api.exists(DEPLOYMENTS, db_deployment(release),
                                                                              namespace),
                         pvc=pvc, task_pods=len(tasks.pods), task_configmaps=len(tasks.configmaps),
                         delete_data=delete_data, keep_pods=keep_pods, task_jobs=len(tasks.jobs),
-                        job_pods=tasks.pod_count - len(tasks.pods))
+                        job_pods=tasks.pod_count - len(tasks.pods), volume=volume)
     return summary, pvc, notes
 
 

@@ -24,6 +24,7 @@ class LossSummary:
     kept: tuple[str, ...]
     permanent_loss: bool  # experiment records are destroyed
     pvc_kept: bool  # the database volume survives helm uninstall
+    volume_fate: str | None = None  # what becomes of the claim's PersistentVolume when the claim is deleted
 
 
 def _keeps(pvc: Mapping[str, Any]) -> bool:
@@ -32,7 +33,8 @@ def _keeps(pvc: Mapping[str, Any]) -> bool:
 
 def summarize(release: str, namespace: str, objects: Sequence[Mapping[str, Any]], *, bundled_db: bool,
               pvc: Mapping[str, Any] | None, task_pods: int, task_configmaps: int, delete_data: bool,
-              keep_pods: bool, task_jobs: int = 0, job_pods: int = 0) -> LossSummary:
+              keep_pods: bool, task_jobs: int = 0, job_pods: int = 0,
+              volume: Mapping[str, Any] | None = None) -> LossSummary:
     """`objects` are the release's namespaced objects (labelled release=<release>), the PVC excluded; the task
     objects are the master's bare pods, its Jobs (0.34+) with the pods they take, and their ConfigMaps."""
     deleted = [f"{obj.get('kind', '?')} {(obj.get('metadata') or {}).get('name', '?')}" for obj in objects
@@ -55,11 +57,24 @@ def summarize(release: str, namespace: str, objects: Sequence[Mapping[str, Any]]
             pvc_kept = True
         else:
             why = "--delete-data" if _keeps(pvc) else "the chart does not keep it"
-            deleted.append(f"the database volume {pvc_name} ({why}): ALL EXPERIMENT RECORDS in the bundled "
-                           "Postgres, permanently")
-            permanent = True
+            fate = volume_fate(pvc, volume)
+            if fate is not None and fate.stays:
+                deleted.append(f"the database volume claim {pvc_name} ({why})")
+                kept.append(fate.text)
+            else:
+                deleted.append(f"the database volume {pvc_name} ({why}): ALL EXPERIMENT RECORDS in the bundled "
+                               "Postgres, permanently" + (f"; {fate.text}" if fate is not None else ""))
+                permanent = True
+            return LossSummary(*_tasks(deleted, kept, task_pods, task_configmaps, task_jobs, job_pods, keep_pods),
+                               permanent, pvc_kept, fate.text if fate is not None else None)
     else:
         kept.append("experiment records: they live in your external database (db.hostAddress)")
+    return LossSummary(*_tasks(deleted, kept, task_pods, task_configmaps, task_jobs, job_pods, keep_pods), permanent,
+                       pvc_kept)
+
+
+def _tasks(deleted: list[str], kept: list[str], task_pods: int, task_configmaps: int, task_jobs: int, job_pods: int,
+           keep_pods: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if task_pods or task_configmaps or task_jobs:
         jobs = f"{task_jobs} task Job(s) labelled determined with their {job_pods} pod(s), " if task_jobs else ""
         what = f"{jobs}{task_pods} task pod(s) labelled determined and {task_configmaps} task ConfigMap(s)"
@@ -67,4 +82,26 @@ def summarize(release: str, namespace: str, objects: Sequence[Mapping[str, Any]]
             kept.append(f"{what} (--keep-pods)")
         else:
             deleted.append(f"{what}: running experiments stop")
-    return LossSummary(tuple(deleted), tuple(kept), permanent, pvc_kept)
+    return tuple(deleted), tuple(kept)
+
+
+@dataclass(frozen=True)
+class VolumeFate:
+    text: str
+    stays: bool  # the PersistentVolume and its data outlive the claim
+
+
+def volume_fate(pvc: Mapping[str, Any], volume: Mapping[str, Any] | None) -> VolumeFate | None:
+    """What deleting the database's claim does to its PersistentVolume: reclaimPolicy Retain (every volume made by
+    hand, and classes that say so) keeps it, Released, with the data; Delete has the provisioner delete it (and the
+    data); None when the claim is bound to none (or it could not be read)."""
+    name = str((pvc.get("spec") or {}).get("volumeName") or "")
+    if not name or volume is None:
+        return None
+    policy = str((volume.get("spec") or {}).get("persistentVolumeReclaimPolicy") or "Retain")
+    if policy == "Delete":
+        return VolumeFate(f"its PersistentVolume {name} (reclaimPolicy Delete) is deleted with it, and the data",
+                          False)
+    return VolumeFate(f"the PersistentVolume {name} (reclaimPolicy {policy}) with every experiment record on it: "
+                      f"it stays, Released, once its claim is deleted; to delete the records for good: kubectl delete "
+                      f"pv {name}, then the storage behind it where it lives", True)

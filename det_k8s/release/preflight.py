@@ -238,3 +238,100 @@ def check_database_volume(values: Mapping[str, Any], storage_classes: Sequence[M
                     "default StorageClass: the database volume would stay Pending and the database never start",
                     f"set db.storageClassName to one of the cluster's classes ({names}), or use an external database "
                     "(db.hostAddress)", where)]
+
+
+SYSTEM_PRIORITY = "determined-system-priority"  # the bundled chart's master and database pods
+
+
+@dataclass(frozen=True)
+class SystemPod:
+    """The master's or the bundled database's pod, as the bundled chart makes it from the settings."""
+
+    what: str  # "master", "database"
+    keys: Mapping[str, str]  # resource -> the settings key of its request (cpu, memory)
+    requests: Mapping[str, int]  # milli-units
+    limits: Mapping[str, int]
+
+
+def _milli(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        return int(parse_quantity(str(value)) * 1000)
+    except QuantityError:
+        return None
+
+
+def system_pods(values: Mapping[str, Any], *, upgrading: bool) -> list[SystemPod]:
+    """The pods of the chart's own that the nodes must hold: the master's, and for a fresh install the bundled
+    database's (an upgrade replaces it, Recreate: its request is already counted)."""
+    db = values.get("db") if isinstance(values.get("db"), Mapping) else {}
+    db = db if isinstance(db, Mapping) else {}
+    rows = [("master", values, {"cpu": "masterCpuRequest", "memory": "masterMemRequest"},
+             {"cpu": "masterCpuLimit", "memory": "masterMemLimit"}, "")]
+    if not upgrading and not db.get("hostAddress"):
+        rows.append(("database", db, {"cpu": "cpuRequest", "memory": "memRequest"},
+                     {"cpu": "cpuLimit", "memory": "memLimit"}, "db."))
+    out = []
+    for what, where, requests, limits, prefix in rows:
+        asked = {r: m for r, key in requests.items() if (m := _milli(where.get(key))) is not None}
+        capped = {r: m for r, key in limits.items() if (m := _milli(where.get(key))) is not None}
+        out.append(SystemPod(what, {r: prefix + key for r, key in requests.items()}, asked, capped))
+    return out
+
+
+def check_system_pods(pods: Sequence[SystemPod], nodes: Sequence[Any], quotas: Sequence[Any], namespace: str,
+                      sources: SourceMap | None = None, origin: str = "the cluster") -> list[Problem]:
+    """Does each of the chart's own pods fit a node's allocatable resources (nodes it may run on: ready or not,
+    not cordoned, no taint it does not tolerate), and do they all fit the namespace's ResourceQuotas? The same
+    question det-k8s asks of task slots; the answer now rather than a master Pending for ever."""
+    from ..cluster.model import Constraints, limiting
+    from ..cluster.quota import QuotaFacts, amount, usage_of
+    from ..quantity import format_milli
+
+    def where(key: str) -> Any:
+        return sources.find(tuple(key.split("."))) if sources is not None else None
+
+    problems: list[Problem] = []
+    usable = [n for n in nodes if Constraints().node_cause(n, lasting=True) is None]
+    for pod in pods:
+        if not usable or not pod.requests:
+            break
+        if any(all(n.allocatable.get(r, 0) >= m for r, m in pod.requests.items()) for n in usable):
+            continue
+        best = max(usable, key=lambda n: tuple(n.allocatable.get(r, 0) for r in sorted(pod.requests)))
+        short = limiting(pod.requests, best.allocatable) or sorted(pod.requests)[0]
+        key = pod.keys.get(short, "")
+        largest = max(n.allocatable.get(short, 0) for n in usable)
+        problems.append(Problem(
+            Severity.ERROR, key, f"{format_milli(short, pod.requests[short])}: the {pod.what}'s pod asks more {short} "
+            f"than any node of {origin} can give (the most allocatable {short}: {format_milli(short, largest)}, of "
+            f"{len(usable)} node(s) it may run on); it would stay Pending and the {pod.what} never start",
+            f"lower {key}, or add a node with more allocatable {short}", where(key)))
+    for quota in quotas:
+        if quota.namespace != namespace:
+            continue
+        charged: dict[str, int] = {}
+        brought: dict[str, list[SystemPod]] = {}
+        for pod in pods:
+            facts = QuotaFacts(usage_of(pod.requests, pod.limits), best_effort=not pod.requests,
+                               priority_class=SYSTEM_PRIORITY)
+            for resource, extra in quota.charge_of(facts).items():
+                charged[resource] = charged.get(resource, 0) + extra
+                brought.setdefault(resource, []).append(pod)
+        for resource, extra in sorted(charged.items()):
+            hard, used = quota.hard.get(resource, 0), quota.used.get(resource, 0)
+            if used + extra <= hard:
+                continue
+            bare = resource.removeprefix("requests.").removeprefix("limits.")
+            first = brought[resource][0]
+            key = first.keys.get(bare, "") if not resource.startswith("limits.") else ""
+            who = " and ".join(f"the {p.what}'s pod" for p in brought[resource])
+            problems.append(Problem(
+                Severity.ERROR, key, f"ResourceQuota {quota.name} in namespace {namespace} would refuse {who}: "
+                f"{resource} {amount(resource, used)} used of {amount(resource, hard)}, and {who} add "
+                f"{amount(resource, extra)}; the {first.what} would never start",
+                f"raise the quota's {resource}, free some of it, or lower what the chart's pods ask",
+                where(key) if key else None))
+            break  # one line per quota
+    return problems

@@ -76,3 +76,18 @@ def test_external_database_keeps_the_records_and_keep_pods_keeps_pods():
     assert not s.permanent_loss
     assert any("external database" in line for line in s.kept)
     assert any("3 task pod(s)" in line and "--keep-pods" in line for line in s.kept)
+
+
+def test_delete_data_names_a_retain_volume_that_keeps_the_records():
+    """Issue 38, item 6 (the real PersistentVolume controller: tests/real/test_release_lifecycle.py)."""
+    claim = {**KEPT_PVC, "spec": {"volumeName": "db-1"}}
+    retain = {"metadata": {"name": "db-1"}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}
+    s = summarize("demo", "det", OBJECTS, bundled_db=True, pvc=claim, task_pods=0, task_configmaps=0,
+                  delete_data=True, keep_pods=False, volume=retain)
+    assert not s.permanent_loss and "the database volume claim determined-db-pvc-demo (--delete-data)" in s.deleted
+    assert s.kept[-1].startswith("the PersistentVolume db-1 (reclaimPolicy Retain) with every experiment record")
+    assert "kubectl delete pv db-1" in s.volume_fate
+    deleting = {"metadata": {"name": "db-1"}, "spec": {"persistentVolumeReclaimPolicy": "Delete"}}
+    s = summarize("demo", "det", OBJECTS, bundled_db=True, pvc=claim, task_pods=0, task_configmaps=0,
+                  delete_data=True, keep_pods=False, volume=deleting)
+    assert s.permanent_loss and any("PersistentVolume db-1 (reclaimPolicy Delete) is deleted" in ln for ln in s.deleted)

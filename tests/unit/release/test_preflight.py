@@ -88,3 +88,23 @@ def test_an_existing_priority_class_of_another_owner_is_reported_before_helm_fai
     assert check_priority_classes(theirs, "demo", "det", create=False, upgrading=False) == []
     (missing,) = check_priority_classes(theirs[:1], "demo", "det", create=False, upgrading=False)
     assert "determined-medium-priority does not exist" in missing.message
+
+
+def test_the_masters_and_databases_pods_must_fit_a_node_and_the_quota():
+    """Issue 38, item 3 (on the real control plane: tests/real/test_release_lifecycle.py)."""
+    from det_k8s.cluster.model import Node
+    from det_k8s.cluster.quota import ResourceQuota
+    from det_k8s.release.preflight import check_system_pods, system_pods
+
+    nodes = [Node("cpu-0", {"cpu": 8000, "memory": 32 * 2**30 * 1000, "pods": 110_000})]
+    values = {"masterCpuRequest": "9", "masterMemRequest": "8Gi", "db": {"cpuRequest": "2", "memRequest": "8Gi"}}
+    (big,) = check_system_pods(system_pods(values, upgrading=False), nodes, (), "det")
+    assert big.path == "masterCpuRequest" and big.is_error
+    assert big.message.startswith("9: the master's pod asks more cpu than any node of the cluster can give")
+    values["masterCpuRequest"] = "2"
+    assert check_system_pods(system_pods(values, upgrading=False), nodes, (), "det") == []
+    quota = ResourceQuota("det", "small", hard={"requests.cpu": 3000}, used={"requests.cpu": 0})
+    (refused,) = check_system_pods(system_pods(values, upgrading=False), nodes, [quota], "det")
+    assert refused.message.startswith("ResourceQuota small in namespace det would refuse the master's pod and the "
+                                      "database's pod: requests.cpu 0 used of 3")
+    assert check_system_pods(system_pods(values, upgrading=True), nodes, [quota], "det") == []  # the master alone
