@@ -234,6 +234,12 @@ class KubeApi:
                     f"the Kubernetes API at {self.target.server} (context {self.target.context}) did not answer in "
                     f"{waited:.1f}s ({what or path})",
                     hint="the API server is overloaded or a network path is broken; try again") from exc
+            refused = _certificate_refused(reason)
+            if refused is not None:  # the cluster answered: its certificate, or the CA to check it by, is the trouble
+                raise ClusterError(
+                    f"the Kubernetes API at {self.target.server} (context {self.target.context}): the TLS certificate "
+                    f"was not accepted: {refused}",
+                    hint="check certificate-authority(-data) for this cluster in your kubeconfig") from exc
             raise ClusterUnreachable(
                 f"cannot reach the Kubernetes API at {self.target.server} (context {self.target.context}): "
                 f"{_short(reason)}", hint="is the cluster up? check --kube-context and your kubeconfig") from exc
@@ -530,6 +536,28 @@ class _Throttled(Exception):
 
 def _what(kind: Kind, name: str, namespace: str | None) -> str:
     return f"{kind.name} {namespace}/{name}" if namespace else f"{kind.name} {name}"
+
+
+def _certificate_refused(reason: Any) -> str | None:
+    """What is wrong with the TLS certificate or the certificate authority, when that is why a connection failed
+    (kubectl says the same: "x509: ..."); None for any other reason (a refused connection, a timeout)."""
+    import ssl
+
+    error = reason
+    for _ in range(4):  # urllib3 wraps the ssl module's error: SSLError(SSLCertVerificationError(...))
+        if isinstance(error, ssl.SSLError) or error is None:
+            break
+        error = error.args[0] if getattr(error, "args", None) and isinstance(error.args[0], BaseException) else (
+            error.__cause__ or error.__context__)
+    if not isinstance(error, ssl.SSLError):
+        text = str(reason)
+        return _short(text) if "CERTIFICATE_VERIFY_FAILED" in text or "X509" in text else None
+    library, code = str(getattr(error, "library", "") or ""), str(getattr(error, "reason", "") or "")
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return str(getattr(error, "verify_message", "") or _short(error)).rstrip(".")
+    if library in ("X509", "PEM") or code in ("NO_CERTIFICATE_OR_CRL_FOUND", "NO_START_LINE"):
+        return "the certificate authority holds no certificate (an empty file, or data that is not PEM)"
+    return None
 
 
 def _missing_namespace(payload: Any) -> str | None:

@@ -169,6 +169,41 @@ def test_insecure_skip_tls_verify_is_one_det_k8s_warning_not_urllib3s(tmp_path, 
         f"https://127.0.0.1:{port} is not checked"]
 
 
+@pytest.mark.parametrize("authority", ["empty file", "junk data", "another CA"])
+def test_a_certificate_authority_that_does_not_verify_is_named_not_the_cluster_being_down(tmp_path, cluster, run_cli,
+                                                                                        authority):
+    import base64
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    port = _tls_forwarder(cluster.url, context)
+    (tmp_path / "other").mkdir()
+    if authority == "empty file":
+        (tmp_path / "empty.crt").write_text("")
+        field = f"certificate-authority: {tmp_path / 'empty.crt'}"
+    elif authority == "junk data":
+        field = f"certificate-authority-data: {base64.b64encode(b'not a certificate').decode()}"
+    else:
+        field = f"certificate-authority: {_self_signed(tmp_path / 'other')[0]}"
+    kubeconfig = tmp_path / "kubeconfig-ca"
+    kubeconfig.write_text(f"""apiVersion: v1
+kind: Config
+current-context: lab
+clusters: [{{name: lab, cluster: {{server: "https://127.0.0.1:{port}", {field}}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: lab, context: {{cluster: lab, user: u}}}}]
+""")
+    result = run_cli("nodes", "list", "--kubeconfig", kubeconfig)
+    assert result.code == 1
+    reason = ("self-signed certificate" if authority == "another CA" else
+              "the certificate authority holds no certificate (an empty file, or data that is not PEM)")
+    assert error_lines(result.err) == [
+        f"error: the Kubernetes API at https://127.0.0.1:{port} (context lab): the TLS certificate was not accepted: "
+        f"{reason}; check certificate-authority(-data) for this cluster in your kubeconfig"]
+
+
 def _tls_forwarder(upstream: str, context) -> int:
     """HTTPS on a free port, forwarding each request to the plain-HTTP emulator."""
     import urllib.request
