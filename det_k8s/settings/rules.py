@@ -184,6 +184,8 @@ def _rule_slots(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemColle
 
 
 def _rule_storage(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCollector) -> None:
+    if any(not isinstance(values.get("checkpointStorage", {}), Mapping | None) for values in (v, user)):
+        return  # `checkpointStorage: 7`: reported by the structure pass, and no rule about keys the user never wrote
     cs = _map(v, "checkpointStorage")
     kind = cs.get("type") or "shared_fs"
     if not isinstance(kind, str) or kind not in _STORAGE_KEYS:

@@ -196,3 +196,14 @@ resourcePools:
                             "operator: must be Exists or Equal, found 'Equals'") and f.endswith(f"({site}:12)")
                for f in found), found
     assert len(found) == 2
+
+
+@pytest.mark.parametrize("value", ["7", "[s3]", "shared_fs"])
+def test_a_checkpoint_storage_that_is_no_mapping_is_one_error_about_it_alone(run_cli, tmp_path, value):
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"maxSlotsPerPod: 4\ninitialUserPassword: Secret-Pass-1\ncheckpointStorage: {value}\n")
+    result = run_cli("validate", "-f", settings)
+    assert result.code == 1
+    said = [line for line in (result.out + result.err).splitlines() if "checkpointStorage" in line]
+    assert len(said) == 1 and said[0].startswith("error: checkpointStorage: expected a mapping, found "), said
+    assert "hostPath" not in result.out + result.err and "shared_fs is for testing" not in result.out + result.err
