@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
 from . import output
 from .options import OutputFormat, OutputOpt, current, with_global_options
 
@@ -31,10 +30,12 @@ def queues(output_format: OutputOpt = OutputFormat.table) -> None:
 
     api = current().connect()
     policy = effective_policy(api)
-    if policy.queues is None:
-        raise UsageError(f"namespace {api.namespace} has no team queues",
-                         hint="set them with `det-k8s scheduler policy --queues FILE` (try them first: "
-                              "det-k8s plan --policy)")
+    if policy.queues is None:  # nothing to show is no failure (exit 0), as `det-k8s list` with no release
+        if output_format is not OutputFormat.table:
+            output.data({"namespace": api.namespace, "default_queue": None, "queues": []}, output_format)
+        output.message(f"namespace {api.namespace} has no team queues; set them with `det-k8s scheduler policy "
+                       "--queues FILE` (try them first: det-k8s plan --policy)")
+        return
     cluster = dry_cluster(api)
     entries = [e for e in QueueStore(api, api.namespace).entries() if e.state == QUEUED]
     plan = dry_plan(cluster, entries, policy, now=utcnow(), namespace=api.namespace)

@@ -111,7 +111,12 @@ def test_queues_lists_guarantee_use_borrowed_lent_limit_and_waiting(run_cli, clu
     settings.write_text("maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")
     queues = tmp_path / "queues.yaml"
     queues.write_text(QUEUES)
-    assert run_cli("queues").code == 2  # none yet: says how to set them
+    none = run_cli("queues")  # none yet: says how to set them; nothing to show is no failure, nor a usage error
+    assert (none.code, none.out) == (0, "") and none.err == (
+        "namespace default has no team queues; set them with `det-k8s scheduler policy --queues FILE` (try them "
+        "first: det-k8s plan --policy)\n")
+    assert json.loads(run_cli("queues", "-o", "json").out) == {"namespace": "default", "default_queue": None,
+                                                                "queues": []}
     assert run_cli("scheduler", "policy", "--queues", queues).code == 0
     assert run_cli("experiment", "create", TWELVE_A, "-f", settings).code == 0  # nlp: 12 GPUs, 4 borrowed
     assert run_cli("experiment", "create", TWELVE_B, "-f", settings).code == 0  # research is at its limit
