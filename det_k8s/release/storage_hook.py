@@ -17,9 +17,11 @@ PATH = "checkpointStorage"
 def check_checkpoint_storage(settings: Settings, *, timeout: float | None = None) -> list[Problem]:
     """Problems with the checkpoint storage the settings name; `--skip-storage-check` skips the call."""
     from ..storage import DEFAULT_TIMEOUT, check_storage
+    from ..storage.shared_fs import TESTING_ONLY
 
     report = check_storage(settings, timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
-    problems = [Problem(Severity.WARNING, PATH, warning) for warning in report.warnings]
+    said = TESTING_ONLY.format(path=settings.checkpoint.host_path or "")  # the settings' own warning says it once
+    problems = [Problem(Severity.WARNING, PATH, warning) for warning in report.warnings if warning != said]
     for result in report.failures:
         problems.append(Problem(Severity.ERROR, PATH, f"{result.step.value} failed: {result.message}",
                                 "check the bucket and credentials with `det-k8s checkpoint check -f ...`, "

@@ -50,3 +50,17 @@ def test_skip_storage_check_never_touches_the_bucket(run_cli, cluster, fake_helm
                      "--skip-storage-check")
     assert result.code == 0, result.err
     assert "checkpointStorage" not in result.err
+
+
+@pytest.mark.parametrize("here", [True, False])
+def test_shared_fs_is_said_to_be_for_testing_once(run_cli, cluster, fake_helm, tmp_path, here):
+    ready_cluster(cluster)
+    path = tmp_path if here else tmp_path / "only-on-the-nodes"
+    result = run_cli("install", "demo", "-f", GPU, "--set", "checkpointStorage.type=shared_fs",
+                     "--set", f"checkpointStorage.hostPath={path}", "--set", "checkpointStorage.bucket=null",
+                     "--set", "checkpointStorage.prefix=null")
+    assert result.code == 0, result.err
+    assert result.err.count("for testing only") == 1, result.err
+    assert ("warning: checkpointStorage.type: shared_fs is for testing only: most clusters' nodes share no file "
+            "system; use s3, gcs or azure for real deployments") in result.err
+    assert ("was probed here" if here else "cannot check hostPath from here") in result.err
