@@ -282,7 +282,8 @@ def rollback(
     output.message(f"Rolling back release {release} in namespace {namespace} from {_describe(now)} to "
                    f"{_describe(target)}, recorded as revision {current_revision + 1}.")
     if changes:
-        output.message(f"It changes {summary(changes)}:")
+        count = len(changes)
+        output.message(f"It changes {count} object{'s' * (count != 1)} ({summary(changes)}):")
         for change in changes:
             output.message(f"  {change.action:8} {change.kind} {change.name}")
     else:

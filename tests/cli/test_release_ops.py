@@ -68,7 +68,7 @@ def test_rollback_without_consent_names_what_changes_and_changes_nothing(run_cli
     assert ("Rolling back release demo in namespace default from revision 3 (determined-0.1.0, Determined 0.26.2, "
             "deployed) to revision 2 (determined-0.1.0, Determined 0.17.15, superseded), recorded as revision 4."
             ) in result.err
-    assert "It changes 2 changed, 0 added, 0 removed:" in result.err
+    assert "It changes 2 objects (2 changed, 0 added, 0 removed):" in result.err
     assert "  changed  Deployment determined-master-deployment-demo" in result.err
     assert "  changed  Secret determined-master-secrets-demo" in result.err
     assert "warning: this takes Determined back from 0.26.2 to 0.17.15" in result.err
