@@ -157,14 +157,27 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | No
         _console(False).print(rich_table)
         return
     cells = [["" if c is None else printable(str(c)) for c in row] for row in rows]
-    widths = [len(c) for c in headers]
+    widths = [_width(c) for c in headers]
     for row in cells:
         for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
+            widths[i] = max(widths[i], _width(cell))
     lines = [title] if title else []
-    lines.append("   ".join(c.ljust(widths[i]) for i, c in enumerate(headers)).rstrip())
-    lines.extend("   ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells)
+    lines.append("   ".join(_pad(c, widths[i]) for i, c in enumerate(headers)).rstrip())
+    lines.extend("   ".join(_pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells)
     text("\n".join(lines) + "\n")  # scrubbed once, as a whole: a 30,000-row table costs one pass
+
+
+def _width(text: str) -> int:
+    """The columns `text` takes on a terminal: a CJK character or an emoji takes two, a combining mark none."""
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len  # only for a cell that is not ASCII
+
+    return int(cell_len(text))
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(0, width - _width(text))
 
 
 def diff_lines(title: str, lines: Sequence[str]) -> None:

@@ -78,3 +78,17 @@ def test_head_on_a_long_listing_exits_0(tmp_path):
     head.wait(timeout=10)
     assert proc.returncode == 0, err.decode()
     assert b"Traceback" not in err
+
+
+def test_plain_columns_line_up_by_display_width_with_wide_characters(capsys):
+    """`experiment list` of an experiment named in Japanese: the next column starts where it does for the others."""
+    from rich.cells import cell_len
+
+    from det_k8s.cli import output
+
+    output.table(["id", "name", "user"], [["8db91959", "日本語の実験名-small-4gpu", "root"],
+                                          ["3f00aa12", "small-4gpu", "alice"],
+                                          ["77aa0b1c", "cafe\u0301", "bob"]])
+    lines = capsys.readouterr().out.splitlines()
+    starts = {cell_len(line[:line.index(user)]) for line, user in zip(lines, ["USER", "root", "alice", "bob"], strict=True)}
+    assert len(starts) == 1, lines
