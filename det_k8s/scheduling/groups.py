@@ -53,17 +53,19 @@ def pods_for(slots: int, max_slots_per_pod: int | None) -> tuple[int, int]:
     if not max_slots_per_pod:
         raise Unschedulable(f"slots_per_trial {slots} needs maxSlotsPerPod to be set",
                             hint="set maxSlotsPerPod to the GPUs per node")
+    pods = -(-slots // max_slots_per_pod)  # the pods it would take, a multiple or not
+    if pods > MAX_GROUP_PODS:  # first: a multiple next to 99999999999 is no advice
+        largest = MAX_GROUP_PODS * max_slots_per_pod
+        raise Unschedulable(f"slots_per_trial {slots} would need {pods} pods of {max_slots_per_pod} slots; det-k8s "
+                            f"starts at most {MAX_GROUP_PODS} pods as one group",
+                            hint=f"no Kubernetes cluster can run it; use at most {largest} slots, a multiple of "
+                                 f"{max_slots_per_pod}")
     if slots % max_slots_per_pod:
         lower = slots // max_slots_per_pod * max_slots_per_pod
-        options = [n for n in (lower, lower + max_slots_per_pod) if n > 0]
+        options = [n for n in (lower, lower + max_slots_per_pod) if 0 < n <= MAX_GROUP_PODS * max_slots_per_pod]
         raise Unschedulable(
             f"slots_per_trial {slots} is not a multiple of maxSlotsPerPod {max_slots_per_pod}",
             hint="use " + " or ".join(map(str, options)) + " slots")
-    pods = slots // max_slots_per_pod
-    if pods > MAX_GROUP_PODS:
-        raise Unschedulable(f"slots_per_trial {slots} needs {pods} pods of {max_slots_per_pod} slots; det-k8s "
-                            f"starts at most {MAX_GROUP_PODS} pods as one group",
-                            hint="no Kubernetes cluster can run it; use fewer slots")
     return pods, max_slots_per_pod
 
 

@@ -75,7 +75,7 @@ CASES = [
      ["plan", str(EXP / "distributed-16gpu.yaml"), "--snapshot", "{pods.json}"], 1, "no Node objects in it"),
     ("slots_per_trial 1000000000", {"big.yaml": "name: big\nresources: {slots_per_trial: 1000000000}\n"},
      ["plan", "{big.yaml}", "--snapshot", str(SNAPSHOT)], 0,
-     "slots_per_trial 1000000000 needs 250000000 pods of 4 slots; det-k8s starts at most 10000 pods as one group"),
+     "slots_per_trial 1000000000 would need 250000000 pods of 4 slots; det-k8s starts at most 10000 pods as one group"),
     ("maxSlotsPerPod 1e36 as a float", {"f.yaml": "maxSlotsPerPod: 1.0e+36\n"}, ["render", "-f", "{f.yaml}", "--output-dir",
      "{out}"], 1, "maxSlotsPerPod: expected an integer, found a number"),
     ("maxSlotsPerPod beyond any node", {"g.yaml": "maxSlotsPerPod: 99999999999999999999\n"},

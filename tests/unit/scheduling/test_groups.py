@@ -49,6 +49,17 @@ def test_n_slots_become_n_over_max_slots_per_pod_pods(slots, max_per_pod, expect
     assert pods_for(slots, max_per_pod) == expected
 
 
+@pytest.mark.parametrize("slots", [99999999999, 100000000000, 40001])
+def test_slots_no_cluster_can_run_are_refused_as_such_not_with_a_multiple_next_to_them(slots):
+    with pytest.raises(Unschedulable) as caught:
+        pods_for(slots, 4)
+    pods = -(-slots // 4)
+    assert (caught.value.message, caught.value.hint) == (
+        f"slots_per_trial {slots} would need {pods} pods of 4 slots; det-k8s starts at most 10000 pods as one group",
+        "no Kubernetes cluster can run it; use at most 40000 slots, a multiple of 4",
+    )
+
+
 def test_slots_that_do_not_divide_are_rejected_with_the_reason_and_a_fix():
     with pytest.raises(Unschedulable) as caught:
         pods_for(6, 4)
