@@ -81,6 +81,12 @@ _VALUE_WORDS = {
     "float_type": "not a number",
     "bool_parsing": "not true or false",
 }
+# helm 4's flags that take a value, where det-k8s's take none
+_FLAG_VALUES = {
+    "--wait": "write --wait alone: det-k8s waits for the master and database itself (what helm's watcher does)",
+    "--dry-run": "write --dry-run alone: install and upgrade render with no cluster (helm's client), rollback and "
+                 "uninstall read the cluster and change nothing",
+}
 _CLUSTER_OPTIONS = frozenset({"--kube-context", "--context", "--kubeconfig"})
 _LIMIT_WORDS = {"greater_than_equal": "at least {ge}", "greater_than": "more than {gt}",
                 "less_than_equal": "at most {le}", "less_than": "less than {lt}"}
@@ -179,5 +185,10 @@ def usage_error(exc: Any) -> UsageError:
     if option_needs:  # (raised with no context: the command is not known here)
         return UsageError(f"{option_needs.group(1)} needs a value", hint=f"`{path} -h` says what it takes"
                           if ctx is not None else "-h after the command says what it takes")
+    no_value = re.match(r"Option '(.*)' does not take a value\.$", message)
+    if no_value:  # helm 4's --wait=watcher, --dry-run=client (raised with no context either)
+        option = no_value.group(1)
+        hint = _FLAG_VALUES.get(option, f"write {option} alone")
+        return UsageError(f"{option} takes no value in det-k8s", hint=hint)
     message = message.rstrip(".")
     return UsageError(f"{path}: {message[:1].lower() + message[1:]}", hint=f"`{path} -h` for help")

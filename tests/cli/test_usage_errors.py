@@ -23,10 +23,15 @@ def one_error_line(result) -> str:
                    "[REVISION]"),
     (["history", "demo", "extra"], "error: det-k8s history: unexpected argument(s) extra; usage: det-k8s history "
                                    "[OPTIONS] RELEASE"),
-    (["upgrade", "demo", "--tim", "5m"], "error: det-k8s upgrade: unknown option --tim; did you mean --set or "
-                                         "--timeout? `det-k8s upgrade -h` lists the options"),
+    (["upgrade", "demo", "--tim", "5m"], "error: det-k8s upgrade: unknown option --tim; did you mean --atomic or "
+                                         "--set or --timeout? `det-k8s upgrade -h` lists the options"),
     (["nodes", "frob"], "error: det-k8s nodes: unknown command 'frob'; `det-k8s nodes -h` lists the commands"),
     (["history", "demo", "--max"], "error: --max needs a value; -h after the command says what it takes"),
+    (["upgrade", "demo", "--wait=watcher"], "error: --wait takes no value in det-k8s; write --wait alone: det-k8s "
+                                            "waits for the master and database itself (what helm's watcher does)"),
+    (["install", "demo", "--dry-run=client"], "error: --dry-run takes no value in det-k8s; write --dry-run alone: "
+                                              "install and upgrade render with no cluster (helm's client), rollback "
+                                              "and uninstall read the cluster and change nothing"),
 ])
 def test_usage_errors_are_one_line_in_det_k8s_words(run_cli, args, expected):
     assert one_error_line(run_cli(*args)) == expected
