@@ -97,7 +97,8 @@ def load_settings_from_cli(files: Sequence[str | Path] | None, sets: Sequence[st
         from ..chart.assemble import chart_app_version
 
         default = chart_app_version(chart)
-    loaded = load_settings(documents, sets or (), set_strings or (), default_app_version=default)
+    loaded = load_settings(documents, sets or (), set_strings or (), default_app_version=default,
+                           bundled_chart=chart is None)
     register_plain(*plain_in(loaded.user_values))  # a secret that is also a host's name is masked as a field only
     register(*secrets_in(loaded.user_values))  # from here on, no output can show them (cli/output.py)
     return loaded

@@ -46,7 +46,7 @@ def scheduling_settings(api: KubeApi, values: Sequence[str | Path] | None, sets:
             output.warning(f"cannot tell which Determined release {config.where} belongs to (the master "
                            "Deployment is unreadable, or its image tag is not a release det-k8s supports); taking "
                            f"{versions.DEFAULT}; pass -f with your settings to name yours")
-        loaded = load_settings([Document(config.where, yaml.safe_dump(found))])
+        loaded = load_settings([Document(config.where, yaml.safe_dump(found))], bundled_chart=False)
         from ..scrub import register, register_plain
         from ..settings.redact import plain_in, secrets_in
 

@@ -70,9 +70,14 @@ def combine(documents: Sequence[Document], sets: Sequence[str] = (), set_strings
 
 
 def load_settings(documents: Sequence[Document], sets: Sequence[str] = (),
-                  set_strings: Sequence[str] = (), *, default_app_version: str | None = None) -> LoadedSettings:
+                  set_strings: Sequence[str] = (), *, default_app_version: str | None = None,
+                  bundled_chart: bool = True) -> LoadedSettings:
     """Combine and validate; problems are collected, never raised (use `.settings()` for that). Settings that name
-    no appVersion are for `default_app_version` (a user's chart's own), else det-k8s's default release."""
+    no appVersion are for `default_app_version` (a user's chart's own), else det-k8s's default release.
+
+    `bundled_chart`: the settings are for det-k8s's own chart (not a user's `--chart`, not a master's configuration
+    read back), so where it deploys det-k8s's scheduler, defaultScheduler left unset is coscheduler, the name that
+    scheduler serves (`schema.deploys_det_k8s_scheduler`), and the rules about that scheduler apply."""
     user, sources, problems = combine(documents, sets, set_strings)
     problems.extend(check_structure(user, sources))
     values_part = {k: v for k, v in user.items() if k != "appVersion"}
@@ -80,7 +85,9 @@ def load_settings(documents: Sequence[Document], sets: Sequence[str] = (),
                    default_app_version or schema.DEFAULT_APP_VERSION)
     version = versions.parse_version(app_version) if isinstance(app_version, str) else None
     values = deep_merge(schema.defaults(version=version or versions.DEFAULT), values_part, null_deletes=True)
-    problems.extend(check_semantics(values, user, app_version, sources))
+    if bundled_chart and user.get("defaultScheduler") is None and schema.deploys_det_k8s_scheduler(values):
+        values["defaultScheduler"] = schema.DET_K8S_SCHEDULER_NAME
+    problems.extend(check_semantics(values, user, app_version, sources, bundled_chart=bundled_chart))
     return LoadedSettings(user_values=copy.deepcopy(user), values=values, app_version=app_version,
                           sources=sources, problems=problems)
 

@@ -21,7 +21,15 @@ from ..quantity import QuantityError, parse_quantity
 from .podspec import check_settings_pod_specs
 from .problems import ProblemCollector, get_path
 from .redact import clip, mask_url
-from .schema import SCHEMA, Key, Kind, walk
+from .schema import (
+    DEFAULT_SCHEDULER_IMAGE,
+    DET_K8S_SCHEDULER_NAME,
+    SCHEMA,
+    Key,
+    Kind,
+    deploys_det_k8s_scheduler,
+    walk,
+)
 from .source import Path, SourceMap, format_path, type_name
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -499,6 +507,29 @@ def _rule_schedulers(v: Mapping[str, Any], user: Mapping[str, Any], out: Problem
                         "use gangScheduler: det-k8s and run `det-k8s scheduler run`")
 
 
+def _rule_deployed_scheduler(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCollector) -> None:
+    """The scheduler the bundled chart deploys (gangScheduler: det-k8s): the master's pods must name it, and its image
+    must be one somebody built and pushed."""
+    if not deploys_det_k8s_scheduler(v):
+        return
+    raw = v.get("defaultScheduler")
+    scheduler = raw.strip() if isinstance(raw, str) else ""
+    if not scheduler and user.get("defaultScheduler") is not None:
+        out.warning(("defaultScheduler",), "is empty, so the master gives its task pods the default Kubernetes "
+                    "scheduler, which places them one pod at a time, and the det-k8s scheduler this chart deploys "
+                    "(gangScheduler: det-k8s) binds none of them: a trial can start in part and hold its GPUs waiting",
+                    f"remove defaultScheduler (unset, it is {DET_K8S_SCHEDULER_NAME}, which det-k8s's scheduler "
+                    "serves), or set detK8sScheduler.enabled: false if you want no gang scheduling")
+    if get_path(user, ("detK8sScheduler", "image")) in (None, "") and get_path(
+            v, ("detK8sScheduler", "image")) in (None, "", DEFAULT_SCHEDULER_IMAGE):
+        waiting = f" and the master's task pods (schedulerName {scheduler}) would stay Pending" if scheduler else ""
+        out.warning(("detK8sScheduler", "image"), f"unset: the chart's scheduler would run {DEFAULT_SCHEDULER_IMAGE}, "
+                    f"a placeholder no registry serves; its pods would wait in ImagePullBackOff{waiting}",
+                    "build the image (scripts/image in det-k8s's checkout, or docker build -f deploy/Dockerfile), "
+                    "push it where the nodes pull from and set detK8sScheduler.image to it; or set "
+                    "detK8sScheduler.enabled: false and run `det-k8s scheduler run` yourself")
+
+
 def _rule_database_tls(v: Mapping[str, Any], out: ProblemCollector) -> None:
     db = _map(v, "db")
     if db.get("sslMode"):
@@ -599,8 +630,9 @@ RULES: tuple[Callable[[Mapping[str, Any], Mapping[str, Any], ProblemCollector], 
 
 
 def check_semantics(values: Mapping[str, Any], user_values: Mapping[str, Any], app_version: Any,
-                    sources: SourceMap) -> list[Problem]:
-    """Cross-key rules on the effective values; `user_values` tells what the user set explicitly."""
+                    sources: SourceMap, *, bundled_chart: bool = True) -> list[Problem]:
+    """Cross-key rules on the effective values; `user_values` tells what the user set explicitly; `bundled_chart`:
+    for det-k8s's own chart (the rules about the scheduler it deploys apply)."""
     out = ProblemCollector(sources)
     version = parse_app_version(app_version)
     for rule in RULES:
@@ -613,6 +645,8 @@ def check_semantics(values: Mapping[str, Any], user_values: Mapping[str, Any], a
     _rule_keys_of_the_release(values, user_values, version, out)
     _rule_passwords(values, user_values, version, out)
     _rule_schedulers(values, user_values, out)
+    if bundled_chart:
+        _rule_deployed_scheduler(values, user_values, out)
     _rule_database_tls(values, out)
     _rule_chart_objects(values, out)
     _rule_resource_pools(values, version, out)

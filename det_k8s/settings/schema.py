@@ -95,8 +95,12 @@ CHECKPOINT_TYPES = ("shared_fs", "s3", "gcs", "azure", "directory", "hdfs")
 SLOT_TYPES = ("gpu", "cuda", "cpu", "rocm")
 SCHEDULERS = ("", "coscheduler", "preemption")
 GANG_SCHEDULERS = ("det-k8s", "plugin")
-# The image `docker build -f deploy/Dockerfile -t det-k8s:<version> .` builds: the chart's scheduler Deployment.
+# The chart's scheduler Deployment's image when detK8sScheduler.image is unset: a placeholder no registry serves
+# (scripts/image or `docker build -f deploy/Dockerfile` builds the image; the user pushes it and names it).
 DEFAULT_SCHEDULER_IMAGE = f"det-k8s:{__version__}"
+# defaultScheduler when the bundled chart deploys det-k8s's scheduler and the user left it unset: the scheduler
+# name the master then gives its task pods, which that scheduler serves.
+DET_K8S_SCHEDULER_NAME = "coscheduler"
 # The master image tag, the release whose configuration the chart writes; `appVersion` in Chart.yaml.
 DEFAULT_APP_VERSION = str(versions.DEFAULT)
 
@@ -232,8 +236,10 @@ SCHEMA: Mapping[str, Key] = {
     "initialUserPassword": _s("Initial password of the admin and determined users (Determined 0.31 and later; "
                               "required on a fresh install: 8+ characters with upper, lower and digit)",
                               secret=True, fact="master.security.initial_user_password"),
-    "defaultScheduler": Key(Kind.ENUM, "Gang scheduling of the master's task pods: empty (the default Kubernetes "
-                            "scheduler), coscheduler, or preemption (before 0.36)", choices=SCHEDULERS, trim=True),
+    "defaultScheduler": Key(Kind.ENUM, "Gang scheduling of the master's task pods: coscheduler, preemption (before "
+                            "0.36), or empty (the default Kubernetes scheduler, one pod at a time); unset: "
+                            "coscheduler where the bundled chart deploys det-k8s's scheduler (gangScheduler: det-k8s, "
+                            "detK8sScheduler.enabled), else empty", choices=SCHEDULERS, trim=True),
     "gangScheduler": Key(Kind.ENUM, "det-k8s (default): the chart deploys det-k8s's scheduler (detK8sScheduler), "
                          "which binds the pods of defaultScheduler; plugin: the chart deploys the official chart's "
                          "kube-scheduler 1.18 plugin (unsupported on Kubernetes 1.20 and later)", "det-k8s",
@@ -363,3 +369,11 @@ def secret_paths() -> frozenset[tuple[str, ...]]:
 def all_names() -> frozenset[str]:
     """Every key name at any depth, for 'did you mean' suggestions."""
     return frozenset(path[-1] for path, _ in walk())
+
+
+def deploys_det_k8s_scheduler(values: Mapping[str, Any]) -> bool:
+    """Whether the bundled chart deploys det-k8s's scheduler with these effective values (its template's own test:
+    gangScheduler det-k8s, the default, and detK8sScheduler.enabled not false)."""
+    section = values.get("detK8sScheduler")
+    enabled = section.get("enabled", True) if isinstance(section, Mapping) else True
+    return (values.get("gangScheduler") or "det-k8s") == "det-k8s" and str(enabled).lower() != "false"

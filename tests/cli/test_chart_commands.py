@@ -62,7 +62,7 @@ def test_render_into_a_user_chart(run_cli, tmp_path):
 def test_validate_reports_all_problems_on_stdout_and_exits_1(run_cli, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("maxSlotPerPod: 4\ncheckpointStorage:\n  type: s3\nslotType: gpus\n")
-    result = run_cli("validate", "--upgrade", "-f", bad)
+    result = run_cli("validate", "--upgrade", "-f", bad, "--set", "detK8sScheduler.image=registry.example.com/d:1")
     assert result.code == 1
     assert result.out.splitlines() == [
         f"error: maxSlotPerPod: unknown key; did you mean maxSlotsPerPod? ({bad}:1)",
@@ -71,6 +71,21 @@ def test_validate_reports_all_problems_on_stdout_and_exits_1(run_cli, tmp_path):
         f"error: checkpointStorage.bucket: required when checkpointStorage.type is s3 ({bad}:2)",
     ]
     assert result.err.strip() == "error: settings are invalid: 4 errors"
+
+
+def test_validate_says_when_the_charts_scheduler_would_run_the_placeholder_image(run_cli):
+    """The bundled chart deploys det-k8s's scheduler (gangScheduler: det-k8s): an image nobody built is said plainly,
+    with how to provide one (issue 37: its pod sat in ImagePullBackOff and nothing said so)."""
+    result = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--set", "detK8sScheduler.image=null")
+    assert result.code == 0, result.err
+    (line,) = [line for line in result.out.splitlines() if line.startswith("warning:")]
+    assert line.startswith("warning: detK8sScheduler.image: unset: the chart's scheduler would run det-k8s:")
+    assert "ImagePullBackOff" in line and "scripts/image" in line and "detK8sScheduler.enabled: false" in line
+    dry = run_cli("install", "demo", "-f", example("gpu-cluster.yaml"), "--set", "detK8sScheduler.image=null",
+                  "--skip-storage-check", "--dry-run")
+    assert "warning: detK8sScheduler.image: unset: the chart's scheduler would run det-k8s:" in dry.out + dry.err
+    quiet = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--set", "detK8sScheduler.enabled=false")
+    assert "detK8sScheduler" not in quiet.out + quiet.err
 
 
 def test_validate_warnings_alone_exit_0_and_strict_makes_them_errors(run_cli, tmp_path):

@@ -428,11 +428,10 @@ def test_one_install_deploys_det_k8s_scheduler_as_scheduler_manifest_does(helm, 
     """gangScheduler: det-k8s (the default): the scheduler's ServiceAccount, RBAC, Lease Role and Deployment,
     the very objects `det-k8s scheduler manifest` prints, named and labelled for the release."""
     from det_k8s.kube.deploy import scheduler_manifests
-    from det_k8s.settings.schema import DEFAULT_SCHEDULER_IMAGE
 
     chart = render(tmp_path, "gpu-cluster", version=version)
     found = scheduler_objects(objects(helm, chart, tmp_path))
-    expected = scheduler_manifests(DEFAULT_SCHEDULER_IMAGE, "det", name="det-k8s-scheduler-demo",
+    expected = scheduler_manifests("registry.example.com/det-k8s:0.1.0", "det", name="det-k8s-scheduler-demo",
                                    cluster_name="det-k8s-scheduler-det-demo", instance="demo",
                                    scheduler_name="coscheduler")
     assert found == {(doc["kind"], doc["metadata"]["name"]): doc for doc in expected}
@@ -470,3 +469,48 @@ def test_the_scheduler_can_be_left_out(helm, tmp_path, setting):
     assert scheduler_objects(objs) == {}
     if setting.startswith("gangScheduler"):
         assert ("Deployment", "coscheduler-demo") in objs  # the plugin instead, never both
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_by_default_the_masters_task_pods_go_to_the_scheduler_the_chart_deploys(helm, tmp_path, version):
+    """No defaultScheduler in the settings (gpu-cluster.yaml names none): with gangScheduler det-k8s, the default,
+    it is coscheduler, so the master names the scheduler the chart's Deployment serves (issue 37: it was empty, and
+    kube-scheduler placed a trial's pods one by one while the deployed scheduler had nothing to do)."""
+    assert "defaultScheduler" not in example("gpu-cluster.yaml").read_text()
+    objs = objects(helm, render(tmp_path, "gpu-cluster", version=version), tmp_path)
+    config = assembled_master_config(objs) if version < "0.26.2" else master_config(objs)
+    assert config["resource_manager"]["default_scheduler"] == "coscheduler"
+    (container,) = objs[("Deployment", "det-k8s-scheduler-demo")]["spec"]["template"]["spec"]["containers"]
+    assert container["args"][container["args"].index("--scheduler-name") + 1] == "coscheduler"
+    assert "--preemption" not in container["args"]
+    assert not [k for k in objs if k[1].startswith("coscheduler-demo")]  # det-k8s's scheduler, not the plugin
+
+
+@pytest.mark.parametrize("setting", ["detK8sScheduler.enabled=false", "gangScheduler=plugin"])
+def test_without_det_k8s_scheduler_in_the_chart_the_master_keeps_kubernetes_default_scheduler(helm, tmp_path,
+                                                                                               setting):
+    objs = objects(helm, render(tmp_path, "gpu-cluster", setting), tmp_path)
+    assert "default_scheduler" not in master_config(objs)["resource_manager"]
+    assert scheduler_objects(objs) == {}
+    assert not [k for k in objs if k[1].startswith("coscheduler-demo")]  # nor the plugin, with nothing to serve
+
+
+def test_an_empty_default_scheduler_is_the_users_word(helm, tmp_path):
+    """defaultScheduler: "" set by the user stays empty (validate explains that the deployed scheduler then binds
+    none of the master's pods: tests/unit/settings/test_rules.py)."""
+    objs = objects(helm, render(tmp_path, "gpu-cluster", "defaultScheduler="), tmp_path)
+    assert "default_scheduler" not in master_config(objs)["resource_manager"]
+    assert ("Deployment", "det-k8s-scheduler-demo") in objs
+
+
+def test_the_scheduler_runs_the_image_the_settings_name_else_the_placeholder(helm, tmp_path):
+    from det_k8s import __version__
+    from det_k8s.settings.schema import DEFAULT_SCHEDULER_IMAGE
+
+    def image(*sets: str) -> str:
+        objs = objects(helm, render(tmp_path, "gpu-cluster", *sets), tmp_path)
+        (container,) = objs[("Deployment", "det-k8s-scheduler-demo")]["spec"]["template"]["spec"]["containers"]
+        return str(container["image"])
+
+    assert image() == "registry.example.com/det-k8s:0.1.0"  # examples/gpu-cluster.yaml's
+    assert image("detK8sScheduler.image=null") == DEFAULT_SCHEDULER_IMAGE == f"det-k8s:{__version__}"

@@ -10,10 +10,13 @@ from det_k8s.errors import SettingsError
 from det_k8s.settings import Document, load_settings
 
 BASE = "maxSlotsPerPod: 4\ncheckpointStorage:\n  type: s3\n  bucket: b\n"
+# The chart's scheduler image as a real install names it: left unset, it is the placeholder nobody built, which is a
+# warning of its own (tested below, with `problems(..., image=False)`).
+IMAGE = "detK8sScheduler.image=registry.example.com/det-k8s:0.1.0"
 
 
-def problems(text: str, *sets: str) -> list[str]:
-    loaded = load_settings([Document("s.yaml", textwrap.dedent(text))], sets)
+def problems(text: str, *sets: str, image: bool = True) -> list[str]:
+    loaded = load_settings([Document("s.yaml", textwrap.dedent(text))], (IMAGE, *sets) if image else sets)
     return [p.render() for p in loaded.problems]
 
 
@@ -546,3 +549,54 @@ def test_an_edge_route_in_front_of_a_master_serving_tls_is_an_error():
     assert only.startswith("error: openshiftRoute.termination: edge sends the master plain HTTP, and with tlsSecret "
                            "it serves only TLS; use passthrough or reencrypt"), only
     assert errors(text.replace("edge", "reencrypt")) == []
+
+
+# -- the scheduler the bundled chart deploys (gangScheduler: det-k8s, detK8sScheduler)
+
+
+def values(text: str, *sets: str, bundled_chart: bool = True) -> dict:
+    return load_settings([Document("s.yaml", textwrap.dedent(text))], (IMAGE, *sets),
+                         bundled_chart=bundled_chart).values
+
+
+def test_where_the_chart_deploys_det_k8s_scheduler_the_master_pods_name_it_by_default():
+    assert values(BASE)["defaultScheduler"] == "coscheduler"
+    assert values(BASE, "gangScheduler=det-k8s", "detK8sScheduler.enabled=true")["defaultScheduler"] == "coscheduler"
+    assert values(BASE + "defaultScheduler: preemption\n", "appVersion=0.35.0")["defaultScheduler"] == "preemption"
+    assert problems(BASE) == []
+
+
+@pytest.mark.parametrize("sets", [("gangScheduler=plugin",), ("detK8sScheduler.enabled=false",)])
+def test_without_det_k8s_scheduler_in_the_chart_default_scheduler_stays_unset(sets):
+    assert "defaultScheduler" not in values(BASE, *sets)
+    assert not [p for p in problems(BASE, *sets, image=False) if p.startswith(("warning: detK8sScheduler",
+                                                                                "warning: defaultScheduler"))]
+
+
+def test_settings_not_for_the_bundled_chart_get_no_default_scheduler():
+    """A user's --chart (the official chart deploys its own kube-scheduler for coscheduler) or a master's
+    configuration read back (its default_scheduler is what it is)."""
+    assert "defaultScheduler" not in values(BASE, bundled_chart=False)
+    loaded = load_settings([Document("s.yaml", BASE)], bundled_chart=False)
+    assert [p.render() for p in loaded.problems] == []
+
+
+def test_an_empty_default_scheduler_beside_the_deployed_scheduler_is_explained():
+    (only,) = warnings(BASE + 'defaultScheduler: ""\n')
+    assert only.startswith("warning: defaultScheduler: is empty, so the master gives its task pods the default "
+                           "Kubernetes scheduler, which places them one pod at a time, and the det-k8s scheduler this "
+                           "chart deploys (gangScheduler: det-k8s) binds none of them"), only
+    assert "remove defaultScheduler (unset, it is coscheduler" in only and "detK8sScheduler.enabled: false" in only
+    assert values(BASE + 'defaultScheduler: ""\n')["defaultScheduler"] == ""
+    assert warnings(BASE + 'defaultScheduler: ""\n', "detK8sScheduler.enabled=false") == []
+
+
+def test_the_placeholder_scheduler_image_is_said_plainly_with_how_to_provide_one():
+    (only,) = problems(BASE, image=False)
+    assert only == (
+        "warning: detK8sScheduler.image: unset: the chart's scheduler would run det-k8s:0.1.0.dev0, a placeholder no "
+        "registry serves; its pods would wait in ImagePullBackOff and the master's task pods (schedulerName "
+        "coscheduler) would stay Pending; build the image (scripts/image in det-k8s's checkout, or docker build -f "
+        "deploy/Dockerfile), push it where the nodes pull from and set detK8sScheduler.image to it; or set "
+        "detK8sScheduler.enabled: false and run `det-k8s scheduler run` yourself")
+    assert problems(BASE, "detK8sScheduler.image=det-k8s:0.1.0.dev0", image=False) == []  # built and loaded by hand
