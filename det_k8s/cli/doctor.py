@@ -76,6 +76,30 @@ def _scheduler_components(api: KubeApi) -> list[dict[str, str]]:
     return [{"deployment": name, "serves": serves} for name, serves in scheduler_deployments(api)]
 
 
+def _det_k8s_schedulers(api: KubeApi, all_namespaces: bool) -> list[tuple[str, list[Any], list[Any]]]:
+    """det-k8s's scheduler pods (the bundled chart's, or `scheduler manifest`'s), by Deployment: its name
+    (namespace/name with -A), their states, and what keeps them from running (release/diagnose.py)."""
+    from ..kube.deploy import NAME, chart_name
+    from ..kube.kinds import PODS
+    from ..release.diagnose import pod_state, scheduler_findings
+    from ..settings.schema import DEFAULT_SCHEDULER_IMAGE
+
+    try:
+        pods = api.list(PODS, api.namespace, all_namespaces=all_namespaces, label_selector=f"app.kubernetes.io/name={NAME}")
+    except Forbidden as exc:
+        output.warning(f"cannot list pods, so det-k8s's scheduler pods are not checked: {exc.message}")
+        return []
+    by_deployment: dict[str, list[Any]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        instance = (meta.get("labels") or {}).get("app.kubernetes.io/instance")
+        name = chart_name(instance) if instance else NAME
+        by_deployment.setdefault(f"{meta.get('namespace')}/{name}" if all_namespaces else name, []).append(
+            pod_state(pod))
+    return [(name, states, scheduler_findings(name.rpartition("/")[2], states, DEFAULT_SCHEDULER_IMAGE))
+            for name, states in sorted(by_deployment.items())]
+
+
 def _policy(api: KubeApi) -> Policy | None:
     from ..kube.policy import read_policy
 
@@ -159,6 +183,8 @@ def doctor(
     unreachable: list[str] = []
     seen = schedulers_seen(snapshot, scheduler_name.strip() or None)
     components = _scheduler_components(api)
+    ours = _det_k8s_schedulers(api, all_namespaces)
+    broken = [finding for _, _, findings in ours for finding in findings]
     dra = dra_nodes(snapshot)
     diagnosis = find_partial_groups(snapshot)
     groups = [g for g in diagnosis.partial if all_namespaces or g.namespace == api.namespace]
@@ -194,6 +220,9 @@ def doctor(
                                      "pods": list(row.pods)}
                                     for row in seen],
                      "schedulerDeployments": components,
+                     "detK8sSchedulerPods": [{"deployment": name, **state.as_dict()} for name, states, _ in ours
+                                             for state in states],
+                     "detK8sSchedulerProblems": [f.as_dict() for f in broken],
                      "draNodes": [{"node": n, "gpus": g, "deviceClass": k} for n, g, k in dra.nodes],
                      "draAdvice": dra.advice if dra.nodes else None}, output_format)
     else:
@@ -234,15 +263,25 @@ def doctor(
                          + [[c["serves"], 0, 0, "-", c["deployment"], "-"] for c in components
                             if c["serves"] not in {row.name for row in seen}],
                          title="Schedulers (by the schedulerName of pending and bound pods, and scheduler Deployments)")
+        if ours:
+            output.table(["deployment", "pod", "phase", "ready", "reason", "restarts", "node"],
+                         [[name, p.name, p.phase, "yes" if p.ready else "no", p.reason or "-", p.restarts, p.node or "-"]
+                          for name, states, _ in ours for p in states],
+                         title="det-k8s's scheduler pods")
+        if broken:
+            output.text("".join(f"Problem: {finding.problem}\n" + "".join(f"  - {check}\n" for check in finding.checks)
+                                for finding in broken))
         if dra.nodes:
             output.warning(f"{len(dra.nodes)} node(s) hold {dra.gpus} GPU(s) managed by DRA ("
                            + ", ".join(f"{n} {g} via {k}" for n, g, k in dra.nodes[:5])
                            + (", ..." if len(dra.nodes) > 5 else "") + f"): {dra.advice}")
-    if groups or stale or leftovers or intents:
+    if groups or stale or leftovers or intents or broken:
         idle = sum(g.held_gpus for g in groups)
         raise DetK8sError(f"{len(groups)} partly-started group(s) holding {idle} GPU(s)"
                           + (f", {len(stale)} stale queue entr{'y' if len(stale) == 1 else 'ies'}" if stale else "")
                           + (f", {len(leftovers)} pod(s) of failed creations" if leftovers else "")
-                          + (f", {len(intents)} unfinished creation(s)" if intents else ""))
+                          + (f", {len(intents)} unfinished creation(s)" if intents else "")
+                          + (f"; det-k8s's scheduler cannot run ({len(broken)} problem{'s' * (len(broken) > 1)} "
+                             "above)" if broken else ""))
     if output_format is OutputFormat.table:
         output.success("no partly-started groups" + ("" if all_namespaces else f" in namespace {api.namespace}"))

@@ -152,6 +152,7 @@ def gang_scheduler(api: KubeApi, release: str, namespace: str) -> dict[str, Any]
         "ready": int((deployment.get("status") or {}).get("readyReplicas") or 0),
         "replicas": int((deployment.get("spec") or {}).get("replicas") or 1),
         "lease": f"{lease_namespace}/{LEASE_NAME}", "holds_lease": False, "holder": None, "serving": None,
+        "pods": scheduler_pods(api, namespace, release),
     }
     try:
         lease = api.get(LEASES, LEASE_NAME, lease_namespace)
@@ -181,6 +182,15 @@ def gang_scheduler(api: KubeApi, release: str, namespace: str) -> dict[str, Any]
     return found
 
 
+def scheduler_pods(api: KubeApi, namespace: str, release: str) -> list[PodState]:
+    """The pods of det-k8s's scheduler as the bundled chart deploys it for `release` (none when they may not be
+    listed)."""
+    from ..kube.deploy import NAME
+
+    selector = f"app.kubernetes.io/name={NAME},app.kubernetes.io/instance={release}"
+    return [pod_state(p) for p in _list_or_empty(api, PODS, namespace=namespace, label_selector=selector)]
+
+
 def _scheduler_line(found: dict[str, Any]) -> str:
     if not found["deployed"]:
         return (f"not deployed by this release (no Deployment {found['deployment']}: gangScheduler plugin, "
@@ -199,14 +209,18 @@ def _scheduler_line(found: dict[str, Any]) -> str:
     return f"{line}; does not hold the Lease {found['lease']} ({other})"
 
 
-def _scheduler_finding(found: dict[str, Any]) -> Finding | None:
+def _scheduler_findings(found: dict[str, Any]) -> list[Finding]:
+    from ..release.diagnose import scheduler_findings
+    from ..settings.schema import DEFAULT_SCHEDULER_IMAGE
+
     if not found["deployed"] or found["ready"] > 0:
-        return None
-    return Finding(f"det-k8s's gang scheduler is not running ({found['ready']}/{found['replicas']} ready): the "
-                   "master's task pods wait unbound", (
-                       f"kubectl describe deployment {found['deployment']}: can the nodes pull detK8sScheduler.image "
-                       "(build it with deploy/Dockerfile and push it)?",
-                       f"kubectl logs deployment/{found['deployment']}"))
+        return []
+    told = scheduler_findings(found["deployment"], found["pods"], DEFAULT_SCHEDULER_IMAGE)
+    return told or [Finding(
+        f"det-k8s's gang scheduler is not running ({found['ready']}/{found['replicas']} ready): the master's task pods "
+        "wait unbound", (f"kubectl describe deployment {found['deployment']}: can the nodes pull detK8sScheduler.image "
+                         "(build it with scripts/image or deploy/Dockerfile and push it)?",
+                         f"kubectl logs deployment/{found['deployment']}"))]
 
 
 @with_global_options
@@ -233,8 +247,9 @@ def status(
     ready = int(dep_status.get("readyReplicas") or 0)
     findings = diagnose(observed)
     scheduler = gang_scheduler(api, release, api.namespace)
-    if (stopped := _scheduler_finding(scheduler)) is not None:
-        findings = [*findings, stopped]
+    findings = [*findings, *_scheduler_findings(scheduler)]
+    scheduler_states: list[PodState] = scheduler.get("pods") or []
+    scheduler = {**scheduler, "pods": [p.as_dict() for p in scheduler_states]} if "pods" in scheduler else scheduler
     healthy = ready >= 1 and not findings
     data = {
         "release": release, "namespace": api.namespace, "healthy": healthy,
@@ -256,7 +271,7 @@ def status(
                            "Address": address.url or address.note, "Database": database})
         output.key_values({"Gang scheduler": _scheduler_line(scheduler)})
         rows = [[p.name, p.phase, "yes" if p.ready else "no", p.reason, p.restarts, p.node]
-                for p in [*observed.master_pods, *observed.db_pods]]
+                for p in [*observed.master_pods, *observed.db_pods, *scheduler_states]]
         if rows:
             output.table(["NAME", "PHASE", "READY", "REASON", "RESTARTS", "NODE"], rows)
         lines = []

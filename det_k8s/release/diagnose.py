@@ -170,3 +170,34 @@ def diagnose(obs: Observed) -> list[Finding]:
                                     "start", (f"kubectl create secret tls {name} -n {obs.namespace} --cert=tls.crt "
                                               "--key=tls.key",)))
     return findings
+
+
+def scheduler_findings(deployment: str, pods: Sequence[PodState], placeholder: str) -> list[Finding]:
+    """What keeps det-k8s's gang scheduler (the chart's Deployment `deployment`) from running, from its pods: an image
+    the nodes cannot pull (`placeholder` is the image the chart runs when detK8sScheduler.image is unset, which no
+    registry serves), or a crashing container. Nothing when a pod is ready."""
+    if any(p.ready for p in pods):
+        return []
+    found: list[Finding] = []
+    pulling = [p for p in pods if p.reason in PULL_ERRORS]
+    if pulling:
+        first = pulling[0]
+        image = first.image or "its image"
+        unbuilt = " (detK8sScheduler.image unset: a placeholder nobody publishes)" if first.image == placeholder else ""
+        found.append(Finding(
+            f"det-k8s's gang scheduler cannot start: its pod{'s' * (len(pulling) > 1)} "
+            f"{', '.join(p.name for p in pulling)} {'are' if len(pulling) > 1 else 'is'} in {first.reason} for "
+            f"{image}{unbuilt}; the master's task pods wait unbound",
+            ("build the image (scripts/image in det-k8s's checkout, or docker build -f deploy/Dockerfile), push it "
+             "where the nodes pull from, and set detK8sScheduler.image to it (det-k8s upgrade RELEASE -f SETTINGS "
+             "--set detK8sScheduler.image=REGISTRY/det-k8s:VERSION)",
+             "or set detK8sScheduler.enabled: false and run `det-k8s scheduler run` yourself",
+             f"a private registry: detK8sScheduler.imagePullSecretName names its pull Secret (kubectl describe pod "
+             f"{first.name})")))
+    crashing = [p for p in pods if p.reason == "CrashLoopBackOff" or (p.restarts and p.reason == "Error")]
+    if crashing:
+        found.append(Finding(
+            f"det-k8s's gang scheduler keeps failing: {', '.join(p.name for p in crashing)} in "
+            f"{crashing[0].reason or 'Error'}; the master's task pods wait unbound",
+            (f"kubectl logs {crashing[0].name} --previous",)))
+    return found

@@ -94,3 +94,30 @@ def test_lists_the_schedulers_the_pods_name_and_the_other_gangs_among_them(run_c
     assert table.code == 0, table.err
     flat = " ".join(table.out.split())
     assert "Schedulers" in flat and "Volcano 1" in flat and "det-k8s (not their gangs' pods)" in flat
+
+
+def test_the_det_k8s_schedulers_pods_that_cannot_pull_their_image_are_a_finding_with_the_fix(run_cli, cluster):
+    from tests.cli.test_status import scheduler_pod
+
+    cluster.api.put(scheduler_pod(waiting="ErrImagePull", image="registry.example.com/det-k8s:0.1"))
+    result = run_cli("doctor")
+    assert result.code == 1
+    text = " ".join(result.out.split())
+    assert "det-k8s's scheduler pods" in result.out and "ErrImagePull" in result.out
+    assert ("Problem: det-k8s's gang scheduler cannot start: its pod det-k8s-scheduler-demo-6c9f7-x2k4p is in "
+            "ErrImagePull for registry.example.com/det-k8s:0.1; the master's task pods wait unbound") in text
+    assert "set detK8sScheduler.image to it" in text and "detK8sScheduler.imagePullSecretName" in text
+    assert "det-k8s's scheduler cannot run (1 problem above)" in result.err
+    data = json.loads(run_cli("doctor", "-o", "json").out)
+    assert data["detK8sSchedulerPods"][0]["deployment"] == "det-k8s-scheduler-demo"
+    assert data["detK8sSchedulerProblems"][0]["problem"].startswith("det-k8s's gang scheduler cannot start")
+
+
+def test_a_ready_det_k8s_scheduler_pod_is_no_finding(run_cli, cluster):
+    from tests.cli.test_status import scheduler_pod
+
+    cluster.api.put(scheduler_pod(waiting=None, ready=True))
+    cluster.api.put(scheduler_pod(waiting="ImagePullBackOff", name="det-k8s-scheduler-demo-6c9f7-b7c8d"))
+    result = run_cli("doctor")
+    assert result.code == 0, result.out + result.err
+    assert "cannot start" not in result.out

@@ -179,3 +179,47 @@ def test_without_the_charts_scheduler_status_says_how_to_run_one(run_cli, cluste
     line = next(line for line in result.out.splitlines() if line.startswith("Gang scheduler: "))
     assert line.startswith("Gang scheduler: not deployed by this release (no Deployment det-k8s-scheduler-demo")
     assert "det-k8s scheduler run" in line and "det-k8s scheduler manifest" in line
+
+
+def scheduler_pod(*, waiting: str | None, image: str = "det-k8s:0.1.0.dev0", ready: bool = False,
+                  name: str = "det-k8s-scheduler-demo-6c9f7-x2k4p") -> dict:
+    """A pod of the chart's scheduler Deployment for release demo, its container waiting (`waiting`) or running."""
+    state = {"waiting": {"reason": waiting, "message": f'Back-off pulling image "{image}"'}} if waiting else {
+        "running": {}}
+    obj = pod(name, phase="Pending" if waiting else "Running", node_name="cpu-0",
+              labels={"app.kubernetes.io/name": "det-k8s-scheduler", "app.kubernetes.io/instance": "demo"},
+              container_statuses=[{"name": "scheduler", "restartCount": 0, "state": state}])
+    obj["spec"]["containers"][0].update(name="scheduler", image=image)
+    obj["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+    return obj
+
+
+def test_the_schedulers_pods_in_image_pull_back_off_are_shown_with_the_fix(run_cli, cluster):
+    healthy_master(cluster)
+    cluster.api.put(scheduler_deployment(ready=0))
+    cluster.api.put(scheduler_pod(waiting="ImagePullBackOff"))
+    result = run_cli("status", "demo")
+    assert result.code == 1
+    row = next(line for line in result.out.splitlines() if line.strip().startswith("det-k8s-scheduler-demo-6c9f7"))
+    assert "Pending" in row and "ImagePullBackOff" in row, result.out
+    text = " ".join(result.out.split())
+    assert ("Problem: det-k8s's gang scheduler cannot start: its pod det-k8s-scheduler-demo-6c9f7-x2k4p is in "
+            "ImagePullBackOff for det-k8s:0.1.0.dev0 (detK8sScheduler.image unset: a placeholder nobody publishes); "
+            "the master's task pods wait unbound") in text
+    assert ("- build the image (scripts/image in det-k8s's checkout, or docker build -f deploy/Dockerfile), push it "
+            "where the nodes pull from, and set detK8sScheduler.image to it") in text
+    assert "- or set detK8sScheduler.enabled: false and run `det-k8s scheduler run` yourself" in text
+    assert "is not running (0/2 ready)" not in text  # the cause, not only the symptom
+    data = json.loads(run_cli("status", "demo", "-o", "json").out)
+    assert [p["reason"] for p in data["gangScheduler"]["pods"]] == ["ImagePullBackOff"]
+    assert data["problems"][-1]["problem"].startswith("det-k8s's gang scheduler cannot start")
+
+
+def test_a_running_scheduler_pod_is_listed_and_no_problem(run_cli, cluster):
+    healthy_master(cluster)
+    cluster.api.put(scheduler_deployment(ready=1))
+    cluster.api.put(scheduler_pod(waiting=None, image="registry.example.com/det-k8s:0.1", ready=True))
+    result = run_cli("status", "demo")
+    assert result.code == 0, result.out + result.err
+    assert any(line.strip().startswith("det-k8s-scheduler-demo-6c9f7") and "Running" in line
+               for line in result.out.splitlines()), result.out
