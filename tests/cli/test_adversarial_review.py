@@ -332,7 +332,8 @@ def test_a_pod_selector_kubectl_would_refuse_is_a_usage_error_before_anything_is
                                                                                          selector):
     result = run_cli(*command, "-l", selector)
     assert result.code == 2, result.err  # was: "no task pods" (the API server's 400 aside), or a selector quietly cut
-    assert "'--selector' / '-l'" in result.err and cluster.api.count("GET", "pods") == 0
+    assert result.err.startswith("error: --selector: label selector ") and result.err.count("\n") == 1
+    assert cluster.api.count("GET", "pods") == 0
 
 
 @pytest.mark.parametrize(("args", "message"), [
