@@ -14,6 +14,7 @@ writes the counts).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -71,17 +72,18 @@ def clean(det: DeterminedOnKube) -> Iterator[DeterminedOnKube]:
     det.kill_all()
 
 
-@pytest.fixture
-def gang_scheduler(det: DeterminedOnKube, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    """`det-k8s scheduler run` as the ServiceAccount and RBAC `scheduler manifest -n determined` ships."""
+@contextlib.contextmanager
+def scheduler_run(det: DeterminedOnKube, work: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """`det-k8s scheduler run ARGS` as the ServiceAccount and RBAC `scheduler manifest -n determined` ships; after
+    it, no request of its refused."""
     for doc in scheduler_manifests("example.com/det-k8s:test", SYSTEM_NS, preemption=True):
         if doc["kind"] != "Deployment":
             det.plane.apply(doc)
-    kubeconfig = det.plane.service_account_kubeconfig(SYSTEM_NS, "det-k8s-scheduler", tmp_path / "sa.kubeconfig")
+    kubeconfig = det.plane.service_account_kubeconfig(SYSTEM_NS, "det-k8s-scheduler", work / "sa.kubeconfig")
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "NO_COLOR": "1", "DET_K8S_LEASE_NAMESPACE": "default"}
-    with (tmp_path / "scheduler.log").open("w") as log:
+    with (work / "scheduler.log").open("w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "det_k8s", "scheduler", "run", "-n", SYSTEM_NS, "--interval",
-                                 "2s"], env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                 "2s", *args], env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
         try:
             yield proc
@@ -93,7 +95,13 @@ def gang_scheduler(det: DeterminedOnKube, tmp_path: Path) -> Iterator[subprocess
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait(10)
-    assert det.plane.forbidden(SCHEDULER_SA) == [], (tmp_path / "scheduler.log").read_text()[-3000:]
+    assert det.plane.forbidden(SCHEDULER_SA) == [], (work / "scheduler.log").read_text()[-3000:]
+
+
+@pytest.fixture
+def gang_scheduler(det: DeterminedOnKube, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    with scheduler_run(det, tmp_path) as proc:
+        yield proc
 
 
 @pytest.fixture
@@ -169,3 +177,35 @@ def test_the_16_gpu_experiment_beside_8_never_starts_in_part_with_det_k8s(clean:
 def test_the_master_is_never_refused_by_the_bundled_charts_clusterrole(det: DeterminedOnKube) -> None:
     assert len(det.plane.audit(MASTER_SA)) > 10
     assert det.plane.forbidden(MASTER_SA) == []
+
+
+def test_a_priority_90_experiment_preempts_a_priority_10_one_whole_and_it_comes_back(clean: DeterminedOnKube,
+                                                                                    tmp_path: Path) -> None:
+    """On a master of Jobs (0.34+) the label on the victim's pods is not heard: det-k8s's notice is. The victim
+    leaves whole without spending a restart (max_restarts 0), the preemptor is bound whole, the victim waits whole,
+    QUEUED in `det`, and is placed again whole once the preemptor is killed. Nothing is partial at any moment."""
+    det = clean
+    det.nodes(4)
+    with scheduler_run(det, tmp_path, "--preemption"):
+        (low,) = det.submit(16, priority=10)
+        det.plane.wait_for("the priority-10 experiment bound", lambda: det.bound(low) == (4, 4), timeout=120)
+        (high,) = det.submit(8, priority=90)
+        seen: list[tuple[tuple[int, int], tuple[int, int]]] = []
+
+        def preemptor_bound() -> bool:
+            seen.append((det.bound(low), det.bound(high)))
+            return det.bound(high) == (2, 2)
+
+        det.plane.wait_for("the priority-90 experiment bound whole", preemptor_bound, timeout=180, interval=0.5)
+        partial = [s for s in seen if any(0 < bound < total for bound, total in s)]
+        assert partial == [], partial
+        events = [e for e in det.events() if e.get("reason") == "GangPreempting"]
+        assert events and "told by notice pod" in events[0]["message"], [e.get("message") for e in events]
+        assert "received preemption command" in det.m.log.read_text(errors="replace")
+        det.plane.wait_for("the victim waiting whole for room", lambda: det.bound(low) == (0, 4), timeout=120)
+        assert det.state(low) == "STATE_QUEUED"
+        det.kill(high)
+        det.plane.wait_for("the victim placed again whole", lambda: det.bound(low) == (4, 4), timeout=180)
+    trial = det.m.api("GET", f"/api/v1/trials/{det.trial_id(low)}")["trial"]
+    assert trial["restarts"] == 0, trial
+    assert not [p for p in det.pods() if p["spec"].get("schedulerName") == "det-k8s-preemption-notice"]

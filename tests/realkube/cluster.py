@@ -209,6 +209,9 @@ class Options:
     controller_manager_args: Sequence[str] = ()  # after the defaults, so a flag given here wins (e.g. a longer grace)
     kwok_args: Sequence[str] = ()  # e.g. --node-lease-duration-seconds, or `-c FILE` for more Stages/configuration
     kwok_stages: Path | None = None  # a Stages file instead of the cached default (e.g. slower node heartbeats)
+    # kwok serves every container's log (this ClusterLogs file) on 127.0.0.1, as the nodes' kubelet API: the Determined
+    # master follows its pods' logs, and the API server dials the nodes' InternalIP (127.0.0.1) for them
+    kwok_logs: Path | None = None
 
 
 class ControlPlane:
@@ -223,6 +226,7 @@ class ControlPlane:
         self.server = ""
         self.admin_kubeconfig = self.dir / "admin.kubeconfig"
         self.admin_token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
+        self.kwok_port = 0  # kwok's server: with Options.kwok_logs, the nodes' kubelet API
 
     # -- start/stop --
 
@@ -331,6 +335,8 @@ class ControlPlane:
             "--profiling=false", "--enable-priority-and-fairness=false", "--v=1",
         ]
         argv += list(self.options.apiserver_args)
+        if self.options.kwok_logs is not None:
+            argv.append("--kubelet-preferred-address-types=InternalIP")
         if gates:
             argv.append(f"--feature-gates={gates}")
         if self.options.runtime_config:
@@ -413,11 +419,30 @@ class ControlPlane:
         # kwok acts as every fake node's kubelet; it needs to read and write nodes, pods and leases everywhere.
         kubeconfig = self._component_kubeconfig("kwok", "kwok-controller", ["system:masters"])
         say(f"  starting kwok {self.binaries.kwok_version} (fake kubelets for nodes annotated {KWOK_ANNOTATION})")
-        self._spawn("kwok", [
-            str(self.binaries.kwok), f"--kubeconfig={kubeconfig}",
-            "-c", str(self.options.kwok_stages or self.binaries.kwok.parent / STAGES_FILE),
-            f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake", "--cidr=10.244.0.0/16",
-            "--node-ip=10.244.0.1", f"--server-address=127.0.0.1:{free_port()}", *self.options.kwok_args])
+        for attempt in range(5):
+            port = free_port()  # picked now, and again if another process took it meanwhile
+            where = ["--node-ip=10.244.0.1"]
+            if self.options.kwok_logs is not None:
+                where = ["--node-ip=127.0.0.1", f"--node-port={port}", "-c", str(self.options.kwok_logs)]
+            child = self._spawn("kwok", [
+                str(self.binaries.kwok), f"--kubeconfig={kubeconfig}",
+                "-c", str(self.options.kwok_stages or self.binaries.kwok.parent / STAGES_FILE),
+                f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake", "--cidr=10.244.0.0/16",
+                *where, f"--server-address=127.0.0.1:{port}", *self.options.kwok_args])
+            if not self._taken(child, port) or attempt == 4:
+                self.kwok_port = port
+                return
+            self.children.remove(child)
+
+    @staticmethod
+    def _taken(child: Child, port: int, within: float = 3.0) -> bool:
+        """Whether the child exited at once because its port was taken (a free port is only free when picked)."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if child.proc.poll() is not None:
+                return "address already in use" in child.tail(50)
+            time.sleep(0.1)
+        return False
 
     def _wait_default_service_account(self) -> None:
         if not self.options.controller_manager:

@@ -435,7 +435,7 @@ def chart_master_config(objects: list[dict[str, Any]]) -> dict[str, Any]:
 def kwok_serving_logs(work: Path) -> Any:
     """Control plane options under which kwok serves every container's log on 127.0.0.1 (the master follows its
     pods' logs, and a trial whose log cannot be read never leaves STARTING)."""
-    from tests.realkube.cluster import Options, free_port
+    from tests.realkube.cluster import Options
 
     logs = work / "kwok-logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -444,10 +444,7 @@ def kwok_serving_logs(work: Path) -> Any:
     (logs / "logs.yaml").write_text(json.dumps({
         "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "all-containers"},
         "spec": {"logs": [{"logsFile": str(fake_log), "follow": True}]}}) + "\n")
-    port = free_port()
-    return Options(kwok_args=["--node-ip=127.0.0.1", f"--node-port={port}", f"--server-address=127.0.0.1:{port}",
-                              "-c", str(logs / "logs.yaml")],
-                   apiserver_args=["--kubelet-preferred-address-types=InternalIP"])
+    return Options(kwok_logs=logs / "logs.yaml")
 
 
 class DeterminedOnKube:
@@ -540,7 +537,12 @@ class DeterminedOnKube:
             if int(item["metadata"]["name"].rsplit("-", 1)[-1]) >= count:
                 self.plane.request("DELETE", f"/api/v1/nodes/{item['metadata']['name']}", {"gracePeriodSeconds": 0})
         for i in range(count):
-            self.plane.apply(fake_node(f"gpu-{i}", gpus=gpus))
+            made = fake_node(f"gpu-{i}", gpus=gpus)
+            # where kwok serves the node's kubelet API (pods/log, which the master follows), as its Stage would say
+            made["status"]["addresses"] = [{"type": "InternalIP", "address": "127.0.0.1"},
+                                           {"type": "Hostname", "address": made["metadata"]["name"]}]
+            made["status"]["daemonEndpoints"] = {"kubeletEndpoint": {"Port": self.plane.kwok_port}}
+            self.plane.apply(made)
 
         def ready() -> bool:
             items = self.plane.request("GET", "/api/v1/nodes")[1]["items"]
