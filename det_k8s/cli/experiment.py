@@ -155,6 +155,7 @@ def create(
     from ..scheduling.explain import describe
     from ..scheduling.groups import build_group
     from ..scheduling.model import PLACEMENTS
+    from ..scheduling.queues import unnamed_workspaces
     from ..settings.podspec import DEFAULT, checking_against
     from ..tools.duration import format_duration, parse_duration
     from .live import current_user, effective_policy, entry_for, new_group_id, now, scheduling_settings
@@ -185,6 +186,8 @@ def create(
                         sequence=sequence, namespace=api.namespace)  # raises Unschedulable: nothing written
     store = QueueStore(api, api.namespace)
     policy = effective_policy(api, settings)
+    for line in unnamed_workspaces(policy.queues, [experiment.workspace]):
+        output.warning(line)
     if autoscaling:
         policy = replace(policy, autoscaling=True)
     with output.spinner("reading the cluster"):

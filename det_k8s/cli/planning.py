@@ -32,6 +32,7 @@ from ..scheduling.groups import build_group
 from ..scheduling.labels import running_groups
 from ..scheduling.model import ZONE, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from ..scheduling.plan import running_in, schedule
+from ..scheduling.queues import unnamed_workspaces
 from ..scheduling.searchers import Search, trials_at_once
 from ..settings.model import Settings
 from . import output
@@ -286,6 +287,8 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
                         extended_resource_toleration=extended_resource_toleration)
         if policy_file is not None:
             policy = with_policy_file(policy, policy_file)
+        for line in unnamed_workspaces(policy.queues, (e.experiment.workspace for e in entries)):
+            output.warning(line)
         scope = running_in(snapshot, namespace)
         queue = [e.group for e in entries if e.group is not None]
         with timed(f"scheduling pass ({len(snapshot.nodes)} nodes, {len(queue)} groups)"):

@@ -1,8 +1,10 @@
 """Experiment files: Determined's experiment-config keys, the ones det-k8s reads checked strictly.
 
 det-k8s reads `name`, `resources.slots_per_trial`, `resources.priority`, `environment.image`,
-`environment.environment_variables`, `environment.pod_spec`, `environment.force_pull_image` and
-`entrypoint`. Every other key of Determined's config (hyperparameters, searcher, data, ...) is
+`environment.environment_variables`, `environment.pod_spec`, `environment.force_pull_image`,
+`entrypoint`, and `workspace` and `resources.resource_pool` (its pods carry them as the master's carry
+theirs, `determined.ai/workspace` and `determined.ai/resource_pool`, so team queues match it by them).
+Every other key of Determined's config (hyperparameters, searcher, data, ...) is
 checked only for its name and otherwise ignored, so one file serves both `det experiment create` and
 det-k8s. Wrong types in the keys det-k8s reads are errors naming the key path and file:line. Every key
 is checked against the experiment-config keys of the Determined release in use (`check_keys`, with
@@ -23,6 +25,7 @@ from typing import Any
 from ..determined import expconf
 from ..determined.versions import DEFAULT, Version
 from ..errors import ExperimentError, Problem, Severity
+from ..names import is_label_value
 from ..settings.podspec import check_pod_spec
 from ..settings.problems import HasProblems, ProblemCollector
 from ..settings.source import Path, SourceMap, format_path, load_yaml_text, type_name
@@ -51,6 +54,8 @@ class Experiment:
     env_gpu: tuple[tuple[str, str], ...] = ()
     force_pull_image: bool = False
     source: str = ""
+    workspace: str | None = None  # `workspace`: a team queue's member, as the master's pods' label names it
+    resource_pool: str | None = None  # `resources.resource_pool`: likewise
     config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def image(self, gpu: bool) -> str | None:
@@ -170,6 +175,18 @@ def _pod_spec(reader: _Reader, value: Any, path: Path) -> Mapping[str, Any] | No
     return spec or None
 
 
+def _member(reader: _Reader, value: Any, path: Path, what: str) -> str | None:
+    """A workspace or resource pool name, which det-k8s's pods carry as the master's carry theirs
+    (`determined.ai/workspace`, `determined.ai/resource_pool`): team queues name their members by it."""
+    name = reader.string(value, path)
+    if name is not None and not is_label_value(name):
+        reader.add(Severity.WARNING, path, f"{what} {name!r} cannot be a Kubernetes label value, so det-k8s's pods "
+                   f"cannot carry it and no team queue's {what}s match this experiment",
+                   "use at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit")
+        return None
+    return name
+
+
 def _entrypoint(reader: _Reader, value: Any, path: Path) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -234,6 +251,9 @@ def parse_experiment(text: str, source: str, *, default_name: str | None = None,
         force_pull_image=force is True,
         source=source,
         config=data,
+        workspace=_member(reader, data.get("workspace"), ("workspace",), "workspace"),
+        resource_pool=_member(reader, resources.get("resource_pool"), ("resources", "resource_pool"),
+                              "resource pool"),
     )
     return ParsedExperiment(experiment, reader.problems)
 

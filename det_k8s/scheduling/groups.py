@@ -31,6 +31,7 @@ from ..settings.model import Settings
 from . import labels as L
 from .experiments import Experiment
 from .model import PodGroup, PodRequest
+from .queues import POOL, WORKSPACE
 
 CONTAINER = "determined-container"
 CHIEF_PORT = 29500  # torch.distributed's default MASTER_PORT
@@ -175,7 +176,7 @@ def build_group(experiment: Experiment, settings: Settings, *, group_id: str, us
     quota = facts_from_spec(spec, requests, f"experiment {experiment.name}")
     pods = []
     for pod in unlabelled.pods:
-        labels = {**base_labels, **L.pod_labels(unlabelled, pod.rank)}
+        labels = {**base_labels, **member_labels(experiment), **L.pod_labels(unlabelled, pod.rank)}
         constraints = constraints_from_spec(spec, namespace, labels)
         if named:
             constraints = constraints.on_node(str(named))
@@ -225,6 +226,13 @@ def _env(experiment: Experiment, settings: Settings, group: PodGroup, rank: int,
     return kept + [{"name": name, "value": value} for name, value in ours.items()]
 
 
+def member_labels(experiment: Experiment) -> dict[str, str]:
+    """The experiment's `workspace` and `resources.resource_pool` as the master's pods carry them: what team queues
+    name their members by (`queues.QueueTree.leaf_for`), for the group queued and for its pods once running."""
+    found = {WORKSPACE: experiment.workspace, POOL: experiment.resource_pool}
+    return {key: value for key, value in found.items() if value}
+
+
 def _own_labels(labels: Any) -> dict[str, str]:
     """The base pod spec's labels a det-k8s pod carries: never one the master acts on (`labels.MASTER_LABELS`; the
     settings' default pod spec serves the master's pods too, where they are the master's business; an experiment's
@@ -259,7 +267,8 @@ def pod_manifests(group: PodGroup, experiment: Experiment, settings: Settings,
             "metadata": {
                 "name": pod.name,
                 "namespace": namespace,
-                "labels": {**_own_labels(base_meta.get("labels")), **L.pod_labels(group, pod.rank)},
+                "labels": {**_own_labels(base_meta.get("labels")), **member_labels(experiment),
+                           **L.pod_labels(group, pod.rank)},
                 "annotations": {**(base_meta.get("annotations") or {}), L.SUBMITTED_AT: group.submitted_at},
             },
             "spec": spec,

@@ -194,6 +194,23 @@ class QueueTree:
         return namespaces.get(namespace or "default", self.default)
 
 
+def unnamed_workspaces(tree: QueueTree | None, workspaces: Iterable[str | None]) -> list[str]:
+    """One line per workspace (once each, in order) that no team queue names: its experiments go to the queue their
+    user, resource pool, labels or namespace match, else the default queue. None without team queues."""
+    if tree is None:
+        return []
+    named = tree._members[0]
+    lines: list[str] = []
+    seen: set[str] = set()
+    for workspace in workspaces:
+        if not workspace or workspace in named or workspace in seen:
+            continue
+        seen.add(workspace)
+        lines.append(f"workspace {workspace!r} is named by no team queue (members.workspaces): its experiments go to "
+                     f"the queue their user, resource pool, labels or namespace match, else {tree.default!r}")
+    return lines
+
+
 # -- reading and checking the document -------------------------------------------------------------------------
 
 
