@@ -556,6 +556,39 @@ def object_path(obj: Mapping[str, Any]) -> str:
     return f"{prefix}/namespaces/{ns}/{plural}/{name}"
 
 
+# What kwok's node-initialize Stage writes (kwok's NodeConditions, phase Running, its --node-ip), written by the test
+# when it creates the node instead: see `ready_status`.
+NODE_CONDITIONS = (("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+                   ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                   ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                   ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                   ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"))
+
+
+def ready_status(name: str, status: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`status` as kwok's node-initialize Stage leaves it: kwok's conditions (Ready) with a heartbeat of now, phase
+    Running and addresses, for a node created with them (a `status` whose Ready is not True is left to kwok).
+
+    kwok renews the heartbeat only of a node in phase Running and Ready (its node-heartbeat Stage), and initialises
+    only one not Ready: a node created Ready without a phase (`tests.k8s_emulator.node()`) was never touched by kwok,
+    its heartbeat never renewed. And a node created without a Ready condition has none until kwok initialises it; if
+    kube-controller-manager's node lifecycle controller looks at it then (every 5 s), it finds no Ready condition
+    ("all Nodes are not-Ready") and judges it by the heartbeat of an earlier node of the same name whose deletion it
+    did not see (one test's cleaning and the next test's nodes come within one of its looks) against its 60 s
+    start-up grace: after an earlier test that ran long, the node is Unknown at once and tainted
+    node.kubernetes.io/unreachable moments later. Created as kwok leaves it, neither happens."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out = dict(status or {})
+    ready = next((c.get("status") for c in out.get("conditions") or () if c.get("type") == "Ready"), "True")
+    if ready != "True":
+        return out
+    out["conditions"] = [{"type": t, "status": v, "reason": r, "message": m, "lastHeartbeatTime": now,
+                          "lastTransitionTime": now} for t, v, r, m in NODE_CONDITIONS]
+    out["phase"] = "Running"
+    out.setdefault("addresses", [{"type": "InternalIP", "address": "10.244.0.1"}, {"type": "Hostname", "address": name}])
+    return out
+
+
 def fake_node(name: str, *, gpus: int = 0, cpu: str = "8", memory: str = "32Gi", pods: int = 110,
               labels: Mapping[str, str] | None = None, taints: Sequence[Mapping[str, str]] = (),
               gpu_resource: str = "nvidia.com/gpu") -> dict[str, Any]:
@@ -569,7 +602,7 @@ def fake_node(name: str, *, gpus: int = 0, cpu: str = "8", memory: str = "32Gi",
                      "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                                 "kubernetes.io/arch": "amd64", "type": "kwok", **(labels or {})}},
         "spec": {"taints": [dict(t) for t in taints]} if taints else {},
-        "status": {"capacity": capacity, "allocatable": capacity},
+        "status": ready_status(name, {"capacity": capacity, "allocatable": capacity}),
     }
 
 

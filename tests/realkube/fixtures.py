@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.needs import need
-from tests.realkube.cluster import KWOK_ANNOTATION, ControlPlane, ControlPlaneError, Options
+from tests.realkube.cluster import KWOK_ANNOTATION, ControlPlane, ControlPlaneError, Options, ready_status
 
 # plural -> (API prefix, namespaced)
 PLURALS: dict[str, tuple[str, bool]] = {
@@ -103,8 +103,9 @@ class RealApi:
         plural = KIND_PLURAL[obj["kind"]]
         meta = dict(obj["metadata"])
         ns = meta.get("namespace") or ("default" if PLURALS[plural][1] else None)
-        if plural == "nodes":
+        if plural == "nodes":  # kwok's, and Ready from its creation (`ready_status`: what kwok would write first)
             meta["annotations"] = {**(meta.get("annotations") or {}), KWOK_ANNOTATION: "fake"}
+            obj["status"] = ready_status(meta["name"], obj.get("status"))
         if plural == "namespaces":
             self.namespaces.add(meta["name"])
         elif ns and ns not in SYSTEM_NAMESPACES and ns not in self.namespaces:
