@@ -6,7 +6,7 @@ inside the functions that read files: `det-k8s --help` stays fast.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,7 +15,7 @@ import typer
 from ..errors import InputError, UsageError
 
 if TYPE_CHECKING:
-    from ..cluster.model import Snapshot
+    from ..cluster.model import Pod, Snapshot
     from ..settings import LoadedSettings
 
 ValuesOpt = Annotated[list[str] | None, typer.Option(  # str, not Path: Path would turn https://x into https:/x
@@ -125,12 +125,13 @@ def load_documents(path: Path) -> list[Any]:
     return load_yaml_all(text, "stdin" if str(path) == STDIN else str(path), limit=None)
 
 
-def load_snapshot(path: Path) -> Snapshot:
-    """A Kubernetes List of Nodes and Pods (`kubectl get nodes,pods -A -o yaml`)."""
+def load_snapshot(path: Path, read_pod: Callable[[Mapping[str, Any]], Pod] | None = None) -> Snapshot:
+    """A Kubernetes List of Nodes and Pods (`kubectl get nodes,pods -A -o yaml`); `read_pod` reads each pod (`plan`:
+    the master's as a pass reads them, `scheduling.master.ServedReader`)."""
     from ..cluster.read import snapshot_from_objects
 
     shown = "stdin" if str(path) == STDIN else str(path)
-    snapshot = snapshot_from_objects(load_documents(path), shown)
+    snapshot = snapshot_from_objects(load_documents(path), shown, read_pod)
     if not snapshot.nodes:
         raise InputError(f"{shown}: no Node objects in it; nothing can be checked or planned against it",
                          hint="write it with `kubectl get nodes,pods -A -o json > snapshot.json`")

@@ -19,7 +19,7 @@ from .options import OFFLINE, KubeVersionOpt, OutputFormat, OutputOpt, pod_spec_
 
 @with_options("namespace", *OFFLINE, namespace_help=(
     "The queue to plan for: its namespace (default: HELM_NAMESPACE, then default; no kubeconfig is read). Only "
-    "the snapshot's det-k8s groups of that namespace may be preempted."))
+    "the snapshot's det-k8s groups of that namespace, and the master's trials, may be preempted."))
 def plan(
     experiments: Annotated[list[Path], typer.Argument(
         metavar="EXPERIMENT", show_default=False,
@@ -33,8 +33,13 @@ def plan(
     set_: SetOpt = None,
     set_string: SetStringOpt = None,
     preemption: Annotated[bool, typer.Option(
-        "--preemption", help="Let a group evict whole lower-priority det-k8s groups (also on with "
-        "defaultScheduler: preemption).")] = False,
+        "--preemption", help="Let a group evict whole lower-priority det-k8s groups and the master's trials (also on "
+        "with defaultScheduler: preemption).")] = False,
+    scheduler_name: Annotated[str, typer.Option(
+        "--scheduler-name", metavar="NAME",
+        help="The snapshot's pods of the Determined master that name this scheduler are planned as `scheduler run` "
+             "serves them: ready gangs queued, bound ones running (trials may be preempted); '' for none.")]
+    = "coscheduler",
     autoscaling: Annotated[bool, typer.Option(
         "--autoscaling",
         help="Nodes will be added: groups larger than the cluster wait instead of being rejected.")] = False,
@@ -80,4 +85,5 @@ def plan(
             user=user, output_format=output_format,
             map_request=MapRequest(None, group_by, summary, svg, html) if wanted else None, show_map=show_map,
             topology_key=topology_key, require_topology=require_topology,
-            extended_resource_toleration=extended_resource_toleration, policy_file=policy_file)
+            extended_resource_toleration=extended_resource_toleration, policy_file=policy_file,
+            scheduler_name=scheduler_name.strip())

@@ -3,8 +3,11 @@
 The experiments are taken as if submitted at once, in argument order, to an empty queue in the
 namespace of `-n` (HELM_NAMESPACE, else `default`); one scheduling pass runs on the snapshot with
 the same core the live scheduler uses, at the moment of submission (so none has waited long enough
-to reserve nodes). As in the live scheduler, only that namespace's running det-k8s groups may be
-preempted. Nothing talks to a cluster.
+to reserve nodes). The snapshot's pods of the Determined master that name --scheduler-name are read
+and collected as `scheduler run` serves them (`plan_pass`): its ready gangs join the queue, its bound
+ones run, and its trials may be preempted or reclaimed from. As in the live scheduler, only that
+namespace's running det-k8s groups and the master's trials may be preempted: the live pass and this
+plan decide with the one function (`scheduling.plan.pass_plan`). Nothing talks to a cluster.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import hashlib
 import math
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,8 +33,9 @@ from ..scheduling.experiments import Experiment, parse_experiment
 from ..scheduling.explain import describe, reclaiming, to_dict
 from ..scheduling.groups import build_group
 from ..scheduling.labels import running_groups
+from ..scheduling.master import DEFAULT_SCHEDULER_NAME, MasterPod, ServedReader
 from ..scheduling.model import ZONE, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
-from ..scheduling.plan import running_in, schedule
+from ..scheduling.plan import pass_plan, running_in
 from ..scheduling.queues import unnamed_workspaces
 from ..scheduling.searchers import Search, trials_at_once
 from ..settings.model import Settings
@@ -144,6 +148,49 @@ def build_entries(experiments: Sequence[Experiment], settings: Settings, user: s
                 continue
             entries.append(Entry(experiment, group, None, trial, shown))
     return entries
+
+
+@dataclass(frozen=True)
+class Planned:
+    """`plan_pass`'s answer: the plan, what was planned, every running group by id, the master's groups' namespaces
+    and what the pass that serves the master's pods would repair first (one line each)."""
+
+    plan: Plan
+    queue: tuple[PodGroup, ...]
+    running: dict[str, RunningGroup]
+    where: dict[str, str]
+    repairs: tuple[str, ...] = ()
+
+
+def plan_pass(snapshot: Snapshot, served: Sequence[MasterPod], queue: Sequence[PodGroup], policy: Policy,
+              namespace: str, *, now: datetime, scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> Planned:
+    """The pass `scheduler run` in `namespace` would make on `snapshot` with `queue` submitted: the master's pods that
+    name `scheduler_name` (`served`, read by `ServedReader`) are collected as its pass collects them (ready groups
+    queued, bound ones running and preemptible if trials, partly bound or orphaned ones left to its repair), and the
+    one decision is `pass_plan`'s, as the live pass's (`kube/reconcile/decide.py`)."""
+    master_queue: tuple[PodGroup, ...] = ()
+    master_running: tuple[RunningGroup, ...] = ()
+    where: dict[str, str] = {}
+    repairs: list[str] = []
+    if served:
+        from ..kube.reconcile.master import Repair, collect, seen_in_snapshot
+        from ..kube.scheduler import PREEMPTION_GRACE
+        from ..scheduling.master import master_groups
+
+        groups = master_groups(served, scheduler_name)
+        found = collect(seen_in_snapshot(groups, snapshot.nodes_by_name), now=now, grace=PREEMPTION_GRACE)
+        master_queue, master_running = found.queue, found.running
+        where = {gid: group.namespace for gid, group in found.groups.items()}
+        for repair in found.repairs:
+            why = ((f"bound to node(s) {', '.join(repair.lost)} not in the snapshot" if repair.lost else "partly bound")
+                   if isinstance(repair, Repair) else "preempted and still there past the preemption grace")
+            repairs.append(f"the master's {repair.group.id} is {why}: the pass that serves it deletes its pods first "
+                           "(Determined restarts it), so it is left out of this plan")
+    planned, plan = pass_plan(snapshot, queue, policy, namespace, master_queue=master_queue,
+                              master_running=master_running, now=now)
+    running = {g.id: g for g in running_groups(snapshot.pods)}
+    running.update((g.id, g) for g in master_running)
+    return Planned(plan, planned, running, where, tuple(repairs))
 
 
 def announce_searches(entries: Sequence[Entry]) -> None:
@@ -265,13 +312,15 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
         sets: Sequence[str] | None, set_strings: Sequence[str] | None, *, preemption: bool, autoscaling: bool,
         user: str | None, output_format: OutputFormat, map_request: MapRequest | None = None,
         show_map: bool = False, topology_key: str = ZONE, require_topology: bool = False,
-        extended_resource_toleration: bool | None = None, policy_file: Path | None = None) -> None:
+        extended_resource_toleration: bool | None = None, policy_file: Path | None = None,
+        scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> None:
     """Load everything, plan one pass, print the answer (with `map_request`: the map after the plan)."""
     stdin_once(experiments, snapshot_file, values, policy_file)
     namespace = plan_namespace()
     with no_gc():
+        reader = ServedReader(scheduler_name or None)  # the master's pods read as a pass reads them
         with timed(f"reading the snapshot {snapshot_file}"):
-            snapshot = load_snapshot(snapshot_file)
+            snapshot = load_snapshot(snapshot_file, read_pod=reader)
         require_nodes(snapshot, str(snapshot_file))
         for warning in snapshot_warnings(snapshot, str(snapshot_file)):
             output.warning(warning)
@@ -289,26 +338,28 @@ def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str |
             policy = with_policy_file(policy, policy_file)
         for line in unnamed_workspaces(policy.queues, (e.experiment.workspace for e in entries)):
             output.warning(line)
-        scope = running_in(snapshot, namespace)
         queue = [e.group for e in entries if e.group is not None]
         with timed(f"scheduling pass ({len(snapshot.nodes)} nodes, {len(queue)} groups)"):
-            result = schedule(snapshot, queue, policy, scope, now=now)  # just submitted: no reservation
-        running = {g.id: g for g in running_groups(snapshot.pods)}
+            # just submitted: no reservation for these; the master's groups have waited since their pods were made
+            planned = plan_pass(snapshot, reader.served, queue, policy, namespace, now=now,
+                                scheduler_name=scheduler_name)
+        result = planned.plan
+        running = planned.running
         omap = None
         if map_request is not None:
             from .nodemap import occupancy
 
             with timed("the map"):
-                omap = occupancy(snapshot, settings, map_request, plan=result, queue=queue,
+                omap = occupancy(snapshot, settings, map_request, plan=result, queue=planned.queue,
                                  extended_resource_toleration=extended_resource_toleration)
-    for warning in result.warnings:
+    for warning in (*planned.repairs, *result.warnings):
         output.warning(warning)
     if policy.preemption:
         elsewhere = victims_elsewhere(snapshot, namespace, result, entries)
         if elsewhere:
             output.warning(elsewhere)
     show(entries, result, running, output_format, namespace, omap if show_map else None,
-         summary=map_request.summary if map_request is not None else None)
+         summary=map_request.summary if map_request is not None else None, where=planned.where)
     if omap is not None and map_request is not None:
         from .mapview import write_pictures
 
@@ -348,10 +399,12 @@ def notes(records: Sequence[dict[str, Any]]) -> list[Any]:
 
 def show(entries: Sequence[Entry], result: Plan, running: dict[str, RunningGroup],
          output_format: OutputFormat, namespace: str = "default", omap: OccupancyMap | None = None,
-         summary: bool | None = None) -> None:
+         summary: bool | None = None, where: Mapping[str, str] | None = None) -> None:
     """JSON/YAML records, or the tables a person reads: who runs where, who waits and why, who is evicted.
 
-    With `omap`, the map after the plan replaces the tables (and joins the records under `map`)."""
+    With `omap`, the map after the plan replaces the tables (and joins the records under `map`). `where`: the
+    namespace of each of the master's groups (a victim of the master's may be of another namespace)."""
+    where = where or {}
     records = report(entries, result, running)
     by_group = {e.group.id: e.label for e in entries if e.group is not None}
     preemptor: dict[str, list[str]] = {}
@@ -362,7 +415,7 @@ def show(entries: Sequence[Entry], result: Plan, running: dict[str, RunningGroup
     if output_format is not OutputFormat.table:
         output.data({"namespace": namespace, "experiments": records,
                      "victims": [{"group": v, "experiment": running[v].experiment if v in running else v,
-                                  "namespace": namespace,
+                                  "namespace": where.get(v, namespace),
                                   "user": running[v].user if v in running else "",
                                   "priority": running[v].priority if v in running else None,
                                   "pods": len(running[v].pods) if v in running else 0,
@@ -376,6 +429,6 @@ def show(entries: Sequence[Entry], result: Plan, running: dict[str, RunningGroup
         show_map(omap, summary=summary, after_plan=True, notes=notes(records))
         output.message(outcome(records, result))
         return
-    victims = [(v, running[v].experiment, namespace, running[v].user, str(running[v].priority),
+    victims = [(v, running[v].experiment, where.get(v, namespace), running[v].user, str(running[v].priority),
                 str(len(running[v].pods)), ", ".join(preemptor.get(v, []))) for v in result.victims if v in running]
     print_table(records, result, victims)

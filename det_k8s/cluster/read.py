@@ -15,7 +15,7 @@ can be changed by a caller.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import InputError, MalformedObject
@@ -550,9 +550,12 @@ def _items(document: Any, name: str, listed: set[str]) -> Iterable[Mapping[str, 
                          "(as `kubectl get nodes,pods -A -o yaml` prints it)")
 
 
-def snapshot_from_objects(documents: Sequence[Any], name: str = "snapshot") -> Snapshot:
+def snapshot_from_objects(documents: Sequence[Any], name: str = "snapshot",
+                          read_pod: Callable[[Mapping[str, Any]], Pod] | None = None) -> Snapshot:
     """Build a Snapshot from Lists (or single objects) of Nodes and Pods, and the PersistentVolumeClaims,
-    PersistentVolumes, StorageClasses, Namespaces and ResourceQuotas placement also reads; other kinds are skipped."""
+    PersistentVolumes, StorageClasses, Namespaces and ResourceQuotas placement also reads; other kinds are skipped.
+    `read_pod` reads each pod (default `pod_from_object`; `plan` reads the master's as a pass does)."""
+    read_pod = read_pod or pod_from_object
     nodes: list[Node] = []
     pods: list[Pod] = []
     claims: list[Claim] = []
@@ -568,7 +571,7 @@ def snapshot_from_objects(documents: Sequence[Any], name: str = "snapshot") -> S
             for item in _items(document, name, listed):
                 kind = item.get("kind")
                 if kind == "Pod":
-                    pods.append(pod_from_object(item))
+                    pods.append(read_pod(item))
                 elif kind == "Node":
                     nodes.append(node_from_object(item))
                 elif kind in ("PersistentVolumeClaim", "PersistentVolume", "StorageClass"):

@@ -55,7 +55,7 @@ from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS
 from ..scheduling.master import State, master_groups, planned_forms
 from ..scheduling.model import Plan, PodGroup, Policy, RunningGroup
 from ..scheduling.narrow import clean, narrowed
-from ..scheduling.plan import running_in, schedule
+from ..scheduling.plan import pass_plan, pass_running, schedule
 from ..scheduling.serialize import group_from_dict
 from .api import KubeApi
 from .binder import Binder
@@ -372,7 +372,7 @@ class LiveScheduler:
         queue, running = master.collect(state, report)
         if not queue:
             return _Fast(report, state, master, (), (), None)
-        mine = (*running_in(state.snapshot, self.namespace), *running)
+        mine = pass_running(state.snapshot, self.namespace, running)
         return _Fast(report, state, master, tuple(queue), mine, self._plan(state.snapshot, queue, mine))
 
     def _fast_pass(self, fast: _Fast) -> PassReport:
@@ -575,7 +575,6 @@ def dry_plan(snapshot: Snapshot | DryCluster, entries: Sequence[QueueEntry], pol
     with a `DryCluster`, the master's groups a serving loop plans are in it, as in that loop's pass."""
     cluster = snapshot if isinstance(snapshot, DryCluster) else DryCluster(snapshot)
     queue = [group_from_dict(e.group) for e in entries if e.state == QUEUED] + list(extra)
-    queue += cluster.master_queue
     # Pods of a queued group (not yet stopping) are what an interrupted creation left: the next pass deletes them
     # before it plans (`_leftovers`, intent records), so they never hold the group's own place (never "held by"
     # itself). Pods already stopping still hold their resources until they are gone.
@@ -588,5 +587,5 @@ def dry_plan(snapshot: Snapshot | DryCluster, entries: Sequence[QueueEntry], pol
 
     if queued and any(leftover(p) for p in planned.pods):
         planned = replace(planned, pods=tuple(p for p in planned.pods if not leftover(p)))
-    running = [*running_in(planned, namespace), *cluster.master_running]
-    return schedule(planned, queue, policy, running, now=now)
+    return pass_plan(planned, queue, policy, namespace, master_queue=cluster.master_queue,
+                     master_running=cluster.master_running, now=now)[1]

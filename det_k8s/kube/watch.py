@@ -32,12 +32,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..cluster.gangs import foreign_gang
 from ..cluster.model import Node, Pod, Snapshot
 from ..cluster.read import node_from_object, pod_from_object
 from ..errors import DetK8sError, Expired, Forbidden, MalformedObject, NotFound
-from ..scheduling.labels import MANAGED_BY, MANAGER, is_managed
-from ..scheduling.master import MasterPod, master_pod
+from ..scheduling.labels import MANAGED_BY, MANAGER
+from ..scheduling.master import MasterPod, ServedReader, master_pod
+from ..scheduling.master import served as _served
 from .api import KubeApi
 from .kinds import CONFIGMAPS, NODES, PODS, Kind
 from .snapshot import PLACEMENT_KINDS, object_key, placement_object, read_placement_objects, snapshot_of, unserved
@@ -56,18 +56,6 @@ class ClusterState:
     pods_version: str = ""
 
 
-def _served(obj: Mapping[str, Any], scheduler_name: str | None) -> bool:
-    """A pod det-k8s binds: it names the served scheduler and is not one of det-k8s's own (those are pinned by
-    node affinity and bound by their scheduler, whatever its name; never also bound or marked as the master's)."""
-    spec = obj.get("spec")
-    if not (scheduler_name and isinstance(spec, Mapping) and spec.get("schedulerName") == scheduler_name):
-        return False
-    meta = obj.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
-    # another gang mechanism's pod naming this scheduler is not the master's: an ordinary pod (held once bound)
-    return not (isinstance(labels, Mapping) and is_managed(labels)) and not foreign_gang(obj)
-
-
 def read_cluster(api: KubeApi, scheduler_name: str | None = None) -> ClusterState:
     """List nodes and pods once (what a one-shot pass sees)."""
     try:
@@ -78,14 +66,9 @@ def read_cluster(api: KubeApi, scheduler_name: str | None = None) -> ClusterStat
 
 def _read_cluster(api: KubeApi, scheduler_name: str | None) -> ClusterState:
     items, version = api.list_page(PODS, all_namespaces=True, field_selector=ACTIVE)
-    pods, served = [], []
-    for obj in items:
-        if _served(obj, scheduler_name):
-            found = master_pod(obj)
-            served.append(found)
-            pods.append(found.pod)
-        else:
-            pods.append(pod_from_object(obj))
+    read = ServedReader(scheduler_name)  # (`plan --snapshot` reads its file's pods with it too)
+    pods = [read(obj) for obj in items]
+    served = read.served
     nodes = tuple(node_from_object(obj) for obj in api.iter_list(NODES))
     return ClusterState(snapshot_of(nodes, tuple(pods), read_placement_objects(api)), tuple(served), version)
 

@@ -46,6 +46,7 @@ from functools import cached_property
 from itertools import compress
 from typing import Any, cast
 
+from ..cluster.gangs import foreign_gang
 from ..cluster.model import AMD_GPU, GPU, Pod
 from ..cluster.read import pod_from_object
 from ..determined.versions import fact
@@ -140,6 +141,35 @@ def master_pod(obj: Mapping[str, Any]) -> MasterPod:
                      priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
                      str(spec.get("schedulerName") or "default-scheduler"), waiting, since, started, gates,
                      preempted_at)
+
+
+def served(obj: Mapping[str, Any], scheduler_name: str | None) -> bool:
+    """A pod det-k8s binds: it names the served scheduler and is not one of det-k8s's own (those are pinned by
+    node affinity and bound by their scheduler, whatever its name; never also bound or marked as the master's)."""
+    spec = obj.get("spec")
+    if not (scheduler_name and isinstance(spec, Mapping) and spec.get("schedulerName") == scheduler_name):
+        return False
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    # another gang mechanism's pod naming this scheduler is not the master's: an ordinary pod (held once bound)
+    return not (isinstance(labels, Mapping) and is_managed(labels)) and not foreign_gang(obj)
+
+
+@dataclass
+class ServedReader:
+    """Reads pod objects as a pass does (`kube/watch.read_cluster`): a served pod as the master's (`master_pod`: on no
+    node until det-k8s binds it), kept in `served`; any other as an ordinary pod. `plan --snapshot` reads its file
+    with it, so that its running groups and queue hold the master's as the live pass's do."""
+
+    scheduler_name: str | None
+    served: list[MasterPod] = field(default_factory=list)
+
+    def __call__(self, obj: Mapping[str, Any]) -> Pod:
+        if served(obj, self.scheduler_name):
+            found = master_pod(obj)
+            self.served.append(found)
+            return found.pod
+        return pod_from_object(obj)
 
 
 class State(StrEnum):

@@ -67,6 +67,23 @@ def schedule(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy,
     return _Pass(snapshot, queue, policy, running_groups(snapshot.pods) if running is None else running, now).run()
 
 
+def pass_running(snapshot: Snapshot, namespace: str, master: Sequence[RunningGroup] = ()) -> tuple[RunningGroup, ...]:
+    """The running groups one pass of `namespace`'s queue plans with, which alone it may evict: that queue's det-k8s
+    groups and the master's bound groups (of every namespace: the pass that serves them marks its victims). The full
+    pass, the loop's fast pass and `plan --snapshot` all plan with these."""
+    return (*running_in(snapshot, namespace), *master)
+
+
+def pass_plan(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy, namespace: str, *,
+              master_queue: Sequence[PodGroup] = (), master_running: Sequence[RunningGroup] = (),
+              now: datetime | None = None) -> tuple[tuple[PodGroup, ...], Plan]:
+    """One pass's decision: det-k8s's queued groups of `namespace` and the master's ready ones, planned together over
+    `pass_running` (what was planned, the plan). The live pass (`kube/reconcile/decide.py`), a plan that writes
+    nothing (`kube/scheduler.dry_plan`) and `plan --snapshot` decide with this one function."""
+    planned = (*queue, *master_queue)
+    return planned, schedule(snapshot, planned, policy, pass_running(snapshot, namespace, master_running), now=now)
+
+
 def running_in(snapshot: Snapshot, namespace: str) -> tuple[RunningGroup, ...]:
     """The running det-k8s groups of one namespace's queue: the only groups its passes may evict."""
     return running_groups(pod for pod in snapshot.pods if pod.namespace == namespace)

@@ -26,7 +26,7 @@ from ...scheduling.explain import describe, reclaiming
 from ...scheduling.lifecycle import FREE_REJECTIONS, Health, Verdict, charge, group_health
 from ...scheduling.master import MasterGroup
 from ...scheduling.model import Plan, PodGroup, Policy, RunningGroup
-from ...scheduling.plan import running_in, schedule
+from ...scheduling.plan import pass_plan
 from ...scheduling.serialize import group_from_dict
 from ..queue import COMPLETED, FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueEntry
 from . import master
@@ -315,9 +315,9 @@ def decide(seen: Observed) -> Decision:
         queue.append(group_from_dict(entry.group))
     # Only groups of this queue may be evicted: their pods are the ones this pass can delete. Other namespaces'
     # det-k8s groups hold capacity like any other pods (`plan` uses the same scope). The master's groups join both.
-    queue += seen.master_queue
-    mine = [*running_in(seen.snapshot, seen.namespace), *seen.master_running]
-    plan = schedule(seen.snapshot, queue, seen.policy, mine, now=now)
+    planned, plan = pass_plan(seen.snapshot, queue, seen.policy, seen.namespace, master_queue=seen.master_queue,
+                              master_running=seen.master_running, now=now)
+    queue = list(planned)
     preemptor_of = {victim: group for group, victims in plan.preempting.items() for victim in victims}
     for victim in plan.victims:
         if victim in seen.master_groups:

@@ -10,7 +10,7 @@ cannot change its outcome.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -48,6 +48,14 @@ class Seen:
 
     group: MasterGroup
     lost: tuple[str, ...] = ()
+
+
+def seen_in_snapshot(groups: Sequence[MasterGroup], nodes: Container[str]) -> list[Seen]:
+    """The groups as a pass that serves them observes them when a snapshot is the whole truth (`plan --snapshot`):
+    the nodes a bound group is on that the snapshot lacks are gone (a live pass confirms each by reading it,
+    `master_pods.MasterPods.observe`), a leaving group's nodes are not looked at, a partly bound group is as seen."""
+    return [Seen(group, () if group.state is State.LEAVING else
+                 tuple(sorted(node for node in group.bound_nodes if node not in nodes))) for group in groups]
 
 
 @dataclass(frozen=True)
