@@ -242,6 +242,18 @@ FACTS: tuple[Fact, ...] = (
          since=v("0.18.0"), until=v("0.36.0"), value="determinedai/kube-scheduler:0.17.0",
          what="kubeSchedulerPreemption"),
     # -- task pods the master creates ----------------------------------------------------------------
+    # What validatePodSpec (master/pkg/model/environment_config.go) refuses in a task_container_defaults pod spec:
+    # the master does not start on one (and refuses an experiment's environment.pod_spec holding one). `value`: the
+    # fields of the `determined-container` entry the master sets itself (JSON names). Read at 0.17.15 (which also
+    # fixes securityContext) and at 0.26.2, 0.29.1, 0.32.1 and 0.38.1 (the same list at each).
+    Fact("master.pod_spec.fixed_container_fields", "0.17.15 master/pkg/model/environment_config.go (validatePodSpec)",
+         until=v("0.18.0"), value=("image", "command", "args", "workingDir", "ports", "livenessProbe",
+                                   "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath",
+                                   "terminationMessagePolicy", "imagePullPolicy", "securityContext")),
+    Fact("master.pod_spec.fixed_container_fields", "0.38.1 master/pkg/model/environment_config.go (validatePodSpec)",
+         since=v("0.18.0"), value=("image", "command", "args", "workingDir", "ports", "livenessProbe",
+                                   "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath",
+                                   "terminationMessagePolicy", "imagePullPolicy")),
     Fact("tasks.jobs", "0.34.0 master/internal/rm/kubernetesrm/jobs.go (batch/v1 Jobs instead of bare pods)",
          since=v("0.34.0")),
     Fact("scheduler.preemption", "0.36.0 master/internal/config/config.go (Validate: preemption rejected)",

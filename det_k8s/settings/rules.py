@@ -18,7 +18,8 @@ from ..determined import versions
 from ..errors import Problem, Severity
 from ..names import is_image_reference
 from ..quantity import QuantityError, parse_quantity
-from .podspec import check_settings_pod_specs
+from .podspec import check_settings_pod_specs, settings_pod_specs
+from .podvalues import MAIN_CONTAINER
 from .problems import ProblemCollector, get_path
 from .redact import clip, mask_url
 from .schema import (
@@ -316,6 +317,49 @@ def _rule_network(v: Mapping[str, Any], user: Mapping[str, Any], out: ProblemCol
                 out.warning(("db", name), "ignored with an external database (db.hostAddress is set)")
 
 
+# The Go names validatePodSpec's messages use, for the fields it refuses in `determined-container`.
+_GO_NAMES = {"image": "Image", "command": "Command", "args": "Args", "workingDir": "WorkingDir", "ports": "Ports",
+             "livenessProbe": "LivenessProbe", "readinessProbe": "ReadinessProbe", "startupProbe": "StartupProbe",
+             "lifecycle": "Lifecycle", "terminationMessagePath": "TerminationMessagePath",
+             "terminationMessagePolicy": "TerminationMessagePolicy", "imagePullPolicy": "ImagePullPolicy",
+             "securityContext": "SecurityContext"}
+_POINTERS = frozenset({"livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "securityContext"})
+
+
+def _rule_master_pod_specs(v: Mapping[str, Any], version: versions.Version, out: ProblemCollector) -> None:
+    """What the master's validatePodSpec refuses in the settings' pod specs: it does not start on one (a real
+    0.38.1 master: "Check Failed! ... container Lifecycle is not configurable")."""
+    fixed = versions.value_of("master.pod_spec.fixed_container_fields", version) or ()
+    stops = f"the Determined {version} master refuses to start"
+    for path, spec in settings_pod_specs(v):
+        if not isinstance(spec, Mapping):
+            continue
+        meta = spec.get("metadata")
+        for name in ("name", "namespace"):
+            if isinstance(meta, Mapping) and meta.get(name):
+                out.error((*path, "metadata", name), f"{stops}: pod {name.title()} is not a configurable option",
+                          "remove it: the master names its task pods and places them in their namespace")
+        inner = spec.get("spec")
+        if not isinstance(inner, Mapping):
+            continue
+        if inner.get("hostNetwork") is True:
+            out.error((*path, "spec", "hostNetwork"), f"{stops}: host networking must be configured via master.yaml",
+                      "remove it, and set taskContainerDefaults.networkMode: host")
+        containers = inner.get("containers")
+        for index, container in enumerate(containers if isinstance(containers, list) else ()):
+            if not isinstance(container, Mapping) or container.get("name") != MAIN_CONTAINER:
+                continue
+            for field in fixed:
+                value = container.get(field)
+                if value is None or (field not in _POINTERS and value in ("", [], {})):
+                    continue
+                out.error((*path, "spec", "containers", index, field),
+                          f"{stops}: container {_GO_NAMES[field]} is not configurable in {MAIN_CONTAINER}",
+                          "remove it: the master sets it" + (" (the image and its pull policy: in the experiment's "
+                          "environment)" if field in ("image", "imagePullPolicy") else "")
+                          + "; another container of the pod may have it")
+
+
 def _rule_tasks(v: Mapping[str, Any], version: versions.Version | None, out: ProblemCollector) -> None:
     tcd = _map(v, "taskContainerDefaults")
     base = ("taskContainerDefaults",)
@@ -331,6 +375,7 @@ def _rule_tasks(v: Mapping[str, Any], version: versions.Version | None, out: Pro
             if not match or not (1 <= int(match[1]) <= int(match[2]) <= 65535):
                 out.error((*base, name), f"expected MIN:MAX ports, found {text!r}", "for example 29400:29500")
     out.problems.extend(check_settings_pod_specs(v, out.sources))  # the Kubernetes Pod schema (podspec.py)
+    _rule_master_pod_specs(v, version or versions.DEFAULT, out)
     for name in ("cpuPodSpec", "gpuPodSpec"):
         spec = tcd.get(name)
         inner = spec.get("spec") if isinstance(spec, Mapping) else None
