@@ -1,0 +1,218 @@
+"""The offline what-if equals the live pass (issue 40, item 2): over random cluster states, `plan --snapshot`'s
+function (`cli.planning.plan_pass`, on the snapshot file's objects) and one live pass of `scheduler run` on the API
+emulator make the same decisions: placements up to equivalent nodes, victims (the master's trials too), reclaims,
+what each placed group waits for, and why the others wait or are rejected.
+
+A state: 2-4 GPU nodes (4 or 8 GPUs, two zones); the Determined master's trials and commands in the shape of one
+supported release (tests/master_pods.py: 0.17.15 and 0.26.2 bare pods, 0.38.1 Jobs), in namespace default or team-a;
+det-k8s's own experiments in the queue of namespace default; priorities 10, 50 or 90; team queues or none; preemption
+on or off. A first live pass places what fits (the master's bound, det-k8s's created), then more of both arrive; the
+plan and the live pass are compared on the first state and on the second.
+
+CI runs a bounded, derandomized budget (PLAN_EQUALS_LIVE_EXAMPLES, default 30); a long campaign:
+`PLAN_EQUALS_LIVE_EXAMPLES=2000 PLAN_EQUALS_LIVE_RANDOM=1 .venv/bin/python -m pytest
+tests/property/test_plan_equals_live_pass.py -q -p no:cacheprovider` (Hypothesis prints the failing example and its
+reproduce blob). Every disagreement found is a named case in tests/cli/test_plan_master_victims.py or below.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from det_k8s.cli.planning import plan_pass
+from det_k8s.cluster.read import snapshot_from_objects
+from det_k8s.kube.policy import checked_queues
+from det_k8s.kube.queue import QUEUED, QueueStore
+from det_k8s.kube.scheduler import LiveScheduler
+from det_k8s.scheduling.experiments import parse_experiment
+from det_k8s.scheduling.explain import describe
+from det_k8s.scheduling.groups import build_group
+from det_k8s.scheduling.master import ServedReader
+from det_k8s.scheduling.model import Plan, Policy
+from det_k8s.scheduling.serialize import group_from_dict
+from det_k8s.settings.loader import Document, load_settings
+from tests.conftest import Cluster
+from tests.k8s_emulator import RunningEmulator, node
+from tests.master_pods import VERSIONS, create_task, master_task
+
+EXAMPLES = int(os.environ.get("PLAN_EQUALS_LIVE_EXAMPLES", "30"))
+RANDOM = bool(os.environ.get("PLAN_EQUALS_LIVE_RANDOM"))
+SETTINGS = load_settings([Document("s.yaml", "maxSlotsPerPod: 4\n")]).settings()
+SERVED = "coscheduler"
+ZONE = "topology.kubernetes.io/zone"
+PRIORITIES = (10, 50, 90)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task of the master: a trial of `slots` GPUs, or a command (one pod, no GPU: never a victim)."""
+
+    slots: int
+    priority: int
+    namespace: str
+    command: bool = False
+
+
+@dataclass(frozen=True)
+class Own:
+    """One of det-k8s's own experiments, submitted to the queue of namespace default."""
+
+    slots: int
+    priority: int
+    old: bool  # submitted an hour ago (it may reserve nodes), else just now
+
+
+@dataclass(frozen=True)
+class State:
+    version: str
+    nodes: tuple[int, ...]  # GPUs per node
+    first: tuple[Task | Own, ...]  # before the first pass
+    then: tuple[Task | Own, ...]  # arriving before the second
+    preemption: bool
+    guarantee: int | None  # the guaranteed queue's GPUs (None: no team queues)
+    guaranteed: str = "team-a"  # the namespace whose queue has the guarantee; the other's borrows
+
+
+def arrivals(priorities: tuple[int, ...]) -> st.SearchStrategy[tuple[Task | Own, ...]]:
+    namespaces = st.sampled_from(("default", "team-a"))
+    tasks = st.builds(Task, st.sampled_from((1, 2, 4, 8)), st.sampled_from(priorities), namespaces, st.just(False))
+    commands = st.builds(Task, st.just(0), st.sampled_from(priorities), namespaces, st.just(True))
+    owns = st.builds(Own, st.sampled_from((1, 2, 4, 8)), st.sampled_from(priorities), st.booleans())
+    return st.lists(st.one_of(tasks, tasks, owns, owns, commands), max_size=4).map(tuple)
+
+
+# the first arrivals mostly lower, the later ones mostly higher: preemption and reclaims happen often
+states = st.builds(State, st.sampled_from(VERSIONS), st.lists(st.sampled_from((4, 8)), min_size=2, max_size=3)
+                   .map(tuple), arrivals((10, 10, 50, 90)), arrivals((10, 50, 90, 90)), st.booleans(),
+                   st.one_of(st.none(), st.sampled_from((4, 8, 16))), st.sampled_from(("default", "team-a")))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+    def __call__(self) -> datetime.datetime:
+        return self.now
+
+
+def policy_of(state: State) -> Policy:
+    queues = None
+    if state.guarantee is not None:
+        queues = checked_queues({"version": 1, "defaultQueue": "shared", "queues": [
+            {"name": "team", "guarantee": {"nvidia.com/gpu": state.guarantee},
+             "members": {"namespaces": [state.guaranteed]}},
+            {"name": "shared"}]}, "test")
+    return Policy(preemption=state.preemption, queues=queues)
+
+
+def submit(cluster: Cluster, own: Own, index: int, clock: Clock) -> None:
+    from det_k8s.cli.live import entry_for
+
+    text = f"name: exp-{index}\nresources: {{slots_per_trial: {own.slots}, priority: {own.priority}}}\n"
+    experiment = parse_experiment(text, f"exp-{index}.yaml").get()
+    submitted = clock.now - datetime.timedelta(hours=1 if own.old else 0)
+    group = build_group(experiment, SETTINGS, group_id=f"own{index:04d}", user=f"user-{index % 2}",
+                        submitted_at=submitted.strftime("%Y-%m-%dT%H:%M:%SZ"), sequence=index)
+    QueueStore(cluster.connect(), "default").add(entry_for(experiment, text, SETTINGS, group, "default"))
+
+
+def arrive(cluster: Cluster, state: State, items: tuple[Task | Own, ...], start: int, clock: Clock) -> None:
+    api = cluster.connect()
+    for offset, item in enumerate(items):
+        index = start + offset
+        if isinstance(item, Own):
+            submit(cluster, item, index, clock)
+        elif item.command:
+            create_task(api, master_task(state.version, experiment=index, priority=item.priority,
+                                         namespace=item.namespace, slots_per_trial=0, task_type="COMMAND",
+                                         user=f"user-{index % 2}"))
+        else:
+            create_task(api, master_task(state.version, experiment=index, slots_per_trial=item.slots,
+                                         priority=item.priority, namespace=item.namespace, user=f"user-{index % 2}"))
+
+
+def snapshot_objects(cluster: Cluster) -> list[dict[str, Any]]:
+    """What `kubectl get nodes,pods -A -o json` prints (finished pods included, as kubectl lists them)."""
+    return [{**o, "kind": kind} for plural, kind in (("nodes", "Node"), ("pods", "Pod"))
+            for o in cluster.api.items(plural)]
+
+
+def offline(cluster: Cluster, policy: Policy, clock: Clock) -> Plan:
+    """`plan --snapshot`'s answer for the queue of namespace default as it stands."""
+    reader = ServedReader(SERVED)
+    snapshot = snapshot_from_objects([{"apiVersion": "v1", "kind": "List", "items": snapshot_objects(cluster)}],
+                                     "snapshot", reader)
+    queue = [group_from_dict(e.group) for e in QueueStore(cluster.connect(), "default").entries() if e.state == QUEUED]
+    return plan_pass(snapshot, reader.served, queue, policy, "default", now=clock(), scheduler_name=SERVED).plan
+
+
+def node_classes(cluster: Cluster) -> dict[str, tuple[Any, ...]]:
+    """Nodes alike for scheduling (allocatable, zone) are equivalent: a placement may take either."""
+    return {n["metadata"]["name"]: (tuple(sorted(n["status"]["allocatable"].items())),
+                                    n["metadata"]["labels"].get(ZONE, "")) for n in cluster.api.items("nodes")}
+
+
+def decisions(plan: Plan, classes: Mapping[str, tuple[Any, ...]]) -> dict[str, Any]:
+    return {
+        "placements": {g: sorted(classes.get(node, (node,)) for _, node in pods) for g, pods in plan.placements.items()},
+        "victims": sorted(plan.victims),
+        "preempting": {g: sorted(v) for g, v in plan.preempting.items()},
+        "reclaims": {g: sorted((r.lender, r.resource, r.amount) for r in items)
+                     for g, items in plan.reclaims.items() if items},
+        "waiting": {g: describe(r) for g, r in plan.waiting.items()},
+        "rejected": {g: describe(r) for g, r in plan.rejected.items()},
+    }
+
+
+def agree(cluster: Cluster, scheduler: LiveScheduler, policy: Policy, clock: Clock) -> None:
+    """The plan made offline first (the pass changes the cluster), then the pass: the same decisions."""
+    classes = node_classes(cluster)
+    offline_plan = offline(cluster, policy, clock)
+    report = scheduler.run_pass()
+    assert report.plan is not None
+    assert decisions(offline_plan, classes) == decisions(report.plan, classes)
+    for what, found in (("a victim of the master's", any("/" in v for v in offline_plan.victims)),
+                        ("a victim of det-k8s's", any("/" not in v for v in offline_plan.victims)),
+                        ("a reclaim", any(offline_plan.reclaims.values())),
+                        ("a master group placed", any("/" in g for g in offline_plan.placements)),
+                        ("a group waiting", bool(offline_plan.waiting)), ("a group rejected", bool(offline_plan.rejected))):
+        if found:
+            event(what)
+
+
+def run_state(state: State) -> None:
+    running = RunningEmulator().start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            cluster = Cluster(running, running.write_kubeconfig(Path(tmp) / "kubeconfig"))
+            for i, gpus in enumerate(state.nodes):
+                cluster.api.put(node(f"gpu-{i}", gpus=gpus, labels={ZONE: f"zone-{i % 2}"}))
+            clock = Clock()
+            policy = policy_of(state)
+            scheduler = LiveScheduler(cluster.connect(), "default", policy, "sched", serve=SERVED, clock=clock,
+                                      fence=False)
+            arrive(cluster, state, state.first, 1, clock)
+            agree(cluster, scheduler, policy, clock)
+            clock.now += datetime.timedelta(seconds=30)
+            arrive(cluster, state, state.then, 1 + len(state.first), clock)
+            agree(cluster, scheduler, policy, clock)
+    finally:
+        running.stop()
+
+
+@pytest.mark.timeout(max(300, EXAMPLES * 15))
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=not RANDOM, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(states)
+def test_plan_and_the_live_pass_make_the_same_decisions(state):
+    run_state(state)
