@@ -1,9 +1,9 @@
 """The command-line interface. `main` is the console script: it runs the Typer app and turns every
 det-k8s error into one `error:` line and an exit code, here and nowhere else.
 
-This module imports nothing beyond the standard library's core at load time: the root help is
-printed from a cache before anything else is imported (`root_help.py`), and a command builds
-an app holding only itself (`app.command_name`).
+This module imports nothing beyond the standard library's core at load time: `--version` is
+printed before anything else is imported, the root help from a cache (`root_help.py`), and the
+app imports only the module of the command that runs (`app.LazyGroup`).
 """
 
 from __future__ import annotations
@@ -112,6 +112,14 @@ def run_guarded(invoke: Callable[[], object], *, debug: bool = False) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run det-k8s with `argv` (default: sys.argv[1:]) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--version"]:  # what the root option prints, without building the app (see app._version)
+        from .. import __version__
+
+        try:
+            print(f"det-k8s {__version__}", flush=True)
+        except BrokenPipeError:
+            return _reader_left()
+        return 0
     from .root_help import print_cached
 
     cached = print_cached(args)
@@ -134,8 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         started = time.monotonic()
         set_current(GlobalOptions())
-        name = command_name(args)
-        command = plain_metavars(typer_main.get_command(build_app(only=name)))
+        name = command_name(args)  # (only for the timing line: the app loads the command it runs, see LazyGroup)
+        command = plain_metavars(typer_main.get_command(build_app()))
         code = run_guarded(lambda: command.main(args=args, prog_name="det-k8s", standalone_mode=False), debug=debug)
         if current().verbose >= 2 and stopping.received() is None:
             from . import output

@@ -1,19 +1,21 @@
-"""The Typer application: one module per command group, assembled here.
+"""The Typer application: one module per command group, loaded only when its command runs.
 
-Every command module is listed in `COMMANDS` and imported only when the app is built with it:
-`det-k8s render ...` builds an app holding just the root options and `render` (see
-`command_name`), so a command never pays for importing the other commands' modules. Help,
-usage errors and completion need every command and build the whole app.
+Every command module is listed in `COMMANDS`; the root group (`LazyGroup`, as pip, pre-commit and
+Click's documentation load theirs) knows the names without importing any of them and imports a
+command's module the first time Click asks for that command: `det-k8s render ...` imports
+`chart_cmds` and nothing of the other commands, `det-k8s --version` imports none. Help listing
+every command and shell completion ask for each, and so import each.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from .. import __version__
 from .options import ContextOpt, DebugOpt, GlobalOptions, KubeconfigOpt, NamespaceOpt, VerboseOpt, set_current
@@ -82,6 +84,77 @@ def command_name(args: Sequence[str]) -> str | None:
     return None
 
 
+def is_group(name: str) -> bool:
+    """Whether the command `name` has commands of its own (a Typer sub-app)."""
+    module_name, attribute, _ = COMMANDS[name]
+    return attribute == "app" or name == "checkpoint"
+
+
+def listed_order() -> list[str]:
+    """The commands in the order Typer lists them: single commands before command groups, each as in COMMANDS."""
+    return [name for name in COMMANDS if not is_group(name)] + [name for name in COMMANDS if is_group(name)]
+
+
+class LazyCommands(MutableMapping[str, Any]):
+    """A group's commands by name; a command listed in COMMANDS is built (its module imported) when first looked up.
+
+    Names, `in` and `len` never import anything: Typer's "did you mean" suggestions read only the names.
+    """
+
+    def __init__(self, load: Callable[[str], Any], given: MutableMapping[str, Any]) -> None:
+        self._load = load
+        self._loaded: dict[str, Any] = dict(given)
+        self._names = [name for name in listed_order() if name not in self._loaded] + list(self._loaded)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._loaded:
+            if name not in self._names:
+                raise KeyError(name)
+            self._loaded[name] = self._load(name)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        if name not in self._names:
+            self._names.append(name)
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        self._names.remove(name)
+        self._loaded.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def loaded(self) -> list[str]:
+        """The commands built so far (what tests look at)."""
+        return [name for name in self._names if name in self._loaded]
+
+
+def load_command(name: str) -> Any:
+    """The Click command for `name`, built from its module alone, with det-k8s's plain metavars."""
+    from typer import main as typer_main
+
+    group: Any = typer_main.get_command(build_app(only=name))  # a TyperGroup: the app has a callback
+    return plain_metavars(group.commands[name], listed=True)
+
+
+class LazyGroup(TyperGroup):
+    """The root group: every command in COMMANDS by name, each imported only when Click asks for it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = LazyCommands(load_command, self.commands)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)
+
+
 def _add(app: typer.Typer, name: str) -> None:
     module_name, attribute, panel = COMMANDS[name]
     module = importlib.import_module(f"{__package__}.{module_name}")
@@ -95,35 +168,66 @@ def _add(app: typer.Typer, name: str) -> None:
         app.command(name, rich_help_panel=panel)(getattr(module, attribute))
 
 
-def plain_metavars(command: Any) -> Any:
+class PlainArgument(TyperArgument):
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None  # the metavar says what it is
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        if self.nargs != 1 and not name.endswith("..."):
+            name += "..."
+        return name if self.required or name.startswith("[") else f"[{name}]"
+
+
+class PlainOption(TyperOption):
+    def process_value(self, ctx: Any, value: Any) -> Any:
+        """An option not given is None (a count: 0) whatever its type converts, as with Typer's conversion, without
+        it: from Typer 0.27 on, that builds a pydantic TypeAdapter for each parameter, importing pydantic (more
+        than Typer itself costs) even for `det-k8s COMMAND --help`, where the root options are processed first."""
+        not_given = (value is None and self.nargs == 1 and not self.multiple) or (
+            getattr(self, "count", False) and type(value) is int and value == 0)
+        if not_given and not self.required:
+            return self.callback(ctx, self, value) if self.callback is not None else value
+        return super().process_value(ctx, value)
+
+
+def _plain(param: Any) -> Any:
+    if type(param) is TyperArgument:
+        param.__class__ = PlainArgument
+    elif type(param) is TyperOption:
+        param.__class__ = PlainOption
+    return param
+
+
+def plain_metavars(command: Any, *, listed: bool = False) -> Any:
     """Arguments shown as helm shows them: `RELEASE`, `[REVISION]`, `NODE...` in usage lines and help, without
     Typer's Python type (`RELEASE <str>`, `EXPERIMENT <list[Path]>`) or Click's braces (`{RELEASE}`); a command's
-    first help paragraph listed whole in its group's help."""
-    from typer.core import TyperArgument
-
-    class PlainArgument(TyperArgument):
-        def display_type_rich(self, ctx: Any) -> str | None:
-            return None  # the metavar says what it is
-
-        def _usage_display_name(self) -> str:
-            name = self.display_name_raw
-            if self.nargs != 1 and not name.endswith("..."):
-                name += "..."
-            return name if self.required or name.startswith("[") else f"[{name}]"
-
+    first help paragraph listed whole in its group's help (`listed`: `command` is one of a group's). A lazy group's
+    commands get the same when they are loaded (`load_command`)."""
     for param in getattr(command, "params", ()):
-        if type(param) is TyperArgument:
-            param.__class__ = PlainArgument
-    for sub in (getattr(command, "commands", None) or {}).values():
-        if not sub.short_help and sub.help:  # listed whole, wrapped, never cut at 45 characters with `...`
-            sub.short_help = " ".join(sub.help.strip().split("\n\n", 1)[0].split())
-        plain_metavars(sub)
+        _plain(param)
+    if hasattr(command, "get_help_option") and not hasattr(command.get_help_option, "plain"):
+        made = command.get_help_option  # -h/--help is made when asked for: a PlainOption too (its None is not given)
+
+        def get_help_option(ctx: Any) -> Any:
+            return _plain(made(ctx))
+
+        get_help_option.plain = True  # type: ignore[attr-defined]
+        command.get_help_option = get_help_option
+    if listed and not command.short_help and command.help:  # listed whole, wrapped, never cut at 45 characters
+        command.short_help = " ".join(command.help.strip().split("\n\n", 1)[0].split())
+    commands = getattr(command, "commands", None) or {}
+    if not isinstance(commands, LazyCommands):  # (a lazy group's are done as each is loaded)
+        for sub in commands.values():
+            plain_metavars(sub, listed=True)
     return command
 
 
 def build_app(only: str | None = None) -> typer.Typer:
-    """The det-k8s app with every command, or with only the command `only` (see `command_name`)."""
+    """The det-k8s app: every command, each loaded when asked for (`LazyGroup`), or only the command `only`, loaded
+    now (what `load_command` builds a command from)."""
     app = typer.Typer(
+        cls=LazyGroup if only is None else TyperGroup,
         name="det-k8s",
         help=HELP,
         no_args_is_help=True,
@@ -144,6 +248,6 @@ def build_app(only: str | None = None) -> typer.Typer:
     ) -> None:
         set_current(GlobalOptions(namespace, kube_context, kubeconfig, verbose, debug))
 
-    for name in COMMANDS if only is None else (only,):
-        _add(app, name)
+    if only is not None:
+        _add(app, only)
     return app

@@ -8,19 +8,21 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..chart.assemble import ChartResult, write_chart
 from ..errors import ConsentRequired, DetK8sError, InputError, Problem, Severity, ToolFailed
-from ..kube.config import Target
 from ..names import check_namespace
-from ..settings import LoadedSettings, Settings
-from ..tools.helm import Helm, KubeFlags, find_helm
-from ..tools.kubectl import Kubectl, find_kubectl
 from . import output
 from .options import current
+
+if TYPE_CHECKING:  # imported where used: every command imports this module before parsing its arguments
+    from ..chart.assemble import ChartResult
+    from ..kube.config import Target
+    from ..settings import LoadedSettings, Settings
+    from ..tools.helm import Helm, KubeFlags
+    from ..tools.kubectl import Kubectl
 
 
 class PreflightFailed(DetK8sError):
@@ -54,17 +56,23 @@ def cluster() -> Target:
 
 def helm(binary: str | None, target: Target | None = None) -> Helm:
     """helm, naming `target`'s context when one of its calls fails."""
+    from ..tools.helm import find_helm
+
     tool = find_helm(binary, log)
     return replace(tool, context=target.context) if target is not None else tool
 
 
 def kubectl(binary: str | None, target: Target | None = None) -> Kubectl:
+    from ..tools.kubectl import find_kubectl
+
     tool = find_kubectl(binary, log)
     return replace(tool, context=target.context) if target is not None else tool
 
 
 def kube_flags(namespace: str | None) -> KubeFlags:
     """helm's and kubectl's cluster flags. Without a namespace, helm reads HELM_NAMESPACE itself: checked here."""
+    from ..tools.helm import KubeFlags
+
     options = current()
     if namespace is not None:
         check_namespace(namespace)
@@ -123,6 +131,7 @@ def report_problems(problems: Sequence[Problem]) -> None:
 def private_chart(loaded: LoadedSettings, settings: Settings, chart: Path | None) -> Iterator[ChartResult]:
     """The chart rendered into a fresh 0700 directory (values.yaml 0600), removed afterwards whatever happens."""
     from .. import stopping
+    from ..chart.assemble import write_chart
 
     build = stopping.private_dir("det-k8s-")  # mkdtemp makes it 0700; `main` removes it last whatever stops us
     try:

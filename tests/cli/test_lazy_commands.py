@@ -10,7 +10,7 @@ import sys
 import pytest
 from typer import main as typer_main
 
-from det_k8s.cli.app import COMMANDS, COMPLETION_VARIABLE, build_app, command_name
+from det_k8s.cli.app import COMMANDS, COMPLETION_VARIABLE, _add, build_app, command_name, listed_order, plain_metavars
 from tests.conftest import ROOT
 
 
@@ -43,15 +43,38 @@ def test_shell_completion_gets_the_whole_app(monkeypatch):
 def help_of(app, args):
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-        typer_main.get_command(app).main(args=args, prog_name="det-k8s", standalone_mode=True)
+        plain_metavars(typer_main.get_command(app)).main(args=args, prog_name="det-k8s", standalone_mode=True)
     return out.getvalue()
 
 
+def eager_app():
+    """Every command imported and added up front, as a plain Typer group holds them."""
+    app = build_app(only="render")
+    for name in COMMANDS:
+        if name != "render":
+            _add(app, name)
+    return app
+
+
 @pytest.mark.parametrize("name", list(COMMANDS))
-def test_each_commands_help_is_the_same_alone_as_in_the_whole_app(name, monkeypatch):
+def test_each_commands_help_is_the_same_loaded_lazily_as_with_every_command_imported(name, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
-    alone, whole = help_of(build_app(only=name), [name, "--help"]), help_of(build_app(), [name, "--help"])
-    assert alone == whole and f"Usage: det-k8s {name}" in alone
+    lazy, eager = help_of(build_app(), [name, "--help"]), help_of(eager_app(), [name, "--help"])
+    assert lazy == eager and f"Usage: det-k8s {name}" in lazy
+
+
+def test_the_root_help_is_the_same_loaded_lazily(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    assert help_of(build_app(), ["--help"]) == help_of(eager_app(), ["--help"])
+    assert listed_order() == list(typer_main.get_command(eager_app()).commands)
+
+
+def test_the_lazy_group_imports_only_the_command_asked_for():
+    group = typer_main.get_command(build_app())
+    assert list(group.commands) == listed_order() and group.commands.loaded() == []
+    assert "rendr" not in group.commands and "render" in group.commands and group.commands.loaded() == []
+    assert group.get_command(None, "nodes").name == "nodes" and group.commands.loaded() == ["nodes"]
+    assert group.get_command(None, "rendr") is None
 
 
 def test_the_whole_app_lists_every_command(monkeypatch):

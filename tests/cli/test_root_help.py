@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-import typer
 from typer._click.formatting import HelpFormatter
 
 from det_k8s.cli import root_help
@@ -35,7 +34,7 @@ def test_the_cache_is_what_typer_prints_now():
     cache = importlib.reload(cache)
     assert root_help.render_with_typer() == cache.TEXT, (
         "the root help changed: run UPDATE_GOLDEN=1 ./scripts/test tests/cli/test_root_help.py")
-    assert (typer.__version__, 78) == (cache.TYPER_VERSION, cache.WIDTH)
+    assert cache.WIDTH == 78 and not hasattr(cache, "TYPER_VERSION")  # any allowed Typer: test_typer_versions.py
 
 
 def test_help_and_h_print_typers_text_and_exit_0():
@@ -78,12 +77,14 @@ def test_only_the_root_help_is_cached():
         assert root_help.cached(args) is None, args
 
 
-def test_another_typer_version_lets_typer_render(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "80")
-    assert root_help.cached(["--help"]) is not None
-    monkeypatch.setattr(root_help, "installed_typer_version", lambda: "0.0.1")
-    assert root_help.cached(["--help"]) is None
-
-
-def test_the_installed_typer_version_is_read_without_importing_it():
-    assert root_help.installed_typer_version() == typer.__version__
+def test_the_cache_does_not_depend_on_the_installed_typer(tmp_path):
+    """Whichever allowed Typer is installed prints this help (tests/cli/test_typer_versions.py checks the oldest and
+    the newest): the cache is used without looking at Typer at all, here a Typer that cannot even be imported."""
+    fake = tmp_path / "typer"
+    fake.mkdir()
+    (fake / "__init__.py").write_text('__version__ = "0.26.1"\nraise ImportError("not this one")\n')
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    code = "import sys; from det_k8s.cli import main; sys.exit(main(['--help']))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                            timeout=60)
+    assert (result.returncode, result.stdout) == (0, root_help.render_with_typer())
