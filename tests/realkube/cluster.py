@@ -571,12 +571,14 @@ def ready_status(name: str, status: Mapping[str, Any] | None = None) -> dict[str
 
     kwok renews the heartbeat only of a node in phase Running and Ready (its node-heartbeat Stage), and initialises
     only one not Ready: a node created Ready without a phase (`tests.k8s_emulator.node()`) was never touched by kwok,
-    its heartbeat never renewed. And a node created without a Ready condition has none until kwok initialises it; if
-    kube-controller-manager's node lifecycle controller looks at it then (every 5 s), it finds no Ready condition
-    ("all Nodes are not-Ready") and judges it by the heartbeat of an earlier node of the same name whose deletion it
-    did not see (one test's cleaning and the next test's nodes come within one of its looks) against its 60 s
-    start-up grace: after an earlier test that ran long, the node is Unknown at once and tainted
-    node.kubernetes.io/unreachable moments later. Created as kwok leaves it, neither happens."""
+    its heartbeat never renewed. kube-controller-manager's node lifecycle controller (a look every 5 s) never sees a
+    node deleted and made again under the same name within one look (one test's cleaning, the next test's nodes), so
+    it judged each new gpu-0 by the probe time of the first, which a heartbeat that never changes never moved: once
+    the tests using that name had run for its grace (300 s here), the node was Unknown at its first look, tainted
+    node.kubernetes.io/unreachable, and "all Nodes are not-Ready. Entering master disruption mode" (reproduced: such
+    nodes remade every 3 s were tainted at 355 s; created by this function, none in 400 s). A node created without a
+    Ready condition meets the same at kwok's first Stage against the 60 s start-up grace. A heartbeat of now that
+    kwok renews moves the probe time at every look."""
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     out = dict(status or {})
     ready = next((c.get("status") for c in out.get("conditions") or () if c.get("type") == "Ready"), "True")
