@@ -207,6 +207,22 @@ pod("container named like the main one in init containers", {"initContainers": [
 pod("container null entry (--set containers[1].name=x)", {"containers": [None, {"name": MAIN}]}, REFUSE,
     "validateContainers: name Required, image Required")
 pod("container null init entry", {"initContainers": [None]}, REFUSE, "validateInitContainers: name Required")
+# issue 40: two volumes of one name passed `validate`; the API server refuses the pod (spec.volumes[1].name)
+pod("volume names duplicate", {"volumes": [{"name": "data", "emptyDir": {}}, {"name": "data", "emptyDir": {}}]},
+    REFUSE, "ValidateVolumes: Duplicate value")
+pod("volume names duplicate, different sources",
+    {"volumes": [{"name": "data", "emptyDir": {}}, {"name": "data", "hostPath": {"path": "/data"}}]},
+    REFUSE, "ValidateVolumes: Duplicate value")
+pod("volume names distinct", {"volumes": [{"name": "data", "emptyDir": {}}, {"name": "cache", "emptyDir": {}}]},
+    ACCEPT)
+pod("volume name upper case", {"volumes": [{"name": "Data", "emptyDir": {}}]}, REFUSE,
+    "ValidateVolumes: ValidateDNS1123Label")
+pod("volume name with an underscore", {"volumes": [{"name": "my_data", "emptyDir": {}}]}, REFUSE,
+    "ValidateVolumes: ValidateDNS1123Label")
+pod("volume name empty", {"volumes": [{"name": "", "emptyDir": {}}]}, REFUSE, "ValidateVolumes: name Required")
+pod("volume name 63 characters", {"volumes": [{"name": "v" * 63, "emptyDir": {}}]}, ACCEPT)
+pod("volume name 64 characters", {"volumes": [{"name": "v" * 64, "emptyDir": {}}]}, REFUSE,
+    "ValidateVolumes: ValidateDNS1123Label")
 for policy, ok in (("Always", True), ("IfNotPresent", True), ("Never", True), ("always", False),
                    ("IfNotPresents", False), ("Sometimes", False)):
     pod(f"imagePullPolicy {policy!r}", main(imagePullPolicy=policy), ACCEPT if ok else REFUSE,

@@ -505,6 +505,29 @@ def _names(out: _Out, spec: Mapping[str, Any], base: Where) -> None:
                 seen[name] = (kind, index)
 
 
+def _volumes(out: _Out, path: Where, volumes: Any) -> None:
+    """validation.go: ValidateVolumes: a name is required, a DNS-1123 label (ValidateDNS1123Label), and unique
+    (`spec.volumes[1].name: Duplicate value`); a volume with an error of its own is not counted among the names."""
+    seen: dict[str, int] = {}
+    for index, volume in enumerate(volumes if isinstance(volumes, list) else ()):
+        if not isinstance(volume, Mapping):
+            continue  # null entries: `_nulls`; other types: the schema check
+        name = volume.get("name")
+        where = (*path, index, "name")
+        if not isinstance(name, str):
+            continue  # missing or of another type: the schema check
+        if not name:
+            out.add(where, "required: a volume has a name")
+        elif not is_dns_label(name):
+            out.add(where, f"{_shown(name)} is not a valid volume name (a DNS-1123 label: at most 63 lower-case "
+                    "letters, digits and '-', starting and ending with a letter or digit)")
+        elif name in seen:
+            out.add(where, f"duplicate volume name {_shown(name)} (also at {_format((*path, seen[name]))})",
+                    "volume names are unique in a pod: rename or remove one")
+        else:
+            seen[name] = index
+
+
 def _format(path: Where) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else ("." if i else "") + p for i, p in enumerate(path))
 
@@ -549,6 +572,7 @@ def check_pod_values(document: Mapping[str, Any], kube: tuple[int, int] = NEWEST
                     _nulls(out, (*base, kind, index, name), container.get(name))
                 _container(out, (*base, kind, index), container, init=kind == "initContainers", kube=kube)
     _names(out, spec, base)
+    _volumes(out, (*base, "volumes"), spec.get("volumes"))
     tolerations(out, (*base, "tolerations"), spec.get("tolerations"))
     _choose(out, (*base, "restartPolicy"), spec.get("restartPolicy"), RESTART_POLICIES)
     _choose(out, (*base, "dnsPolicy"), spec.get("dnsPolicy"), DNS_POLICIES)
