@@ -4,10 +4,12 @@ emulator make the same decisions: placements up to equivalent nodes, victims (th
 what each placed group waits for, and why the others wait or are rejected.
 
 A state: 2-4 GPU nodes (4 or 8 GPUs, two zones); the Determined master's trials and commands in the shape of one
-supported release (tests/master_pods.py: 0.17.15 and 0.26.2 bare pods, 0.38.1 Jobs), in namespace default or team-a;
-det-k8s's own experiments in the queue of namespace default; priorities 10, 50 or 90; team queues or none; preemption
-on or off. A first live pass places what fits (the master's bound, det-k8s's created), then more of both arrive; the
-plan and the live pass are compared on the first state and on the second.
+supported release (tests/master_pods.py: 0.17.15 and 0.26.2 bare pods, 0.38.1 Jobs), in namespace default or team-a,
+some gangs still missing a pod; det-k8s's own experiments in the queues of both namespaces; priorities 10, 50 or 90;
+a team queue with a guarantee for one namespace, or none; preemption on or off. A first live pass of each namespace
+places what fits (the master's bound, det-k8s's created), then more of both arrive and default's pass runs again, and
+once more while its victims leave, and team-a's past the preemption grace (victims overdue); the plan (`-n` the pass's
+namespace) and each live pass are compared.
 
 CI runs a bounded, derandomized budget (PLAN_EQUALS_LIVE_EXAMPLES, default 30); a long campaign:
 `PLAN_EQUALS_LIVE_EXAMPLES=2000 PLAN_EQUALS_LIVE_RANDOM=1 .venv/bin/python -m pytest
@@ -61,15 +63,17 @@ class Task:
     priority: int
     namespace: str
     command: bool = False
+    partial: bool = False  # a gang whose last pod the master has not created yet (waits for it, never placed)
 
 
 @dataclass(frozen=True)
 class Own:
-    """One of det-k8s's own experiments, submitted to the queue of namespace default."""
+    """One of det-k8s's own experiments, submitted to the queue of its namespace."""
 
     slots: int
     priority: int
     old: bool  # submitted an hour ago (it may reserve nodes), else just now
+    namespace: str = "default"
 
 
 @dataclass(frozen=True)
@@ -85,9 +89,11 @@ class State:
 
 def arrivals(priorities: tuple[int, ...]) -> st.SearchStrategy[tuple[Task | Own, ...]]:
     namespaces = st.sampled_from(("default", "team-a"))
-    tasks = st.builds(Task, st.sampled_from((1, 2, 4, 8)), st.sampled_from(priorities), namespaces, st.just(False))
+    tasks = st.builds(Task, st.sampled_from((1, 2, 4, 8)), st.sampled_from(priorities), namespaces, st.just(False),
+                      st.integers(0, 4).map(lambda n: n == 0))
     commands = st.builds(Task, st.just(0), st.sampled_from(priorities), namespaces, st.just(True))
-    owns = st.builds(Own, st.sampled_from((1, 2, 4, 8)), st.sampled_from(priorities), st.booleans())
+    owns = st.builds(Own, st.sampled_from((1, 2, 4, 8)), st.sampled_from(priorities), st.booleans(),
+                     st.sampled_from(("default", "default", "team-a")))
     return st.lists(st.one_of(tasks, tasks, owns, owns, commands), max_size=4).map(tuple)
 
 
@@ -122,8 +128,9 @@ def submit(cluster: Cluster, own: Own, index: int, clock: Clock) -> None:
     experiment = parse_experiment(text, f"exp-{index}.yaml").get()
     submitted = clock.now - datetime.timedelta(hours=1 if own.old else 0)
     group = build_group(experiment, SETTINGS, group_id=f"own{index:04d}", user=f"user-{index % 2}",
-                        submitted_at=submitted.strftime("%Y-%m-%dT%H:%M:%SZ"), sequence=index)
-    QueueStore(cluster.connect(), "default").add(entry_for(experiment, text, SETTINGS, group, "default"))
+                        submitted_at=submitted.strftime("%Y-%m-%dT%H:%M:%SZ"), sequence=index,
+                        namespace=own.namespace)
+    QueueStore(cluster.connect(), own.namespace).add(entry_for(experiment, text, SETTINGS, group, own.namespace))
 
 
 def arrive(cluster: Cluster, state: State, items: tuple[Task | Own, ...], start: int, clock: Clock) -> None:
@@ -137,8 +144,9 @@ def arrive(cluster: Cluster, state: State, items: tuple[Task | Own, ...], start:
                                          namespace=item.namespace, slots_per_trial=0, task_type="COMMAND",
                                          user=f"user-{index % 2}"))
         else:
-            create_task(api, master_task(state.version, experiment=index, slots_per_trial=item.slots,
-                                         priority=item.priority, namespace=item.namespace, user=f"user-{index % 2}"))
+            task = master_task(state.version, experiment=index, slots_per_trial=item.slots, priority=item.priority,
+                               namespace=item.namespace, user=f"user-{index % 2}")
+            create_task(api, task, pods=len(task.pods) - 1 if item.partial and len(task.pods) > 1 else None)
 
 
 def snapshot_objects(cluster: Cluster) -> list[dict[str, Any]]:
@@ -147,13 +155,13 @@ def snapshot_objects(cluster: Cluster) -> list[dict[str, Any]]:
             for o in cluster.api.items(plural)]
 
 
-def offline(cluster: Cluster, policy: Policy, clock: Clock) -> Plan:
-    """`plan --snapshot`'s answer for the queue of namespace default as it stands."""
+def offline(cluster: Cluster, policy: Policy, clock: Clock, namespace: str) -> Plan:
+    """`plan --snapshot -n namespace`'s answer for that namespace's queue as it stands."""
     reader = ServedReader(SERVED)
     snapshot = snapshot_from_objects([{"apiVersion": "v1", "kind": "List", "items": snapshot_objects(cluster)}],
                                      "snapshot", reader)
-    queue = [group_from_dict(e.group) for e in QueueStore(cluster.connect(), "default").entries() if e.state == QUEUED]
-    return plan_pass(snapshot, reader.served, queue, policy, "default", now=clock(), scheduler_name=SERVED).plan
+    queue = [group_from_dict(e.group) for e in QueueStore(cluster.connect(), namespace).entries() if e.state == QUEUED]
+    return plan_pass(snapshot, reader.served, queue, policy, namespace, now=clock(), scheduler_name=SERVED).plan
 
 
 def node_classes(cluster: Cluster) -> dict[str, tuple[Any, ...]]:
@@ -177,7 +185,7 @@ def decisions(plan: Plan, classes: Mapping[str, tuple[Any, ...]]) -> dict[str, A
 def agree(cluster: Cluster, scheduler: LiveScheduler, policy: Policy, clock: Clock) -> None:
     """The plan made offline first (the pass changes the cluster), then the pass: the same decisions."""
     classes = node_classes(cluster)
-    offline_plan = offline(cluster, policy, clock)
+    offline_plan = offline(cluster, policy, clock, scheduler.namespace)
     report = scheduler.run_pass()
     assert report.plan is not None
     assert decisions(offline_plan, classes) == decisions(report.plan, classes)
@@ -199,13 +207,20 @@ def run_state(state: State) -> None:
                 cluster.api.put(node(f"gpu-{i}", gpus=gpus, labels={ZONE: f"zone-{i % 2}"}))
             clock = Clock()
             policy = policy_of(state)
-            scheduler = LiveScheduler(cluster.connect(), "default", policy, "sched", serve=SERVED, clock=clock,
-                                      fence=False)
+            # `plan` answers what `scheduler run` (which serves the master's pods) does in the namespace planned
+            default, team_a = (LiveScheduler(cluster.connect(namespace=ns), ns, policy, f"sched-{ns}", serve=SERVED,
+                                             clock=clock, fence=False) for ns in ("default", "team-a"))
             arrive(cluster, state, state.first, 1, clock)
-            agree(cluster, scheduler, policy, clock)
+            agree(cluster, default, policy, clock)
+            agree(cluster, team_a, policy, clock)
             clock.now += datetime.timedelta(seconds=30)
             arrive(cluster, state, state.then, 1 + len(state.first), clock)
-            agree(cluster, scheduler, policy, clock)
+            agree(cluster, default, policy, clock)
+            # the victims it marked are leaving (the master checkpoints them); past the preemption grace, overdue
+            clock.now += datetime.timedelta(seconds=30)
+            agree(cluster, default, policy, clock)
+            clock.now += datetime.timedelta(minutes=31)
+            agree(cluster, team_a, policy, clock)
     finally:
         running.stop()
 
