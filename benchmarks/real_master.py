@@ -9,10 +9,13 @@ for the kubelets (nothing runs in the pods; the master sees them Running and fol
   and a 16-GPU experiment beside an 8-GPU one on 4 nodes of 4 GPUs. A round "starts in part" when an experiment has
   some, not all, of its pods bound for 4 s on end. With det-k8s each round also frees room and counts whether the
   waiting experiment is then placed whole ("placed after").
+- Preemption, N times: a priority-90 experiment of 8 GPUs beside a priority-10 one holding all 16: from the start
+  of its `det experiment create` to its pods all bound (det-k8s with --preemption).
 - Latency, N experiments of 8 GPUs one after the other on 4 nodes of 4 GPUs (each killed before the next): from the
   start of `det experiment create` to the last pod bound, and to the master reporting RUNNING; p50 and p99.
 
-    python -m benchmarks.real_master [--rounds 20] [--latency 50] [--json out.json]
+    python -m benchmarks.real_master [--rounds 20] [--latency 50] [--preemption 5] [--json out.json]
+    DET_K8S_MASTER_VERSION=0.32.1 python -m benchmarks.real_master ...    # a master of bare pods (built on first use)
 
 Prints a line per round, then a Markdown table for RESULTS.md.
 """
@@ -67,15 +70,31 @@ def latency(det: DeterminedOnKube, count: int) -> dict[str, list[float]]:
     return {"bound": bound_s, "running": running_s}
 
 
-def start_gang_scheduler(det: DeterminedOnKube, work: Path) -> subprocess.Popen[bytes]:
+def preemption(det: DeterminedOnKube, count: int) -> list[float]:
+    """Seconds from the start of a priority-90 experiment's `det experiment create` to its pods all bound, while a
+    priority-10 experiment holds every GPU (det-k8s with --preemption; the victim checkpoints nothing under kwok)."""
+    det.nodes(4)
+    took = []
+    for _ in range(count):
+        (low,) = det.submit(16, priority=10)
+        wait_until(det, lambda e=low: det.bound(e) == (4, 4))
+        t0 = time.monotonic()
+        (high,) = det.submit(8, priority=90)
+        if wait_until(det, lambda e=high: det.bound(e) == (2, 2)):
+            took.append(time.monotonic() - t0)
+        det.kill_all()
+    return took
+
+
+def start_gang_scheduler(det: DeterminedOnKube, work: Path, *args: str) -> subprocess.Popen[bytes]:
     for doc in scheduler_manifests("example.com/det-k8s:bench", SYSTEM_NS, preemption=True):
         if doc["kind"] != "Deployment":
             det.plane.apply(doc)
     kubeconfig = det.plane.service_account_kubeconfig(SYSTEM_NS, "det-k8s-scheduler", work / "sa.kubeconfig")
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "NO_COLOR": "1", "DET_K8S_LEASE_NAMESPACE": "default"}
     log = (work / "scheduler.log").open("wb")
-    return subprocess.Popen([sys.executable, "-m", "det_k8s", "scheduler", "run", "-n", SYSTEM_NS, "--interval", "2s"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen([sys.executable, "-m", "det_k8s", "scheduler", "run", "-n", SYSTEM_NS, "--interval", "2s",
+                             *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -95,13 +114,20 @@ def pct(values: list[float], p: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
 
 
-def run(rounds: int, latency_count: int) -> dict[str, Any]:
+def run(rounds: int, latency_count: int, preemptions: int = 0) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="det-k8s-real-master-"))
     plane = ControlPlane(build_all(), kwok_serving_logs(work)).start()
     det = DeterminedOnKube(plane, work).start()
     results: dict[str, Any] = {"rounds": rounds, "latency_experiments": latency_count}
     try:
-        for mode in ("det-k8s", "kube-scheduler"):
+        if preemptions:
+            proc = start_gang_scheduler(det, work, "--preemption")
+            try:
+                results["preemption"] = preemption(det, preemptions)
+                say(f"preemption: {results['preemption']}")
+            finally:
+                stop(proc)
+        for mode in ("det-k8s", "kube-scheduler") if rounds or latency_count else ():
             gang = mode == "det-k8s"
             proc = start_gang_scheduler(det, work) if gang else None
             if not gang:
@@ -136,6 +162,14 @@ def run(rounds: int, latency_count: int) -> dict[str, Any]:
 def table(results: dict[str, Any]) -> str:
     rounds = results["rounds"]
     lines = ["| | det-k8s | kube-scheduler alone |", "|---|---|---|"]
+    if results.get("preemption"):
+        took = results["preemption"]
+        how = "a notice pod named as its Job" if tuple(map(int, MASTER_VERSION.split("."))) >= (0, 34) else \
+            "the label on its pods"
+        lines.append(f"| priority-90 experiment's create -> bound, preempting a priority-10 one through {how}, "
+                     f"p50 / max ({len(took)}) | {pct(took, 50):.2f} / {max(took):.2f} s | - (no preemption) |")
+    if not rounds and not results["latency_experiments"]:
+        return "\n".join(lines)
     for name in SCENARIOS:
         d, k = results["det-k8s"][name], results["kube-scheduler"][name]
         lines.append(f"| {name}: rounds started in part | {d['partial']} of {rounds} | {k['partial']} of {rounds} |")
@@ -156,9 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--latency", type=int, default=50, help="experiments for the latency figures (0: none)")
+    parser.add_argument("--preemption", type=int, default=5, help="preemptions to time (0: none)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
-    results = run(args.rounds, args.latency)
+    results = run(args.rounds, args.latency, args.preemption)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     print(table(results))

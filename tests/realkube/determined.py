@@ -392,7 +392,8 @@ OUT_OF_CLUSTER = {
     "cache.cache_dir, checkpoint_storage.host_path": "directories on this machine",
     "log.level": "debug, so a failure shows what the master did",
     "resource_manager.kubeconfig_path": "the master's ServiceAccount token in a kubeconfig (in a pod: its mount)",
-    "resource_manager.determined_master_scheme/host/port": "127.0.0.1 (else the master looks up its own Service)",
+    "resource_manager.determined_master_scheme/host/port": "127.0.0.1 (else the master looks up its own Service; "
+                                                           "determined_master_ip/port before 0.38)",
 }
 
 # The bundled chart's settings for the tests' GPU cluster: det-k8s's gang scheduler serves `coscheduler`.
@@ -444,7 +445,68 @@ def kwok_serving_logs(work: Path) -> Any:
     (logs / "logs.yaml").write_text(json.dumps({
         "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "all-containers"},
         "spec": {"logs": [{"logsFile": str(fake_log), "follow": True}]}}) + "\n")
-    return Options(kwok_logs=logs / "logs.yaml")
+    return Options(kwok_logs=logs / "logs.yaml", kwok_stages=_stages_with_exits(logs / "stages.yaml"))
+
+
+# A kubelet reports a deleted pod's containers as terminated before the pod object goes; kwok's pod-delete Stage
+# removes it at once. Masters before 0.34 wait for their containers' exits ("killing again after 30s without all
+# container exits") and never let a preempted trial ask again. This Stage, ahead of kwok's pod-delete, ends the
+# containers of a pod being deleted (exit 137, as after SIGKILL), and pod-delete then removes a pod that has ended.
+_TERMINATE = """apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-terminate
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Running', 'Pending']
+    - key: '.spec.nodeName'
+      operator: 'Exists'
+  next:
+    statusTemplate: |
+      phase: Failed
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: 137
+            reason: Error
+            finishedAt: {{ Now | Quote }}
+      {{ end }}
+"""
+
+
+def _stages_with_exits(dest: Path) -> Path:
+    from tests.realkube.components import STAGES_FILE, cached
+
+    binaries = cached()
+    if binaries is None:
+        raise BuildError("the real control plane is not built (python -m tests.realkube.components)")
+    docs = (binaries.kwok.parent / STAGES_FILE).read_text().split("\n---\n")
+    out = []
+    for doc in docs:
+        if "name: pod-delete" in doc:  # only a pod that has ended (or was never bound) is removed
+            doc = doc.replace("""      operator: 'Exists'
+  next:""", """      operator: 'Exists'
+    - key: '.status.phase'
+      operator: 'NotIn'
+      values: ['Running', 'Pending']
+  next:""", 1)
+            out.append(_TERMINATE.strip())
+        out.append(doc.strip())
+    dest.write_text("\n---\n".join(out) + "\n")
+    return dest
 
 
 class DeterminedOnKube:
@@ -482,9 +544,9 @@ class DeterminedOnKube:
                                                password=self.postgres.password)
             config["checkpoint_storage"] = {**config.get("checkpoint_storage", {}),
                                             "host_path": str(self.work / "checkpoints")}
-            config["resource_manager"].update(
-                kubeconfig_path=str(kubeconfig), determined_master_scheme="http", determined_master_host="127.0.0.1",
-                determined_master_port=port)
+            where = ({"determined_master_scheme": "http", "determined_master_host": "127.0.0.1"}
+                     if _version_tuple(self.version) >= (0, 38) else {"determined_master_ip": "127.0.0.1"})
+            config["resource_manager"].update(kubeconfig_path=str(kubeconfig), determined_master_port=port, **where)
             self.master = Master(self.version, binary, self.work, config, port).start()
         except BaseException:
             self.stop()
@@ -517,8 +579,21 @@ class DeterminedOnKube:
         return list(body["items"])
 
     def trial_pods(self, experiment: int) -> list[dict[str, Any]]:
-        return [p for p in self.pods() if (p["metadata"].get("labels") or {}).get("determined.ai/experiment_id")
-                == str(experiment) and not p["metadata"].get("deletionTimestamp")]
+        """The experiment's live task pods: by their determined.ai/experiment_id label, or (masters that do not set
+        it) by the trial's description in their name (exp-E-trial-T)."""
+        import re
+
+        named = re.compile(rf"(?:^|-)exp-{experiment}-trial-[0-9]+-")
+        out = []
+        for pod in self.pods():
+            meta = pod["metadata"]
+            labels = meta.get("labels") or {}
+            if "determined" not in labels or meta.get("deletionTimestamp"):
+                continue
+            label = labels.get("determined.ai/experiment_id")
+            if label == str(experiment) or (label is None and named.search(meta["name"])):
+                out.append(pod)
+        return out
 
     def bound(self, experiment: int) -> tuple[int, int]:
         """(pods bound to a node, pods) of the experiment's live pods."""
