@@ -6,10 +6,10 @@ what each placed group waits for, and why the others wait or are rejected.
 A state: 2-4 GPU nodes (4 or 8 GPUs, two zones); the Determined master's trials and commands in the shape of one
 supported release (tests/master_pods.py: 0.17.15 and 0.26.2 bare pods, 0.38.1 Jobs), in namespace default or team-a,
 some gangs still missing a pod; det-k8s's own experiments in the queues of both namespaces; priorities 10, 50 or 90;
-a team queue with a guarantee for one namespace, or none; preemption on or off. A first live pass of each namespace
-places what fits (the master's bound, det-k8s's created), then more of both arrive and default's pass runs again, and
-once more while its victims leave, and team-a's past the preemption grace (victims overdue); the plan (`-n` the pass's
-namespace) and each live pass are compared.
+a team queue with a guarantee for one namespace, or none; a ResourceQuota of GPUs in team-a, or none; preemption on
+or off. A first live pass of each namespace places what fits (the master's bound, det-k8s's created), then more of
+both arrive and default's pass runs again, and once more while its victims leave, and team-a's past the preemption
+grace (victims overdue); the plan (`-n` the pass's namespace) and each live pass are compared.
 
 CI runs a bounded, derandomized budget (PLAN_EQUALS_LIVE_EXAMPLES, default 30); a long campaign:
 `PLAN_EQUALS_LIVE_EXAMPLES=2000 PLAN_EQUALS_LIVE_RANDOM=1 .venv/bin/python -m pytest
@@ -19,6 +19,7 @@ reproduce blob). Every disagreement found is a named case in tests/cli/test_plan
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import tempfile
@@ -33,6 +34,7 @@ from hypothesis import strategies as st
 
 from det_k8s.cli.planning import plan_pass
 from det_k8s.cluster.read import snapshot_from_objects
+from det_k8s.errors import Forbidden
 from det_k8s.kube.policy import checked_queues
 from det_k8s.kube.queue import QUEUED, QueueStore
 from det_k8s.kube.scheduler import LiveScheduler
@@ -85,6 +87,7 @@ class State:
     preemption: bool
     guarantee: int | None  # the guaranteed queue's GPUs (None: no team queues)
     guaranteed: str = "team-a"  # the namespace whose queue has the guarantee; the other's borrows
+    quota: int | None = None  # a ResourceQuota of team-a on requests.nvidia.com/gpu (None: none)
 
 
 def arrivals(priorities: tuple[int, ...]) -> st.SearchStrategy[tuple[Task | Own, ...]]:
@@ -100,7 +103,8 @@ def arrivals(priorities: tuple[int, ...]) -> st.SearchStrategy[tuple[Task | Own,
 # the first arrivals mostly lower, the later ones mostly higher: preemption and reclaims happen often
 states = st.builds(State, st.sampled_from(VERSIONS), st.lists(st.sampled_from((4, 8)), min_size=2, max_size=3)
                    .map(tuple), arrivals((10, 10, 50, 90)), arrivals((10, 50, 90, 90)), st.booleans(),
-                   st.one_of(st.none(), st.sampled_from((4, 8, 16))), st.sampled_from(("default", "team-a")))
+                   st.one_of(st.none(), st.sampled_from((4, 8, 16))), st.sampled_from(("default", "team-a")),
+                   st.one_of(st.none(), st.none(), st.sampled_from((2, 4, 8))))
 
 
 class Clock:
@@ -140,18 +144,22 @@ def arrive(cluster: Cluster, state: State, items: tuple[Task | Own, ...], start:
         if isinstance(item, Own):
             submit(cluster, item, index, clock)
         elif item.command:
-            create_task(api, master_task(state.version, experiment=index, priority=item.priority,
-                                         namespace=item.namespace, slots_per_trial=0, task_type="COMMAND",
-                                         user=f"user-{index % 2}"))
+            with contextlib.suppress(Forbidden):
+                create_task(api, master_task(state.version, experiment=index, priority=item.priority,
+                                             namespace=item.namespace, slots_per_trial=0, task_type="COMMAND",
+                                             user=f"user-{index % 2}"))
         else:
             task = master_task(state.version, experiment=index, slots_per_trial=item.slots, priority=item.priority,
                                namespace=item.namespace, user=f"user-{index % 2}")
-            create_task(api, task, pods=len(task.pods) - 1 if item.partial and len(task.pods) > 1 else None)
+            with contextlib.suppress(Forbidden):  # team-a's quota refused a pod: the gang stays incomplete
+                create_task(api, task, pods=len(task.pods) - 1 if item.partial and len(task.pods) > 1 else None)
 
 
 def snapshot_objects(cluster: Cluster) -> list[dict[str, Any]]:
-    """What `kubectl get nodes,pods -A -o json` prints (finished pods included, as kubectl lists them)."""
-    return [{**o, "kind": kind} for plural, kind in (("nodes", "Node"), ("pods", "Pod"))
+    """What `kubectl get nodes,pods,resourcequotas -A -o json` prints (finished pods included, as kubectl lists
+    them)."""
+    return [{**o, "kind": kind} for plural, kind in (("nodes", "Node"), ("pods", "Pod"),
+                                                     ("resourcequotas", "ResourceQuota"))
             for o in cluster.api.items(plural)]
 
 
@@ -205,6 +213,10 @@ def run_state(state: State) -> None:
             cluster = Cluster(running, running.write_kubeconfig(Path(tmp) / "kubeconfig"))
             for i, gpus in enumerate(state.nodes):
                 cluster.api.put(node(f"gpu-{i}", gpus=gpus, labels={ZONE: f"zone-{i % 2}"}))
+            if state.quota is not None:
+                cluster.api.put({"apiVersion": "v1", "kind": "ResourceQuota",
+                                 "metadata": {"name": "gpus", "namespace": "team-a"},
+                                 "spec": {"hard": {"requests.nvidia.com/gpu": str(state.quota)}}})
             clock = Clock()
             policy = policy_of(state)
             # `plan` answers what `scheduler run` (which serves the master's pods) does in the namespace planned
