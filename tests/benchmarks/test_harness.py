@@ -115,11 +115,19 @@ def test_submission_creates_the_group_for_each_worker_count(quick_run):
     assert all(r["pods_per_second"] > 0 and r["partial_window_ms"] >= 0 for r in rows)
 
 
-def test_startup_times_the_commands_and_finds_no_heavy_sdk(quick_run):
+def test_startup_times_the_commands_against_kubectl_and_helm_and_finds_no_heavy_sdk(quick_run):
+    from det_k8s.cli.app import COMMANDS
+
     data = quick_run[0]["startup"]
-    assert set(data["timings"]) == {"python -c pass", "det-k8s --help", "det-k8s render"}
+    assert {"python -c pass", "kubectl version --client", "helm version", "det-k8s --version", "det-k8s --help",
+            "det-k8s validate -f examples/gpu-cluster.yaml", "det-k8s render"} <= set(data["timings"])
+    assert {f"det-k8s {name} --help" for name in COMMANDS} <= set(data["timings"])
     assert all(timing(t) for t in data["timings"].values())
-    assert data["heavy_sdks_imported"] == {"det-k8s --help": [], "det-k8s render": []}
+    assert [(r["peer"], r["goal"]) for r in data["ratios"]][:2] == [("kubectl version --client", 2.0),
+                                                                     ("helm version", 3.0)]
+    assert all(r["paired_median"] > 0 and r["met"] == (r["paired_median"] <= r["goal"]) for r in data["ratios"])
+    assert data["versions"]["helm"].startswith("v") and data["versions"]["typer"]
+    assert data["heavy_sdks_imported"] == {"det-k8s --help": [], "det-k8s validate": [], "det-k8s render": []}
 
 
 def test_the_own_order_optimum_follows_the_order_it_is_given():
