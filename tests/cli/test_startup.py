@@ -93,3 +93,76 @@ def test_scheduling_commands_help_imports_no_heavy_sdk():
     for args in (("experiment", "--help"), ("experiment", "create", "--help"), ("scheduler", "run", "--help"),
                  ("doctor", "--help")):
         assert loaded_modules(*args) == (0, []), args
+
+
+# What `--version`, `--help` and `COMMAND --help` import (module names, never timings: issue 41 wants them within
+# 2x kubectl and 3x helm, which benchmarks/startup.py measures). The same probe runs with the oldest and the newest
+# Typer pyproject.toml allows in tests/cli/test_typer_versions.py.
+MODULES_PROBE = """
+import sys
+from det_k8s.cli import main
+code = main({args!r})
+print('MODULES=' + ','.join(sorted(sys.modules)), file=sys.stderr)
+sys.exit(code)
+"""
+# Modules no `COMMAND --help` may import: what runs a command, not what describes it. pydantic is what Typer 0.29
+# converts a given value with (det_k8s.cli.app.PlainOption keeps it out of the options not given).
+NOT_FOR_HELP = ("pydantic", "jinja2", "jsonschema", "kubernetes_validate", *HEAVY)
+
+
+def imported(*args: str, env: dict[str, str] | None = None) -> tuple[int, set[str]]:
+    result = subprocess.run([sys.executable, "-c", MODULES_PROBE.format(args=list(args))], capture_output=True,
+                            text=True, timeout=60, env=env)
+    line = [ln for ln in result.stderr.splitlines() if ln.startswith("MODULES=")]
+    assert line, result.stderr[-2000:]
+    return result.returncode, set(line[-1].removeprefix("MODULES=").split(","))
+
+
+def under(modules: set[str], *prefixes: str) -> set[str]:
+    return {m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes)}
+
+
+def test_version_imports_no_typer_and_no_command():
+    code, modules = imported("--version")
+    assert code == 0
+    assert under(modules, "det_k8s") == {"det_k8s", "det_k8s.cli"}
+    assert not under(modules, "typer", "typing", "click", "rich", "yaml", "json")
+
+
+def test_root_help_imports_no_typer_and_no_command():
+    code, modules = imported("--help")
+    assert code == 0
+    assert under(modules, "det_k8s") == {"det_k8s", "det_k8s.cli", "det_k8s.cli.root_help",
+                                         "det_k8s.cli._root_help_text"}
+    assert not under(modules, "typer", "typing", "click", "rich")
+
+
+def test_each_commands_help_imports_its_own_command_module_and_not_what_runs_it():
+    from det_k8s.cli.app import COMMANDS
+
+    modules_of = {f"det_k8s.cli.{module}" for module, _, _ in COMMANDS.values()}
+    for name, (module, _, _) in COMMANDS.items():
+        code, modules = imported(name, "--help")
+        assert code == 0, name
+        assert f"det_k8s.cli.{module}" in modules, name
+        assert not under(modules, *NOT_FOR_HELP), (name, sorted(under(modules, *NOT_FOR_HELP)))
+        # no other command's module, except those this command's module itself builds on (release_ops on release)
+        assert not (modules & modules_of) - {f"det_k8s.cli.{module}"} - DEPENDS_ON.get(module, set()), name
+
+
+# Command modules that import another command's module (its shared helpers): nothing else may come along.
+DEPENDS_ON = {
+    "release": {"det_k8s.cli.chart_cmds"},
+    "release_ops": {"det_k8s.cli.release", "det_k8s.cli.chart_cmds"},
+    "release_get": {"det_k8s.cli.release", "det_k8s.cli.chart_cmds"},
+}
+
+
+def test_a_command_run_after_root_options_loads_only_itself(tmp_path):
+    from det_k8s.cli.app import COMMANDS
+
+    # `-nml` is no spelling app.command_name is sure of: the lazy group finds the command all the same
+    code, modules = imported("-nml", "plan", "--help")
+    assert code == 0
+    assert under(modules, *(f"det_k8s.cli.{m}" for m, _, _ in COMMANDS.values())) <= {
+        "det_k8s.cli.plan_cmd", "det_k8s.cli.inputs", "det_k8s.cli.nodemap"}
