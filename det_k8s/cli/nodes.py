@@ -14,23 +14,11 @@ from typing import Annotated, Any
 
 import typer
 
-from ..cluster.model import GPU
 from ..errors import DetK8sError, UsageError
-from ..kube.kinds import EVENTS, PODS
-from ..kube.snapshot import read_snapshot
-from ..quantity import format_cpu
-from ..release.gpu_check import IMAGE, container_waiting, gpu_check_pod, scheduling_problem
+from ..release.gpu_check import IMAGE
 from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import go_duration, parse_duration
-from ..tools.kubectl import (
-    AGENT_LABEL,
-    AGENT_VALUE,
-    DEFAULT_TAINT,
-    label_argv,
-    parse_taint,
-    taint_argv,
-    unlabel_argv,
-)
+from ..tools.kubectl import DEFAULT_TAINT
 from . import output
 from .common import KubectlBinaryOpt, cluster, kube_flags, kubectl
 from .inputs import SetOpt, SetStringOpt, ValuesOpt
@@ -46,6 +34,8 @@ POLL_SECONDS = 1.0
 
 def _cpu(milli: int) -> str:
     from fractions import Fraction
+
+    from ..quantity import format_cpu
 
     return format_cpu(Fraction(milli, 1000))
 
@@ -67,6 +57,10 @@ NoNamespaceOpt = Annotated[str | None, typer.Option("--namespace", "-n", hidden=
 @with_options(*CLUSTER_SCOPED)  # nodes belong to no namespace: no -n
 def list_nodes(output_format: OutputOpt = OutputFormat.table, namespace: NoNamespaceOpt = None) -> None:
     """Per node: readiness, GPUs and CPUs allocatable/requested, taints, the agent label."""
+    from ..cluster.model import GPU
+    from ..kube.snapshot import read_snapshot
+    from ..tools.kubectl import AGENT_LABEL, AGENT_VALUE
+
     api = current().connect()
     snapshot = read_snapshot(api)
     rows: list[dict[str, Any]] = []
@@ -121,6 +115,8 @@ def map_(
 @with_options(*CLUSTER_SCOPED)  # nodes belong to no namespace: no -n
 def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None, namespace: NoNamespaceOpt = None) -> None:
     """Add the agent label determined.ai/pedl-agent=present (kubectl label --overwrite)."""
+    from ..tools.kubectl import AGENT_LABEL, AGENT_VALUE, label_argv
+
     argv = label_argv(nodes, kube_flags(None))  # node names checked before anything else is read
     kubectl(kubectl_binary, cluster()).run(argv)
     output.success(f"Labelled {', '.join(nodes)} {AGENT_LABEL}={AGENT_VALUE}")
@@ -130,6 +126,8 @@ def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None, namespace: N
 @with_options(*CLUSTER_SCOPED)  # nodes belong to no namespace: no -n
 def unlabel(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None, namespace: NoNamespaceOpt = None) -> None:
     """Remove the agent label (kubectl label NODE determined.ai/pedl-agent-)."""
+    from ..tools.kubectl import AGENT_LABEL, unlabel_argv
+
     argv = unlabel_argv(nodes, kube_flags(None))  # node names checked before anything else is read
     kubectl(kubectl_binary, cluster()).run(argv)
     output.success(f"Removed {AGENT_LABEL} from {', '.join(nodes)}")
@@ -146,6 +144,8 @@ def taint(
     namespace: NoNamespaceOpt = None,
 ) -> None:
     """Taint nodes so only pods that tolerate it (Determined's) run there; effect NoSchedule|PreferNoSchedule|NoExecute."""
+    from ..tools.kubectl import parse_taint, taint_argv
+
     if len(args) < 2 or (":" not in args[-1] and not args[-1].endswith("-") and not remove):  # `KEY-`: kubectl's
         raise UsageError("nodes taint: give the nodes, then the taint",
                          hint=f"e.g. det-k8s nodes taint gpu-0 gpu-1 {DEFAULT_TAINT}")
@@ -168,8 +168,9 @@ def check_gpu(
 ) -> None:
     """Run a pod that requests one nvidia.com/gpu and runs nvidia-smi; show its output; always delete it."""
     from ..errors import NotFound
-    from ..kube.kinds import NODES
+    from ..kube.kinds import EVENTS, NODES, PODS
     from ..names import check_node_name, shown
+    from ..release.gpu_check import container_waiting, gpu_check_pod, scheduling_problem
 
     seconds = parse_duration(timeout)
     if not image.strip() or not image.isprintable() or any(c.isspace() for c in image):

@@ -13,10 +13,6 @@ from typing import Annotated, Any
 
 import typer
 
-from ..cluster.model import GPU
-from ..cluster.read import effective_requests
-from ..kube.kinds import PODS
-from ..release.tasks import TASK_LABEL, age, only_task_pods, owning_job
 from . import output
 from .common import AllNamespacesOpt, YesOpt, confirm
 from .options import OutputFormat, OutputOpt, current, with_global_options
@@ -43,6 +39,10 @@ SelectorOpt = Annotated[str | None, typer.Option(
 
 
 def _row(pod: dict[str, Any]) -> dict[str, Any]:
+    from ..cluster.model import GPU
+    from ..cluster.read import effective_requests
+    from ..release.tasks import TASK_LABEL, age, owning_job
+
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     gpus = effective_requests(spec, f"pod {meta.get('name')}").get(GPU, 0) // 1000
     return {"name": meta.get("name", ""), "namespace": meta.get("namespace", ""), "phase": status.get("phase", ""),
@@ -51,6 +51,9 @@ def _row(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def _task_pods(selector: str | None, all_namespaces: bool) -> tuple[Any, list[dict[str, Any]]]:
+    from ..kube.kinds import PODS
+    from ..release.tasks import only_task_pods
+
     api = current().connect()
     pods = api.list(PODS, all_namespaces=all_namespaces, label_selector=only_task_pods(selector))
     return api, pods

@@ -9,30 +9,18 @@ ready and nothing is wrong, 1 otherwise.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..bounded import load_yaml
-from ..determined.versions import Version
 from ..errors import ClusterError, DetK8sError, Forbidden, InputError, NotFound
-from ..kube.api import KubeApi
-from ..kube.kinds import DEPLOYMENTS, EVENTS, LEASES, NODES, PODS, PVCS, SECRETS, SERVICES, STORAGECLASSES
-from ..release.address import master_address
-from ..release.diagnose import Finding, Observed, PodState, diagnose, pod_state
-from ..release.gpu_check import scheduling_problem
-from ..release.master_config import master_version, read_release_config, secrets_forbidden
-from ..release.names import (
-    db_app,
-    db_deployment,
-    db_pvc,
-    master_app,
-    master_deployment,
-    master_service,
-    validate_release_name,
-)
 from . import output
 from .options import OutputFormat, OutputOpt, current, with_global_options
+
+if TYPE_CHECKING:
+    from ..determined.versions import Version
+    from ..kube.api import KubeApi
+    from ..release.diagnose import Finding, Observed, PodState
 
 
 def _get(api: KubeApi, kind: Any, name: str, namespace: str) -> dict[str, Any] | None:
@@ -52,6 +40,9 @@ def _list_or_empty(api: KubeApi, kind: Any, **kwargs: Any) -> list[dict[str, Any
 def _external_host(api: KubeApi, release: str, namespace: str, version: Version | None,
                    notes: list[str]) -> str | None:
     """db.host from the master's configuration (a ConfigMap, or from 0.26.2 a Secret: only that key is read)."""
+    from ..bounded import load_yaml
+    from ..release.master_config import read_release_config, secrets_forbidden
+
     try:
         config = read_release_config(api, release, namespace, version)
     except InputError:  # not base64 text: no host to show (the message would add nothing to the status)
@@ -81,6 +72,7 @@ def _no_master(api: KubeApi, release: str, namespace: str) -> NotFound:
     """No master Deployment: what helm's record says of the release (a failed install, a stopped one) and the
     command that restores service, or where else to look."""
     from ..release.live import release_state
+    from ..release.names import master_deployment
 
     said = f"release {release}: no master Deployment {master_deployment(release)} in namespace {namespace}"
     state = release_state(api, release, namespace)
@@ -93,6 +85,13 @@ def _no_master(api: KubeApi, release: str, namespace: str) -> NotFound:
 def observe(api: KubeApi, release: str, namespace: str, tail: int,
             notes: list[str] | None = None) -> tuple[Observed, dict[str, Any], Any]:
     """What status reports; `notes` collects what could not be read (said after the spinner)."""
+    from ..kube.kinds import DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, SECRETS, SERVICES, STORAGECLASSES
+    from ..release.address import master_address
+    from ..release.diagnose import Observed, pod_state
+    from ..release.gpu_check import scheduling_problem
+    from ..release.master_config import master_version
+    from ..release.names import db_app, db_deployment, db_pvc, master_app, master_deployment, master_service
+
     deployment = _get(api, DEPLOYMENTS, master_deployment(release), namespace)
     if deployment is None:
         raise _no_master(api, release, namespace)
@@ -138,6 +137,7 @@ def gang_scheduler(api: KubeApi, release: str, namespace: str) -> dict[str, Any]
     from datetime import datetime
 
     from ..kube.deploy import chart_name
+    from ..kube.kinds import DEPLOYMENTS, LEASES
     from ..kube.lease import LEASE_NAME, NAMESPACE_ENV, SERVED_BY, SERVING, LeaseState, utcnow
 
     name = chart_name(release)
@@ -186,6 +186,8 @@ def scheduler_pods(api: KubeApi, namespace: str, release: str) -> list[PodState]
     """The pods of det-k8s's scheduler as the bundled chart deploys it for `release` (none when they may not be
     listed)."""
     from ..kube.deploy import NAME
+    from ..kube.kinds import PODS
+    from ..release.diagnose import pod_state
 
     selector = f"app.kubernetes.io/name={NAME},app.kubernetes.io/instance={release}"
     return [pod_state(p) for p in _list_or_empty(api, PODS, namespace=namespace, label_selector=selector)]
@@ -210,7 +212,7 @@ def _scheduler_line(found: dict[str, Any]) -> str:
 
 
 def _scheduler_findings(found: dict[str, Any]) -> list[Finding]:
-    from ..release.diagnose import scheduler_findings
+    from ..release.diagnose import Finding, scheduler_findings
     from ..settings.schema import DEFAULT_SCHEDULER_IMAGE
 
     if not found["deployed"] or found["ready"] > 0:
@@ -231,6 +233,9 @@ def status(
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Master readiness, its pods, its address, its last log lines, and what is wrong if it is not running."""
+    from ..release.diagnose import diagnose
+    from ..release.names import master_deployment, validate_release_name
+
     validate_release_name(release)
     api = current().connect()
     from ..release.live import stuck_release
@@ -298,6 +303,9 @@ def wait_until_ready(api: KubeApi, release: str, namespace: str, seconds: float,
     import time
 
     from ..errors import OperationTimeout
+    from ..kube.kinds import DEPLOYMENTS, PODS, PVCS
+    from ..release.diagnose import diagnose
+    from ..release.names import db_app, db_deployment, db_pvc, master_app, master_deployment
     from ..release.readiness import Talk, progress_line, readiness
 
     started = time.monotonic()
