@@ -16,9 +16,9 @@ import typer
 
 from ..errors import DetK8sError, UsageError
 from ..release.gpu_check import IMAGE
+from ..tools import DEFAULT_TAINT
 from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import go_duration, parse_duration
-from ..tools.kubectl import DEFAULT_TAINT
 from . import output
 from .common import KubectlBinaryOpt, cluster, kube_flags, kubectl
 from .inputs import SetOpt, SetStringOpt, ValuesOpt

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from ..bounded import load_json
 from ..errors import InputError, ToolFailed, UsageError
 from ..names import check_node_name, is_label_key, is_label_value
+from . import AGENT_LABEL as AGENT_LABEL  # (defined there: see det_k8s/tools/__init__.py)
+from . import AGENT_VALUE as AGENT_VALUE
+from . import DEFAULT_TAINT as DEFAULT_TAINT
 from .helm import KubeFlags, failed
 from .locate import locate, version_of
 from .process import Completed, run
@@ -22,9 +25,6 @@ HOW_TO_GET = ("install kubectl (https://kubernetes.io/docs/tasks/tools/) or poin
               "DET_K8S_KUBECTL at it; developers: python scripts/fetch_tools.py puts one in .tools/bin")
 DEFAULT_TIMEOUT = 60.0
 REQUEST_TIMEOUT = "30s"
-AGENT_LABEL = "determined.ai/pedl-agent"
-AGENT_VALUE = "present"
-DEFAULT_TAINT = f"{AGENT_LABEL}={AGENT_VALUE}:NoSchedule"
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
