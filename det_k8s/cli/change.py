@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from .. import stopping
 from ..errors import DetK8sError
@@ -68,17 +69,25 @@ def said_state(api: KubeApi, release: str, namespace: str) -> State | None:
         return None
 
 
+@dataclass
+class Phase:
+    """Where a change is, for the last line of a stop (`helm_changing`)."""
+
+    waiting: bool = False
+
+
 def wait_and_record(api: KubeApi, tool: Helm, command: str, release: str, namespace: str, kube: KubeFlags,
-                    seconds: float, shown: str, *, rollback: bool) -> None:
-    """det-k8s's wait for the master after helm `command`, and its verdict written into helm's record."""
+                    seconds: float, shown: str, *, rollback: bool, phase: Phase) -> None:
+    """det-k8s's wait for the master after helm `command`, and its verdict written into helm's record; called inside
+    `helm_changing`, which says where the release stands if a signal stops it."""
     from .status import wait_until_ready
 
+    phase.waiting = True
     try:
         with output.spinner(f"waiting for the master and database of {release} (up to {shown})"):
             wait_until_ready(api, release, namespace, seconds, shown, report=output.message)
     except BaseException as exc:
-        if stopping.received() is not None:  # the signal's exception, or a request it cut short
-            _stopped(api, tool, command, release, namespace, kube, rollback=rollback, waiting=True)
+        if stopping.received() is not None:  # the signal's exception, or a request it cut short: helm_changing's
             raise
         if not isinstance(exc, DetK8sError):
             raise
@@ -124,12 +133,14 @@ def _stopped(api: KubeApi, tool: Helm, command: str, release: str, namespace: st
 
 @contextlib.contextmanager
 def helm_changing(api: KubeApi, tool: Helm, command: str, release: str, namespace: str, kube: KubeFlags, *,
-                  rollback: bool) -> Iterator[None]:
-    """helm changing the release: stopped now, it may leave the release pending-<command> or failed, or deployed
-    with the old master already replaced; the last line reads back where it stands and names the fix."""
+                  rollback: bool) -> Iterator[Phase]:
+    """helm changing the release, then det-k8s waiting for it and saying so: stopped anywhere in between, helm may
+    have left the release pending-<command> or failed, or deployed with the old master already replaced; the last
+    line reads back where it stands and names the fix (or says the master serves)."""
+    phase = Phase()
     try:
-        yield
-    except BaseException:  # the signal's exception, or helm's failure a signal caused
+        yield phase
+    except BaseException:  # the signal's exception, or a failure a signal caused (helm stopped, a request cut)
         if stopping.received() is not None:
-            _stopped(api, tool, command, release, namespace, kube, rollback=rollback, waiting=False)
+            _stopped(api, tool, command, release, namespace, kube, rollback=rollback, waiting=phase.waiting)
         raise

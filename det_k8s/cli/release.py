@@ -241,18 +241,18 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         # helm's record then tells what det-k8s saw: a revision that did not become ready is marked failed (and
         # undone with --rollback-on-failure), one that did is labelled seen ready; stopped, the last line says where
         # the release stands and what restores service (cli/change.py)
-        with output.spinner(f"helm {command} {release}"), change.helm_changing(api, tool, command, release,
-                                                                               api.namespace, kube, rollback=rollback):
-            tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings),
-                     timeout_hint=f"raise --timeout (now {go_duration(timeout)}); `det-k8s status {release}` says "
-                     "what is slow")
-        if wait or rollback:  # as with helm's --atomic, undoing a release that did not become ready means waiting
-            left = max(1.0, seconds - (time.monotonic() - started))
-            change.wait_and_record(api, tool, command, release, api.namespace, kube, left, go_duration(timeout),
-                                   rollback=rollback)
-    output.success(f"{'Installed' if command == 'install' else 'Upgraded'} release {release} in namespace "
-                   f"{api.namespace} (Determined {settings.app_version})")
-    url = _show_address(api, release, api.namespace, bool(settings.tls_secret))
+        with change.helm_changing(api, tool, command, release, api.namespace, kube, rollback=rollback) as phase:
+            with output.spinner(f"helm {command} {release}"):
+                tool.run(build(tool.major, spec), timeout=seconds + 60, secrets=secret_values(settings),
+                         timeout_hint=f"raise --timeout (now {go_duration(timeout)}); `det-k8s status {release}` "
+                         "says what is slow")
+            if wait or rollback:  # as with helm's --atomic, undoing a release that did not become ready means waiting
+                left = max(1.0, seconds - (time.monotonic() - started))
+                change.wait_and_record(api, tool, command, release, api.namespace, kube, left, go_duration(timeout),
+                                       rollback=rollback, phase=phase)
+            output.success(f"{'Installed' if command == 'install' else 'Upgraded'} release {release} in namespace "
+                           f"{api.namespace} (Determined {settings.app_version})")
+            url = _show_address(api, release, api.namespace, bool(settings.tls_secret))
     if output_format is not OutputFormat.table:  # as helm's -o: the release, on stdout
         output.data({"name": release, "namespace": api.namespace, "status": "deployed",
                      "app_version": settings.app_version, "ready": bool(wait or rollback), "master_url": url},

@@ -204,7 +204,8 @@ def rollback(
     release: ReleaseArg,
     revision: Annotated[int | None, typer.Argument(
         metavar="[REVISION]", min=0, max=2**31 - 1, show_default=False,
-        help="The revision to go back to (default, or 0 as in helm: the one before the current). See det-k8s "
+        help="The revision to go back to (default, or 0: the last one det-k8s saw ready, else the one before the "
+        "current, as helm's 0). See det-k8s "
         "history.")] = None,
     timeout: TimeoutOpt = "10m",
     dry_run: Annotated[bool, typer.Option(
@@ -311,10 +312,12 @@ def rollback(
     announce_restarts(api, "rollback", f"Roll back release {release} in namespace {namespace} to revision {wanted}? "
                       "The master restarts.", f"rollback {release}", yes)
     started = time.monotonic()
-    with output.spinner(f"helm rollback {release} {wanted}"), changing.helm_changing(api, tool, "rollback", release,
-                                                                                   namespace, kube, rollback=False):
-        tool.run(argv, timeout=seconds + 60, secrets=secrets)
-    changing.wait_and_record(api, tool, "rollback", release, namespace, kube,
-                           max(1.0, seconds - (time.monotonic() - started)), go_duration(timeout), rollback=False)
-    output.success(f"Rolled back release {release} in namespace {namespace} to revision {wanted}"
-                   + (f" (Determined {app})" if app else "") + f"; helm recorded it as revision {current_revision + 1}")
+    with changing.helm_changing(api, tool, "rollback", release, namespace, kube, rollback=False) as phase:
+        with output.spinner(f"helm rollback {release} {wanted}"):
+            tool.run(argv, timeout=seconds + 60, secrets=secrets)
+        changing.wait_and_record(api, tool, "rollback", release, namespace, kube,
+                                 max(1.0, seconds - (time.monotonic() - started)), go_duration(timeout), rollback=False,
+                                 phase=phase)
+        output.success(f"Rolled back release {release} in namespace {namespace} to revision {wanted}"
+                       + (f" (Determined {app})" if app else "") + f"; helm recorded it as revision "
+                       f"{current_revision + 1}")
