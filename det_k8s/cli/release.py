@@ -12,36 +12,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import DetK8sError, NotFound, SettingsError, Severity, UsageError
-from ..kube.api import KubeApi
-from ..kube.kinds import NODES, PVCS, SERVICES
-from ..release import live
-from ..release.address import master_address
-from ..release.manifests import default_passwords, placeholder_values, redact_secrets, secret_values
-from ..release.names import db_pvc, master_service, validate_release_name
-from ..release.preflight import determined_releases
-from ..release.tasks import group_tasks
-from ..settings import Settings
-from ..settings.rules import missing_initial_password
 from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import go_duration, parse_duration
-from ..tools.helm import (
-    Helm,
-    ReleaseSpec,
-    install_argv,
-    list_argv,
-    manifests_from_render,
-    render_argv,
-    uninstall_argv,
-    upgrade_argv,
-    upgrade_render_argv,
-)
 from ..tools.process import display
-from . import change, output
+from . import output
 from .chart_cmds import report_warnings
 from .common import (
     UPGRADE_CHECK_PASSWORD,
@@ -61,6 +40,11 @@ from .common import (
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
 from .options import output_format as output_format_of
+
+if TYPE_CHECKING:
+    from ..kube.api import KubeApi
+    from ..settings import Settings
+    from ..tools.helm import Helm
 
 ReleaseArg = Annotated[str, typer.Argument(metavar="RELEASE", help="The helm release name, e.g. determined.",
                                            show_default=False)]
@@ -96,6 +80,8 @@ SkipStorageOpt = Annotated[bool, typer.Option("--skip-storage-check", help="Do n
 def rendered_manifests(tool: Helm, release: str, built_chart: str, values_file: str, namespace: str,
                        secrets: Sequence[str], *, upgrading: bool = False, extra: Sequence[str] = ()) -> str:
     """The YAML stream of the objects helm would apply, rendered without a cluster (an upgrade as one)."""
+    from ..tools.helm import manifests_from_render, render_argv, upgrade_render_argv
+
     if upgrading:
         argv = upgrade_render_argv(release, built_chart, values_file, namespace) + list(extra)
         return tool.run(argv, secrets=tuple(secrets)).stdout
@@ -105,6 +91,8 @@ def rendered_manifests(tool: Helm, release: str, built_chart: str, values_file: 
 
 def _default_passwords(command: str, settings: Settings) -> None:
     """Warn of passwords everybody knows, once det-k8s is about to install them (release/manifests.py)."""
+    from ..release.manifests import default_passwords
+
     for warning in default_passwords(settings.values, settings.app_version, installing=command == "install"):
         output.warning(warning)
 
@@ -113,6 +101,8 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
              namespace: str, secrets: tuple[str, ...], *, upgrading: bool = False, extra: Sequence[str] = ()) -> None:
     """What would run, and the manifests it would apply, rendered offline (an upgrade as one: helm template
     --is-upgrade, and `extra` values for a user's chart, see upgrade_check_values)."""
+    from ..release.manifests import placeholder_values, redact_secrets
+
     output.message(f"would run: {display([tool.path, *spec_argv])}")
     output.message(f"  ({built_chart} and its {Path(values_file).name} are a private copy, removed when det-k8s exits, "
                    "whatever stops it; nothing was sent to a cluster; to run it yourself, write the same chart with "
@@ -137,6 +127,10 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
 
 
 def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> str | None:
+    from ..kube.kinds import NODES, SERVICES
+    from ..release.address import master_address
+    from ..release.names import master_service
+
     service = api.get(SERVICES, master_service(release), namespace) if api.exists(
         SERVICES, master_service(release), namespace) else None
     nodes = api.list(NODES) if service and (service.get("spec") or {}).get("type") == "NodePort" else []
@@ -151,6 +145,9 @@ def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> str 
 def announce_restarts(api: KubeApi, what: str, question: str, action: str, yes: bool) -> None:
     """`what` (an upgrade, a rollback) restarts the master: name the running experiments, then ask (or refuse
     without a terminal)."""
+    from ..release import live
+    from ..release.tasks import group_tasks
+
     groups = group_tasks(live.running_tasks(api, api.namespace))
     if groups:
         output.warning(f"{len(groups)} task(s) are running in {api.namespace}; the master restarts during the "
@@ -169,7 +166,13 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
                create_namespace: bool, rollback: bool, skip_storage_check: bool, yes: bool = False,
                kube_version: str | None = None, show_diff: bool = False,
                output_format: OutputFormat = OutputFormat.table) -> None:
+    from ..release import live
+    from ..release.manifests import secret_values
+    from ..release.names import validate_release_name
     from ..settings.podspec import checking_against
+    from ..settings.rules import missing_initial_password
+    from ..tools.helm import ReleaseSpec, install_argv, upgrade_argv
+    from . import change
 
     validate_release_name(release)
     if dry_run and output_format is not OutputFormat.table:
@@ -334,6 +337,11 @@ def uninstall(
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """Say exactly what will be lost, ask, then helm uninstall and delete the leftover task pods."""
+    from ..kube.kinds import PVCS
+    from ..release import live
+    from ..release.names import db_pvc, validate_release_name
+    from ..tools.helm import uninstall_argv
+
     validate_release_name(release)
     seconds = parse_duration(timeout)
     api = current().connect()
@@ -393,6 +401,9 @@ def list_releases(
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """The Determined releases (helm list, filtered to the Determined chart)."""
+    from ..release.preflight import determined_releases
+    from ..tools.helm import list_argv
+
     tool = helm(helm_binary, cluster())
     options = current()
     refs = determined_releases(tool.json(list_argv(tool.major, kube_flags(options.namespace), all_namespaces)))

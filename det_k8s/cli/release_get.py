@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from ..release.names import validate_release_name
-from ..tools.helm import get_values_argv
 from . import output
 from .common import HelmBinaryOpt, cluster, helm, kube_flags
 from .options import OutputFormat, with_global_options
@@ -49,7 +47,9 @@ def values(
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """The values a release was installed with (helm get values), every password and key masked."""
+    from ..release.names import validate_release_name
     from ..release.values import redact_values
+    from ..tools.helm import get_values_argv
 
     validate_release_name(release)
     target = cluster()

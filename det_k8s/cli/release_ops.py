@@ -14,26 +14,20 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import DetK8sError, NotFound, ToolFailed, UsageError
-from ..release.diff import Change, diff_manifests, parse_manifests, summary
-from ..release.names import validate_release_name
-from ..tools.helm import (
-    Helm,
-    KubeFlags,
-    get_hooks_argv,
-    get_manifest_argv,
-    history_argv,
-    upgrade_render_argv,
-)
 from . import output
 from .common import HelmBinaryOpt, YesOpt, cluster, helm, kube_flags, private_chart
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
 from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
 from .release import AlwaysWaitsOpt, ReleaseArg, SkipStorageOpt, TimeoutOpt
+
+if TYPE_CHECKING:
+    from ..release.diff import Change
+    from ..tools.helm import Helm, KubeFlags
 
 CHANGES = 2  # `diff` exits 2 when the release would change, as helm diff --detailed-exitcode does
 DiffChartOpt = Annotated[Path | None, typer.Option(
@@ -63,6 +57,8 @@ def installed_secrets(tool: Helm, release: str, kube: KubeFlags, revision: int |
 
 def installed_manifests(tool: Helm, release: str, kube: KubeFlags, revision: int | None = None) -> str:
     """A revision's manifests and hooks as one stream (the latest revision by default)."""
+    from ..tools.helm import get_hooks_argv, get_manifest_argv
+
     manifest = tool.run(get_manifest_argv(release, kube, revision)).stdout
     hooks = tool.run(get_hooks_argv(release, kube, revision)).stdout
     return manifest.rstrip("\n") + "\n---\n" + hooks
@@ -71,11 +67,15 @@ def installed_manifests(tool: Helm, release: str, kube: KubeFlags, revision: int
 def rendered_manifests(tool: Helm, release: str, chart: str, values_file: str, namespace: str,
                        secrets: tuple[str, ...]) -> str:
     """What the chart renders to for an upgrade with these values, without contacting a cluster."""
+    from ..tools.helm import upgrade_render_argv
+
     return tool.run(upgrade_render_argv(release, chart, values_file, namespace), secrets=secrets).stdout
 
 
 def show_changes(changes: list[Change], where: str) -> None:
     """Each changed object's unified diff on stdout, then one summary line on stderr."""
+    from ..release.diff import summary
+
     for change in changes:
         output.diff_lines(change.title, change.lines)
     output.message(f"{where}: {summary(changes)}" if changes else f"{where}: no changes")
@@ -84,6 +84,8 @@ def show_changes(changes: list[Change], where: str) -> None:
 def show_upgrade_diff(tool: Helm, release: str, kube: KubeFlags, namespace: str, chart: str, values_file: str,
                       secrets: tuple[str, ...], context: int = 3) -> list[Change]:
     """The changes an upgrade of `release` to this rendered chart makes, shown; returned for the exit code."""
+    from ..release.diff import diff_manifests, parse_manifests
+
     new = rendered_manifests(tool, release, chart, values_file, namespace, secrets)
     old = installed_manifests(tool, release, kube)
     secrets = (*secrets, *installed_secrets(tool, release, kube))
@@ -108,6 +110,7 @@ def diff(
 ) -> int:
     """Show what an upgrade with these settings would change; exit 0 when nothing, 2 when something would."""
     from ..release.manifests import secret_values
+    from ..release.names import validate_release_name
     from ..settings.podspec import checking_against
     from .chart_cmds import report_warnings
 
@@ -132,6 +135,8 @@ _HISTORY_FIELDS = ("updated", "status", "chart", "app_version", "description")
 def _history(tool: Helm, release: str, kube: KubeFlags, max_revisions: int | None = None) -> list[dict[str, Any]]:
     """helm history's entries by revision, each {revision: int, and the text fields as strings}; helm printing JSON
     of another shape (no list, an entry without a revision number) is one error line, never a crash."""
+    from ..tools.helm import history_argv
+
     entries = tool.json(history_argv(release, kube, max_revisions))
     if entries is None or entries == []:
         raise NotFound(f"no release {release} in namespace {kube.namespace}", hint="det-k8s list -A shows the releases")
@@ -165,6 +170,8 @@ def history(
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """The revisions of a release: when, status, chart and Determined version, and what happened (helm history)."""
+    from ..release.names import validate_release_name
+
     validate_release_name(release)
     target = cluster()
     tool = helm(helm_binary, target)
@@ -217,6 +224,9 @@ def rollback(
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """Name what rolling back changes, check the cluster as upgrade does, ask, then helm rollback and wait."""
+    from ..release.diff import diff_manifests, parse_manifests, summary
+    from ..release.names import validate_release_name
+
     del wait  # det-k8s's rollback always waits
     import yaml
 
