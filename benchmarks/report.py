@@ -563,7 +563,8 @@ def startup_table(results: dict[str, Any]) -> list[str]:
     lines += ["", "`--version` is printed before anything is imported; `--help` is Typer's own text from a cache",
               "(`det_k8s/cli/root_help.py`), alike with every allowed Typer (tests/cli/test_typer_versions.py); the",
               "root group imports only the module of the command that runs (`det_k8s/cli/app.py`, `LazyGroup`), and",
-              "an option not given is not run through Typer's pydantic-based conversion.", ""]
+              "a value Typer's pydantic-based conversion would leave as it is (an option not given, `-f FILE`, `-o`)",
+              "does not go through it (`PlainOption`).", ""]
     return lines
 
 

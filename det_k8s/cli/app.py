@@ -179,16 +179,48 @@ class PlainArgument(TyperArgument):
         return name if self.required or name.startswith("[") else f"[{name}]"
 
 
+_TYPER = object()  # PlainOption.plain_value: "let Typer convert this one"
+
+
 class PlainOption(TyperOption):
+    """An option whose value Typer's conversion would leave as it is gets it without that conversion: from Typer 0.29
+    on, it builds a pydantic TypeAdapter for each parameter, importing pydantic (more than Typer itself costs), also
+    for the options not given (processed first even for `det-k8s COMMAND --help`) and for plain strings. What
+    differs, or fails, goes to Typer as before (its own messages)."""
+
     def process_value(self, ctx: Any, value: Any) -> Any:
-        """An option not given is None (a count: 0) whatever its type converts, as with Typer's conversion, without
-        it: from Typer 0.27 on, that builds a pydantic TypeAdapter for each parameter, importing pydantic (more
-        than Typer itself costs) even for `det-k8s COMMAND --help`, where the root options are processed first."""
-        not_given = (value is None and self.nargs == 1 and not self.multiple) or (
-            getattr(self, "count", False) and type(value) is int and value == 0)
-        if not_given and not self.required:
-            return self.callback(ctx, self, value) if self.callback is not None else value
-        return super().process_value(ctx, value)
+        plain = self.plain_value(value)
+        if plain is _TYPER or (self.required and self.value_is_missing(plain)):
+            return super().process_value(ctx, value)
+        return self.callback(ctx, self, plain) if self.callback is not None else plain
+
+    def plain_value(self, value: Any) -> Any:
+        """`value` as Typer's conversion returns it, where that is `value` itself (or a list of its strings, or what
+        the option's own parser returns); _TYPER otherwise."""
+        single = self.nargs == 1 and not self.multiple
+        if value is None:
+            return None if single else ()
+        if getattr(self, "count", False):
+            return value if type(value) is int and value >= 0 else _TYPER
+        descriptor = getattr(self, "type_descriptor", None)  # (Typer 0.29's; without it, Typer converts)
+        info = getattr(descriptor, "parameter_info", None)
+        if info is None or getattr(info, "click_type", None) is not None:
+            return _TYPER
+        parser = getattr(info, "parser", None)
+        if parser is not None:
+            if not single:
+                return _TYPER
+            try:
+                return parser(value)  # what Typer's adapter returns: the parser's result, or its error (not these)
+            except (ValueError, TypeError, AssertionError):
+                return _TYPER  # Typer words these
+        annotation = getattr(descriptor, "annotation", None)
+        if annotation is str and single and type(value) is str:
+            return value
+        if annotation == list[str] and self.multiple and type(value) in (list, tuple) and all(
+                type(item) is str for item in value):
+            return list(value)
+        return _TYPER
 
 
 def _plain(param: Any) -> Any:

@@ -166,3 +166,13 @@ def test_a_command_run_after_root_options_loads_only_itself(tmp_path):
     assert code == 0
     assert under(modules, *(f"det_k8s.cli.{m}" for m, _, _ in COMMANDS.values())) <= {
         "det_k8s.cli.plan_cmd", "det_k8s.cli.inputs", "det_k8s.cli.nodemap"}
+
+
+def test_validate_imports_what_it_checks_with_and_not_pydantic():
+    """Typer 0.29 converts a given value through pydantic; det_k8s.cli.app.PlainOption passes over the values that
+    conversion would leave as they are (`-f FILE`, `-o json`, `-v`), so validate does not import it."""
+    from tests.conftest import example
+
+    code, modules = imported("-v", "validate", "-f", str(example("gpu-cluster.yaml")), "-o", "json")
+    assert code == 0
+    assert under(modules, "jsonschema", "kubernetes_validate", "yaml") and not under(modules, "pydantic", *HEAVY)

@@ -3,8 +3,9 @@
 Each Typer comes from PyPI once into a cache outside the clone ($DET_K8S_CACHE or ~/.cache/det-k8s, under
 typer/<version>/, `pip install --no-deps --target`: Typer alone, on top of this venv's other dependencies), and the
 essentials run with it first on the path: the root help is the cache's text byte for byte (the cache does not look
-at the installed Typer), what `--version`, `--help` and every `COMMAND --help` import (pydantic kept out), each
-command's help alike loaded lazily and with every command imported, and the usage errors in det-k8s's words.
+at the installed Typer), what `--version`, `--help`, every `COMMAND --help` and `validate -f` import (pydantic kept
+out), each command's help alike loaded lazily and with every command imported, an option passed over Typer's
+conversion getting what Typer gives it, and the usage errors in det-k8s's words.
 Without PyPI: skipped on a contributor's machine, failed in CI (tests/needs.py). The newest is looked up each run
 (a second or two); an install is a few seconds once.
 """
@@ -32,6 +33,7 @@ ESSENTIALS = [
     "tests/cli/test_startup.py::test_version_imports_no_typer_and_no_command",
     "tests/cli/test_startup.py::test_root_help_imports_no_typer_and_no_command",
     "tests/cli/test_startup.py::test_each_commands_help_imports_its_own_command_module_and_not_what_runs_it",
+    "tests/cli/test_startup.py::test_validate_imports_what_it_checks_with_and_not_pydantic",
     "tests/cli/test_lazy_commands.py",
     "tests/cli/test_usage_errors.py",
 ]
