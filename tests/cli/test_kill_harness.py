@@ -564,7 +564,9 @@ def test_preemption_stopped_anywhere_on_the_real_api_server(real_cluster, tmp_pa
 # request then lands late or never. Then, against the real API server and the real filesystem: no process of the
 # run left, no file under the run's directory (HOME and TMPDIR) holding the secret marker (initialUserPassword and
 # db.password carry it), and no release left pending-* unless `det-k8s status` and the same command run again both
-# say so and name the det-k8s command that recovers it, and that command, run, does.
+# say so and name the det-k8s command that recovers it, and that command, run, does. The last line states where the
+# release stands (helm's record and the master, read back); for upgrade and rollback (issue 38) it says the master
+# serves or names the command that restores it, and with the master down that command, run, brings it back.
 
 SITE_REAL = """maxSlotsPerPod: 4
 checkpointStorage: {type: s3, bucket: det-checkpoints}
@@ -627,6 +629,19 @@ def _helm_children(token: str) -> list[int]:
     return [pid for pid in _processes_with(token) if _comm(pid) == "helm"]
 
 
+def _changing_helm(token: str, command: str) -> list[int]:
+    """This run's helm processes that change the release: `helm <command> ...`, not a render (`--dry-run=client`)."""
+    found = []
+    for pid in _helm_children(token):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) > 1 and argv[1].decode(errors="replace") == command and b"--dry-run=client" not in argv:
+            found.append(pid)
+    return found
+
+
 def _comm(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
@@ -642,6 +657,42 @@ def _recovery_command(text: str) -> list[str] | None:
         if "run: det-k8s " in line:
             return shlex.split(line.split("run: det-k8s ", 1)[1].split(";")[0].rstrip(". "))
     return None
+
+
+def _states_the_release(last: str, ns: str) -> bool:
+    """The last line of a stopped install/upgrade/rollback says where release demo stands, read back from helm's
+    record and the cluster (or, its undo cut short, where to read it)."""
+    return (f"release demo in namespace {ns} is " in last and " in helm's record" in last) or (
+        f"release demo in namespace {ns} has no helm record" in last) or _points_to_status(last, ns)
+
+
+def _points_to_status(last: str, ns: str) -> bool:
+    return "could not be read back" in last and f"`det-k8s status demo -n {ns}`" in last
+
+
+def _restores(last: str) -> list[str] | None:
+    """The det-k8s command the last line names to restore service (`to restore service, run: det-k8s ...`)."""
+    import shlex
+
+    if "to restore service, run: det-k8s " not in last:
+        return None
+    named = shlex.split(last.split("to restore service, run: det-k8s ", 1)[1].split(";")[0])
+    return named if named and named[0] in ("rollback", "uninstall") else None
+
+
+def _master_serving(real_cluster: Any, ns: str, wait: float = 0) -> bool:
+    """The master's Deployment rolled out and available (release/readiness.py's rules)."""
+    from det_k8s.release.readiness import deployment_waiting
+
+    name = "determined-master-deployment-demo"
+    deadline = time.monotonic() + wait
+    while True:
+        deployment = real_cluster.api.get("deployments", name, ns)
+        if deployment is not None and deployment_waiting(deployment, name) is None:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(1)
 
 
 @pytest.mark.real
@@ -675,12 +726,13 @@ def test_release_lifecycle_stopped_anywhere_on_the_real_api_server(real_cluster,
     token = f"release-{command}-{label}-{sig}-{helm_name}-{round_}-{rng.random()}"
     direct = {**_env(tmp_path, real_cluster.kubeconfig, token), "DET_K8S_HELM": helm}
     common = ["-n", ns, "--skip-storage-check"]
-    if command in ("upgrade", "rollback"):  # what there is to upgrade or roll back, made without the proxy
-        done = _det(["install", "demo", "-f", str(site), *SECRET_SETS, "--create-namespace", *common], direct)
+    if command in ("upgrade", "rollback"):  # what there is to upgrade or roll back, made without the proxy, serving
+        done = _det(["install", "demo", "-f", str(site), *SECRET_SETS, "--create-namespace", "--wait", "--timeout",
+                     "3m", *common], direct)
         assert done.returncode == 0, done.stderr
-    if command == "rollback":
+    if command == "rollback":  # (a revision whose master did not become ready in time is failed in helm's record)
         done = _det(["upgrade", "demo", "-f", str(site), *SECRET_SETS, "--set", "maxSlotsPerPod=2", "--yes",
-                     "--timeout", "3s", *common], direct)
+                     "--timeout", "3m", *common], direct)
         assert "Traceback" not in done.stderr and _helm_releases(real_cluster, ns)[-1] == (2, "deployed"), done.stderr
     args = {"install": ["install", "demo", "-f", str(site), *SECRET_SETS, "--create-namespace", *common],
             "upgrade": ["upgrade", "demo", "-f", str(site), *SECRET_SETS, "--set", "maxSlotsPerPod=2", "--yes",
@@ -688,6 +740,7 @@ def test_release_lifecycle_stopped_anywhere_on_the_real_api_server(real_cluster,
             "rollback": ["rollback", "demo", "1", "--yes", "--timeout", "5m", *common]}[command]
     proxy = HoldProxy(real_cluster.plane.server, real_cluster.plane.pki.ca_cert)
     held = None
+    before = _helm_releases(real_cluster, ns)
     try:
         env = {**direct, "KUBECONFIG": str(proxy.kubeconfig(tmp_path / "proxied-kubeconfig",
                                                              real_cluster.plane.admin_token, ns))}
@@ -702,7 +755,8 @@ def test_release_lifecycle_stopped_anywhere_on_the_real_api_server(real_cluster,
         else:  # a helm of this run running (during-helm), or one that ran and ended (after-helm)
             seen = False
             while time.monotonic() < deadline and proc.poll() is None:
-                running = bool(_helm_children(token))
+                # after-helm: after the helm that changes the release (not the preflight's renders and lists)
+                running = bool(_helm_children(token) if method == "during-helm" else _changing_helm(token, command))
                 seen = seen or running
                 if (method == "during-helm" and running) or (method == "after-helm" and seen and not running):
                     break
@@ -732,8 +786,15 @@ def test_release_lifecycle_stopped_anywhere_on_the_real_api_server(real_cluster,
             last = err.strip().splitlines()[-1] if err.strip() else ""
             if "Traceback" in err or not last.startswith(("stopped by", "interrupted")):
                 problems.append(f"last line {last!r}" + (" and a traceback" if "Traceback" in err else ""))
-            elif agent == "helm" and f"`det-k8s status demo -n {ns}`" not in last:  # helm was changing the release
-                problems.append(f"stopped while helm {command} ran, the last line does not say where to look: {last!r}")
+            elif agent == "helm" and not _states_the_release(last, ns):  # helm was changing the release
+                problems.append(f"stopped while helm {command} ran, the last line does not say where the release "
+                                f"stands: {last!r}")
+            elif command in ("upgrade", "rollback") and not (
+                    "the master serves" in last or _restores(last) or _points_to_status(last, ns)) and not (
+                    _helm_releases(real_cluster, ns) == before and _master_serving(real_cluster, ns)):
+                # (stopped before helm changed anything, e.g. in the preflight's helm runs: the master serves on)
+                problems.append(f"helm's record changed and the last line neither says the master serves nor names "
+                                f"what restores it: {last!r}")
         if held is not None:
             (held.release if rng.random() < 0.5 else held.drop)()  # the held request lands late, or never
             held.finished.wait(30)
@@ -748,6 +809,14 @@ def test_release_lifecycle_stopped_anywhere_on_the_real_api_server(real_cluster,
     said = _det(["status", "demo", "-n", ns], direct)  # the one det-k8s pass after (it sweeps what kill -9 left)
     problems += [f"secret in {f}" for f in _secret_files(tmp_path)]
     pending = _pending(real_cluster, ns)
+    if command in ("upgrade", "rollback") and not pending and sig != signal.SIGKILL and _restores(last) \
+            and not _master_serving(real_cluster, ns):  # the master down, and the line names the fix: it works
+        fix = _restores(last) or []
+        fixed = _det([*fix, "--yes", *(["--skip-storage-check", "--timeout", "3m"] if fix[0] == "rollback" else [])],
+                     direct)
+        if fixed.returncode != 0 or not _master_serving(real_cluster, ns, wait=120):
+            problems.append(f"`det-k8s {' '.join(fix)}` named by the last line exited {fixed.returncode} and the "
+                            f"master serves: {_master_serving(real_cluster, ns)}: {fixed.stderr[-600:]}")
     if pending:  # what helm leaves when it is stopped mid-change: det-k8s must say so, and how to recover
         TALLY.partial_after_exit[kind] += 1
         if pending not in said.stderr + said.stdout or _recovery_command(said.stderr + said.stdout) is None:
