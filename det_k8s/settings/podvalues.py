@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ..names import is_dns_label, is_label_key, is_label_value
+from ..names import is_dns_label, is_dns_subdomain, is_label_key, is_label_value
 from ..quantity import QuantityError, parse_quantity
 
 MAIN_CONTAINER = "determined-container"  # Determined's model.DeterminedK8ContainerName
@@ -414,6 +414,36 @@ def _probe(out: _Out, path: Where, probe: Any, *, liveness: bool) -> None:
         out.add((*path, "successThreshold"), f"must be 1 for liveness and startup probes, found {threshold}")
 
 
+_PROC_MOUNTS = ("Default", "Unmasked")
+_MAX_ID = 2**31 - 1
+
+
+def _security(out: _Out, path: Where, context: Any, host_users: Any) -> None:
+    """validation.go: ValidateSecurityContext: runAsUser and runAsGroup 0 to 2147483647 (IsValidUserID,
+    IsValidGroupID), procMount Default or Unmasked (Unmasked only with hostUsers: false), allowPrivilegeEscalation
+    false neither with privileged nor with capability CAP_SYS_ADMIN."""
+    if not isinstance(context, Mapping):
+        return
+    for field in ("runAsUser", "runAsGroup"):
+        value = context.get(field)
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= _MAX_ID:
+            out.add((*path, field), f"must be between 0 and {_MAX_ID}, found {value}")
+    proc = context.get("procMount")
+    if proc == "":
+        out.add((*path, "procMount"), "must be Default or Unmasked, found ''")
+    else:
+        _choose(out, (*path, "procMount"), proc, _PROC_MOUNTS)
+    if proc == "Unmasked" and host_users is not False:
+        out.add((*path, "procMount"), "Unmasked needs the pod's hostUsers: false (a user namespace)")
+    if context.get("allowPrivilegeEscalation") is False:
+        if context.get("privileged") is True:
+            out.add((*path, "allowPrivilegeEscalation"), "cannot be false with privileged: true")
+        capabilities = context.get("capabilities")
+        added = capabilities.get("add") if isinstance(capabilities, Mapping) else None
+        if isinstance(added, list) and "CAP_SYS_ADMIN" in added:
+            out.add((*path, "allowPrivilegeEscalation"), "cannot be false with capability CAP_SYS_ADMIN added")
+
+
 def _container(out: _Out, path: Where, container: Mapping[str, Any], *, init: bool, kube: tuple[int, int]) -> None:
     """validation.go: validateContainerCommon and what validateContainers/validateInitContainers add."""
     name = container.get("name")
@@ -505,7 +535,7 @@ def _names(out: _Out, spec: Mapping[str, Any], base: Where) -> None:
                 seen[name] = (kind, index)
 
 
-def _volumes(out: _Out, path: Where, volumes: Any) -> None:
+def _volumes(out: _Out, path: Where, volumes: Any) -> set[str]:
     """validation.go: ValidateVolumes: a name is required, a DNS-1123 label (ValidateDNS1123Label), and unique
     (`spec.volumes[1].name: Duplicate value`); a volume with an error of its own is not counted among the names."""
     seen: dict[str, int] = {}
@@ -526,6 +556,146 @@ def _volumes(out: _Out, path: Where, volumes: Any) -> None:
                     "volume names are unique in a pod: rename or remove one")
         else:
             seen[name] = index
+    return set(seen)
+
+
+def _mounts(out: _Out, spec: Mapping[str, Any], base: Where, volumes: set[str]) -> None:
+    """validation.go: ValidateVolumeMounts: a mount names a volume of the pod (`Not found`), a container mounts a path
+    once (`must be unique`), a subPath is a relative path that does not climb out (validateLocalDescendingPath)."""
+    for kind in ("initContainers", "containers"):
+        items = spec.get(kind)
+        for index, container in enumerate(items if isinstance(items, list) else ()):
+            mounts = container.get("volumeMounts") if isinstance(container, Mapping) else None
+            paths: set[str] = set()
+            for number, mount in enumerate(mounts if isinstance(mounts, list) else ()):
+                if not isinstance(mount, Mapping):
+                    continue
+                where = (*base, kind, index, "volumeMounts", number)
+                name, mount_path, sub_path = mount.get("name"), mount.get("mountPath"), mount.get("subPath")
+                if isinstance(name, str) and name and name not in volumes:
+                    out.add((*where, "name"), f"no volume named {_shown(name)} in the pod spec's volumes",
+                            "add it to volumes, or mount one of them")
+                if isinstance(mount_path, str) and mount_path:
+                    if mount_path in paths:
+                        out.add((*where, "mountPath"), f"{_shown(mount_path)} is mounted twice in this container")
+                    paths.add(mount_path)
+                if isinstance(sub_path, str) and sub_path:
+                    if sub_path.startswith("/"):
+                        out.add((*where, "subPath"), "must be a relative path")
+                    elif ".." in sub_path.split("/"):  # (Go: filepath.ToSlash, a no-op on Linux)
+                        out.add((*where, "subPath"), "must not contain '..'")
+
+
+_NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+def _node_requirement(out: _Out, path: Where, requirement: Any) -> None:
+    """validation.go: ValidateNodeSelectorRequirement: the operator, how many values it takes, a label key."""
+    if not isinstance(requirement, Mapping):
+        return
+    operator, values, key = requirement.get("operator"), requirement.get("values"), requirement.get("key")
+    count = len(values) if isinstance(values, list) else 0
+    if operator in ("In", "NotIn") and count == 0:
+        out.add((*path, "values"), "required when operator is In or NotIn: at least one value")
+    elif operator in ("Exists", "DoesNotExist") and count:
+        out.add((*path, "values"), "must be empty when operator is Exists or DoesNotExist")
+    elif operator in ("Gt", "Lt") and count != 1:
+        out.add((*path, "values"), "must be one value when operator is Gt or Lt")
+    elif isinstance(operator, str) and operator not in _NODE_OPERATORS:
+        if operator:
+            _choose(out, (*path, "operator"), operator, _NODE_OPERATORS)
+        else:  # (no default fills it in)
+            out.add((*path, "operator"), f"must be {', '.join(_NODE_OPERATORS[:-1])} or Lt, found ''")
+    if isinstance(key, str) and not is_label_key(key):
+        out.add((*path, "key"), f"{_shown(key)} is not a valid label key (a qualified name: [prefix/]name, the name at "
+                "most 63 letters, digits, '-', '_' and '.')")
+
+
+def _node_field_requirement(out: _Out, path: Where, requirement: Any) -> None:
+    """validation.go: ValidateNodeFieldSelectorRequirement: In or NotIn one node name, of the key metadata.name."""
+    if not isinstance(requirement, Mapping):
+        return
+    operator, values, key = requirement.get("operator"), requirement.get("values"), requirement.get("key")
+    if operator in ("In", "NotIn"):
+        if not isinstance(values, list) or len(values) != 1:
+            out.add((*path, "values"), "must be exactly one value when operator is In or NotIn (a node field selector)")
+    elif isinstance(operator, str):
+        out.add((*path, "operator"), f"must be In or NotIn for a node field selector, found {_shown(operator)}")
+    if isinstance(key, str) and key != "metadata.name":
+        out.add((*path, "key"), f"{_shown(key)} is not a valid field selector key (only metadata.name)")
+    elif isinstance(values, list):
+        for index, value in enumerate(values):
+            if isinstance(value, str) and not is_dns_subdomain(value):
+                out.add((*path, "values", index), f"{_shown(value)} is not a valid node name (a DNS-1123 subdomain)")
+
+
+def _node_term(out: _Out, path: Where, term: Any) -> None:
+    """validation.go: ValidateNodeSelectorTerm."""
+    if not isinstance(term, Mapping):
+        return
+    for name, check in (("matchExpressions", _node_requirement), ("matchFields", _node_field_requirement)):
+        items = term.get(name)
+        for index, requirement in enumerate(items if isinstance(items, list) else ()):
+            check(out, (*path, name, index), requirement)
+
+
+def _node_affinity(out: _Out, path: Where, affinity: Any) -> None:
+    """validation.go: validateAffinity / validateNodeAffinity (ValidateNodeSelector, validatePreferredSchedulingTerms):
+    a required selector has at least one term, every requirement is checked, a preferred term weighs 1 to 100."""
+    node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    if not isinstance(node, Mapping):
+        return
+    path = (*path, "nodeAffinity")
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if isinstance(required, Mapping):
+        where = (*path, "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+        terms = required.get("nodeSelectorTerms")
+        if not terms:
+            out.add(where, "required: at least one node selector term")
+        for index, term in enumerate(terms if isinstance(terms, list) else ()):
+            _node_term(out, (*where, index), term)
+    preferred = node.get("preferredDuringSchedulingIgnoredDuringExecution")
+    for index, item in enumerate(preferred if isinstance(preferred, list) else ()):
+        if not isinstance(item, Mapping):
+            continue
+        where = (*path, "preferredDuringSchedulingIgnoredDuringExecution", index)
+        weight = item.get("weight")
+        if isinstance(weight, int) and not isinstance(weight, bool) and not 1 <= weight <= 100:
+            out.add((*where, "weight"), f"must be between 1 and 100, found {weight}")
+        _node_term(out, (*where, "preference"), item.get("preference"))
+
+
+_SPREAD_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
+
+
+def _spread(out: _Out, path: Where, items: Any) -> None:
+    """validation.go: validateTopologySpreadConstraints: maxSkew above 0, a topologyKey,
+    whenUnsatisfiable DoNotSchedule or ScheduleAnyway (no default), each (topologyKey, whenUnsatisfiable) once,
+    minDomains above 0 and only with DoNotSchedule."""
+    seen: set[tuple[Any, Any]] = set()
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        if not isinstance(item, Mapping):
+            continue
+        where = (*path, index)
+        skew, key, action, domains = (item.get("maxSkew"), item.get("topologyKey"), item.get("whenUnsatisfiable"),
+                                      item.get("minDomains"))
+        if isinstance(skew, int) and not isinstance(skew, bool) and skew <= 0:
+            out.add((*where, "maxSkew"), f"must be greater than 0, found {skew}")
+        if key == "":  # (ValidateTopologyKey: only that it is set; a real API server took a/b/c)
+            out.add((*where, "topologyKey"), "required: a node label key")
+        if action == "":
+            out.add((*where, "whenUnsatisfiable"), "must be DoNotSchedule or ScheduleAnyway, found ''")
+        else:
+            _choose(out, (*where, "whenUnsatisfiable"), action, _SPREAD_ACTIONS)
+        if (key, action) in seen:
+            out.add(where, f"a second constraint of topologyKey {_shown(key)} and whenUnsatisfiable {_shown(action)}",
+                    "merge them: each pair may appear once")
+        seen.add((key, action))
+        if isinstance(domains, int) and not isinstance(domains, bool):
+            if domains <= 0:
+                out.add((*where, "minDomains"), f"must be greater than 0, found {domains}")
+            elif action != "DoNotSchedule":
+                out.add((*where, "minDomains"), "may only be set with whenUnsatisfiable: DoNotSchedule")
 
 
 def _format(path: Where) -> str:
@@ -572,7 +742,15 @@ def check_pod_values(document: Mapping[str, Any], kube: tuple[int, int] = NEWEST
                     _nulls(out, (*base, kind, index, name), container.get(name))
                 _container(out, (*base, kind, index), container, init=kind == "initContainers", kube=kube)
     _names(out, spec, base)
-    _volumes(out, (*base, "volumes"), spec.get("volumes"))
+    _mounts(out, spec, base, _volumes(out, (*base, "volumes"), spec.get("volumes")))
+    _node_affinity(out, (*base, "affinity"), spec.get("affinity"))
+    for kind in ("initContainers", "containers"):
+        items = spec.get(kind)
+        for index, container in enumerate(items if isinstance(items, list) else ()):
+            if isinstance(container, Mapping):
+                _security(out, (*base, kind, index, "securityContext"), container.get("securityContext"),
+                          spec.get("hostUsers"))
+    _spread(out, (*base, "topologySpreadConstraints"), spec.get("topologySpreadConstraints"))
     tolerations(out, (*base, "tolerations"), spec.get("tolerations"))
     _choose(out, (*base, "restartPolicy"), spec.get("restartPolicy"), RESTART_POLICIES)
     _choose(out, (*base, "dnsPolicy"), spec.get("dnsPolicy"), DNS_POLICIES)

@@ -1,6 +1,7 @@
 """Differential testing of `validate` against the real kube-apiserver (issue 40, item 1): Hypothesis generates pod specs
 biased to the edges of Kubernetes' validation (names and their lengths, duplicates of volumes, containers and ports,
-quantities, enums, label syntax, tolerations), and each is judged twice: by det-k8s offline (`check_pod_spec`, as
+quantities, enums, label syntax, env names, probes, security contexts, volume mounts, tolerations, node affinity,
+topology spread), and each is judged twice: by det-k8s offline (`check_pod_spec`, as
 `validate` and `plan` judge a gpuPodSpec or an experiment's pod_spec) and by a server-side dry run of the task pod the
 master would build from it (`validation_corpus.as_pod`). Every disagreement found becomes a named case of
 tests/validation_corpus.py (the first: two volumes of one name, `spec.volumes[1].name: Duplicate value`).
@@ -48,7 +49,40 @@ resources = st.fixed_dictionaries({}, optional={
                                 max_size=2),
     "limits": st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), st.sampled_from(QUANTITIES),
                               max_size=2)})
-main = st.fixed_dictionaries({"name": st.just(corpus.MAIN)}, optional={"ports": ports, "resources": resources})
+ENV_NAMES = ["A", "A_B", "a.b", "a-b", "1A", "a=b", "", "A B", "-a", "_a"]
+env = st.lists(st.fixed_dictionaries({"name": st.sampled_from(ENV_NAMES), "value": st.just("x")}), max_size=3)
+probe = st.fixed_dictionaries({}, optional={
+    "exec": st.just({"command": ["true"]}), "tcpSocket": st.sampled_from([{"port": 80}, {"port": "http"},
+                                                                          {"port": 0}, {"port": "HTTP"}]),
+    "periodSeconds": st.sampled_from([0, 1, 10, -1]), "successThreshold": st.sampled_from([1, 2, 0]),
+    "timeoutSeconds": st.sampled_from([1, 0, -1]), "failureThreshold": st.sampled_from([1, 0]),
+    "initialDelaySeconds": st.sampled_from([0, -1])})
+security = st.fixed_dictionaries({}, optional={
+    "runAsUser": st.sampled_from([0, 1000, -1]), "runAsGroup": st.sampled_from([0, -1]),
+    "privileged": st.booleans(), "allowPrivilegeEscalation": st.booleans(),
+    "capabilities": st.fixed_dictionaries({}, optional={"add": st.lists(st.sampled_from(["NET_ADMIN", "net_admin",
+                                                                                         "", "SYS_PTRACE"]),
+                                                                        max_size=2)}),
+    "procMount": st.sampled_from(["Default", "Unmasked", "default"])})
+mounts = st.lists(st.fixed_dictionaries({"name": st.sampled_from(["data", "cache", "missing", ""]),
+                                         "mountPath": st.sampled_from(["/data", "", "data", "/cache"])},
+                                        optional={"readOnly": st.booleans(), "subPath": st.sampled_from(
+                                            ["", "a", "../a", "/a"])}), max_size=2)
+main = st.fixed_dictionaries({"name": st.just(corpus.MAIN)}, optional={
+    "ports": ports, "resources": resources, "env": env, "livenessProbe": probe, "readinessProbe": probe,
+    "securityContext": security, "volumeMounts": mounts,
+    "imagePullPolicy": st.sampled_from(["Always", "IfNotPresent", "Never", "always", ""])})
+expressions = st.lists(st.fixed_dictionaries({
+    "key": st.sampled_from(["zone", "a/b", "", "a/b/c"]),
+    "operator": st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Equals"])},
+    optional={"values": st.sampled_from([[], ["a"], ["1"], ["a", "b"], ["a" * 64]])}), min_size=1, max_size=2)
+affinity = st.builds(lambda e: {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [{"matchExpressions": e}]}}}, expressions)
+spread = st.lists(st.fixed_dictionaries({
+    "maxSkew": st.sampled_from([1, 0, -1, 2]), "topologyKey": st.sampled_from(["zone", "", "a/b/c"]),
+    "whenUnsatisfiable": st.sampled_from(["DoNotSchedule", "ScheduleAnyway", "Never", ""])},
+    optional={"labelSelector": st.just({"matchLabels": {"app": "x"}}), "minDomains": st.sampled_from([1, 0, 2])}),
+    max_size=2)
 sidecars = st.lists(st.fixed_dictionaries({"name": st.sampled_from(LABEL_NAMES + [corpus.MAIN]),
                                            "image": st.just("busybox")}, optional={"ports": ports}), max_size=2)
 tolerations = st.lists(st.fixed_dictionaries({}, optional={
@@ -71,6 +105,10 @@ def pod_specs(draw: Any) -> dict[str, Any]:
         spec["nodeSelector"] = draw(labels)
     if draw(st.booleans()):
         spec["restartPolicy"] = draw(st.sampled_from(["Never", "OnFailure", "Always", "never", "Sometimes"]))
+    if draw(st.booleans()):
+        spec["affinity"] = draw(affinity)
+    if draw(st.booleans()):
+        spec["topologySpreadConstraints"] = draw(spread)
     document: dict[str, Any] = {"spec": spec}
     if draw(st.booleans()):
         document["metadata"] = {"labels": draw(labels)}
