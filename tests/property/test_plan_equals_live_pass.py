@@ -9,7 +9,9 @@ some gangs still missing a pod; det-k8s's own experiments in the queues of both 
 a team queue with a guarantee for one namespace, or none; a ResourceQuota of GPUs in team-a, or none; preemption on
 or off. A first live pass of each namespace places what fits (the master's bound, det-k8s's created), then more of
 both arrive and default's pass runs again, and once more while its victims leave, and team-a's past the preemption
-grace (victims overdue); the plan (`-n` the pass's namespace) and each live pass are compared.
+grace (victims overdue); the plan (`-n` the pass's namespace) and each live pass are compared. And the loop's fast
+pass (a watch-fed view; a gang of the master's that became complete, planned on the tightest candidate nodes) against
+the plan of that moment: the full pass, the fast pass and `plan` decide with one function (`scheduling.plan`).
 
 CI runs a bounded, derandomized budget (PLAN_EQUALS_LIVE_EXAMPLES, default 30); a long campaign:
 `PLAN_EQUALS_LIVE_EXAMPLES=2000 PLAN_EQUALS_LIVE_RANDOM=1 .venv/bin/python -m pytest
@@ -38,6 +40,7 @@ from det_k8s.errors import Forbidden
 from det_k8s.kube.policy import checked_queues
 from det_k8s.kube.queue import QUEUED, QueueStore
 from det_k8s.kube.scheduler import LiveScheduler
+from det_k8s.kube.watch import ClusterView
 from det_k8s.scheduling.experiments import parse_experiment
 from det_k8s.scheduling.explain import describe
 from det_k8s.scheduling.groups import build_group
@@ -251,3 +254,67 @@ def run_state(state: State) -> None:
 @example(State("0.26.2", (4, 4), (Task(8, 50, "team-a"),), (Own(8, 50, False),), False, 8, "default"))
 def test_plan_and_the_live_pass_make_the_same_decisions(state):
     run_state(state)
+
+
+def run_fast(state: State, gang: Task) -> None:
+    """A loop's scheduler (a watch-fed view): a full pass on the first arrivals, then, when it left nothing waiting
+    (the fast path is open), one gang of the master's arrives and the fast pass (narrowed to the tightest candidate
+    nodes on its own) plans it: as `plan` does on the snapshot of that moment."""
+    running = RunningEmulator().start()
+    view = None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            cluster = Cluster(running, running.write_kubeconfig(Path(tmp) / "kubeconfig"))
+            for i, gpus in enumerate(state.nodes):
+                cluster.api.put(node(f"gpu-{i}", gpus=gpus, labels={ZONE: f"zone-{i % 2}"}))
+            clock = Clock()
+            policy = policy_of(state)
+            api = cluster.connect()
+            view = ClusterView(api.clone(), SERVED, queue_namespace="default").start()
+            assert view.wait_synced()
+            loop = LiveScheduler(api, "default", policy, "loop", serve=SERVED, view=view, clock=clock, fence=False)
+            arrive(cluster, state, state.first, 1, clock)
+            wait_for(lambda: len(view.served()) == sum(
+                1 for p in cluster.api.items("pods") if p["spec"].get("schedulerName") == SERVED), "the view")
+            loop.run_pass()
+            if not loop.can_go_fast():
+                return  # something waits: the loop's next pass is a full one (compared by the test above)
+            event("a fast pass")
+            clock.now += datetime.timedelta(seconds=30)
+            served = len(view.served())
+            arrive(cluster, state, (gang,), 1 + len(state.first), clock)
+            made = sum(1 for p in cluster.api.items("pods") if p["spec"].get("schedulerName") == SERVED)
+            wait_for(lambda: len(view.served()) == made, "the view to see the gang")
+            if made == served:
+                return
+            classes = node_classes(cluster)
+            offline_plan = offline(cluster, policy, clock, "default")
+            report = loop.run_pass(fast=True)
+            if report.plan is None:  # no gang ready (incomplete): nothing planned, as `plan` places nothing of it
+                assert not offline_plan.placements or all("/" not in g for g in offline_plan.placements)
+                return
+            assert decisions(offline_plan, classes) == decisions(report.plan, classes)
+            event("the fast pass placed the gang" if report.plan.placements else "the fast pass left it waiting")
+    finally:
+        if view is not None:
+            view.stop()
+        running.emulator.expire_watches()
+        running.stop()
+
+
+def wait_for(condition: Any, what: str) -> None:
+    import time
+
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.timeout(max(300, EXAMPLES * 15))
+@settings(max_examples=max(10, EXAMPLES // 2), deadline=None, derandomize=not RANDOM, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(states, st.builds(Task, st.sampled_from((1, 2, 4, 8)), st.sampled_from(PRIORITIES),
+                         st.sampled_from(("default", "team-a")), st.just(False), st.integers(0, 4).map(lambda n: n == 0)))
+def test_plan_and_the_loops_fast_pass_make_the_same_decisions(state, gang):
+    run_fast(state, gang)
