@@ -64,13 +64,22 @@ def _first_line(argv: list[str]) -> str:
     return (result.stdout.strip() or result.stderr.strip()).splitlines()[0] if (result.stdout or result.stderr) else ""
 
 
-def versions(tools: dict[str, str], console: str) -> dict[str, str]:
-    typer = subprocess.run([sys.executable, "-c", "import typer; print(typer.__version__)"], capture_output=True,
-                           text=True, timeout=60, check=False).stdout.strip()
+def versions(tools: dict[str, str], console: str, typer_path: str | None = None) -> dict[str, str]:
+    typer = typer_version(typer_path)
     return {"kubectl": _first_line([tools["kubectl"], "version", "--client"]),
             "helm": _first_line([tools["helm"], "version", "--short"]),
             "det-k8s": _first_line([console, "--version"]), "typer": typer,
             "python": sys.version.split()[0]}
+
+
+ALSO_LINES = ("det-k8s --version", "det-k8s --help", "det-k8s validate --help", "det-k8s install --help",
+              "det-k8s validate -f examples/gpu-cluster.yaml")
+
+
+def typer_version(path: str | Path | None) -> str:
+    env = child_env(pythonpath=Path(path)) if path else child_env()
+    return subprocess.run([sys.executable, "-c", "import typer; print(typer.__version__)"], capture_output=True,
+                          text=True, timeout=60, check=False, env=env).stdout.strip()
 
 
 def goals() -> list[tuple[str, str, float]]:
@@ -97,12 +106,21 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             "helm version": [tools["helm"], "version"],
         }
         for line, _, _ in goals():
-            argv = line.split()[1:]
-            if argv[0] == "validate":
-                argv = ["validate", "-f", settings]
+            argv = [settings if word == "examples/gpu-cluster.yaml" else word for word in line.split()[1:]]
             commands[line] = [console, *argv]
         commands["det-k8s render"] = [console, "render", "-f", settings, "-o", str(work / "chart")]
         envs = {name: child_env(pythonpath=ROOT) if name.startswith("det-k8s") else child_env() for name in commands}
+        typer_path = config.get("typer_path")  # another Typer (a `pip install --target` directory) first on the path
+        if typer_path:
+            for name in envs:
+                if name.startswith("det-k8s"):
+                    envs[name]["PYTHONPATH"] = os.pathsep.join([str(typer_path), envs[name]["PYTHONPATH"]])
+        also = {typer_version(path): path for path in config.get("also_typers") or ()}
+        for version, path in also.items():  # the lines most at stake, with other Typers, in the same rounds
+            for line in ALSO_LINES:
+                commands[f"{line} [typer {version}]"] = commands[line]
+                envs[f"{line} [typer {version}]"] = child_env(pythonpath=ROOT, extra={
+                    "PYTHONPATH": os.pathsep.join([str(path), str(ROOT)])})
         baseline = config.get("baseline")
         if baseline is not None:
             for line in ("det-k8s --version", "det-k8s --help", "det-k8s validate -f examples/gpu-cluster.yaml"):
@@ -123,14 +141,17 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
                  "det-k8s validate": heavy_imports(["validate", "-f", settings], work),
                  "det-k8s render": heavy_imports(["render", "-f", settings, "-o", str(work / "probe")], work)}
     ratios = []
-    for line, peer, goal in goals():
+    also_goals = [(f"{line} [typer {version}]", peer, goal) for version in also
+                  for line, peer, goal in goals() if line in ALSO_LINES]
+    for line, peer, goal in goals() + also_goals:
         paired = [mine / theirs for mine, theirs in zip(samples[line], samples[peer], strict=True)]
         ratios.append({"command": line, "peer": peer, "goal": goal, "paired_median": round(statistics.median(paired), 3),
                        "median_ratio": round(statistics.median(samples[line]) / statistics.median(samples[peer]), 3),
                        "met": statistics.median(paired) <= goal})
     return {"timings": {name: {"median": round(statistics.median(s), 6), "min": round(min(s), 6), "runs": len(s)}
                         for name, s in samples.items()},
-            "ratios": ratios, "versions": versions(tools, console),
+            "argv": {name: [Path(argv[0]).name, *argv[1:]] for name, argv in commands.items()},
+            "ratios": ratios, "versions": versions(tools, console, config.get("typer_path")),
             "load": {"before": load_before, "after": machine.load()}, "heavy_sdks_imported": heavy}
 
 
@@ -143,10 +164,17 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=20, help="paired rounds after 2 warm-up rounds (default 20)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--typer", metavar="DIR", help="run det-k8s with the Typer installed in DIR (pip install "
+                        "--target DIR typer==X; tests/cli/test_typer_versions.py caches them in ~/.cache/det-k8s/typer)")
+    parser.add_argument("--also-typer", metavar="DIR", action="append", default=[],
+                        help="also run the lines most at stake with the Typer in DIR, in the same rounds (repeatable)")
+    parser.add_argument("--baseline", metavar="DIR", type=Path, help="also time an older det_k8s (its parent dir)")
     args = parser.parse_args(argv)
     from .report import startup_table
 
-    results = {"machine": machine.describe(), **run({"runs": args.runs})}
+    results = {"machine": machine.describe(),
+               **run({"runs": args.runs, "typer_path": args.typer, "baseline": args.baseline,
+                       "also_typers": args.also_typer})}
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
     print("\n".join(startup_table(results)))

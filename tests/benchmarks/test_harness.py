@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -123,6 +124,10 @@ def test_startup_times_the_commands_against_kubectl_and_helm_and_finds_no_heavy_
             "det-k8s validate -f examples/gpu-cluster.yaml", "det-k8s render"} <= set(data["timings"])
     assert {f"det-k8s {name} --help" for name in COMMANDS} <= set(data["timings"])
     assert all(timing(t) for t in data["timings"].values())
+    for line, argv in data["argv"].items():  # each runs the command line it is named after
+        if line.startswith("det-k8s") and "(baseline)" not in line and line != "det-k8s render":
+            assert [Path(a).name if a.endswith(".yaml") else a for a in argv] == line.replace(
+                "examples/", "").split(), line
     assert [(r["peer"], r["goal"]) for r in data["ratios"]][:2] == [("kubectl version --client", 2.0),
                                                                      ("helm version", 3.0)]
     assert all(r["paired_median"] > 0 and r["met"] == (r["paired_median"] <= r["goal"]) for r in data["ratios"])
