@@ -465,8 +465,9 @@ def test_the_master_agrees_with_det_k8s_on_a_sample_of_the_corpus(master_bench: 
 
 def test_the_master_starts_on_the_bundled_charts_configuration_of_the_second_release(master_bench: Bench) -> None:
     """The bundled chart's master configuration for 0.32.1 (0.38.1's: test_real_master.py)."""
-    need(cached_master(SECOND_RELEASE) is not None, f"the Determined master {SECOND_RELEASE} is not built here: "
-         f"`python -m tests.realkube.determined {SECOND_RELEASE}` builds it (about 5 minutes cold)")
+    if cached_master(SECOND_RELEASE) is None:  # the second release is outside CI's time (it builds 0.38.1 only)
+        pytest.skip(f"the Determined master {SECOND_RELEASE} is not built here: `python -m tests.realkube.determined "
+                    f"{SECOND_RELEASE}` builds it (about 5 minutes cold; CI builds 0.38.1 only)")
     verdict, detail, seconds = master_bench.bundled_chart(SECOND_RELEASE)
     assert verdict == corpus.ACCEPT, f"the master {SECOND_RELEASE} did not start on the bundled chart's configuration " \
                                      f"(changed only in {sorted(OUT_OF_CLUSTER) + sorted(TEST_FIELDS)}): {detail}"

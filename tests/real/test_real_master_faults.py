@@ -378,3 +378,52 @@ def test_team_queues_on_the_masters_workspace_user_and_pool_labels(clean: Determ
     print(f"membership (experiment: workspace, user, resource pool labels): {labels}; "
           f"limit: {limit!r}; reclaim: {reclaim!r};\n"
           f"reclaim: {len(seen)} samples of (nlp, vera, vera) bound, none partial; victim {victim}")
+
+
+# -- 4. det-k8s SIGKILLed in the middle of a preemption ------------------------------------------------------------------
+
+def marked(det: DeterminedOnKube) -> bool:
+    """det-k8s has begun a preemption: its notice is out (created first) and a victim pod's Preempted event says so
+    (the notice itself lives only until the master deletes the victim's Job)."""
+    return any(e.get("reason") == "Preempted" for e in det.events())
+
+
+def test_det_k8s_sigkilled_mid_preemption_leaves_nothing_partial_after_the_next_pass(clean: DeterminedOnKube,
+                                                                                     tmp_path: Path) -> None:
+    """A priority-10 experiment holds all 16 GPUs; a priority-90 one of 8 arrives; `scheduler run --preemption` is
+    SIGKILLed the moment its first victim pod is marked (the notice out, the other labels on their way). A new
+    `scheduler run --preemption` ends it: the preemptor bound whole and RUNNING, the victim whole (waiting, QUEUED,
+    no restart spent), no gang partial at any sample after its first pass, no node over-committed."""
+    det = clean
+    det.nodes(4)
+    work = tmp_path
+    with Watcher(det) as watch:
+        with scheduler_run(det, work / "first", "--preemption") as proc:
+            (low,) = det.submit(16, priority=10)
+            det.plane.wait_for("the priority-10 experiment bound", lambda: det.bound(low) == (4, 4), timeout=120,
+                               interval=0.3)
+            (high,) = det.submit(8, priority=90)
+            det.plane.wait_for("the first victim pod marked", lambda: marked(det), timeout=120, interval=0.05)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+        labelled = sum(1 for p in det.trial_pods(low) if "determined-preemption" in p["metadata"]["labels"])
+        before = served_by(det)[0]
+        t0 = time.monotonic()
+        with scheduler_run(det, work / "next", "--preemption"):
+            det.plane.wait_for("the new scheduler's first pass", lambda: served_by(det)[0] not in ("", before),
+                               timeout=120, interval=0.2)
+            passed_at = time.monotonic()
+            det.plane.wait_for("the preemptor bound whole and RUNNING", lambda: det.bound(high) == (2, 2)
+                               and det.state(high) == "STATE_RUNNING", timeout=180, interval=0.5)
+            det.plane.wait_for("the victim waiting whole", lambda: det.bound(low) == (0, 4), timeout=120,
+                               interval=0.5)
+            took = time.monotonic() - t0
+            assert det.state(low) == "STATE_QUEUED", det.state(low)
+            assert agrees(det, [low, high]) == []
+            restarts = det.m.api("GET", f"/api/v1/trials/{det.trial_id(low)}")["trial"]["restarts"]
+    late = [found for at, found in watch.partial if at > passed_at]
+    assert late == [] and watch.overcommitted == [], (late, watch.overcommitted)
+    assert restarts == 0
+    print(f"killed with {labelled} of 4 victim pods labelled: preemptor whole and RUNNING, victim "
+          f"whole and QUEUED {took:.1f} s after the restart; {len(watch.partial)} of {watch.samples} samples "
+          "partial, none after the first pass")
