@@ -287,6 +287,14 @@ pod("topology spread minDomains with ScheduleAnyway", {"topologySpreadConstraint
     "validateMinDomains: only with DoNotSchedule")
 pod("topology spread minDomains 0", {"topologySpreadConstraints": [{**_SPREAD, "minDomains": 0}]}, REFUSE,
     "validateMinDomains: must be greater than 0")
+pod("hostPort twice", main(ports=[{"containerPort": 80, "hostPort": 8080}, {"containerPort": 81, "hostPort": 8080}]),
+    REFUSE, "checkHostPortConflicts: Duplicate value")
+pod("hostPort twice, TCP and UDP", main(ports=[{"containerPort": 80, "hostPort": 8080},
+                                               {"containerPort": 80, "hostPort": 8080, "protocol": "UDP"}]), ACCEPT)
+pod("hostPort twice across containers", {"containers": [
+    {"name": MAIN, "ports": [{"containerPort": 80, "hostPort": 8080}]},
+    {"name": "side", "image": "busybox", "ports": [{"containerPort": 81, "hostPort": 8080, "protocol": "TCP"}]}]},
+    REFUSE, "checkHostPortConflicts: Duplicate value")
 pod("securityContext runAsUser 0", main(securityContext={"runAsUser": 0}), ACCEPT)
 pod("securityContext runAsUser -1", main(securityContext={"runAsUser": -1}), REFUSE,
     "ValidateSecurityContext: IsValidUserID")

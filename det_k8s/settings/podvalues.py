@@ -339,6 +339,28 @@ def _ports(out: _Out, path: Where, ports: Any) -> None:
         _choose(out, (*where, "protocol"), port.get("protocol"), PROTOCOLS)
 
 
+def _host_ports(out: _Out, spec: Mapping[str, Any], base: Where) -> None:
+    """validation.go: checkHostPortConflicts (AccumulateUniqueHostPorts) over the containers: a host port is taken once
+    per protocol (TCP when unset) and host IP (`spec.containers[0].ports[1].hostPort: Duplicate value: "TCP//8080"`)."""
+    taken: dict[tuple[str, str, int], Where] = {}
+    containers = spec.get("containers")
+    for index, container in enumerate(containers if isinstance(containers, list) else ()):
+        ports = container.get("ports") if isinstance(container, Mapping) else None
+        for number, port in enumerate(ports if isinstance(ports, list) else ()):
+            if not isinstance(port, Mapping):
+                continue
+            host = port.get("hostPort")
+            if not isinstance(host, int) or isinstance(host, bool) or host == 0:
+                continue
+            key = (str(port.get("protocol") or "TCP"), str(port.get("hostIP") or ""), host)
+            where = (*base, "containers", index, "ports", number)
+            if key in taken:
+                out.add((*where, "hostPort"), f"host port {host}/{key[0]} is already taken (also at "
+                        f"{_format(taken[key])})", "a host port may be taken once per protocol and host IP")
+            else:
+                taken[key] = where
+
+
 def _env(out: _Out, path: Where, env: Any, kube: tuple[int, int]) -> None:
     """validation.go: validateEnv (IsRelaxedEnvVarName from 1.32, RelaxedEnvironmentVariableValidation; IsEnvVarName
     before), validateEnvVarValueFrom."""
@@ -743,6 +765,7 @@ def check_pod_values(document: Mapping[str, Any], kube: tuple[int, int] = NEWEST
                 _container(out, (*base, kind, index), container, init=kind == "initContainers", kube=kube)
     _names(out, spec, base)
     _mounts(out, spec, base, _volumes(out, (*base, "volumes"), spec.get("volumes")))
+    _host_ports(out, spec, base)
     _node_affinity(out, (*base, "affinity"), spec.get("affinity"))
     for kind in ("initContainers", "containers"):
         items = spec.get(kind)
