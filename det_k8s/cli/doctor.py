@@ -178,6 +178,7 @@ def doctor(
             output.warning(f"cannot list events, so the groups det-k8s tore down are not shown: {exc.message}")
             events = []
     failures = recorded_failures(events, FAILURE_REASONS)
+    preempting = _preemptions(api, snapshot, all_namespaces)
     policy = _policy(api)
     unheld = _unheld_guarantees(policy, snapshot)
     unreachable: list[str] = []
@@ -223,6 +224,7 @@ def doctor(
                      "detK8sSchedulerPods": [{"deployment": name, **state.as_dict()} for name, states, _ in ours
                                              for state in states],
                      "detK8sSchedulerProblems": [f.as_dict() for f in broken],
+                     "preemptionsInProgress": preempting,
                      "draNodes": [{"node": n, "gpus": g, "deviceClass": k} for n, g, k in dra.nodes],
                      "draAdvice": dra.advice if dra.nodes else None}, output_format)
     else:
@@ -239,6 +241,16 @@ def doctor(
                          [[f.namespace, f.reason, len(f.pods), f.count, f.last, f.message] for f in failures],
                          title="Groups det-k8s tore down (a binding failed part-way, found partly bound, or bound to a node "
                                "that no longer exists)")
+        if preempting:
+            output.table(["victim", "namespace", "pods left", "marked", "preempted by"],
+                         [[p["allocation"], p["namespace"], p["pods"], p["marked"] or "?", p["by"] or "?"]
+                          for p in preempting], title="Preemptions in progress (Determined checkpoints the victims)")
+            for item in preempting:
+                if item["minutes"] is not None and item["minutes"] >= SLOW_PREEMPTION_MINUTES:
+                    output.warning(f"preemption of {item['namespace']}/{item['allocation']} is taking longer than "
+                                   f"expected ({item['minutes']:.0f} min): its trial has not checkpointed and stopped; "
+                                   "`scheduler run` deletes its pods at --preemption-grace (30m by default), and "
+                                   "Determined then restarts it from its latest checkpoint")
         for entry_id in stale:
             output.warning(f"{entry_id} is recorded as running but has no pods; the next pass "
                            "(`det-k8s scheduler run --once`) requeues it")
@@ -285,3 +297,45 @@ def doctor(
                              "above)" if broken else ""))
     if output_format is OutputFormat.table:
         output.success("no partly-started groups" + ("" if all_namespaces else f" in namespace {api.namespace}"))
+
+
+SLOW_PREEMPTION_MINUTES = 10  # a trial that checkpoints takes minutes; beyond this `doctor` says so
+
+
+def _preemptions(api: Any, snapshot: Any, all_namespaces: bool) -> list[dict[str, Any]]:
+    """The master's victims still there: pods det-k8s labelled determined-preemption, by allocation, with when the
+    first was marked and by whom (their Preempted events)."""
+    import contextlib
+    import datetime
+
+    from ..kube.binder import PREEMPTED
+    from ..kube.kinds import EVENTS
+    from ..scheduling.master import ALLOCATION, PREEMPTION
+
+    victims: dict[tuple[str, str], list[str]] = {}
+    for pod in snapshot.pods:
+        if PREEMPTION in pod.labels and pod.labels.get(ALLOCATION) and (all_namespaces or
+                                                                        pod.namespace == api.namespace):
+            victims.setdefault((pod.namespace, pod.labels[ALLOCATION]), []).append(pod.name)
+    if not victims:
+        return []
+    try:
+        events = list(api.iter_list(EVENTS, api.namespace, all_namespaces=all_namespaces,
+                                    field_selector=f"reason={PREEMPTED}"))
+    except DetK8sError:
+        events = []
+    now = datetime.datetime.now(datetime.UTC)
+    out = []
+    for (namespace, allocation), pods in sorted(victims.items()):
+        mine = [e for e in events if (e.get("involvedObject") or {}).get("name") in pods]
+        stamps = sorted(str(e.get("firstTimestamp") or e.get("eventTime") or "") for e in mine if
+                        e.get("firstTimestamp") or e.get("eventTime"))
+        minutes = None
+        if stamps:
+            with contextlib.suppress(ValueError):
+                first = datetime.datetime.fromisoformat(stamps[0].replace("Z", "+00:00"))
+                minutes = (now - first).total_seconds() / 60
+        by = next((str(e.get("message") or "").split("preempted by ", 1)[-1].split(" ", 1)[0] for e in mine), "")
+        out.append({"namespace": namespace, "allocation": allocation, "pods": len(pods),
+                    "marked": stamps[0] if stamps else "", "minutes": minutes, "by": by})
+    return out

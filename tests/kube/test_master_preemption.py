@@ -11,6 +11,7 @@ Determined restarts the trial from its latest checkpoint.
 from __future__ import annotations
 
 import datetime
+import json
 
 import pytest
 
@@ -120,3 +121,16 @@ def test_a_notice_that_cannot_be_made_deletes_the_victims_pods_at_once(cluster):
     assert task_pods(cluster, low) == []
     (event, *_) = [e for e in cluster.api.items("events") if e["reason"] == PREEMPTION_OVERDUE]
     assert "its preemption notice could not be created" in event["message"]
+
+
+def test_doctor_shows_a_preemption_taking_longer_than_expected(cluster, run_cli):
+    clock = Clock()
+    clock.now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=12)  # marked 12 minutes ago
+    low, _, _ = victim_and_preemptor(cluster, "0.38.1", clock, grace=3600)
+    result = run_cli("doctor", "-o", "json")
+    (found,) = json.loads(result.out)["preemptionsInProgress"]
+    assert (found["allocation"], found["pods"]) == (low.allocation, 2)
+    assert 11 <= found["minutes"] <= 13 and found["by"].endswith("attempt-1")
+    result = run_cli("doctor")
+    assert f"preemption of default/{low.allocation} is taking longer than expected (12 min)" in result.err
+    assert "--preemption-grace" in result.err
