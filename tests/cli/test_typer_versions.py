@@ -27,7 +27,7 @@ from tests.conftest import ROOT
 from tests.needs import need
 
 # What runs with each Typer: the tests that say what the CLI prints and imports (both Typers: 112 s with the
-# downloads, on 2 cores at load 13).
+# downloads, on 2 cores at load 13; 30 s once cached, at load 5).
 ESSENTIALS = [
     "tests/cli/test_root_help.py",
     "tests/cli/test_startup.py::test_version_imports_no_typer_and_no_command",
