@@ -295,6 +295,35 @@ pod("hostPort twice across containers", {"containers": [
     {"name": MAIN, "ports": [{"containerPort": 80, "hostPort": 8080}]},
     {"name": "side", "image": "busybox", "ports": [{"containerPort": 81, "hostPort": 8080, "protocol": "TCP"}]}]},
     REFUSE, "checkHostPortConflicts: Duplicate value")
+pod("annotation key with two slashes", {}, REFUSE, "ValidateAnnotations: IsQualifiedName",
+    metadata={"annotations": {"a/b/c": "x"}})
+pod("annotation key upper case", {}, ACCEPT, metadata={"annotations": {"Example.com/A_b": "x"}})
+pod("annotation key 64 characters", {}, REFUSE, "ValidateAnnotations: IsQualifiedName",
+    metadata={"annotations": {"a" * 64: "x"}})
+pod("annotations above 256 KiB", {}, REFUSE, "ValidateAnnotations: TotalAnnotationSizeLimitB",
+    metadata={"annotations": {"a": "x" * (256 * 1024)}})
+pod("pod securityContext runAsUser -1", {"securityContext": {"runAsUser": -1}}, REFUSE,
+    "validatePodSpecSecurityContext: IsValidUserID")
+pod("pod securityContext fsGroup -1", {"securityContext": {"fsGroup": -1}}, REFUSE,
+    "validatePodSpecSecurityContext: IsValidGroupID")
+pod("pod securityContext supplementalGroups -1", {"securityContext": {"supplementalGroups": [1, -1]}}, REFUSE,
+    "validatePodSpecSecurityContext: IsValidGroupID")
+pod("pod securityContext fsGroupChangePolicy always", {"securityContext": {"fsGroupChangePolicy": "always"}}, REFUSE,
+    "validateFSGroupChangePolicy: Unsupported value")
+pod("pod securityContext ids", {"securityContext": {"runAsUser": 1000, "fsGroup": 2000, "supplementalGroups": [0]}},
+    ACCEPT)
+pod("sysctl net.ipv4.ip_forward", {"securityContext": {"sysctls": [{"name": "net.ipv4.ip_forward", "value": "1"}]}},
+    ACCEPT)
+pod("sysctl with slashes", {"securityContext": {"sysctls": [{"name": "net/ipv4/ip_forward", "value": "1"}]}}, ACCEPT)
+pod("sysctl name with a space", {"securityContext": {"sysctls": [{"name": "bad name", "value": "1"}]}}, REFUSE,
+    "validateSysctls: IsValidSysctlName")
+pod("sysctl twice", {"securityContext": {"sysctls": [{"name": "net.ipv4.ip_forward", "value": "1"},
+                                                     {"name": "net.ipv4.ip_forward", "value": "0"}]}}, REFUSE,
+    "validateSysctls: Duplicate value")
+pod("hostAliases", {"hostAliases": [{"ip": "10.0.0.1", "hostnames": ["db.local"]}, {"ip": "::1"}]}, ACCEPT)
+pod("hostAliases ip not an IP", {"hostAliases": [{"ip": "not-an-ip"}]}, REFUSE, "ValidateHostAliases: IsValidIP")
+pod("hostAliases host name upper case", {"hostAliases": [{"ip": "10.0.0.1", "hostnames": ["DB"]}]}, REFUSE,
+    "ValidateHostAliases: ValidateDNS1123Subdomain")
 pod("securityContext runAsUser 0", main(securityContext={"runAsUser": 0}), ACCEPT)
 pod("securityContext runAsUser -1", main(securityContext={"runAsUser": -1}), REFUSE,
     "ValidateSecurityContext: IsValidUserID")

@@ -20,6 +20,7 @@ Pure: data in, findings out (paths relative to the pod spec document).
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -466,6 +467,62 @@ def _security(out: _Out, path: Where, context: Any, host_users: Any) -> None:
             out.add((*path, "allowPrivilegeEscalation"), "cannot be false with capability CAP_SYS_ADMIN added")
 
 
+def _host_aliases(out: _Out, path: Where, aliases: Any) -> None:
+    """validation.go: ValidateHostAliases: an IP address (IsValidIPForLegacyField), host names DNS-1123 subdomains."""
+    for index, alias in enumerate(aliases if isinstance(aliases, list) else ()):
+        if not isinstance(alias, Mapping):
+            continue
+        ip = alias.get("ip")
+        if isinstance(ip, str):
+            try:
+                ipaddress.ip_address(ip)
+            except ValueError:
+                out.add((*path, index, "ip"), f"{_shown(ip)} is not an IP address (e.g. 10.9.8.7 or 2001:db8::ffff)")
+        names = alias.get("hostnames")
+        for number, name in enumerate(names if isinstance(names, list) else ()):
+            if isinstance(name, str) and not is_dns_subdomain(name):
+                out.add((*path, index, "hostnames", number), f"{_shown(name)} is not a host name (a DNS-1123 "
+                        "subdomain: lower-case letters, digits, '-' and '.')")
+
+
+_SYSCTL = re.compile(r"^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
+_FS_GROUP_POLICIES = ("OnRootMismatch", "Always")
+
+
+def _pod_security(out: _Out, path: Where, context: Any) -> None:
+    """validation.go: validatePodSpecSecurityContext: runAsUser, runAsGroup, fsGroup and supplementalGroups 0 to
+    2147483647, fsGroupChangePolicy Always or OnRootMismatch, sysctls named (IsValidSysctlName) once each."""
+    if not isinstance(context, Mapping):
+        return
+    for field in ("runAsUser", "runAsGroup", "fsGroup"):
+        value = context.get(field)
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= _MAX_ID:
+            out.add((*path, field), f"must be between 0 and {_MAX_ID}, found {value}")
+    groups = context.get("supplementalGroups")
+    for index, value in enumerate(groups if isinstance(groups, list) else ()):
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= _MAX_ID:
+            out.add((*path, "supplementalGroups", index), f"must be between 0 and {_MAX_ID}, found {value}")
+    policy = context.get("fsGroupChangePolicy")
+    if policy == "":
+        out.add((*path, "fsGroupChangePolicy"), "must be OnRootMismatch or Always, found ''")
+    else:
+        _choose(out, (*path, "fsGroupChangePolicy"), policy, _FS_GROUP_POLICIES)
+    sysctls = context.get("sysctls")
+    names: set[str] = set()
+    for index, sysctl in enumerate(sysctls if isinstance(sysctls, list) else ()):
+        name = sysctl.get("name") if isinstance(sysctl, Mapping) else None
+        if not isinstance(name, str):
+            continue
+        where = (*path, "sysctls", index, "name")
+        if not name:
+            out.add(where, "required: a sysctl name")
+        elif len(name) > 253 or not _SYSCTL.fullmatch(name):
+            out.add(where, f"{_shown(name)} is not a sysctl name (e.g. net.ipv4.ip_forward)")
+        elif name in names:
+            out.add(where, f"duplicate sysctl {_shown(name)}")
+        names.add(name)
+
+
 def _container(out: _Out, path: Where, container: Mapping[str, Any], *, init: bool, kube: tuple[int, int]) -> None:
     """validation.go: validateContainerCommon and what validateContainers/validateInitContainers add."""
     name = container.get("name")
@@ -737,6 +794,24 @@ def _labels(out: _Out, path: Where, labels: Any) -> None:
                     "'-', '_' and '.', starting and ending with a letter or digit)")
 
 
+ANNOTATIONS_LIMIT = 256 * 1024  # apimachinery validation: TotalAnnotationSizeLimitB
+
+
+def _annotations(out: _Out, path: Where, annotations: Any) -> None:
+    """apimachinery validation: ValidateAnnotations: keys are qualified names (checked lower-cased), all of them and
+    their values at most 256 KiB."""
+    if not isinstance(annotations, Mapping):
+        return
+    size = 0
+    for key, value in annotations.items():
+        size += len(str(key)) + (len(value) if isinstance(value, str) else 0)
+        if not is_label_key(str(key).lower()):
+            out.add((*path, str(key)), f"{_shown(key)} is not a valid annotation key (a qualified name: [prefix/]name, "
+                    "the name at most 63 letters, digits, '-', '_' and '.')")
+    if size > ANNOTATIONS_LIMIT:
+        out.add(path, f"{size} bytes of annotations: at most {ANNOTATIONS_LIMIT} (256 KiB)")
+
+
 # pkg/features/kube_features.go (v1.37.2): ContainerRestartRules alpha in 1.34 (off), beta and on from 1.35; before
 # it, a regular container's restartPolicy is refused and an init container's may only be Always
 CONTAINER_RESTART_RULES = (1, 35)
@@ -750,6 +825,7 @@ def check_pod_values(document: Mapping[str, Any], kube: tuple[int, int] = NEWEST
     meta = document.get("metadata")
     if isinstance(meta, Mapping):
         _labels(out, ("metadata", "labels"), meta.get("labels"))
+        _annotations(out, ("metadata", "annotations"), meta.get("annotations"))
     spec = document.get("spec")
     if not isinstance(spec, Mapping):
         return out.findings
@@ -766,6 +842,8 @@ def check_pod_values(document: Mapping[str, Any], kube: tuple[int, int] = NEWEST
     _names(out, spec, base)
     _mounts(out, spec, base, _volumes(out, (*base, "volumes"), spec.get("volumes")))
     _host_ports(out, spec, base)
+    _pod_security(out, (*base, "securityContext"), spec.get("securityContext"))
+    _host_aliases(out, (*base, "hostAliases"), spec.get("hostAliases"))
     _node_affinity(out, (*base, "affinity"), spec.get("affinity"))
     for kind in ("initContainers", "containers"):
         items = spec.get(kind)

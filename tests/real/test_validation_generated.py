@@ -1,10 +1,10 @@
 """Differential testing of `validate` against the real kube-apiserver (issue 40, item 1): Hypothesis generates pod specs
 biased to the edges of Kubernetes' validation (names and their lengths, duplicates of volumes, containers and ports,
-quantities, enums, label syntax, env names, probes, security contexts, volume mounts, tolerations, node affinity,
-topology spread), and each is judged twice: by det-k8s offline (`check_pod_spec`, as
-`validate` and `plan` judge a gpuPodSpec or an experiment's pod_spec) and by a server-side dry run of the task pod the
-master would build from it (`validation_corpus.as_pod`). Every disagreement found becomes a named case of
-tests/validation_corpus.py (the first: two volumes of one name, `spec.volumes[1].name: Duplicate value`).
+quantities, enums, label and annotation syntax, env names, probes, pod and container security contexts, sysctls, host
+aliases, volume mounts, tolerations, node affinity, topology spread), and each is judged twice: by det-k8s offline
+(`check_pod_spec`, as `validate` and `plan` judge a gpuPodSpec or an experiment's pod_spec) and by a server-side dry
+run of the task pod the master would build from it (`validation_corpus.as_pod`). Every disagreement found becomes a
+named case of tests/validation_corpus.py (the first: two volumes of one name, `spec.volumes[1].name: Duplicate value`).
 
 CI: a bounded, derandomized budget (VALIDATION_ORACLE_EXAMPLES, default 150). A long campaign:
 `VALIDATION_ORACLE_EXAMPLES=20000 VALIDATION_ORACLE_RANDOM=1 .venv/bin/python -m pytest
@@ -92,6 +92,19 @@ tolerations = st.lists(st.fixed_dictionaries({}, optional={
 labels = st.dictionaries(st.sampled_from(LABEL_KEYS), st.sampled_from(LABEL_VALUES), max_size=2)
 
 
+pod_security = st.fixed_dictionaries({}, optional={
+    "runAsUser": st.sampled_from([0, 1000, -1]), "fsGroup": st.sampled_from([0, -1, 2000]),
+    "supplementalGroups": st.lists(st.sampled_from([0, 1, -1]), max_size=2),
+    "runAsNonRoot": st.booleans(), "fsGroupChangePolicy": st.sampled_from(["Always", "OnRootMismatch", "always"]),
+    "sysctls": st.lists(st.fixed_dictionaries({"name": st.sampled_from(
+        ["net.ipv4.ip_forward", "kernel.shm_rmid_forced", "bad name", "a", "net/ipv4/ip_forward", ""]),
+        "value": st.just("1")}), max_size=2)})
+host_aliases = st.lists(st.fixed_dictionaries({"ip": st.sampled_from(["10.0.0.1", "::1", "not-an-ip", "", "0.0.0.0"])},
+                                              optional={"hostnames": st.lists(st.sampled_from(
+                                                  ["db", "db.local", "DB", "a_b", ""]), max_size=2)}), max_size=2)
+ANNOTATION_KEYS = ["a", "example.com/a", "a/b/c", "-a", "A_b", "a" * 64, ""]
+
+
 @st.composite
 def pod_specs(draw: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {}
@@ -109,9 +122,20 @@ def pod_specs(draw: Any) -> dict[str, Any]:
         spec["affinity"] = draw(affinity)
     if draw(st.booleans()):
         spec["topologySpreadConstraints"] = draw(spread)
+    if draw(st.booleans()):
+        spec["securityContext"] = draw(pod_security)
+    if draw(st.integers(0, 3)) == 0:
+        spec["hostAliases"] = draw(host_aliases)
+    if draw(st.integers(0, 3)) == 0:
+        spec["activeDeadlineSeconds"] = draw(st.sampled_from([1, 0, -1, 2**31]))
+    if draw(st.integers(0, 3)) == 0:
+        spec["terminationGracePeriodSeconds"] = draw(st.sampled_from([0, 30, -1]))
     document: dict[str, Any] = {"spec": spec}
     if draw(st.booleans()):
         document["metadata"] = {"labels": draw(labels)}
+    if draw(st.integers(0, 3)) == 0:
+        document.setdefault("metadata", {})["annotations"] = draw(st.dictionaries(
+            st.sampled_from(ANNOTATION_KEYS), st.just("x"), max_size=2))
     return document
 
 
