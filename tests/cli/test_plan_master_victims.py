@@ -104,3 +104,31 @@ def test_a_queue_below_its_guarantee_reclaims_what_the_masters_trials_borrowed(r
     assert record["reclaims"] and record["reclaims"][0]["from"] == "shared"
     (victim,) = answer["victims"]
     assert victim["experiment"] == "exp 7 trial 1" and victim["namespace"] == "default"
+
+
+def test_a_partly_bound_gang_is_left_to_the_serving_pass_and_said(run_cli, tmp_path):
+    task = master_task("0.26.2", experiment=8, slots_per_trial=8, priority=10)
+    first = bound(task.pods[0], "gpu-0", 10)
+    second = copy.deepcopy(task.pods[1])
+    second["kind"] = "Pod"
+    second["spec"]["priority"] = 10
+    second["status"] = {"phase": "Pending"}
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"kind": "List", "items": [node("gpu-0", gpus=4), node("gpu-1", gpus=4), first,
+                                                          second]}))
+    result = run_cli("plan", experiment(tmp_path, 90), "--snapshot", path, "--preemption", "-o", "json")
+    assert result.code == 0, result.err
+    assert "is partly bound: the pass that serves it deletes its pods first (Determined restarts it)" in result.err
+    answer = json.loads(result.out)
+    assert answer["victims"] == []  # never a victim: the serving pass tears it down (its pod still holds gpu-0 now)
+    assert answer["experiments"][0]["status"] == "queued"
+
+
+def test_a_gang_bound_to_a_node_the_snapshot_lacks_is_said(run_cli, tmp_path):
+    task = master_task("0.38.1", experiment=9, slots_per_trial=4, priority=10)
+    pods = [bound(p, "gone-node", 10) for p in task.pods]
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"kind": "List", "items": [node("gpu-0", gpus=4), *pods]}))
+    result = run_cli("plan", experiment(tmp_path, 90), "--snapshot", path, "-o", "json")
+    assert result.code == 0, result.err
+    assert "is bound to node(s) gone-node not in the snapshot" in result.err
