@@ -53,7 +53,7 @@ Measured on the real servers (2026-11-27, 2 cores shared with other test runs, D
 - upgrade and rollback with the issue 38 checks (the master serves, or the last line names what restores it and that
   command does; 2026-12-07, ROUNDS=1, the after-helm, objects, outcome and rollback's record points): 28 runs, 0
   violations (the after-helm points first had 6: stopped in the preflight's helm runs, which the point then meant;
-  it now means after the helm that changes the release); 8 left the release pending-* or the master down right after
+  it now means after the helm that changes the release); 8 left the release pending-* right after
   the stop, each named and recovered by the named command (worst 10.4 s). Worst stop 2.4 s.
 - render -o (ROUNDS=3): 48 runs, 4 violations: a second signal taken in just before the last cleanup's mask ended
   det-k8s with a traceback and exit 1 (fixed, det_k8s/stopping.py). Then ROUNDS=4: 64 runs, 0 violations; 4 (kill
