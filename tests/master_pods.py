@@ -33,8 +33,8 @@ import math
 import secrets
 import time
 import uuid
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from det_k8s.determined.versions import Version, fact, has, v

@@ -79,8 +79,9 @@ class MasterPods:
             for name in Fence(self.api).sweep(state.snapshot.nodes):
                 report.problems.append(f"removed a binding taint left on node {name} by a det-k8s that stopped")
         self.planned_at = state.pods_version if self.view is not None else ""
+        overdue_at = self.binder.clock() if self.binder is not None and self.preemption_grace is not None else None
         found = collect(self.observe(state), read_only=self.read_only, quick=self.quick,
-                        now=self.binder.clock(), grace=self.preemption_grace)
+                        now=overdue_at, grace=self.preemption_grace)
         self.groups.update(found.groups)
         self.skipped.extend(found.skipped)
         for repair in found.repairs:
