@@ -23,22 +23,21 @@ Prints a line per round, then a Markdown table for RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from det_k8s.kube.deploy import scheduler_manifests
 from tests.realkube.cluster import ControlPlane
 from tests.realkube.components import KUBE_VERSION, build_all
 from tests.realkube.deadlocks import SCENARIOS
-from tests.realkube.determined import MASTER_VERSION, SYSTEM_NS, DeterminedOnKube, kwok_serving_logs
+from tests.realkube.determined import MASTER_VERSION, DeterminedOnKube, kwok_serving_logs
+from tests.realkube.scheduler_run import scheduler_run
 
 
 def say(msg: str) -> None:
@@ -86,27 +85,6 @@ def preemption(det: DeterminedOnKube, count: int) -> list[float]:
     return took
 
 
-def start_gang_scheduler(det: DeterminedOnKube, work: Path, *args: str) -> subprocess.Popen[bytes]:
-    for doc in scheduler_manifests("example.com/det-k8s:bench", SYSTEM_NS, preemption=True):
-        if doc["kind"] != "Deployment":
-            det.plane.apply(doc)
-    kubeconfig = det.plane.service_account_kubeconfig(SYSTEM_NS, "det-k8s-scheduler", work / "sa.kubeconfig")
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "NO_COLOR": "1", "DET_K8S_LEASE_NAMESPACE": "default"}
-    log = (work / "scheduler.log").open("wb")
-    return subprocess.Popen([sys.executable, "-m", "det_k8s", "scheduler", "run", "-n", SYSTEM_NS, "--interval", "2s",
-                             *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-
 def pct(values: list[float], p: float) -> float | None:
     if not values:
         return None
@@ -121,18 +99,17 @@ def run(rounds: int, latency_count: int, preemptions: int = 0) -> dict[str, Any]
     results: dict[str, Any] = {"rounds": rounds, "latency_experiments": latency_count}
     try:
         if preemptions:
-            proc = start_gang_scheduler(det, work, "--preemption")
-            try:
+            with scheduler_run(det, work / "preemption", "--preemption"):
                 results["preemption"] = preemption(det, preemptions)
                 say(f"preemption: {results['preemption']}")
-            finally:
-                stop(proc)
         for mode in ("det-k8s", "kube-scheduler") if rounds or latency_count else ():
             gang = mode == "det-k8s"
-            proc = start_gang_scheduler(det, work) if gang else None
-            if not gang:
-                det.reconfigure(default_scheduler="")
-            try:
+            with contextlib.ExitStack() as stack:
+                if gang:
+                    stack.enter_context(scheduler_run(det, work / "rounds"))
+                else:
+                    det.reconfigure(default_scheduler="")
+                    stack.callback(det.reconfigure, default_scheduler="coscheduler")
                 row: dict[str, Any] = {}
                 for name, scenario in SCENARIOS.items():
                     outcomes = []
@@ -144,11 +121,6 @@ def run(rounds: int, latency_count: int, preemptions: int = 0) -> dict[str, Any]
                 if latency_count:
                     row["latency"] = latency(det, latency_count)
                 results[mode] = row
-            finally:
-                if proc is not None:
-                    stop(proc)
-                if not gang:
-                    det.reconfigure(default_scheduler="coscheduler")
     finally:
         det.stop()
         plane.stop()
