@@ -15,7 +15,10 @@ bindings", so:
   as above, before det-k8s exits; what it could not delete, the next pass finds partly bound and repairs;
 - a victim of preemption gets the label `determined-preemption` on every pod: the master asks the
   trial to checkpoint and stop, and its pods go away; the preemptor is bound in a later pass, once
-  they are gone (never a partial group, never a victim of equal or higher priority: `schedule()`);
+  they are gone (never a partial group, never a victim of equal or higher priority: `schedule()`).
+  A master from 0.34 (Jobs) looks a labelled pod up among its Job names, so det-k8s also creates a
+  notice, a pod named as the victim's Job; a victim still there after the grace, or whose notice
+  cannot be made, has its pods deleted (`stop_overdue`: Determined restarts it from its checkpoint);
 - a waiting group's pending pods get the condition PodScheduled=False (reason Unschedulable) holding
   det-k8s's one-line reason, and an Event, written only when the reason's headline (the text before
   the first "; ") changes, so numbers that change every pass cause no writes.
@@ -274,8 +277,8 @@ class Binder:
 
     def preempt(self, group: MasterGroup, by: str, priority: int,
                 before: Callable[[], None] = lambda: None) -> list[str]:
-        """Mark every pod of a victim for preemption, in the way its master hears (`preemption_notice`); returns the
-        pods that could not be marked."""
+        """Mark every pod of a victim for preemption, in the way its master hears it (the label; from 0.34 also the
+        notice, `_notice`); returns the pods that could not be marked."""
         before()
         failed = []
         at = self._now()
