@@ -116,6 +116,9 @@ class Binder:
     workers: int = 8
     scheduled_events: bool = True  # a Scheduled event per bound pod, as kube-scheduler writes
     clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)
+    # det-k8s's own namespace (`-n`), the only one its shipped RBAC lets it create pods in: a notice goes only there
+    # ("": wherever the victim is)
+    own_namespace: str = ""
     problems: list[str] = field(default_factory=list)  # events that could not be written (the caller drains it)
     # pods whose condition was refused: the headline their event last said (so it is not said again every pass)
     _told: dict[tuple[str, str, str], str] = field(default_factory=dict, repr=False)
@@ -284,7 +287,9 @@ class Binder:
         at = self._now()
         notice = ""
         if group.job:  # a master from 0.34 hears the label only on a pod named as the Job: the notice
-            notice = self._notice(group)
+            notice = self._notice(group) if not self.own_namespace or group.namespace == self.own_namespace else (
+                f"det-k8s creates pods only in its own namespace {self.own_namespace}, and the notice goes in the "
+                f"victim's, {group.namespace}")
         for pod in group.pods:
             try:
                 self.api.patch(PODS, pod.name, {"metadata": {"labels": {PREEMPTION: "true"},

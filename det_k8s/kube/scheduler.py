@@ -320,7 +320,8 @@ class LiveScheduler:
         if self._binder is None:
             # the loop (a view) writes events in the background; a one-shot pass has written them when it ends
             recorder = EventRecorder(self.api, self.holder, clock=self.clock, asynchronous=self.view is not None)
-            self._binder = Binder(self.api, recorder, workers=self.workers, clock=self.clock)
+            self._binder = Binder(self.api, recorder, workers=self.workers, clock=self.clock,
+                                  own_namespace=self.namespace)
         return self._binder
 
     def _served_name(self) -> str | None:

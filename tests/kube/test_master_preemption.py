@@ -134,3 +134,20 @@ def test_doctor_shows_a_preemption_taking_longer_than_expected(cluster, run_cli)
     result = run_cli("doctor")
     assert f"preemption of default/{low.allocation} is taking longer than expected (12 min)" in result.err
     assert "--preemption-grace" in result.err
+
+
+def test_a_victim_outside_det_k8s_namespace_gets_no_notice_and_its_pods_are_deleted(cluster):
+    """det-k8s's shipped RBAC lets it create pods in its own namespace only: a notice for a victim elsewhere would be
+    refused, so none is sent; its pods are deleted at once (Determined restarts the trial from its checkpoint)."""
+    clock = Clock()
+    for i in range(2):
+        cluster.api.put(node(f"gpu-{i}", gpus=4))
+    elsewhere = LiveScheduler(cluster.connect(), "det", PREEMPT, "sched", serve="coscheduler", clock=clock)
+    low = create_task(cluster.connect(), master_task("0.38.1", experiment=1, slots_per_trial=8, priority=10))
+    elsewhere.run_pass()
+    create_task(cluster.connect(), master_task("0.38.1", experiment=2, slots_per_trial=8, priority=90))
+    LiveScheduler(cluster.connect(), "det", PREEMPT, "sched", serve="coscheduler", clock=clock).run_pass()
+    assert task_pods(cluster, low) == []
+    assert not [p for p in cluster.api.items("pods") if p["spec"].get("schedulerName") == NOTICE_SCHEDULER]
+    (event, *_) = [e for e in cluster.api.items("events") if e["reason"] == PREEMPTION_OVERDUE]
+    assert "creates pods only in its own namespace det" in event["message"]
