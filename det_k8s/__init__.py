@@ -1,3 +1,3 @@
 """det-k8s: run the Determined deep-learning platform on Kubernetes, safely."""
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0"

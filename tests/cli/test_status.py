@@ -112,7 +112,7 @@ def test_forbidden_is_one_line_naming_the_context(run_cli, cluster):
 
 def scheduler_deployment(ready: int) -> dict:
     """det-k8s's scheduler as the bundled chart deploys it for release demo (its Lease in det-system)."""
-    from det_k8s.kube.deploy import scheduler_manifests
+    from det_k8s.chart.deploy import scheduler_manifests
 
     (found,) = [d for d in scheduler_manifests("det-k8s:0.1", "default", name="det-k8s-scheduler-demo",
                                                cluster_name="det-k8s-scheduler-default-demo", instance="demo",
@@ -181,7 +181,7 @@ def test_without_the_charts_scheduler_status_says_how_to_run_one(run_cli, cluste
     assert "det-k8s scheduler run" in line and "det-k8s scheduler manifest" in line
 
 
-def scheduler_pod(*, waiting: str | None, image: str = "det-k8s:0.1.0.dev0", ready: bool = False,
+def scheduler_pod(*, waiting: str | None, image: str = "det-k8s:0.1.0", ready: bool = False,
                   name: str = "det-k8s-scheduler-demo-6c9f7-x2k4p") -> dict:
     """A pod of the chart's scheduler Deployment for release demo, its container waiting (`waiting`) or running."""
     state = {"waiting": {"reason": waiting, "message": f'Back-off pulling image "{image}"'}} if waiting else {
@@ -204,7 +204,7 @@ def test_the_schedulers_pods_in_image_pull_back_off_are_shown_with_the_fix(run_c
     assert "Pending" in row and "ImagePullBackOff" in row, result.out
     text = " ".join(result.out.split())
     assert ("Problem: det-k8s's gang scheduler cannot start: its pod det-k8s-scheduler-demo-6c9f7-x2k4p is in "
-            "ImagePullBackOff for det-k8s:0.1.0.dev0 (detK8sScheduler.image unset: a placeholder nobody publishes); "
+            "ImagePullBackOff for det-k8s:0.1.0 (detK8sScheduler.image unset: a placeholder nobody publishes); "
             "the master's task pods wait unbound") in text
     assert ("- build the image (scripts/image in det-k8s's checkout, or docker build -f deploy/Dockerfile), push it "
             "where the nodes pull from, and set detK8sScheduler.image to it") in text

@@ -594,9 +594,9 @@ def test_an_empty_default_scheduler_beside_the_deployed_scheduler_is_explained()
 def test_the_placeholder_scheduler_image_is_said_plainly_with_how_to_provide_one():
     (only,) = problems(BASE, image=False)
     assert only == (
-        "warning: detK8sScheduler.image: unset: the chart's scheduler would run det-k8s:0.1.0.dev0, a placeholder no "
+        "warning: detK8sScheduler.image: unset: the chart's scheduler would run det-k8s:0.1.0, a placeholder no "
         "registry serves; its pods would wait in ImagePullBackOff and the master's task pods (schedulerName "
         "coscheduler) would stay Pending; build the image (scripts/image in det-k8s's checkout, or docker build -f "
         "deploy/Dockerfile), push it where the nodes pull from and set detK8sScheduler.image to it; or set "
         "detK8sScheduler.enabled: false and run `det-k8s scheduler run` yourself")
-    assert problems(BASE, "detK8sScheduler.image=det-k8s:0.1.0.dev0", image=False) == []  # built and loaded by hand
+    assert problems(BASE, "detK8sScheduler.image=det-k8s:0.1.0", image=False) == []  # built and loaded by hand
