@@ -1,13 +1,15 @@
-"""Every command README.md and the examples' comments show runs as printed and shows what the text says.
+"""Every command README.md, the documentation pages (docs/**/*.md) and the examples' comments show runs as printed
+and shows what the text says.
 
-The commands are extracted from README.md's ```sh blocks (a `det-k8s ...` line, `\\` continuations joined, a
-trailing `# comment` dropped) and from the `#   det-k8s ...` lines of the files under examples/. A command runs
-here when it needs no cluster and every file it names is in the repository: the real entry point in a
-subprocess, from the repository root, piped (as a reader copying the lines would see it). It must exit as the text
-implies (0; validate's documented errors 1), and every output line the text prints under it (`#   ...`
+The commands are extracted from the ```sh blocks of README.md and of every page under docs/ (a `det-k8s ...` line,
+`\\` continuations joined, a trailing `# comment` dropped) and from the `#   det-k8s ...` lines of the files under
+examples/. A command runs here when it needs no cluster and every file it names is in the repository: the real entry
+point in a subprocess, from the repository root, piped (as a reader copying the lines would see it). It must exit as
+the text implies (0; validate's documented errors 1), and every output line the text prints under it (`#   ...`
 paragraphs, `...` eliding, a pod name's hash free) must be in its output. Every other command is accounted for
-here: it needs a cluster, or a file of the reader's own (site.yaml): a new README command is never skipped
-silently.
+here: it needs a cluster, or a file of the reader's own (site.yaml): a new command in the README or a page is never
+skipped silently. A command printed alike in several places (the README's examples are also on their pages) runs
+once.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -69,9 +72,11 @@ def _command(text: str) -> list[str]:
     return words[:words.index("|")] if "|" in words else words
 
 
-def readme_commands() -> list[Documented]:
+def page_commands(path: Path) -> list[Documented]:
+    """The `det-k8s ...` commands of one Markdown file's ```sh blocks, each with the output its comment shows."""
     found: list[Documented] = []
-    text = (ROOT / "README.md").read_text()
+    text = path.read_text()
+    name = path.relative_to(ROOT).as_posix()
     for block_start, block in ((m.start(), m[1]) for m in re.finditer(r"```sh\n(.*?)```", text, re.DOTALL)):
         line_no = text.count("\n", 0, block_start) + 2
         lines = block.splitlines()
@@ -88,9 +93,20 @@ def readme_commands() -> list[Documented]:
                 while i + 1 < len(lines) and lines[i + 1].startswith("#"):
                     i += 1
                     comments.append(lines[i])
-                found.append(Documented(f"README.md:{line_no + start}", _command(joined), _paragraphs(comments)))
+                found.append(Documented(f"{name}:{line_no + start}", _command(joined), _paragraphs(comments)))
             i += 1
     return found
+
+
+def readme_commands() -> list[Documented]:
+    return page_commands(ROOT / "README.md")
+
+
+DOCS_PAGES = sorted((ROOT / "docs").rglob("*.md"))
+
+
+def docs_commands() -> list[Documented]:
+    return [command for page in DOCS_PAGES for command in page_commands(page)]
 
 
 def example_commands() -> list[Documented]:
@@ -135,8 +151,19 @@ def why_not_run(command: Documented) -> str | None:
     return None
 
 
-ALL = readme_commands() + example_commands()
-RUNNABLE = [c for c in ALL if why_not_run(c) is None]
+ALL = readme_commands() + docs_commands() + example_commands()
+
+
+def _once(commands: list[Documented]) -> list[Documented]:
+    """The runnable commands, each command with the same shown output once (where it is first printed)."""
+    first: dict[tuple[tuple[str, ...], tuple[str, ...]], Documented] = {}
+    for command in commands:
+        if why_not_run(command) is None:
+            first.setdefault((tuple(command.argv), tuple(command.expected)), command)
+    return list(first.values())
+
+
+RUNNABLE = _once(ALL)
 
 
 def test_the_documents_commands_are_found_and_each_is_run_or_accounted_for():
@@ -150,6 +177,15 @@ def test_the_documents_commands_are_found_and_each_is_run_or_accounted_for():
             if arg.endswith((".yaml", ".json")) and not arg.startswith("out/"):
                 assert (ROOT / arg).exists(), f"{command.where}: {arg} is not in the repository"
     assert any(c.expected for c in RUNNABLE if c.where.startswith("examples/"))
+    assert any(c.where.startswith("README.md:") for c in RUNNABLE)  # the README's examples run
+
+
+def test_every_page_with_commands_is_read():
+    """The pages that print commands are read (a page renamed or emptied by mistake fails here, not silently)."""
+    pages = {c.where.rsplit(":", 1)[0] for c in ALL}
+    assert {"README.md", "docs/chart.md", "docs/release.md", "docs/scheduling.md", "docs/experiments.md",
+            "docs/determined-master.md", "docs/gpu-map.md"} <= pages, sorted(pages)
+    assert DOCS_PAGES and all(page.suffix == ".md" for page in DOCS_PAGES)
 
 
 def _pattern(paragraph: str) -> re.Pattern[str]:
