@@ -4,7 +4,7 @@ Three processes on this machine, as in a cluster: the Kubernetes API emulator of
 validation, watch, bindings and events included) holding a generated cluster (`generate.snapshot`:
 5,000 nodes, 30,000 pods, half of the GPUs taken), the real `det-k8s scheduler run` console script
 (its own process, its own credentials, listing once and then watching), and this process playing the
-Determined master: it creates trials exactly as the v0.38.1 master does (`tests/master_pods.py`: a
+Determined master: it creates trials exactly as the v0.38.1 master does (`tests/support/master_pods.py`: a
 batch/v1 Job and its pods, `schedulerName: coscheduler`, gang labels, a PriorityClass), with the GPU
 taint toleration a GPU pool's `gpuPodSpec` gives them.
 
@@ -43,7 +43,7 @@ MASTER_TOKEN = "determined-master"
 
 def _trial(experiment: int, slots: int, per_pod: int, priority: int) -> Any:
     sys.path.insert(0, str(ROOT))
-    from tests.master_pods import master_task
+    from tests.support.master_pods import master_task
 
     task = master_task("0.38.1", experiment=experiment, trial=1, slots_per_trial=slots, max_slots_per_pod=per_pod,
                        priority=priority, namespace=NAMESPACE, user=f"user-{experiment % 6}")
@@ -57,7 +57,7 @@ def serve(nodes: int, pods: int, backlog: int, seed: int) -> None:
     sys.path.insert(0, str(ROOT))
     import aiohttp.web
 
-    from tests.k8s_emulator import ApiEmulator, RunningEmulator
+    from tests.support.k8s_emulator import ApiEmulator, RunningEmulator
 
     from .generate import snapshot
 
@@ -184,7 +184,7 @@ def _scheduler_requests(before: dict[str, int], after: dict[str, int]) -> dict[s
 def measure(url: str, data: Path, config: dict[str, Any]) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     from det_k8s.kube.api import KubeApi
-    from tests.master_pods import create_task
+    from tests.support.master_pods import create_task
 
     backlog_pods = config["backlog_groups"] * 4
     scheduler, started = _start_scheduler(data, url)

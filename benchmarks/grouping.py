@@ -70,13 +70,13 @@ def grouping_ms(groups: int, calls: int = 60) -> float:
 def fast_pass_ms(nodes: int = 5000, groups: int = 300, calls: int = 20) -> tuple[float, int]:
     """Median ms of a fast pass's computing before its bindings; how many gangs it placed."""
     from det_k8s.cluster.read import node_from_object
-    from det_k8s.kube.master_pods import MasterPods
-    from det_k8s.kube.scheduler import LiveScheduler, PassReport
     from det_k8s.kube.snapshot import snapshot_of
     from det_k8s.kube.watch import ClusterState
+    from det_k8s.live.master_pods import MasterPods
+    from det_k8s.live.scheduler import LiveScheduler, PassReport
     from det_k8s.scheduling.model import Policy
     from det_k8s.scheduling.plan import running_in
-    from tests.realkube.cluster import fake_node
+    from tests.support.realkube.cluster import fake_node
 
     by_name = {f"bench-{i:05d}": node_from_object(fake_node(f"bench-{i:05d}", gpus=8, cpu="64", memory="512Gi"))
                for i in range(nodes)}

@@ -76,7 +76,7 @@ def tree(total_gpus: int, binding: bool = True) -> dict[str, Any]:
 
 def measure(data: Path, nodes: int, pods: int, groups_list: list[int], rounds: int) -> dict[str, Any]:
     from det_k8s.cluster.read import snapshot_from_objects
-    from det_k8s.kube.policy import checked_queues
+    from det_k8s.live.policy import checked_queues
     from det_k8s.scheduling.labels import running_groups
     from det_k8s.scheduling.model import Policy
     from det_k8s.scheduling.plan import schedule

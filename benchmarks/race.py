@@ -1,6 +1,6 @@
 """The race between det-k8s binding the master's pods and kube-scheduler placing ordinary pods on the same node.
 
-On the real control plane (tests/realkube): one free node of 4 GPUs; each round creates, at the same moment, a
+On the real control plane (tests/support/realkube): one free node of 4 GPUs; each round creates, at the same moment, a
 Determined task pod of 4 GPUs (schedulerName coscheduler, which det-k8s serves) and an ordinary pod of 4 GPUs
 (kube-scheduler's), runs det-k8s passes until the task pod is bound or waits, lets kube-scheduler finish, and
 counts the rounds where both pods were bound to the node: an over-commit (a real kubelet then refuses one).
@@ -19,8 +19,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.realkube.cluster import ControlPlane, fake_node
-from tests.realkube.components import build_all
+from tests.support.realkube.cluster import ControlPlane, fake_node
+from tests.support.realkube.components import build_all
 
 
 def ordinary_pod(name: str) -> dict[str, Any]:
@@ -79,9 +79,9 @@ def _clear(plane: ControlPlane, pods: list[dict[str, Any]]) -> None:
 def run(plane: ControlPlane, rounds: int, say: Any = print, *, spread: float = 0.4, seed: int = 1,
         fence: bool = True) -> dict[str, Any]:
     from det_k8s.kube.api import KubeApi
-    from det_k8s.kube.scheduler import LiveScheduler
+    from det_k8s.live.scheduler import LiveScheduler
     from det_k8s.scheduling.model import Policy
-    from tests.master_pods import create_task, master_task
+    from tests.support.master_pods import create_task, master_task
 
     _node(plane, "race-0", 4)
     api = KubeApi.connect(kubeconfig=str(plane.admin_kubeconfig), namespace="default")
@@ -111,11 +111,11 @@ def run_loop(plane: ControlPlane, rounds: int, say: Any = print, *, spread: floa
     ordinary pod of 4 GPUs then arrive (the ordinary pod at a random moment within `spread` of the second gang), and
     the second gang is bound by the next fast pass, whose check of the node is the watch's. An over-commit: both."""
     from det_k8s.kube.api import KubeApi
-    from det_k8s.kube.fence import LINGER
-    from det_k8s.kube.scheduler import LiveScheduler
     from det_k8s.kube.watch import ClusterView
+    from det_k8s.live.fence import LINGER
+    from det_k8s.live.scheduler import LiveScheduler
     from det_k8s.scheduling.model import Policy
-    from tests.master_pods import create_task, master_task
+    from tests.support.master_pods import create_task, master_task
 
     _node(plane, "race-8", 8)
     api = KubeApi.connect(kubeconfig=str(plane.admin_kubeconfig), namespace="default")

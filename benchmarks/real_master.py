@@ -1,11 +1,11 @@
 """The real Determined master on the real control plane: the documents' deadlocks and the time to place an experiment,
 det-k8s against kube-scheduler alone (the master's default), in one run.
 
-The master is built from ../shared/vendor/determined (tests/realkube/determined.py), runs outside the cluster on the
+The master is built from ../shared/vendor/determined (tests/support/realkube/determined.py), runs outside the cluster on the
 bundled chart's configuration, and every experiment is submitted with the real `det experiment create`. kwok stands in
 for the kubelets (nothing runs in the pods; the master sees them Running and follows their logs).
 
-- Deadlocks (tests/realkube/deadlocks.py), ROUNDS rounds each: two 12-GPU experiments at once on 3 nodes of 4 GPUs,
+- Deadlocks (tests/support/realkube/deadlocks.py), ROUNDS rounds each: two 12-GPU experiments at once on 3 nodes of 4 GPUs,
   and a 16-GPU experiment beside an 8-GPU one on 4 nodes of 4 GPUs. A round "starts in part" when an experiment has
   some, not all, of its pods bound for 4 s on end. With det-k8s each round also frees room and counts whether the
   waiting experiment is then placed whole ("placed after").
@@ -33,11 +33,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.realkube.cluster import ControlPlane
-from tests.realkube.components import KUBE_VERSION, build_all
-from tests.realkube.deadlocks import SCENARIOS
-from tests.realkube.determined import MASTER_VERSION, DeterminedOnKube, kwok_serving_logs
-from tests.realkube.scheduler_run import scheduler_run
+from tests.support.realkube.cluster import ControlPlane
+from tests.support.realkube.components import KUBE_VERSION, build_all
+from tests.support.realkube.deadlocks import SCENARIOS
+from tests.support.realkube.determined import MASTER_VERSION, DeterminedOnKube, kwok_serving_logs
+from tests.support.realkube.scheduler_run import scheduler_run
 
 
 def say(msg: str) -> None:

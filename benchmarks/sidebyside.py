@@ -6,8 +6,8 @@ ordinary pods, and the coscheduling plugin of sigs.k8s.io/scheduler-plugins gang
                                     [--workers 16] [--node-lease 1200] [--output FILE] [--markdown FILE]
                                     [--latencies FILE]
 
-One control plane (tests/realkube: etcd, kube-apiserver, kube-controller-manager and kwok, the versions
-tests/realkube/components.py pins), N kwok nodes of 8 GPUs. Each scheduler gets its turn alone, in its own namespace,
+One control plane (tests/support/realkube: etcd, kube-apiserver, kube-controller-manager and kwok, the versions
+tests/support/realkube/components.py pins), N kwok nodes of 8 GPUs. Each scheduler gets its turn alone, in its own namespace,
 with the same pods in number and shape (G groups of P pods, each pod 1 GPU) in two stages:
 
 - paced: the scheduler runs; groups arrive at --rate groups a second, each group's pods created back to back. The
@@ -27,7 +27,7 @@ scheduler) would keep a small API server busy on their own: the nodes here renew
 kube-controller-manager's node grace period follows; its client may send 300 requests/s (20 by default, which lifts
 the new nodes' not-ready taints at ~5 nodes/s). Progress is printed to stderr at least every --progress seconds.
 
-The pods: det-k8s binds pods as Determined 0.38 makes them (tests/master_pods.py: the Job's pod template with
+The pods: det-k8s binds pods as Determined 0.38 makes them (tests/support/master_pods.py: the Job's pod template with
 schedulerName coscheduler and the gang labels, as the Job controller creates it; without the PriorityClass and the
 Job itself, so the Job controller's pace is not in the figures); kube-scheduler places ordinary pods of 1 GPU (no
 gang: its figure per "group" is for P pods created back to back); coscheduling places pods labelled
@@ -51,8 +51,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.realkube.cluster import Child, ControlPlane, Options, fake_node, free_port, write_kubeconfig
-from tests.realkube.components import SCHEDULER_PLUGINS_VERSION, STAGES_FILE, BuildError, build_all, build_coscheduling
+from tests.support.realkube.cluster import Child, ControlPlane, Options, fake_node, free_port, write_kubeconfig
+from tests.support.realkube.components import (
+    SCHEDULER_PLUGINS_VERSION,
+    STAGES_FILE,
+    BuildError,
+    build_all,
+    build_coscheduling,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULERS = ("det-k8s", "kube-scheduler", "coscheduling")
@@ -106,7 +112,7 @@ def progress(stage: str, counter: Callable[[], str] | None = None) -> None:
 
 def det_k8s_group(ns: str, index: int, size: int) -> list[dict[str, Any]]:
     """One trial's pods as Determined 0.38 makes them (the Job controller's pods from the master's Job template)."""
-    from tests.master_pods import master_task
+    from tests.support.master_pods import master_task
 
     task = master_task("0.38.1", experiment=index + 1, slots_per_trial=size, max_slots_per_pod=1, priority=None,
                        namespace=ns)
@@ -253,7 +259,7 @@ class Bench:
     def lift_fence(self) -> int:
         """Remove det-k8s's binding taint from the nodes a stopped det-k8s left it on (the next scheduler would find
         them full); how many there were. At 30,000 pods det-k8s stopped 3 s after its last binding left it on 3,656."""
-        from det_k8s.kube.fence import KEY
+        from det_k8s.live.fence import KEY
 
         _, body = self.plane.request("GET", "/api/v1/nodes", timeout=300)
         left = [n for n in body["items"] if any(t.get("key") == KEY for t in n["spec"].get("taints") or ())]

@@ -1,6 +1,6 @@
 """Benchmark 4: creating a 64-pod group through the real client, one pod at a time or on a bounded pool.
 
-The Kubernetes API emulator of the tests (tests/k8s_emulator.py: kmock plus real API semantics)
+The Kubernetes API emulator of the tests (tests/support/k8s_emulator.py: kmock plus real API semantics)
 runs in its own process on 127.0.0.1, so client and server do not share an interpreter, but on a
 small machine they do share the CPU cores. det-k8s's `create_group()` creates the group's headless
 Service and its 64 pods (real manifests: `build_group` + `pod_manifests` for a 256-slot
@@ -36,7 +36,7 @@ POOL_WARNING = "Connection pool is full"
 def serve(latency: float) -> None:
     """Run the emulator until stdin closes; print its URL first. Every request waits `latency` seconds."""
     sys.path.insert(0, str(ROOT))
-    from tests.k8s_emulator import ApiEmulator, RunningEmulator
+    from tests.support.k8s_emulator import ApiEmulator, RunningEmulator
 
     if latency:
         original = ApiEmulator._handle
@@ -104,7 +104,7 @@ def measure(url: str, data: Path, workers_list: list[int], pods: int, rounds: in
     import yaml
 
     from det_k8s.kube.api import KubeApi
-    from det_k8s.kube.submit import create_group, delete_group
+    from det_k8s.live.submit import create_group, delete_group
 
     config = {"apiVersion": "v1", "kind": "Config", "current-context": "bench",
               "clusters": [{"name": "bench", "cluster": {"server": url}}],

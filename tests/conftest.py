@@ -1,4 +1,4 @@
-"""Shared fixtures: real helm/kubectl binaries, storage emulators (tests/emulators.py), the CLI in-process."""
+"""Shared fixtures: real helm/kubectl binaries, storage emulators (tests/support/emulators.py), the CLI in-process."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from tests.k8s_emulator import RunningEmulator
+    from tests.support.k8s_emulator import RunningEmulator
 
-from tests.emulators import (  # noqa: F401
+from tests.support.emulators import (  # noqa: F401
     azurite,
     blackhole,
     closed_port,
@@ -23,7 +23,7 @@ from tests.emulators import (  # noqa: F401
     moto_server,
     tarpit,
 )
-from tests.realkube.fixtures import control_plane, real_cluster  # noqa: F401
+from tests.support.realkube.fixtures import control_plane, real_cluster  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / ".tools"
@@ -140,7 +140,7 @@ def pytest_collection(session: pytest.Session) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A module with `ON_REAL_CLUSTER_TOO = True` runs each test that uses `cluster` twice: on the API emulator and on
-    the real control plane (tests/realkube), but for tests marked `emulator_only` (fault injection the real API
+    the real control plane (tests/support/realkube), but for tests marked `emulator_only` (fault injection the real API
     server cannot be made to do on demand)."""
     if "cluster" not in metafunc.fixturenames or not getattr(metafunc.module, "ON_REAL_CLUSTER_TOO", False):
         return
@@ -165,14 +165,14 @@ def cluster_backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def cluster(cluster_backend: str, request: pytest.FixtureRequest):
-    """The API emulator (tests/k8s_emulator.py), or in modules that also run on it, the real control plane."""
+    """The API emulator (tests/support/k8s_emulator.py), or in modules that also run on it, the real control plane."""
     return request.getfixturevalue("emulator_cluster" if cluster_backend == "emulator" else "real_cluster")
 
 
 @pytest.fixture
 def emulator_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A fresh Kubernetes API emulator on 127.0.0.1 with KUBECONFIG pointing at it."""
-    from tests.k8s_emulator import RunningEmulator
+    from tests.support.k8s_emulator import RunningEmulator
 
     running = RunningEmulator().start()
     kubeconfig = running.write_kubeconfig(tmp_path / "kubeconfig")
@@ -227,7 +227,7 @@ def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def fake_helm(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A recording `helm` first on PATH, answering `version --short` as helm 3.17 and as helm 4.1."""
     from det_k8s.tools.locate import forget_versions
-    from tests.tool_fakes import HELM_VERSIONS, make_fake, put_first_on_path
+    from tests.support.tool_fakes import HELM_VERSIONS, make_fake, put_first_on_path
 
     fake = make_fake(tmp_path / "fake-helm", "helm", HELM_VERSIONS[request.param])
     fake.respond("list", stdout="[]\n")
@@ -243,7 +243,7 @@ def fake_helm(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
 def fake_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A recording `kubectl` first on PATH."""
     from det_k8s.tools.locate import forget_versions
-    from tests.tool_fakes import KUBECTL_VERSION, make_fake, put_first_on_path
+    from tests.support.tool_fakes import KUBECTL_VERSION, make_fake, put_first_on_path
 
     fake = make_fake(tmp_path / "fake-kubectl", "kubectl", KUBECTL_VERSION)
     put_first_on_path(fake.directory, monkeypatch)

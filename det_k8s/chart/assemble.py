@@ -23,10 +23,10 @@ import yaml
 
 from ..bounded import URL_AS_PATH, load_yaml, read_file
 from ..errors import InputError, UsageError
-from ..kube.deploy import CHART_FILE as SCHEDULER_FILE
-from ..kube.deploy import chart_template
 from ..settings.jsonschema_export import values_json_schema
 from ..settings.merge import deep_merge
+from .deploy import CHART_FILE as SCHEDULER_FILE
+from .deploy import chart_template
 from .facts import FILE as FACTS_FILE
 from .facts import versions_tpl
 from .render import render_chart_yaml, render_values, templates_dir

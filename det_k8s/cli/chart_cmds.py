@@ -157,7 +157,7 @@ def validate(
                     node_list, pod_list, view = read_nodes(api), (), None
             problems.extend(recheck_settings(loaded.values, loaded.sources, checked, cluster))
             if not any(p.is_error for p in problems):  # ask the API server itself (admission included): a dry run
-                from ..kube.dryrun import dry_run_pod_specs
+                from ..release.dryrun import dry_run_pod_specs
 
                 with output.spinner(f"sending task pods from the pod specs to {api.target.context} (dry run)"):
                     problems.extend(dry_run_pod_specs(api, loaded.values, loaded.sources, api.namespace))
@@ -194,7 +194,7 @@ def _dry_run_chart(api: KubeApi, loaded: LoadedSettings, upgrading: bool) -> lis
     """The bundled chart's objects (release VALIDATE_RELEASE) judged by the API server as a dry run; without helm
     or where helm cannot render them, one warning."""
     from ..errors import DetK8sError
-    from ..kube.dryrun import dry_run_chart_objects
+    from ..release.dryrun import dry_run_chart_objects
     from ..release.manifests import secret_values
     from .common import UPGRADE_CHECK_PASSWORD, private_chart
     from .release import rendered_manifests

@@ -13,22 +13,22 @@ from .options import OutputFormat, OutputOpt, current, with_global_options
 if TYPE_CHECKING:
     from ..cluster.model import Snapshot
     from ..kube.api import KubeApi
-    from ..kube.queue import QueueEntry
+    from ..live.queue import QueueEntry
     from ..scheduling.model import Policy
 
 
 def _failed_creations(api: KubeApi, namespace: str, entries: list[QueueEntry]) -> list[dict[str, Any]]:
-    """Pods of failed creations recorded in the namespace's queue (kube/doomed.py): deleted, and reported."""
-    from ..kube.reconcile.create import sweep_failed
+    """Pods of failed creations recorded in the namespace's queue (live/creation_records.py): deleted, and reported."""
+    from ..live.create import sweep_failed
 
     return [{"pod": s.pod.name, "namespace": namespace, "group": s.pod.group, "attempt": s.pod.attempt,
              "deleted": s.deleted, "message": s.message} for s in sweep_failed(api, namespace, entries)]
 
 
 def _unfinished(snapshot: Snapshot, namespace: str, entries: list[QueueEntry], prefix: str) -> list[dict[str, Any]]:
-    """Creations recorded as under way (intent records, kube/doomed.py): in flight now, or their process died.
+    """Creations recorded as under way (intent records, live/creation_records.py): in flight now, or their process died.
     Not deleted here (only the holder of the scheduling Lease may), reported."""
-    from ..kube.doomed import ATTEMPT_LABEL, unfinished
+    from ..live.creation_records import ATTEMPT_LABEL, unfinished
     from ..scheduling import labels as L
 
     out = []
@@ -51,7 +51,7 @@ def _queue_namespaces(api: KubeApi, all_namespaces: bool) -> list[str]:
     if not all_namespaces:
         return [api.namespace]
     from ..kube.kinds import CONFIGMAPS
-    from ..kube.queue import ENTRY_LABEL
+    from ..live.queue import ENTRY_LABEL
 
     found = {api.namespace}
     try:
@@ -71,7 +71,7 @@ def _queue_namespaces(api: KubeApi, all_namespaces: bool) -> list[str]:
 def _scheduler_components(api: KubeApi) -> list[dict[str, str]]:
     """Deployments running a scheduler (`--scheduler-name NAME`, or a known scheduler image), and the name each
     serves ("" when not on its command line)."""
-    from ..kube.rivals import scheduler_deployments
+    from ..live.rivals import scheduler_deployments
 
     return [{"deployment": name, "serves": serves} for name, serves in scheduler_deployments(api)]
 
@@ -79,7 +79,7 @@ def _scheduler_components(api: KubeApi) -> list[dict[str, str]]:
 def _det_k8s_schedulers(api: KubeApi, all_namespaces: bool) -> list[tuple[str, list[Any], list[Any]]]:
     """det-k8s's scheduler pods (the bundled chart's, or `scheduler manifest`'s), by Deployment: its name
     (namespace/name with -A), their states, and what keeps them from running (release/diagnose.py)."""
-    from ..kube.deploy import NAME, chart_name
+    from ..chart.deploy import NAME, chart_name
     from ..kube.kinds import PODS
     from ..release.diagnose import pod_state, scheduler_findings
     from ..settings.schema import DEFAULT_SCHEDULER_IMAGE
@@ -101,7 +101,7 @@ def _det_k8s_schedulers(api: KubeApi, all_namespaces: bool) -> list[tuple[str, l
 
 
 def _policy(api: KubeApi) -> Policy | None:
-    from ..kube.policy import read_policy
+    from ..live.policy import read_policy
 
     try:
         return read_policy(api, api.namespace)
@@ -114,9 +114,9 @@ def _unreachable_reclaims(snapshot: Snapshot, namespace: str, entries: list[Queu
                           prefix: str) -> list[str]:
     """Queued experiments of the namespace whose queue could reclaim capacity lent to det-k8s experiments of other
     namespaces, which its passes cannot evict (a warning: they wait until those stop)."""
-    from ..kube.lease import utcnow
-    from ..kube.queue import QUEUED, RUNNING
-    from ..kube.scheduler import dry_plan
+    from ..live.lease import utcnow
+    from ..live.queue import QUEUED, RUNNING
+    from ..live.scheduler import dry_plan
     from ..scheduling.explain import describe
 
     if policy.queues is None or not any(e.state == QUEUED for e in entries):
@@ -161,10 +161,10 @@ def doctor(
     master's pods that failed part-way and the groups found partly bound, which det-k8s has already
     torn down (from its Warning events, kept by Kubernetes for an hour).
     """
-    from ..kube.binder import FAILURE_REASONS
     from ..kube.kinds import EVENTS
-    from ..kube.queue import RUNNING, QueueStore
     from ..kube.snapshot import read_snapshot
+    from ..live.binder import FAILURE_REASONS
+    from ..live.queue import RUNNING, QueueStore
     from ..scheduling import labels as L
     from ..scheduling.doctor import dra_nodes, find_partial_groups, recorded_failures, schedulers_seen
 
@@ -308,8 +308,8 @@ def _preemptions(api: Any, snapshot: Any, all_namespaces: bool) -> list[dict[str
     import contextlib
     import datetime
 
-    from ..kube.binder import PREEMPTED
     from ..kube.kinds import EVENTS
+    from ..live.binder import PREEMPTED
     from ..scheduling.master import ALLOCATION, PREEMPTION
 
     victims: dict[tuple[str, str], list[str]] = {}

@@ -23,8 +23,8 @@ from .options import OutputFormat, OutputOpt, cluster_pod_spec_version, current,
 
 if TYPE_CHECKING:
     from ..kube.api import KubeApi
-    from ..kube.queue import QueueEntry
-    from ..kube.scheduler import DryCluster, PassReport
+    from ..live.queue import QueueEntry
+    from ..live.scheduler import DryCluster, PassReport
     from ..scheduling.model import Plan
 
 app = typer.Typer(name="experiment", no_args_is_help=True,
@@ -79,7 +79,7 @@ def _queue_positions(plan: Plan) -> dict[str, int]:
 
 
 def _scheduler(api: KubeApi, policy: Any, user: str) -> Any:
-    from ..kube.scheduler import LiveScheduler
+    from ..live.scheduler import LiveScheduler
     from .live import holder_id
 
     return LiveScheduler(api, api.namespace, policy, holder_id(user))
@@ -147,10 +147,10 @@ def create(
 ) -> None:
     """Submit an experiment: its pods start all together when they all fit, otherwise it waits in the queue."""
     from ..errors import ExperimentError
-    from ..kube.lease import LeaseHeld, utcnow
-    from ..kube.queue import QUEUED, RUNNING, QueueStore
-    from ..kube.scheduler import dry_cluster, dry_plan
     from ..kube.snapshot import read_snapshot
+    from ..live.lease import LeaseHeld, utcnow
+    from ..live.queue import QUEUED, RUNNING, QueueStore
+    from ..live.scheduler import dry_cluster, dry_plan
     from ..scheduling.experiments import parse_experiment
     from ..scheduling.explain import describe
     from ..scheduling.groups import build_group
@@ -204,7 +204,7 @@ def create(
     scheduler = _scheduler(api, policy, who)
     if (placement or policy.placement) == "native" and scheduler.native_version() is None:
         from ..errors import ClusterError
-        from ..kube.native import VERSIONS
+        from ..live.native import VERSIONS
 
         raise ClusterError(f"placement native: the cluster serves no PodGroup API (scheduling.k8s.io "
                            f"{' or '.join(VERSIONS)} podgroups); nothing was submitted",
@@ -269,8 +269,8 @@ def _require_cleared(report: PassReport, group_id: str | None = None) -> None:
 
 
 def _sweep(api: KubeApi, entries: list[QueueEntry]) -> None:
-    """Delete pods of recorded failed creations in the namespace (kube/doomed.py), saying so."""
-    from ..kube.reconcile.create import sweep_failed
+    """Delete pods of recorded failed creations in the namespace (live/creation_records.py), saying so."""
+    from ..live.create import sweep_failed
 
     for swept in sweep_failed(api, api.namespace, entries):
         output.warning(swept.message)
@@ -317,9 +317,9 @@ def _entry_data(entry: QueueEntry, position: int | None = None, reason: str | No
 
 def _fresh_plan(api: KubeApi, entries: list[QueueEntry], cluster: DryCluster | None = None) -> Plan:
     """What the next pass will do (the master's groups in it while a loop serves them), writing nothing."""
-    from ..kube.lease import utcnow
-    from ..kube.queue import QUEUED, RUNNING
-    from ..kube.scheduler import dry_cluster, dry_plan
+    from ..live.lease import utcnow
+    from ..live.queue import QUEUED, RUNNING
+    from ..live.scheduler import dry_cluster, dry_plan
     from .live import effective_policy
 
     with output.spinner("reading the cluster"):
@@ -336,7 +336,7 @@ def list_(
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Experiments in the queue: state, queue position, slots, age, and why each waits."""
-    from ..kube.queue import ACTIVE_STATES, QueueStore
+    from ..live.queue import ACTIVE_STATES, QueueStore
     from ..scheduling.explain import describe
     from .live import age
 
@@ -384,8 +384,8 @@ def _short(text: str, width: int = 70) -> str:
 def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.table) -> None:
     """One experiment: where its pods run, or exactly why it waits and who is ahead of it."""
     from ..kube.kinds import PODS
-    from ..kube.queue import QUEUED, QueueStore
-    from ..kube.scheduler import dry_cluster
+    from ..live.queue import QUEUED, QueueStore
+    from ..live.scheduler import dry_cluster
     from ..scheduling import labels as L
     from ..scheduling.explain import describe
     from ..scheduling.occupancy import CellKind
@@ -412,7 +412,7 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
                     for p in read]
     unbound = [p for p in read if p.node_name is None and not p.deleting]
     if entry.state == "running" and entry.pod_group and unbound:  # kube-scheduler's word, read now
-        from ..kube.native import unplaced_reason
+        from ..live.native import unplaced_reason
 
         data["reason"] = unplaced_reason(api, api.namespace, entry.pod_group, unbound) or data["reason"]
     if reason is not None:
@@ -455,9 +455,9 @@ def _change(experiment_id: str, action: str) -> None:
     finding a running entry without pods and starting it again.
     """
     from ..kube.kinds import PODS
-    from ..kube.lease import SchedulingLease, lease_namespace
-    from ..kube.queue import FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueStore
-    from ..kube.submit import delete_group
+    from ..live.lease import SchedulingLease, lease_namespace
+    from ..live.queue import FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueStore
+    from ..live.submit import delete_group
     from ..scheduling import labels as L
     from .live import current_user, holder_id
 
@@ -506,7 +506,7 @@ def pause(experiment_id: IdArg) -> None:
 @with_global_options
 def resume(experiment_id: IdArg) -> None:
     """Put a paused experiment back in the queue (at its original submission position) and schedule."""
-    from ..kube.lease import LeaseHeld
+    from ..live.lease import LeaseHeld
     from .live import current_user, effective_policy
 
     _change(experiment_id, "resume")

@@ -16,7 +16,7 @@ from .inputs import load_settings_from_cli
 
 if TYPE_CHECKING:
     from ..kube.api import KubeApi
-    from ..kube.queue import QueueEntry
+    from ..live.queue import QueueEntry
     from ..scheduling.experiments import Experiment
     from ..scheduling.model import PodGroup, Policy
     from ..settings import Settings
@@ -63,7 +63,7 @@ def effective_policy(api: KubeApi, settings: Settings | None = None, *, preempti
     """The namespace's stored policy; `defaultScheduler: preemption` or --preemption switch preemption on."""
     from dataclasses import replace
 
-    from ..kube.policy import read_policy
+    from ..live.policy import read_policy
 
     policy = read_policy(api, api.namespace)
     if preemption or (settings is not None and settings.default_scheduler == "preemption"):
@@ -102,7 +102,7 @@ def now() -> tuple[str, int]:
 
 def entry_for(experiment: Experiment, text: str, settings: Settings, group: PodGroup, namespace: str) -> QueueEntry:
     """A queue entry holding everything a pass needs to start the group later (no settings then)."""
-    from ..kube.queue import QueueEntry
+    from ..live.queue import QueueEntry
     from ..scheduling.groups import headless_service_manifest, pod_manifests
     from ..scheduling.serialize import group_to_dict
 

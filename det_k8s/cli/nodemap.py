@@ -22,7 +22,7 @@ from .options import OutputFormat
 if TYPE_CHECKING:
     from ..cluster.model import Pod, Snapshot
     from ..kube.api import KubeApi
-    from ..kube.scheduler import DryCluster
+    from ..live.scheduler import DryCluster
     from ..scheduling.model import Plan, PodGroup
     from ..scheduling.occupancy import OccupancyMap
     from ..scheduling.queues import QueueTree
@@ -133,9 +133,9 @@ def _live_settings(api: KubeApi) -> Settings | None:
 def _reservation(api: KubeApi, snapshot: Snapshot | DryCluster) -> tuple[Plan | None, list[PodGroup]]:
     """Nodes the starvation guard holds now for a waiting group of this namespace's queue, if any (planned with
     the master's groups while a loop serves them, as that loop's next pass plans)."""
-    from ..kube.lease import utcnow
-    from ..kube.queue import QUEUED, RUNNING, QueueStore
-    from ..kube.scheduler import DryCluster, dry_plan
+    from ..live.lease import utcnow
+    from ..live.queue import QUEUED, RUNNING, QueueStore
+    from ..live.scheduler import DryCluster, dry_plan
     from ..scheduling.model import Plan
     from ..scheduling.serialize import group_from_dict
     from .live import effective_policy
@@ -176,7 +176,7 @@ def queues_for_map(by: str, snapshot_file: Path | None, policy_file: Path | None
         raise UsageError("--by queue with --snapshot needs --policy FILE (the policy or queue document whose "
                          "queues to use)")
     else:
-        from ..kube.policy import read_policy
+        from ..live.policy import read_policy
         from .options import current
 
         api = current().connect()
@@ -205,7 +205,7 @@ def run_map(snapshot_file: Path | None, values: Sequence[str] | None, sets: Sequ
             with timed(f"reading the snapshot {snapshot_file}"):
                 snapshot = load_snapshot(snapshot_file)
         else:
-            from ..kube.scheduler import dry_cluster
+            from ..live.scheduler import dry_cluster
 
             api = current().connect()
             with output.spinner("reading the cluster"), timed("reading the cluster"):

@@ -167,14 +167,14 @@ def plan_pass(snapshot: Snapshot, served: Sequence[MasterPod], queue: Sequence[P
     """The pass `scheduler run` in `namespace` would make on `snapshot` with `queue` submitted: the master's pods that
     name `scheduler_name` (`served`, read by `ServedReader`) are collected as its pass collects them (ready groups
     queued, bound ones running and preemptible if trials, partly bound or orphaned ones left to its repair), and the
-    one decision is `pass_plan`'s, as the live pass's (`kube/reconcile/decide.py`)."""
+    one decision is `pass_plan`'s, as the live pass's (`live/decide.py`)."""
     master_queue: tuple[PodGroup, ...] = ()
     master_running: tuple[RunningGroup, ...] = ()
     where: dict[str, str] = {}
     repairs: list[str] = []
     if served:
-        from ..kube.reconcile.master import Repair, collect, seen_in_snapshot
-        from ..kube.scheduler import PREEMPTION_GRACE
+        from ..live.master_actions import Repair, collect, seen_in_snapshot
+        from ..live.scheduler import PREEMPTION_GRACE
         from ..scheduling.master import master_groups
 
         groups = master_groups(served, scheduler_name)
@@ -290,7 +290,7 @@ def with_policy_file(flags: Policy, path: Path) -> Policy:
     `scheduler policy --queues` takes it; its queues are checked like settings), with the switches the command line
     turns on; keys the file leaves out come from the command line."""
     from ..bounded import load_yaml
-    from ..kube.policy import policy_from_data
+    from ..live.policy import policy_from_data
 
     shown = "stdin" if str(path) == "-" else str(path)
     raw = load_yaml(read_text(path, "policy file"), shown)

@@ -20,9 +20,9 @@ def _amounts(values: Mapping[str, int]) -> str:
 @with_global_options
 def queues(output_format: OutputOpt = OutputFormat.table) -> None:
     """Show the team queues: guarantee, use, borrowed, lent, limit and waiting groups of each."""
-    from ..kube.lease import utcnow
-    from ..kube.queue import QUEUED, QueueStore
-    from ..kube.scheduler import dry_cluster, dry_plan
+    from ..live.lease import utcnow
+    from ..live.queue import QUEUED, QueueStore
+    from ..live.scheduler import dry_cluster, dry_plan
     from ..scheduling.plan import holding, running_in
     from ..scheduling.queues import QueueBook, report, unheld
     from ..scheduling.serialize import group_from_dict

@@ -78,10 +78,10 @@ def run(
     --interval seconds; it reads the policy (`scheduler policy`) again that often (up to twice
     that while the master's gangs keep coming).
     """
-    from ..kube.fence import LINGER
-    from ..kube.lease import DEFAULT_DURATION
-    from ..kube.scheduler import LiveScheduler
     from ..kube.watch import ClusterView
+    from ..live.fence import LINGER
+    from ..live.lease import DEFAULT_DURATION
+    from ..live.scheduler import LiveScheduler
     from ..scheduling.model import Policy
     from .live import current_user, holder_id
 
@@ -94,7 +94,7 @@ def run(
                    + (f", and the pods of scheduler {serve} in every namespace" if serve else "")
                    + ("" if once else f"; a pass on every change, at least every {interval:g}s; Ctrl-C stops"))
     if serve:
-        from ..kube.rivals import rival_schedulers
+        from ..live.rivals import rival_schedulers
 
         rivals = rival_schedulers(api, serve)
         for rival in rivals:
@@ -149,8 +149,8 @@ LOWER_LATE = 1.0  # seconds a lingering binding taint's lowering may be put off 
 def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, preemption: Any, health: Any,
           shown: dict[str, str], said: dict[str, float]) -> None:
     from .. import stopping
-    from ..kube.lease import LeaseHeld
-    from ..kube.scheduler import ARRIVING
+    from ..live.lease import LeaseHeld
+    from ..live.scheduler import ARRIVING
     from .experiment import _print_pass, _require_cleared
     from .live import effective_policy
 
@@ -231,7 +231,7 @@ def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, pree
 
 def fast_next(scheduler: Any, view: Any, age: float, full_seen: int, interval: float, arriving: float | None = None
               ) -> bool:
-    """Is the loop's next pass a fast one (kube/scheduler.py)? Only the master's pods changed since the last full
+    """Is the loop's next pass a fast one (live/scheduler.py)? Only the master's pods changed since the last full
     pass, which left nothing waiting (`can_go_fast`), and that pass is not yet --interval old (`age`: seconds since
     it began): the gangs that became complete are bound at once.
 
@@ -280,7 +280,7 @@ def _print_changes(report: Any, shown: dict[str, str], said: dict[str, float]) -
     """The loop's output: what each pass did, and why a group waits only when that changed (its headline,
     the text before the first "; ": free capacity and queue positions change every pass); a problem that lasts
     (no RBAC to fence nodes, say) is printed when it appears and then every REPEAT_PROBLEMS_AFTER, not every pass."""
-    from ..kube.binder import headline
+    from ..live.binder import headline
     from .experiment import _print_pass
 
     waiting = dict(report.waiting)
@@ -336,7 +336,7 @@ def policy(
     """Show the namespace's scheduling policy; with options, change it for every client."""
     from dataclasses import replace
 
-    from ..kube.policy import policy_data, read_policy, write_policy
+    from ..live.policy import policy_data, read_policy, write_policy
     from ..names import check_label_key
     from ..scheduling.model import PLACEMENTS, Policy
 
@@ -404,7 +404,7 @@ def policy(
 def read_queues(path: Path) -> QueueTree:
     """The queue document in a file (YAML or JSON), checked: PolicyError lists every problem with its key path."""
     from ..bounded import load_yaml
-    from ..kube.policy import checked_queues
+    from ..live.policy import checked_queues
     from .inputs import read_text, stdin_once
 
     stdin_once(path)
@@ -440,8 +440,8 @@ def manifest(
 
     import yaml
 
-    from ..kube.deploy import scheduler_manifests
-    from ..kube.lease import NAMESPACE_ENV
+    from ..chart.deploy import scheduler_manifests
+    from ..live.lease import NAMESPACE_ENV
 
     namespace = current().namespace or os.environ.get("HELM_NAMESPACE") or "default"
     if not image.strip() or any(c.isspace() for c in image):

@@ -136,9 +136,9 @@ def gang_scheduler(api: KubeApi, release: str, namespace: str) -> dict[str, Any]
     and whether one of its pods holds the scheduling Lease now (and which scheduler name it serves)."""
     from datetime import datetime
 
-    from ..kube.deploy import chart_name
+    from ..chart.deploy import chart_name
     from ..kube.kinds import DEPLOYMENTS, LEASES
-    from ..kube.lease import LEASE_NAME, NAMESPACE_ENV, SERVED_BY, SERVING, LeaseState, utcnow
+    from ..live.lease import LEASE_NAME, NAMESPACE_ENV, SERVED_BY, SERVING, LeaseState, utcnow
 
     name = chart_name(release)
     deployment = _get(api, DEPLOYMENTS, name, namespace)
@@ -185,7 +185,7 @@ def gang_scheduler(api: KubeApi, release: str, namespace: str) -> dict[str, Any]
 def scheduler_pods(api: KubeApi, namespace: str, release: str) -> list[PodState]:
     """The pods of det-k8s's scheduler as the bundled chart deploys it for `release` (none when they may not be
     listed)."""
-    from ..kube.deploy import NAME
+    from ..chart.deploy import NAME
     from ..kube.kinds import PODS
     from ..release.diagnose import pod_state
 

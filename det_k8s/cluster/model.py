@@ -393,7 +393,7 @@ class Node:
     ready: bool = True
     unschedulable: bool = False
     capacity: Resources = field(default_factory=dict)
-    fence: str = ""  # the value (unix time) of det-k8s's own binding taint, left out of `taints` (kube/fence.py)
+    fence: str = ""  # the value (unix time) of det-k8s's own binding taint, left out of `taints` (live/fence.py)
 
     @property
     def gpus(self) -> int:

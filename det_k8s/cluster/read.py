@@ -370,7 +370,7 @@ def _malformed(kind: str, obj: Any, exc: BaseException | None) -> MalformedObjec
     return MalformedObject(kind, object_name(obj), problem)
 
 
-BINDING_FENCE = "det-k8s.io/binding"  # kube/fence.py's taint
+BINDING_FENCE = "det-k8s.io/binding"  # live/fence.py's taint
 
 
 def _read_node(obj: Mapping[str, Any]) -> Node:
@@ -382,7 +382,7 @@ def _read_node(obj: Mapping[str, Any]) -> Node:
     allocatable.setdefault(PODS, DEFAULT_MAX_PODS * 1000)
     conditions = status.get("conditions")
     ready = True
-    taints = [  # det-k8s's own binding fence (kube/fence.py) is not the node's: it holds only while det-k8s binds
+    taints = [  # det-k8s's own binding fence (live/fence.py) is not the node's: it holds only while det-k8s binds
         Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
         for t in spec.get("taints") or () if t.get("key") != BINDING_FENCE
     ]
@@ -449,7 +449,7 @@ def _read_pod(obj: Mapping[str, Any]) -> Pod:
 
 
 def _planned(annotations: Any) -> str | None:
-    """The node a det-k8s pass planned for a pod it handed to kube-scheduler (kube/native.py): the pod holds its
+    """The node a det-k8s pass planned for a pod it handed to kube-scheduler (live/native.py): the pod holds its
     resources there until bound, as a nominated pod does, so the next pass does not hand them out again."""
     if not annotations or not isinstance(annotations, Mapping):
         return None

@@ -263,7 +263,7 @@ FACTS: tuple[Fact, ...] = (
          since=v("0.26.2"), value=16,
          note="0.17.15's schemas default it to 0 (no limit); the release that changed it lies between the two tags"),
     # -- task pods: what det-k8s reads when it schedules the master's pods (`det_k8s/scheduling/master.py`)
-    #    and what the tests' master-shaped pods carry (`tests/master_pods.py`); facts section 6 --------
+    #    and what the tests' master-shaped pods carry (`tests/support/master_pods.py`); facts section 6 --------
     Fact("tasks.pod_name.bare", "0.17.15 master/internal/resourcemanagers/kubernetes/pod.go; 0.26.2 "
          "master/internal/rm/kubernetesrm/pod.go", until=v("0.34.0"),
          value="{description}-{rank}-{allocation}-{petname}",

@@ -58,7 +58,7 @@ class KubeApi:
     _renew: Callable[[], Credential] | None = None
     _version: dict[str, Any] | None = field(default=None, repr=False)  # /version, asked once
     # Told of every write (any method but GET): (method, path, the answer, or None when it failed). A pass
-    # without a watch uses it to leave a precise fence (kube/scheduler.py). Not copied by clone().
+    # without a watch uses it to leave a precise fence (live/scheduler.py). Not copied by clone().
     observe_writes: Callable[[str, str, Any], None] | None = field(default=None, repr=False)
 
     @classmethod

@@ -61,5 +61,5 @@ RESOURCESLICES = Kind("resource slice", "/apis/resource.k8s.io/v1", "resourcesli
 
 
 def pod_groups(version: str) -> Kind:
-    """Kubernetes' own gang-scheduling PodGroups (KEP-4671) at `version` of scheduling.k8s.io (kube/native.py)."""
+    """Kubernetes' own gang-scheduling PodGroups (KEP-4671) at `version` of scheduling.k8s.io (live/native.py)."""
     return Kind("pod group", f"/apis/scheduling.k8s.io/{version}", "podgroups")

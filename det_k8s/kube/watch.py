@@ -240,7 +240,7 @@ class ClusterView:
 
     def confirms(self, node: str, version: str, fence: str) -> bool:
         """The pods watch has delivered revision `version`, and node `node` bears det-k8s's binding taint `fence`
-        (kube/fence.py: a node read at `version` under our settled taint needs no read again)."""
+        (live/fence.py: a node read at `version` under our settled taint needs no read again)."""
         with self._lock:
             found = self._nodes.get(node)
             return (found is not None and found.fence == fence and bool(self._pods_version)

@@ -84,7 +84,7 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
                                     plugin=settings.values.get("gangScheduler") == "plugin")
         problems += recheck_settings(loaded.values, loaded.sources, pod_specs_checked, cluster_version(version))
         if not any(p.is_error for p in problems):
-            from ..kube.dryrun import dry_run_chart_objects, dry_run_pod_specs
+            from .dryrun import dry_run_chart_objects, dry_run_pod_specs
 
             there = api.namespace_exists(namespace)
             if there:

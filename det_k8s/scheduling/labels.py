@@ -31,7 +31,7 @@ RANK = "det-k8s.io/rank"
 SIZE = "det-k8s.io/size"
 SUBMITTED_AT = "det-k8s.io/submitted-at"  # annotation, RFC 3339
 PREEMPTED_AT = "det-k8s.io/preempted-at"  # annotation on a victim's pods, RFC 3339: when det-k8s marked them
-# label of the preemption notice of a Job-based master (kube/binder.py), whose value is the victim's allocation
+# label of the preemption notice of a Job-based master (live/binder.py), whose value is the victim's allocation
 PREEMPTION_NOTICE = "det-k8s.io/preemption-notice"
 
 _INVALID = re.compile(r"[^A-Za-z0-9._-]+")

@@ -3,7 +3,7 @@
 With `defaultScheduler: coscheduler` (or `preemption` before 0.36) every supported master names a scheduler
 in its task pods (`schedulerName`) and labels them for the old coscheduling plugin; kube-scheduler leaves
 them Pending. det-k8s serves that scheduler name: it reads the pods back into the same `PodGroup`s as its
-own experiments, plans them in the same `schedule()` pass, and binds them (`det_k8s.kube.binder`).
+own experiments, plans them in the same `schedule()` pass, and binds them (`det_k8s.live.binder`).
 
 How pods become groups (facts in `det_k8s.determined.versions`, "task pods" rows):
 

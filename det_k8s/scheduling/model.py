@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 DEFAULT_PRIORITY = 50  # Determined on Kubernetes: higher is more important, 50 when unset
 DEFAULT_RESERVE_AFTER = 300.0  # seconds a group waits before the starvation guard reserves nodes for it
 ZONE = "topology.kubernetes.io/zone"  # the default topology a group is kept within when it fits
-PLACEMENTS = ("auto", "native", "det-k8s")  # who places a released group's pods (kube/native.py)
+PLACEMENTS = ("auto", "native", "det-k8s")  # who places a released group's pods (live/native.py)
 
 
 def total_of(requests: Iterable[Resources]) -> dict[str, int]:
@@ -187,7 +187,7 @@ class Policy:
     admission plugin (pods asking for `nvidia.com/gpu` get a toleration of `nvidia.com/gpu`
     NoSchedule taints); None detects it from the snapshot (`admission.py`). `queues`: the team
     queues (`queues.py`); None: no queue limits. `placement` says who places det-k8s's own groups once a pass
-    releases them (`kube/native.py`): `det-k8s` pins each pod to the planned node, `native` hands the group to
+    releases them (`live/native.py`): `det-k8s` pins each pod to the planned node, `native` hands the group to
     kube-scheduler as a gang PodGroup, `auto` is native where the cluster serves the PodGroup API. It does not
     change the plan.
     """

@@ -78,8 +78,8 @@ def pass_plan(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy, nam
               master_queue: Sequence[PodGroup] = (), master_running: Sequence[RunningGroup] = (),
               now: datetime | None = None) -> tuple[tuple[PodGroup, ...], Plan]:
     """One pass's decision: det-k8s's queued groups of `namespace` and the master's ready ones, planned together over
-    `pass_running` (what was planned, the plan). The live pass (`kube/reconcile/decide.py`), a plan that writes
-    nothing (`kube/scheduler.dry_plan`) and `plan --snapshot` decide with this one function."""
+    `pass_running` (what was planned, the plan). The live pass (`live/decide.py`), a plan that writes
+    nothing (`live/scheduler.dry_plan`) and `plan --snapshot` decide with this one function."""
     planned = (*queue, *master_queue)
     return planned, schedule(snapshot, planned, policy, pass_running(snapshot, namespace, master_running), now=now)
 

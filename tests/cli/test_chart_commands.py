@@ -173,7 +173,7 @@ def test_help_lists_the_commands(run_cli):
 
 
 def test_validate_reads_the_live_clusters_nodes_when_a_context_is_given(run_cli, cluster):
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     cluster.api.put(node("gpu-0", gpus=4))
     cluster.api.put(node("gpu-1", gpus=6))
@@ -192,7 +192,7 @@ def test_validate_without_a_context_never_touches_the_cluster(run_cli, cluster):
 
 
 def test_validate_against_an_unreachable_cluster_is_one_line(run_cli, tmp_path):
-    from tests.k8s_emulator import RunningEmulator
+    from tests.support.k8s_emulator import RunningEmulator
 
     kc = RunningEmulator(url="http://127.0.0.1:9").write_kubeconfig(tmp_path / "kc", context="dead")
     result = run_cli("validate", "-f", example("gpu-cluster.yaml"), "--kubeconfig", kc, "--kube-context", "dead")

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from tests.emulators import AZURITE_KEY, settings_file
+from tests.support.emulators import AZURITE_KEY, settings_file
 
 pytestmark = pytest.mark.emulator
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.k8s_emulator import node, pod
+from tests.support.k8s_emulator import node, pod
 
 ON_REAL_CLUSTER_TOO = True  # doctor against the real API server too
 

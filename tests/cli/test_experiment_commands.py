@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tests.builders import node_of
 from tests.conftest import example
-from tests.k8s_emulator import node
+from tests.support.builders import node_of
+from tests.support.k8s_emulator import node
 
 EXP = example("experiments")
 ON_REAL_CLUSTER_TOO = True  # every test but the emulator_only ones also runs on the real control plane
@@ -281,7 +281,7 @@ def test_policy_is_stored_for_every_client(run_cli, cluster):
 
 
 def test_the_placement_mode_is_part_of_the_stored_policy(run_cli, cluster):
-    from det_k8s.kube.policy import read_policy
+    from det_k8s.live.policy import read_policy
 
     assert read_policy(cluster.connect(), "default").placement == "auto"  # native where the PodGroup API is served
     shown = run_cli("scheduler", "policy", "--placement", "det-k8s")
@@ -314,7 +314,7 @@ def test_auto_placement_without_the_pod_group_api_pins_the_pods_as_before(run_cl
 
 
 def test_reserve_after_is_part_of_the_stored_policy(run_cli, cluster):
-    from det_k8s.kube.policy import read_policy
+    from det_k8s.live.policy import read_policy
 
     assert run_cli("scheduler", "policy", "--reserve-after", "0").code == 0
     assert read_policy(cluster.connect(), "default").reserve_after == 0
@@ -385,7 +385,7 @@ def test_reserve_after_must_be_a_sane_number_of_seconds(run_cli, cluster, value)
 
 
 def test_topology_and_the_admission_plugin_are_part_of_the_stored_policy(run_cli, cluster):
-    from det_k8s.kube.policy import read_policy
+    from det_k8s.live.policy import read_policy
 
     assert run_cli("scheduler", "policy", "--topology-key", "rack", "--require-topology",
                    "--extended-resource-toleration", "on").code == 0

@@ -2,7 +2,7 @@
 their reason instead of erroring (issue 25: 115 errors from one fixture), and collection of the whole suite succeeds.
 
 CI runs this too: it clones HEAD of this checkout into an empty directory and runs there, without CI=true (in CI the
-same tests must not skip, which tests/needs.py enforces)."""
+same tests must not skip, which tests/support/needs.py enforces)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 from tests.conftest import ROOT
-from tests.needs import need
+from tests.support.needs import need
 
 SHARED_USERS = ("tests/integration/test_experiment_schemas.py", "tests/integration/test_determined_schemas.py",
                 "tests/integration/test_searcher_values_oracle.py", "tests/integration/test_official_charts.py",
-                "tests/kube/test_master_review4.py")
+                "tests/live/test_master_scheduling_edge_cases.py")
 
 
 def test_a_clone_without_shared_skips_what_needs_it_and_collects_everything(tmp_path):

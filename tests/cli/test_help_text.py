@@ -85,7 +85,7 @@ def test_every_duration_option_says_the_one_syntax(run_cli, path):
 
 
 def test_a_duration_option_reads_go_durations_and_seconds_alike(run_cli, cluster):
-    from det_k8s.kube.policy import read_policy
+    from det_k8s.live.policy import read_policy
 
     assert run_cli("scheduler", "policy", "--reserve-after", "15m").code == 0
     assert read_policy(cluster.connect(), "default").reserve_after == 900

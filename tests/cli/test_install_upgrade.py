@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import example
-from tests.k8s_emulator import node, pod
+from tests.support.k8s_emulator import node, pod
 
 GPU = str(example("gpu-cluster.yaml"))
 # These tests are about helm and the cluster; the storage check has its own tests (test_install_storage_check.py).
@@ -183,7 +183,7 @@ def test_a_bare_number_timeout_is_seconds_and_reaches_helm_with_its_unit(run_cli
 
 
 def test_an_unreachable_cluster_is_one_line(run_cli, fake_helm, tmp_path, monkeypatch):
-    from tests.k8s_emulator import RunningEmulator
+    from tests.support.k8s_emulator import RunningEmulator
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -13,7 +13,7 @@ taking the Lease, in this process), and the invariants:
 - no process left that det-k8s started (found by an environment marker helm passes to its children).
 
 For SIGTERM, SIGINT and SIGHUP also no binding fence (the nodes' det-k8s.io/binding taint) left; after SIGKILL a
-fence is removed by the first pass once it is 30 s old (kube/fence.py), which this harness does not wait for.
+fence is removed by the first pass once it is 30 s old (live/fence.py), which this harness does not wait for.
 
 For SIGTERM, SIGINT and SIGHUP also: the exit code (143, 130, 129), one last line, no traceback, and the Lease
 released by the stopped process itself. The default run is modest (every pause point with two signals, 40
@@ -82,8 +82,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, example
-from tests.k8s_emulator import RunningEmulator, node
-from tests.master_pods import create_task, master_task
+from tests.support.k8s_emulator import RunningEmulator, node
+from tests.support.master_pods import create_task, master_task
 
 FULL = bool(os.environ.get("DET_K8S_KILL_ROUNDS"))
 ROUNDS = int(os.environ.get("DET_K8S_KILL_ROUNDS") or "1")
@@ -238,7 +238,7 @@ def _unfinished_intents(emulator: Any) -> list[str]:
 def _successor(kubeconfig: Path, serve: str | None) -> None:
     """One det-k8s pass by another client, as `scheduler run --once` makes it (in this process)."""
     from det_k8s.kube.api import KubeApi
-    from det_k8s.kube.scheduler import LiveScheduler
+    from det_k8s.live.scheduler import LiveScheduler
     from det_k8s.scheduling.model import Policy
 
     api = KubeApi.connect(kubeconfig=str(kubeconfig))
@@ -270,7 +270,7 @@ def _stop_and_check(kind: str, proc: subprocess.Popen[str], sig: int, held: Any,
         if "Traceback" in err or not last.startswith(("stopped by", "interrupted")):
             TALLY.violations.append(f"{where}: last line {last!r}" + (" and a traceback" if "Traceback" in err else ""))
         fenced = _fenced(emulator)
-        if fenced and held.plural != "nodes":  # a fence write landing late is the next pass's (kube/fence.py)
+        if fenced and held.plural != "nodes":  # a fence write landing late is the next pass's (live/fence.py)
             TALLY.violations.append(f"{where}: the stopped process left the binding fence on {', '.join(fenced)}")
         if _lease_held(emulator) and held.plural != "leases":  # a Lease write landing late is the successor's
             TALLY.lease_held_after_exit[label] += 1
@@ -451,7 +451,7 @@ def test_install_stopped_while_helm_runs_leaves_no_secret_and_no_helm(tmp_path, 
 
 
 # -- the same harness on the real API server ---------------------------------------------------------------------
-# The real kube-apiserver cannot hold a request on demand: det-k8s talks to it through tests/realkube/holdproxy.py,
+# The real kube-apiserver cannot hold a request on demand: det-k8s talks to it through tests/support/realkube/holdproxy.py,
 # which forwards every request and holds the chosen one. The real controllers (the Job controller's pods, garbage
 # collection), kube-scheduler (it binds det-k8s's own pinned pods) and kwok act meanwhile. Every point with one
 # signal (in turn) by default; DET_K8S_KILL_ROUNDS=N: every signal, N times.
@@ -464,7 +464,7 @@ def _real_cases(points: list[tuple[str, str, int]]) -> list[tuple[int, tuple[str
 
 
 def _on_real(real_cluster: Any, tmp: Path, nodes: int) -> tuple[Any, Path]:
-    from tests.realkube.holdproxy import HoldProxy
+    from tests.support.realkube.holdproxy import HoldProxy
 
     for i in range(nodes):
         real_cluster.api.put(node(f"gpu-{i}", gpus=4, cpu="31910m", memory="240Gi"))
@@ -706,9 +706,9 @@ def _master_serving(real_cluster: Any, ns: str, wait: float = 0) -> bool:
 def test_release_lifecycle_stopped_anywhere_on_the_real_api_server(real_cluster, tmp_path, command, point, sigs,
                                                                    helm_name, round_):
     from tests.conftest import TOOLS
-    from tests.k8s_emulator import node
     from tests.real.test_release_lifecycle import MANUAL, volume
-    from tests.realkube.holdproxy import HoldProxy
+    from tests.support.k8s_emulator import node
+    from tests.support.realkube.holdproxy import HoldProxy
 
     rng = random.Random(f"{command}-{point}-{sigs}-{helm_name}-{round_}")
     helm = str(TOOLS / helm_name / "helm")
@@ -1017,8 +1017,8 @@ def test_checkpoint_check_stopped_anywhere_leaves_no_probe_object(tmp_path, requ
     import yaml
 
     from det_k8s.storage.probe import PROBE_PREFIX
-    from tests.emulators import AZURITE_ACCOUNT
-    from tests.realkube.holdproxy import HoldProxy
+    from tests.support.emulators import AZURITE_ACCOUNT
+    from tests.support.realkube.holdproxy import HoldProxy
 
     rng = random.Random(f"check-{backend}-{point}-{sigs}-{round_}")
     sig = sigs[0]

@@ -13,11 +13,11 @@ import threading
 
 import pytest
 
-from det_k8s.kube.lease import LAST_PASS, LeaseLocationConflict, SchedulingLease
-from tests.builders import node_of
+from det_k8s.live.lease import LAST_PASS, LeaseLocationConflict, SchedulingLease
 from tests.cli.test_completion import det_k8s
 from tests.conftest import example
-from tests.k8s_emulator import node
+from tests.support.builders import node_of
+from tests.support.k8s_emulator import node
 
 EXP = example("experiments")
 

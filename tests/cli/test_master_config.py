@@ -9,7 +9,7 @@ import pytest
 from det_k8s.determined.versions import v
 from det_k8s.release.master_config import master_version
 from tests.conftest import example
-from tests.k8s_emulator import node
+from tests.support.k8s_emulator import node
 
 PASSWORD = "s3cr3t-Db-pw"  # noqa: S105 - a test value that must never be printed
 MASTER_YAML = f"""db: {{user: postgres, password: {PASSWORD}, host: db.example.com, port: 5432, name: determined}}

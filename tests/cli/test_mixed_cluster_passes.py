@@ -1,9 +1,9 @@
 """`det-k8s scheduler run --once` end to end on the documents' deadlocks and on a mixed cluster.
 
 The real entry point, the real `kubernetes` client, the API emulator; pods shaped exactly as masters 0.17.15,
-0.26.2 and 0.38.1 create them (`tests/master_pods.py`), det-k8s's own experiments in its queue, commands,
+0.26.2 and 0.38.1 create them (`tests/support/master_pods.py`), det-k8s's own experiments in its queue, commands,
 DaemonSet pods and a cordoned node. After every pass the cluster is judged the way a user (and kube-scheduler)
-would judge it, with the independent model (`tests/kube_model.py`): no partly bound or partly created group, no
+would judge it, with the independent model (`tests/support/kube_model.py`): no partly bound or partly created group, no
 node over its allocatable, nothing on the cordoned node, and every waiting pod with det-k8s's reason (a
 `PodScheduled=False` condition and an event), never containing "nodes are available", and true: a group said to
 wait for resources does not fit the cluster as it is.
@@ -15,11 +15,11 @@ import json
 
 import pytest
 
-from det_k8s.kube.queue import QueueStore
-from tests import kube_model as K
-from tests.k8s_emulator import node
-from tests.kube.test_live_scheduler import submit as submit_experiment
-from tests.master_pods import VERSIONS, create_task, honour_preemption, master_task
+from det_k8s.live.queue import QueueStore
+from tests.live.test_live_scheduler import submit as submit_experiment
+from tests.support import kube_model as K
+from tests.support.k8s_emulator import node
+from tests.support.master_pods import VERSIONS, create_task, honour_preemption, master_task
 
 REWRITTEN = "nodes are available"
 
@@ -160,7 +160,7 @@ def test_list_describe_and_the_map_answer_as_the_serving_loops_next_pass(cluster
     """While a `scheduler run` loop serves the master's pods (it says so in the Lease), the plans that write nothing
     (`experiment list`, `describe`, `nodes map`, `create --dry-run`) plan the master's groups too: a priority-80
     trial takes gpu-0 before experiment aaaa0001 (20), and they all say so, as the pass then does."""
-    from det_k8s.kube.scheduler import LiveScheduler
+    from det_k8s.live.scheduler import LiveScheduler
     from det_k8s.scheduling.model import Policy
 
     cluster.api.put(node("gpu-0", gpus=4))

@@ -23,9 +23,9 @@ from det_k8s.scheduling.explain import describe
 from det_k8s.scheduling.model import Policy
 from det_k8s.scheduling.occupancy import build
 from det_k8s.scheduling.plan import schedule
-from tests.builders import mixed_4_8_gpu_scenario
 from tests.cli.test_consent_on_a_terminal import run_in_pty
 from tests.conftest import example
+from tests.support.builders import mixed_4_8_gpu_scenario
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "maps"
 EXPERIMENTS = example("experiments")
@@ -74,8 +74,9 @@ def test_golden_a_fragmented_cluster(run_cli, wide):
     result = run_cli("nodes", "map", "--snapshot", FRAGMENTED)
     assert result.code == 0, result.err
     check_golden("fragmented.txt", result.out)
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert "```text\n" + result.out + "```" in readme, "the README's map example is this golden file"
+    root = Path(__file__).resolve().parents[2]
+    for page in ("README.md", "docs/gpu-map.md"):  # the README's example and the map's own page
+        assert "```text\n" + result.out + "```" in (root / page).read_text(), f"{page}'s map example is this golden file"
     planned = plan_map(run_cli, EXPERIMENTS / "distributed-16gpu.yaml", "--snapshot", FRAGMENTED)
     check_golden("fragmented-plan.txt", planned.out)
     assert "needs 2 pods x 8 nvidia.com/gpu;" in planned.out and "largest free blocks: gpu-0 4, gpu-3 3" in planned.out
@@ -345,7 +346,7 @@ def test_an_unwritable_picture_is_one_line_and_exit_1(run_cli, tmp_path):
 @pytest.fixture
 def gpus(cluster, tmp_path):
     """Three 4-GPU nodes and a settings file with maxSlotsPerPod 4."""
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     for i in range(3):
         cluster.api.put(node(f"gpu-{i}", gpus=4, cpu="31910m", memory="240Gi", labels={"node-pool": "v100"}))
@@ -355,7 +356,7 @@ def gpus(cluster, tmp_path):
 
 
 def test_live_map_reads_the_cluster_through_the_api(run_cli, cluster, gpus, wide):
-    from tests.k8s_emulator import node, pod
+    from tests.support.k8s_emulator import node, pod
 
     cluster.api.put(node("cpu-0", labels={"node-pool": "cpu"}))
     cluster.api.put(node("gpu-9", gpus=4, unschedulable=True, labels={"node-pool": "v100", "broken": "yes"}))

@@ -150,7 +150,7 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
 def test_insecure_skip_tls_verify_is_one_det_k8s_warning_not_urllib3s(tmp_path, cluster):
     import ssl
 
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     cluster.api.put(node("gpu-0", gpus=4))
     # A TLS front for the emulator: a tiny proxy would be more code than this; run the emulator's own app over TLS.
@@ -228,7 +228,7 @@ def _tls_forwarder(upstream: str, context) -> int:
 
 
 def test_a_cluster_whose_rbac_hides_its_version_still_works(run_cli, cluster):
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     cluster.api.version_forbidden = True
     cluster.api.put(node("gpu-0", gpus=4))

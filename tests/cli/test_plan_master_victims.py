@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from tests.k8s_emulator import node
-from tests.master_pods import VERSIONS, master_task
+from tests.support.k8s_emulator import node
+from tests.support.master_pods import VERSIONS, master_task
 
 EXPERIMENT = """\
 name: {name}

@@ -10,9 +10,9 @@ from det_k8s.cluster.read import snapshot_from_objects
 from det_k8s.scheduling.master import master_groups, planned_forms
 from det_k8s.scheduling.model import Policy
 from det_k8s.scheduling.plan import schedule
-from tests.dra_objects import device_class, resource_slice
-from tests.k8s_emulator import node
-from tests.master_pods import master_task
+from tests.support.dra_objects import device_class, resource_slice
+from tests.support.k8s_emulator import node
+from tests.support.master_pods import master_task
 
 
 def other(name: str, scheduler: str, *, annotations=None, labels=None, node_name=None, gpus: int = 4,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.conftest import example
-from tests.k8s_emulator import node
+from tests.support.k8s_emulator import node
 
 ASHA = """name: search-asha
 resources: {slots_per_trial: 8}

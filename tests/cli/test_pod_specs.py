@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import example
-from tests.k8s_emulator import node
+from tests.support.k8s_emulator import node
 
 TYPO_SETTINGS = """maxSlotsPerPod: 4
 taskContainerDefaults:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.k8s_emulator import node, pod
+from tests.support.k8s_emulator import node, pod
 
 ON_REAL_CLUSTER_TOO = True  # pods list/cleanup and nodes list against the real API server too
 
@@ -173,7 +173,7 @@ def finish_gpu_pod(cluster, phase: str, logs: str, stop: threading.Event) -> thr
 @pytest.mark.emulator_only
 @pytest.mark.parametrize("phase,code", [("Succeeded", 0), ("Failed", 1)])
 def test_check_gpu_prints_nvidia_smi_and_always_deletes_the_pod(run_cli, cluster, phase, code):
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     cluster.api.put(node("gpu-0", gpus=4))  # the node named must exist (a pod pinned elsewhere only waits)
     stop = threading.Event()

@@ -7,7 +7,7 @@ import json
 import yaml
 
 from tests.conftest import example
-from tests.k8s_emulator import node
+from tests.support.k8s_emulator import node
 
 EXPERIMENTS = example("experiments")
 SNAPSHOTS = example("snapshots")
@@ -29,7 +29,7 @@ queues:
 
 
 def test_scheduler_policy_sets_checked_queues_for_every_client(run_cli, cluster, tmp_path):
-    from det_k8s.kube.policy import read_policy
+    from det_k8s.live.policy import read_policy
 
     queues = tmp_path / "queues.yaml"
     queues.write_text(QUEUES)
@@ -45,7 +45,7 @@ def test_scheduler_policy_sets_checked_queues_for_every_client(run_cli, cluster,
 
 
 def test_a_broken_queue_file_is_refused_with_every_problem_and_nothing_changes(run_cli, cluster, tmp_path):
-    from det_k8s.kube.policy import read_policy
+    from det_k8s.live.policy import read_policy
 
     queues = tmp_path / "queues.yaml"
     queues.write_text(QUEUES.replace("limit: {nvidia.com/gpu: 12}", "limit: {nvidia.com/gpu: 4}")
@@ -160,7 +160,7 @@ def test_doctor_names_queues_whose_guarantees_the_cluster_cannot_hold(run_cli, c
 
 
 def test_queues_broken_by_hand_in_the_configmap_can_be_repaired(run_cli, cluster, tmp_path):
-    from det_k8s.kube.policy import POLICY_NAME, read_policy
+    from det_k8s.live.policy import POLICY_NAME, read_policy
 
     cluster.api.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": POLICY_NAME, "namespace": "default"},
                      "data": {"policy.json": json.dumps({"queues": {"queues": [{"name": "a", "weight": -1}]}})}})
@@ -176,7 +176,7 @@ def test_queues_broken_by_hand_in_the_configmap_can_be_repaired(run_cli, cluster
 def test_a_reclaim_out_of_the_passes_reach_is_named_by_list_and_doctor(run_cli, cluster, tmp_path):
     """Team b borrows a's guarantee with det-k8s experiments of namespace team-b; a pass for namespace default
     deletes only its own namespace's experiments, so a's experiment waits, and both commands say why exactly."""
-    from tests.kube_objects import running
+    from tests.support.kube_objects import running
 
     for i in range(3):
         cluster.api.put(node(f"gpu-{i}", gpus=4, cpu="31910m", memory="240Gi"))
@@ -201,8 +201,8 @@ def test_a_reclaim_out_of_the_passes_reach_is_named_by_list_and_doctor(run_cli, 
 
 
 def test_plan_names_what_a_reclaim_takes_back_and_from_whom(run_cli, tmp_path):
-    from tests.kube_objects import node as snapshot_node
-    from tests.kube_objects import running
+    from tests.support.kube_objects import node as snapshot_node
+    from tests.support.kube_objects import running
 
     items = [snapshot_node(f"gpu-{i}", 4) for i in range(3)]
     for i in range(3):

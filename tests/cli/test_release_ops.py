@@ -10,7 +10,7 @@ import yaml
 
 from tests.cli.test_install_upgrade import DETERMINED, ready_cluster
 from tests.conftest import example
-from tests.k8s_emulator import pod
+from tests.support.k8s_emulator import pod
 
 NS = ["--namespace", "default"]
 HISTORY = [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.cli.test_completion import det_k8s
 from tests.conftest import example
-from tests.k8s_emulator import node
+from tests.support.k8s_emulator import node
 
 EXP = example("experiments")
 
@@ -173,7 +173,7 @@ def test_a_problem_that_lasts_is_said_once_not_every_pass(cluster):
     """No RBAC to patch nodes: the binding fence cannot be raised. The loop binds on and says so when it first
     finds it, not at every binding pass after."""
     from det_k8s.kube.api import KubeApi
-    from tests.master_pods import create_task, master_task
+    from tests.support.master_pods import create_task, master_task
 
     for i in range(2):
         cluster.api.put(node(f"gpu-{i}", gpus=4))
@@ -199,8 +199,8 @@ def test_a_loop_that_finds_the_lease_held_waits_instead_of_spinning(cluster):
     consumed the wake-up); finding the Lease held by another client (a standby, `experiment create`) with a gang ready
     must not make it retry at once, over and over."""
     from det_k8s.kube.api import KubeApi
-    from det_k8s.kube.lease import SchedulingLease, lease_namespace
-    from tests.master_pods import create_task, master_task
+    from det_k8s.live.lease import SchedulingLease, lease_namespace
+    from tests.support.master_pods import create_task, master_task
 
     cluster.api.put(node("gpu-0", gpus=4))
     api = KubeApi.connect(kubeconfig=str(cluster.kubeconfig))
@@ -231,7 +231,7 @@ def test_a_lingering_binding_taint_is_lowered_while_the_masters_gangs_keep_comin
     gang's binding goes first), but only by LOWER_LATE: a stream of pods that never pauses must not keep a node fenced
     against kube-scheduler for its whole length (`scheduler_cmd._loop`)."""
     from det_k8s.kube.api import KubeApi
-    from tests.master_pods import create_pods, create_task, master_task
+    from tests.support.master_pods import create_pods, create_task, master_task
 
     for i in range(5):
         cluster.api.put(node(f"gpu-{i}", gpus=4))

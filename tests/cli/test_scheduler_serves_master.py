@@ -7,8 +7,8 @@ import signal
 import threading
 
 from tests.cli.test_scheduler_loop import start, wait_until
-from tests.k8s_emulator import node
-from tests.master_pods import create_task, master_task
+from tests.support.k8s_emulator import node
+from tests.support.master_pods import create_task, master_task
 
 
 def full_lists(cluster, plural: str) -> int:

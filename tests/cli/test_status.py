@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.k8s_emulator import node, pod
+from tests.support.k8s_emulator import node, pod
 
 IMAGE = "determinedai/determined-master:0.17.99-dev"
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.k8s_emulator import pod
+from tests.support.k8s_emulator import pod
 
 CLUSTER_ID = "1a2b3c4d"
 

@@ -6,7 +6,7 @@ essentials run with it first on the path: the root help is the cache's text byte
 at the installed Typer), what `--version`, `--help`, every `COMMAND --help` and `validate -f` import (pydantic kept
 out), each command's help alike loaded lazily and with every command imported, an option passed over Typer's
 conversion getting what Typer gives it, and the usage errors in det-k8s's words.
-Without PyPI: skipped on a contributor's machine, failed in CI (tests/needs.py). The newest is looked up each run
+Without PyPI: skipped on a contributor's machine, failed in CI (tests/support/needs.py). The newest is looked up each run
 (a second or two); an install is a few seconds once.
 """
 
@@ -24,7 +24,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from tests.conftest import ROOT
-from tests.needs import need
+from tests.support.needs import need
 
 # What runs with each Typer: the tests that say what the CLI prints and imports (both Typers: 112 s with the
 # downloads, on 2 cores at load 13; 30 s once cached, at load 5).

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from tests.k8s_emulator import pod
+from tests.support.k8s_emulator import pod
 
 
 def installed(cluster, *, keep_pvc: bool = True, bundled: bool = True) -> None:

@@ -15,7 +15,7 @@ from det_k8s.errors import DetK8sError
 from det_k8s.kube.credentials import run_plugin
 from tests.fuzz.harness import FUZZ, SPECIAL_TEXT, documents, run, time_bound, values
 from tests.fuzz.test_offline_inputs import OBJECTS
-from tests.k8s_emulator import node
+from tests.support.k8s_emulator import node
 
 CLUSTER_FUZZ = settings(FUZZ, max_examples=60)
 QUEUE_KEYS = st.sampled_from(["id", "experiment", "user", "priority", "submitted_at", "sequence", "state", "attempts",

@@ -2,7 +2,7 @@
 
 - Every storage type of every release: the `checkpoint_storage` that `helm template` (helm 3 and 4) renders
   into the master's configuration is validated against that release's JSON schemas by Determined's own
-  validator (tests/determined_oracle.py in .tools/determined-oracle: the 0.17.15 wheel's schemas, and the
+  validator (tests/support/determined_oracle.py in .tools/determined-oracle: the 0.17.15 wheel's schemas, and the
   0.26.2 and v0.38.1 schema files read from ../shared/determined/schemas/<tag>/).
 - Conformance: every key of the master configuration rendered for the examples and a kitchen-sink settings
   file is a key that release parses, with that key's type, and every key it requires is there (the rows of
@@ -24,7 +24,7 @@ from det_k8s.determined import versions
 from det_k8s.settings import Document, load_settings
 from tests.conftest import example
 from tests.integration.test_helm_chart import helm_run, manifests
-from tests.needs import need
+from tests.support.needs import need
 
 pytestmark = pytest.mark.helm
 

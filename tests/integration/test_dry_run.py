@@ -8,7 +8,7 @@ import yaml
 
 from det_k8s.tools.locate import forget_versions
 from tests.conftest import ROOT, example
-from tests.needs import need
+from tests.support.needs import need
 
 pytestmark = pytest.mark.helm
 

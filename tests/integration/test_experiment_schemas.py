@@ -3,7 +3,7 @@
 - The table (det_k8s/determined/expconf.py) against the real schema files of each tag read
   (../shared/determined/schemas/<tag>/): a walk of experiment.json finds every level the table lists and no
   other, with the same keys, and the same union choices (searcher names, checkpoint storage types).
-- A sample of valid and invalid experiment files, run through Determined's own validator (tests/determined_oracle.py,
+- A sample of valid and invalid experiment files, run through Determined's own validator (tests/support/determined_oracle.py,
   the 0.17.15 wheel's validator and the schema files of each tag) and through det-k8s's parse_experiment at the
   same release: both accept the same files and refuse the same ones, at the same keys.
 """
@@ -23,7 +23,7 @@ from det_k8s.determined import expconf, versions
 from det_k8s.scheduling.experiments import DEVICE_TYPES, parse_experiment
 from tests.conftest import EXAMPLES
 from tests.integration.test_determined_schemas import SHARED, oracle
-from tests.needs import need
+from tests.support.needs import need
 
 V0 = "http://determined.ai/schemas/expconf/v0/"
 # Levels the table does not check, as its module docstring says (free names, deprecated, det-k8s's own readers).

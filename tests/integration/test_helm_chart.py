@@ -427,7 +427,7 @@ def scheduler_objects(objs: dict[tuple[str, str], dict]) -> dict[tuple[str, str]
 def test_one_install_deploys_det_k8s_scheduler_as_scheduler_manifest_does(helm, tmp_path, version):
     """gangScheduler: det-k8s (the default): the scheduler's ServiceAccount, RBAC, Lease Role and Deployment,
     the very objects `det-k8s scheduler manifest` prints, named and labelled for the release."""
-    from det_k8s.kube.deploy import scheduler_manifests
+    from det_k8s.chart.deploy import scheduler_manifests
 
     chart = render(tmp_path, "gpu-cluster", version=version)
     found = scheduler_objects(objects(helm, chart, tmp_path))

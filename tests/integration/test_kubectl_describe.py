@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 
-from det_k8s.kube.scheduler import LiveScheduler
+from det_k8s.live.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
-from tests.k8s_emulator import node
-from tests.master_pods import create_task, master_task
+from tests.support.k8s_emulator import node
+from tests.support.master_pods import create_task, master_task
 
 pytestmark = pytest.mark.emulator
 

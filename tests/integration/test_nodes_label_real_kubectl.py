@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TOOLS, _tool
-from tests.k8s_emulator import node
+from tests.support.k8s_emulator import node
 
 AGENT = "determined.ai/pedl-agent"
 

@@ -11,7 +11,7 @@ import yaml
 
 from tests.conftest import example
 from tests.integration.test_helm_chart import helm_run
-from tests.needs import need
+from tests.support.needs import need
 
 pytestmark = pytest.mark.helm
 

@@ -2,7 +2,7 @@
 
 `searchers.searcher_problems` mirrors the bounds of `searcher-*.json` and `hyperparameter-*.json` for the values
 `plan` counts trials with (they crashed or hung it: `divisor: 1`, `num_rungs: 1000000000`, `maxval: .inf`). Each
-sample goes through the validator of every tag read (tests/determined_oracle.py) and through parse_experiment:
+sample goes through the validator of every tag read (tests/support/determined_oracle.py) and through parse_experiment:
 both refuse it, det-k8s at the key the validator names, and both accept the valid neighbours.
 """
 
@@ -15,7 +15,7 @@ from det_k8s.determined import expconf
 from det_k8s.scheduling.experiments import parse_experiment
 from tests.integration.test_determined_schemas import SHARED, oracle
 from tests.integration.test_experiment_schemas import with_
-from tests.needs import need
+from tests.support.needs import need
 
 ASHA = {"name": "adaptive_asha", "metric": "loss", "max_length": {"batches": 100}, "max_trials": 16}
 GRID_HP = {"lr": {"type": "double", "minval": 0.001, "maxval": 0.1, "count": 3}, "layers": {"type": "int", "minval": 1,

@@ -11,7 +11,7 @@ import pytest
 from det_k8s.errors import ClusterError, ClusterUnreachable, Conflict, Forbidden, NotFound, OperationTimeout
 from det_k8s.kube.api import PAGE_SIZE, KubeApi
 from det_k8s.kube.kinds import CONFIGMAPS, LEASES, NODES, PODS
-from tests.k8s_emulator import node, pod
+from tests.support.k8s_emulator import node, pod
 
 
 def test_lists_pods_in_the_contexts_namespace_or_everywhere(cluster):
@@ -113,7 +113,7 @@ def test_logs(cluster):
 
 
 def test_unreachable_cluster_is_one_clear_error(tmp_path):
-    from tests.k8s_emulator import RunningEmulator
+    from tests.support.k8s_emulator import RunningEmulator
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -128,7 +128,7 @@ def test_unreachable_cluster_is_one_clear_error(tmp_path):
 
 
 def test_a_silent_server_times_out_once_without_retrying(tmp_path):
-    from tests.k8s_emulator import RunningEmulator
+    from tests.support.k8s_emulator import RunningEmulator
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

@@ -13,16 +13,16 @@ import pytest
 import yaml
 from kubernetes_validate import utils as kv
 
-from det_k8s.kube.deploy import NAME, chart_template, scheduler_manifests
+from det_k8s.chart.deploy import NAME, chart_template, scheduler_manifests
 from det_k8s.kube.incluster import in_cluster_target
 from det_k8s.kube.kinds import PODS
-from det_k8s.kube.rivals import rival_schedulers
-from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.kube.watch import ClusterView
+from det_k8s.live.rivals import rival_schedulers
+from det_k8s.live.scheduler import LiveScheduler
 from det_k8s.quantity import parse_quantity
 from det_k8s.scheduling.model import Policy
-from tests.k8s_emulator import node
-from tests.master_pods import create_task, honour_preemption, master_task
+from tests.support.k8s_emulator import node
+from tests.support.master_pods import create_task, honour_preemption, master_task
 
 
 @pytest.mark.parametrize("version", ["1.25", "1.31", kv.latest_version()])
@@ -85,7 +85,7 @@ def allowed(documents, verb: str, resource: str, namespace: str | None) -> bool:
 
 
 def test_the_rbac_allows_every_request_of_a_scheduling_session(cluster, monkeypatch):
-    from tests.kube.test_live_scheduler import submit as submit_experiment
+    from tests.live.test_live_scheduler import submit as submit_experiment
 
     monkeypatch.setenv("DET_K8S_LEASE_NAMESPACE", "leases")
     cluster.api.bookmark_interval = 0.1
@@ -138,7 +138,7 @@ def test_the_rbac_allows_every_request_of_a_scheduling_session(cluster, monkeypa
     for expected in [("create", "pods/binding", "team-a"), ("create", "pods/binding", "team-b"),
                      ("patch", "pods/status", "team-b"), ("patch", "pods", "team-a"), ("delete", "pods", "team-a"),
                      ("list", "pods", "team-a"), ("create", "events", "team-b"), ("watch", "pods", None),
-                     ("patch", "nodes", None),  # the binding fence (kube/fence.py)
+                     ("patch", "nodes", None),  # the binding fence (live/fence.py)
                      ("list", "nodes", None), ("update", "leases", "leases"), ("list", "deployments", None)]:
         assert expected in requests  # the session really exercised it
     del low

@@ -8,8 +8,8 @@ import pytest
 
 from det_k8s.kube.kinds import PODS
 from det_k8s.kube.watch import ClusterView, read_cluster
-from tests.k8s_emulator import node, pod
-from tests.master_pods import create_task, master_task
+from tests.support.k8s_emulator import node, pod
+from tests.support.master_pods import create_task, master_task
 
 
 def until(condition, what: str = "the view to catch up") -> None:
@@ -109,9 +109,9 @@ def test_a_loop_is_not_sent_to_list_every_pod_again_after_another_clients_pass_c
     """`experiment create` (a pass without a view) leaves a fence for the loop: the revision of its own pod writes.
     The loop's watch delivers exactly those, so it catches up without listing 30,000 pods again (a global revision
     newer than every pod event was only reached by a bookmark, a minute later on a real API server, or a relist)."""
-    from det_k8s.kube.scheduler import LiveScheduler
+    from det_k8s.live.scheduler import LiveScheduler
     from det_k8s.scheduling.model import Policy
-    from tests.kube.test_live_scheduler import submit
+    from tests.live.test_live_scheduler import submit
 
     cluster.api.bookmark_interval = 3600
     cluster.api.put(node("gpu-0", gpus=4))

@@ -19,8 +19,8 @@ from det_k8s.scheduling.experiments import Experiment
 from det_k8s.scheduling.model import PodGroup, Policy
 from det_k8s.scheduling.occupancy import SYSTEM_LABEL, CellKind, SlotUnit, build
 from det_k8s.scheduling.plan import schedule
-from tests.builders import determined_pod, gang, node, other_pod, task_pods
 from tests.property.test_scheduling_invariants import NOW, clusters, policies, queues
+from tests.support.builders import determined_pod, gang, node, other_pod, task_pods
 
 UNITS = (SlotUnit(), SlotUnit("cpu", 2000), SlotUnit("cpu", 500))
 CASES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

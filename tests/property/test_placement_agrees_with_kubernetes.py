@@ -4,7 +4,7 @@ Random clusters are written as raw Kubernetes objects (Nodes with labels, taints
 cordons; pods with node and pod affinity, anti-affinity, spread, host ports, hostNetwork, volumes,
 OS, DaemonSet owners, pinned and terminating pods; PersistentVolumeClaims, PersistentVolumes and
 StorageClasses; whether the ExtendedResourceToleration admission plugin runs). det-k8s reads them
-and plans a random queue; `tests/kube_model.py`, which never imports det_k8s, then replays the
+and plans a random queue; `tests/support/kube_model.py`, which never imports det_k8s, then replays the
 plan as the cluster would see it: the groups placed on free capacity are created now, in decision
 order, each pod checked against the pods before it; once the victims (and the terminating groups
 a preemptor waits for) are gone, the preemptors' pods are checked the same way.
@@ -25,7 +25,7 @@ from det_k8s.cluster.read import constraints_from_spec, effective_requests, snap
 from det_k8s.scheduling.labels import running_groups
 from det_k8s.scheduling.model import PodGroup, PodRequest, Policy
 from det_k8s.scheduling.plan import running_in, schedule
-from tests import kube_model as kube
+from tests.support import kube_model as kube
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

@@ -4,7 +4,7 @@ emulator make the same decisions: placements up to equivalent nodes, victims (th
 what each placed group waits for, and why the others wait or are rejected.
 
 A state: 2 or 3 GPU nodes (4 or 8 GPUs, two zones); the Determined master's trials and commands in the shape of one
-supported release (tests/master_pods.py: 0.17.15 and 0.26.2 bare pods, 0.38.1 Jobs), in namespace default or team-a,
+supported release (tests/support/master_pods.py: 0.17.15 and 0.26.2 bare pods, 0.38.1 Jobs), in namespace default or team-a,
 some gangs still missing a pod; det-k8s's own experiments in the queues of both namespaces; priorities 10, 50 or 90;
 a team queue with a guarantee for one namespace, or none; a ResourceQuota of GPUs in team-a, or none; preemption on
 or off. A first live pass of each namespace places what fits (the master's bound, det-k8s's created), then more of
@@ -37,10 +37,10 @@ from hypothesis import strategies as st
 from det_k8s.cli.planning import plan_pass
 from det_k8s.cluster.read import snapshot_from_objects
 from det_k8s.errors import Forbidden
-from det_k8s.kube.policy import checked_queues
-from det_k8s.kube.queue import QUEUED, QueueStore
-from det_k8s.kube.scheduler import LiveScheduler
 from det_k8s.kube.watch import ClusterView
+from det_k8s.live.policy import checked_queues
+from det_k8s.live.queue import QUEUED, QueueStore
+from det_k8s.live.scheduler import LiveScheduler
 from det_k8s.scheduling.experiments import parse_experiment
 from det_k8s.scheduling.explain import describe
 from det_k8s.scheduling.groups import build_group
@@ -49,8 +49,8 @@ from det_k8s.scheduling.model import Plan, Policy
 from det_k8s.scheduling.serialize import group_from_dict
 from det_k8s.settings.loader import Document, load_settings
 from tests.conftest import Cluster
-from tests.k8s_emulator import RunningEmulator, node
-from tests.master_pods import VERSIONS, create_task, master_task
+from tests.support.k8s_emulator import RunningEmulator, node
+from tests.support.master_pods import VERSIONS, create_task, master_task
 
 EXAMPLES = int(os.environ.get("PLAN_EQUALS_LIVE_EXAMPLES", "30"))
 RANDOM = bool(os.environ.get("PLAN_EQUALS_LIVE_RANDOM"))

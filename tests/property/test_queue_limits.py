@@ -1,4 +1,4 @@
-"""det-k8s's queue admission against the independent model (`tests/queue_model.py`): random trees (limits, borrowing
+"""det-k8s's queue admission against the independent model (`tests/support/queue_model.py`): random trees (limits, borrowing
 and lending limits), running groups and queues on a cluster with and without room. Replayed in plan order: every
 placed group keeps every queue on its path within its limit and leaves what others keep free; every group waiting
 for a queue limit would have taken one over; plans are deterministic."""
@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from det_k8s.cluster.read import constraints_from_spec, effective_requests, snapshot_from_objects
-from det_k8s.kube.policy import checked_queues
+from det_k8s.live.policy import checked_queues
 from det_k8s.scheduling.model import PodGroup, PodRequest, Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
-from tests import queue_model
-from tests.kube_objects import node, running, spec
+from tests.support import queue_model
+from tests.support.kube_objects import node, running, spec
 
 NAMESPACES = ("ns0", "ns1", "ns2", "ns3", "ns4")
 USERS = ("ann", "bob")

@@ -1,4 +1,4 @@
-"""Reclaim against the independent model (`tests/queue_model.py`): random teams with guarantees on a full or
+"""Reclaim against the independent model (`tests/support/queue_model.py`): random teams with guarantees on a full or
 partly full cluster of 4-GPU nodes, running single-pod groups of any priority, one queued 4-GPU group.
 
 - A queue below its guarantee whose waiting group fits that guarantee gets it in this pass: placed now, or once
@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from det_k8s.cluster.read import constraints_from_spec, effective_requests, snapshot_from_objects
-from det_k8s.kube.policy import checked_queues
+from det_k8s.live.policy import checked_queues
 from det_k8s.scheduling.model import PodGroup, PodRequest, Policy
 from det_k8s.scheduling.plan import schedule
-from tests import queue_model
-from tests.kube_objects import node, running, spec
+from tests.support import queue_model
+from tests.support.kube_objects import node, running, spec
 
 NAMESPACES = ("t0", "t1", "t2", "other")
 GPU = "nvidia.com/gpu"

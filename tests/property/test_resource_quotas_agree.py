@@ -1,4 +1,4 @@
-"""det-k8s's plans against Kubernetes' ResourceQuota admission (`tests/quota_admission.py`, never importing det_k8s).
+"""det-k8s's plans against Kubernetes' ResourceQuota admission (`tests/support/quota_admission.py`, never importing det_k8s).
 
 Random quotas (every pod form, scopes, used and hard amounts) and random groups on a cluster with room for most:
 creating the placed groups' pods in plan order, one by one, quota admission takes every pod; a group waits for a
@@ -18,9 +18,9 @@ from det_k8s.cluster.quota import facts_from_spec
 from det_k8s.cluster.read import constraints_from_spec, effective_requests, snapshot_from_objects
 from det_k8s.scheduling.model import PodGroup, PodRequest, Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
-from tests import quota_admission
-from tests.kube_model import quantity
-from tests.kube_objects import node
+from tests.support import quota_admission
+from tests.support.kube_model import quantity
+from tests.support.kube_objects import node
 
 NAMESPACES = ("team-a", "team-b")
 RESOURCES = {"requests.nvidia.com/gpu": (0, 16), "count/pods": (0, 8), "pods": (0, 8), "requests.cpu": (0, 12),

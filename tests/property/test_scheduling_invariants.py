@@ -20,7 +20,7 @@ from det_k8s.scheduling.capacity import count
 from det_k8s.scheduling.labels import running_groups
 from det_k8s.scheduling.model import Plan, PodGroup, PodRequest, Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
-from tests.builders import GPU_TAINT, TOLERATE_GPU, gang, node, other_pod, requests, snapshot, task_pods
+from tests.support.builders import GPU_TAINT, TOLERATE_GPU, gang, node, other_pod, requests, snapshot, task_pods
 
 USERS = ("ann", "ben", "cat")
 NOW = datetime(2024, 1, 1, 0, 10, tzinfo=UTC)  # every pass runs at this time

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.needs import need
-from tests.realkube.components import BuildError
-from tests.realkube.determined import MASTER_VERSION, DeterminedOnKube, kwok_serving_logs, postgres_bin, source_of
-from tests.realkube.fixtures import start_plane
+from tests.support.needs import need
+from tests.support.realkube.components import BuildError
+from tests.support.realkube.determined import MASTER_VERSION, DeterminedOnKube, kwok_serving_logs, postgres_bin, source_of
+from tests.support.realkube.fixtures import start_plane
 
 
 @pytest.fixture(scope="module")

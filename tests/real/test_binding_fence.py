@@ -1,4 +1,4 @@
-"""The binding fence (det_k8s/kube/fence.py) against the real kube-scheduler: while det-k8s binds the master's pods to
+"""The binding fence (det_k8s/live/fence.py) against the real kube-scheduler: while det-k8s binds the master's pods to
 a node, kube-scheduler places nothing there, and a node taken meanwhile is seen before anything is bound.
 
 benchmarks/race.py measures the race it closes over hundreds of rounds (fence off and on, side by side)."""
@@ -10,12 +10,12 @@ from collections.abc import Callable
 
 import pytest
 
-from det_k8s.kube.binder import Binder
 from det_k8s.kube.events import EventRecorder
-from det_k8s.kube.fence import KEY, Fence
+from det_k8s.live.binder import Binder
+from det_k8s.live.fence import KEY, Fence
 from det_k8s.scheduling.master import master_groups, master_pod
-from tests.k8s_emulator import node
-from tests.master_pods import create_task, master_task
+from tests.support.k8s_emulator import node
+from tests.support.master_pods import create_task, master_task
 
 pytestmark = pytest.mark.real
 
@@ -149,7 +149,7 @@ def test_a_lingering_fence_removed_by_someone_else_is_not_trusted(real_cluster):
 
 
 def test_a_fence_left_by_a_process_that_died_is_removed_by_the_next_pass(real_cluster):
-    from det_k8s.kube.scheduler import LiveScheduler
+    from det_k8s.live.scheduler import LiveScheduler
     from det_k8s.scheduling.model import Policy
 
     real_cluster.api.put(node("gpu-0", gpus=4))

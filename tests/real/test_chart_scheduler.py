@@ -17,15 +17,15 @@ import uuid
 
 import pytest
 
-from tests.master_pods import create_task, master_task
-from tests.needs import need
 from tests.real.test_release_lifecycle import MANUAL, SITE, volume
+from tests.support.master_pods import create_task, master_task
+from tests.support.needs import need
 
 pytestmark = [pytest.mark.helm, pytest.mark.real]
 
 
 def test_the_charts_scheduler_holds_the_lease_with_the_charts_rbac(run_cli, real_cluster, helm4, tmp_path):
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     need(shutil.which("unshare") is not None, "unshare (util-linux) runs the scheduler under the pod's host name")
     ns = f"chart-{uuid.uuid4().hex[:6]}"

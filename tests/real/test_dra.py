@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from det_k8s.kube.scheduler import LiveScheduler
+from det_k8s.live.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
 from tests.conftest import example
-from tests.dra_objects import device_class, resource_slice
-from tests.k8s_emulator import node
-from tests.master_pods import create_task, master_task
+from tests.support.dra_objects import device_class, resource_slice
+from tests.support.k8s_emulator import node
+from tests.support.master_pods import create_task, master_task
 
 pytestmark = pytest.mark.real
 

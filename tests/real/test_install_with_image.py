@@ -1,7 +1,7 @@
-"""One install, gang scheduling included (issue 37, item 4), as an admin does it from the README: its "One install"
-commands run as printed (`det-k8s install demo -f site.yaml --set detK8sScheduler.image=... -n det
---create-namespace`, then `det-k8s status demo -n det`), with real helm on PATH, det-k8s's image built by
-scripts/image, a site.yaml of the test's own, and the bundled chart's defaults otherwise.
+"""One install, gang scheduling included (issue 37, item 4), as an admin does it from the documentation: the "One
+install" commands of docs/determined-master.md run as printed (`det-k8s install demo -f site.yaml --set
+detK8sScheduler.image=... -n det --create-namespace`, then `det-k8s status demo -n det`), with real helm on PATH,
+det-k8s's image built by scripts/image, a site.yaml of the test's own, and the bundled chart's defaults otherwise.
 
 kwok stands in for the kubelets, so no pod in the cluster runs anything: the test plays the kubelet for the chart's
 scheduler. It takes a pod the real Deployment controller made of the chart's Deployment `det-k8s-scheduler-demo`
@@ -26,13 +26,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from det_k8s.kube.deploy import chart_name
-from det_k8s.kube.lease import LEASE_NAME, SERVED_BY, LeaseState
-from tests.cli.test_documented_commands import Documented, readme_commands
+from det_k8s.chart.deploy import chart_name
+from det_k8s.live.lease import LEASE_NAME, SERVED_BY, LeaseState
+from tests.cli.test_documented_commands import Documented, page_commands
 from tests.conftest import ROOT, TOOLS
-from tests.master_pods import create_task, master_task
 from tests.real.test_release_lifecycle import MANUAL, volume
 from tests.real.test_scheduler_image import ACCOUNT, _free_port, _ready, image, podman, running  # noqa: F401
+from tests.support.master_pods import create_task, master_task
 
 pytestmark = [pytest.mark.helm, pytest.mark.real]
 
@@ -40,14 +40,15 @@ IMAGE_SET = "detK8sScheduler.image="
 
 
 def one_install() -> tuple[Documented, Documented, str]:
-    """The README's install of the chart with the scheduler's image, the `status` after it, and what the README
-    shows `status` saying (its trailing comment)."""
-    commands = readme_commands()
+    """The documented install of the chart with the scheduler's image (docs/determined-master.md, "One install"), the
+    `status` after it, and what the page shows `status` saying (its trailing comment)."""
+    commands = page_commands(ROOT / "docs" / "determined-master.md")
     at = next(i for i, c in enumerate(commands) if c.argv[1:2] == ["install"] and any(
         a.startswith(IMAGE_SET) for a in c.argv))
     status = commands[at + 1]
     assert status.argv[1:2] == ["status"], status
-    line = (ROOT / "README.md").read_text().splitlines()[int(status.where.rsplit(":", 1)[1]) - 1]
+    page, _, number = status.where.rpartition(":")
+    line = (ROOT / page).read_text().splitlines()[int(number) - 1]
     shown = line.split("#", 1)[1].strip().removeprefix("...").removesuffix("...").strip()
     return commands[at], status, shown
 
@@ -62,7 +63,7 @@ def site_yaml(checkpoints: Path) -> str:
 
 
 def as_typed(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """A README command as an admin types it, in `cwd` (where site.yaml is): det-k8s and helm found on PATH, the
+    """A documented command as an admin types it, in `cwd` (where site.yaml is): det-k8s and helm found on PATH, the
     kubeconfig the admin's (KUBECONFIG, the real control plane's)."""
     helm = TOOLS / "bin" / "helm"
     if not helm.exists():
@@ -128,9 +129,9 @@ def as_the_kubelet(pod: dict, account: Path, api_port: int, health: int) -> list
             container["image"], *args]
 
 
-def test_the_readme_install_with_the_built_image_gang_schedules_with_nothing_started_by_hand(
+def test_the_documented_install_with_the_built_image_gang_schedules_with_nothing_started_by_hand(
         image, real_cluster, tmp_path):  # noqa: F811 (the image test's fixture)
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     install, status_cmd, shown = one_install()
     argv = [f"{IMAGE_SET}{image}" if a.startswith(IMAGE_SET) else a for a in install.argv]
@@ -218,7 +219,7 @@ def test_the_readme_install_with_the_built_image_gang_schedules_with_nothing_sta
                         and (e.get("objectRef") or {}).get("subresource") == "binding"}
             assert bindings >= {p["metadata"]["name"] for p in gang()}, bindings  # bound by that container
 
-            # `det-k8s status demo -n det`, as the README shows it
+            # `det-k8s status demo -n det`, as the page shows it
             deadline = time.monotonic() + 30
             while True:
                 status = as_typed(status_cmd.argv, tmp_path, timeout=120)
@@ -229,7 +230,7 @@ def test_the_readme_install_with_the_built_image_gang_schedules_with_nothing_sta
             assert status.returncode == 0 and me in line, status.stdout + status.stderr
             fixed, _, lease_part = shown.partition(", ")
             assert line.startswith(fixed + ", "), (shown, line)
-            # during a pass it holds the Lease (as the README shows), between passes it serves, the Lease free
+            # during a pass it holds the Lease (as the page shows), between passes it serves, the Lease free
             assert lease_part in line or (f"serving coscheduler ({me}" in line and "takes the Lease" in line), line
 
             stop = podman("kill", "--signal", "TERM", container_name, timeout=30)  # what the kubelet sends first

@@ -1,7 +1,7 @@
 """"Valid" means the master accepts it (issue 35, item 3): the validation corpus's settings cases on the REAL
 Determined master, built from its source in ../shared.
 
-For each `chart` case of tests/validation_corpus.py:
+For each `chart` case of tests/support/validation_corpus.py:
 - det-k8s judges it offline, as `validate` does for a fresh install (tests/unit/settings/test_validation_corpus.judge).
 - Accepted: the master configuration det-k8s would install (`det-k8s render` of the case's settings, then
   `helm template`) must start the real master (it answers /info).
@@ -11,7 +11,7 @@ For each `chart` case of tests/validation_corpus.py:
   must refuse to start on it. When it does not differ, the refusal is another component's (the API server's, for a
   Deployment or a PersistentVolumeClaim) and the master is not asked.
 - A case naming a release (`appVersion`) runs on it when it is buildable here (RELEASES), else is skipped, saying so.
-Every master runs as the bundled chart configures it, changed only in OUT_OF_CLUSTER's fields (tests/realkube/
+Every master runs as the bundled chart configures it, changed only in OUT_OF_CLUSTER's fields (tests/support/realkube/
 determined.py) and `db.name` (a database per release, and a fresh one for a case about the initial password: the
 master checks it only on a database it has not migrated yet). One PostgreSQL and one control plane (the API server
 alone: the master only needs it to start) serve every case.
@@ -46,10 +46,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import validation_corpus as corpus
-from tests.needs import need
-from tests.realkube.components import BuildError
-from tests.realkube.determined import (
+from tests.support import validation_corpus as corpus
+from tests.support.needs import need
+from tests.support.realkube.components import BuildError
+from tests.support.realkube.determined import (
     CHART_SETTINGS,
     OUT_OF_CLUSTER,
     RELEASE,
@@ -428,8 +428,8 @@ def summary(outcomes: list[Outcome]) -> str:
 
 @pytest.fixture(scope="module")
 def master_bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
-    from tests.realkube.cluster import Options
-    from tests.realkube.fixtures import start_plane
+    from tests.support.realkube.cluster import Options
+    from tests.support.realkube.fixtures import start_plane
 
     need(source_of(DEFAULT_RELEASE) is not None, f"the Determined master {DEFAULT_RELEASE} is built from its source "
          "in ../shared/vendor/determined (or $DET_K8S_DETERMINED_SRC), which is not here")
@@ -466,7 +466,8 @@ def test_the_master_agrees_with_det_k8s_on_a_sample_of_the_corpus(master_bench: 
 def test_the_master_starts_on_the_bundled_charts_configuration_of_the_second_release(master_bench: Bench) -> None:
     """The bundled chart's master configuration for 0.32.1 (0.38.1's: test_real_master.py)."""
     if cached_master(SECOND_RELEASE) is None:  # the second release is outside CI's time (it builds 0.38.1 only)
-        pytest.skip(f"the Determined master {SECOND_RELEASE} is not built here: `python -m tests.realkube.determined "
+        pytest.skip(f"the Determined master {SECOND_RELEASE} is not built here: "
+                    "`python -m tests.support.realkube.determined "
                     f"{SECOND_RELEASE}` builds it (about 5 minutes cold; CI builds 0.38.1 only)")
     verdict, detail, seconds = master_bench.bundled_chart(SECOND_RELEASE)
     assert verdict == corpus.ACCEPT, f"the master {SECOND_RELEASE} did not start on the bundled chart's configuration " \
@@ -477,8 +478,8 @@ def test_the_master_starts_on_the_bundled_charts_configuration_of_the_second_rel
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.realkube.cluster import ControlPlane, Options
-    from tests.realkube.components import build_all, cached
+    from tests.support.realkube.cluster import ControlPlane, Options
+    from tests.support.realkube.components import build_all, cached
 
     parser = argparse.ArgumentParser(prog="python -m tests.real.test_master_accepts",
                                      description="The validation corpus's chart cases on the real Determined master.")
@@ -506,7 +507,8 @@ def main(argv: list[str] | None = None) -> int:
                 outcomes.append(outcome)
             for version in RELEASES:
                 if cached_master(version) is None:
-                    print(f"skipped   the bundled chart on {version}: not built (python -m tests.realkube.determined "
+                    print(f"skipped   the bundled chart on {version}: not built "
+                          "(python -m tests.support.realkube.determined "
                           f"{version})")
                     continue
                 verdict, detail, seconds = made.bundled_chart(version)

@@ -1,4 +1,4 @@
-"""Native placement (det_k8s/kube/native.py) on the real control plane with Kubernetes' own gang scheduling on:
+"""Native placement (det_k8s/live/native.py) on the real control plane with Kubernetes' own gang scheduling on:
 kube-apiserver, kube-scheduler and kube-controller-manager 1.37.2 with the GenericWorkload gate and
 scheduling.k8s.io/v1beta1 served; and, where Kubernetes 1.36.3 was built (see `start_plane`), 1.36.3 with
 GenericWorkload and GangScheduling and scheduling.k8s.io/v1alpha2. det-k8s keeps the queue and decides when a group
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import example
-from tests.k8s_emulator import node
-from tests.realkube.cluster import ControlPlane, Options
-from tests.realkube.fixtures import RealCluster, cluster_on, start_plane
+from tests.support.k8s_emulator import node
+from tests.support.realkube.cluster import ControlPlane, Options
+from tests.support.realkube.fixtures import RealCluster, cluster_on, start_plane
 
 pytestmark = pytest.mark.real
 
@@ -276,7 +276,7 @@ def shipped_service_account(gang: RealCluster, tmp_path: Path, *, pod_groups: bo
     the environment for det-k8s as its ServiceAccount."""
     import os
 
-    from det_k8s.kube.deploy import scheduler_manifests
+    from det_k8s.chart.deploy import scheduler_manifests
 
     gang.api.namespaces.add("determined")
     gang.plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "determined"}})

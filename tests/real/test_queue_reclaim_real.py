@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from det_k8s.kube.scheduler import LiveScheduler
+from det_k8s.live.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
 from det_k8s.scheduling.queues import parse_queues
-from tests.k8s_emulator import node
-from tests.master_pods import create_task, honour_preemption, master_task
+from tests.support.k8s_emulator import node
+from tests.support.master_pods import create_task, honour_preemption, master_task
 
 pytestmark = pytest.mark.real
 TEAMS, _ = parse_queues({"queues": [

@@ -3,7 +3,7 @@ its experiments submitted with the real `det` CLI, gang-scheduled by `det-k8s sc
 
 - The master runs as the ServiceAccount and ClusterRole the bundled chart ships, on the bundled chart's own master
   configuration, changed only where running outside the cluster needs it (`OUT_OF_CLUSTER` in
-  tests/realkube/determined.py).
+  tests/support/realkube/determined.py).
 - det-k8s runs as the ServiceAccount and RBAC `scheduler manifest` ships.
 - kwok serves `pods/log` on 127.0.0.1, so the master sees its pods run (else its trials stay STARTING).
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.realkube.deadlocks import a_16_gpu_experiment_beside_8, partial_for, two_12_gpu_experiments
-from tests.realkube.determined import MASTER_SA, MASTER_VERSION, DeterminedOnKube
-from tests.realkube.scheduler_run import scheduler_run
+from tests.support.realkube.deadlocks import a_16_gpu_experiment_beside_8, partial_for, two_12_gpu_experiments
+from tests.support.realkube.determined import MASTER_SA, MASTER_VERSION, DeterminedOnKube
+from tests.support.realkube.scheduler_run import scheduler_run
 
 # (the fixtures `det`, one master per module, and `clean` are in tests/real/conftest.py)
 

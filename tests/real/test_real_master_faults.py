@@ -1,9 +1,9 @@
 """Faults and team queues with the real Determined master (built from its source in ../shared), outside the cluster on
 the real control plane, its experiments submitted with the real `det` CLI, gang-scheduled by `det-k8s scheduler run`
-as the ServiceAccount it ships (tests/realkube/scheduler_run.py; the fixtures are in tests/real/conftest.py).
+as the ServiceAccount it ships (tests/support/realkube/scheduler_run.py; the fixtures are in tests/real/conftest.py).
 
 - det-k8s SIGKILLed mid-binding: it talks to the API server through a proxy that holds one binding of a gang
-  (tests/realkube/holdproxy.py), so the kill lands while the gang is bound in part, every time. The held binding is
+  (tests/support/realkube/holdproxy.py), so the kill lands while the gang is bound in part, every time. The held binding is
   then dropped (never lands) or released (lands after the kill). A new `scheduler run` follows.
 - The master restarted while det-k8s holds a gang waiting whole.
 - Team queues on the labels the master puts on its pods: `determined.ai/workspace`, `determined.ai/user`,
@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
-from det_k8s.kube.lease import LAST_PASS, SERVED_BY
-from tests.realkube.determined import PASSWORD, SYSTEM_NS, DeterminedOnKube, _experiment_id
-from tests.realkube.holdproxy import HoldProxy
-from tests.realkube.scheduler_run import scheduler_run
+from det_k8s.live.lease import LAST_PASS, SERVED_BY
+from tests.support.realkube.determined import PASSWORD, SYSTEM_NS, DeterminedOnKube, _experiment_id
+from tests.support.realkube.holdproxy import HoldProxy
+from tests.support.realkube.scheduler_run import scheduler_run
 
 pytestmark = pytest.mark.real
 

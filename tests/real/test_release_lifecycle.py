@@ -1,4 +1,4 @@
-"""The release lifecycle of the bundled chart through real helm 3 and 4 into the real API server (tests/realkube):
+"""The release lifecycle of the bundled chart through real helm 3 and 4 into the real API server (tests/support/realkube):
 the Deployment controller makes the master's and database's pods, kube-scheduler places them on kwok's nodes, kwok
 runs them, and the PersistentVolume controller binds the database's claim.
 
@@ -49,7 +49,7 @@ def hog(real_cluster, ns: str, leave: str, *, gone: str | None = None) -> list[s
     """A pod bound to each node holding all of its CPU but `leave` (pods whose name starts with `gone` counted as
     gone: the master's, which an upgrade's Recreate removes first); their names, in namespace hog-<ns>."""
     from det_k8s.quantity import parse_quantity
-    from tests.k8s_emulator import pod
+    from tests.support.k8s_emulator import pod
 
     made = []
     pods = [p for p in real_cluster.api.items("pods") if p["status"].get("phase") not in ("Succeeded", "Failed")]
@@ -96,7 +96,7 @@ MASTER = "determined-master-deployment-demo"
 
 @pytest.fixture
 def site(tmp_path, real_cluster):
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     for i in range(2):
         real_cluster.api.put(node(f"cpu-{i}", gpus=4))

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from det_k8s import __version__
-from det_k8s.kube.deploy import NAME, TERMINATION_GRACE_SECONDS, scheduler_manifests
-from det_k8s.kube.lease import LEASE_NAME, SERVED_BY, LeaseState
-from tests.master_pods import create_task, master_task
-from tests.needs import need
+from det_k8s.chart.deploy import NAME, TERMINATION_GRACE_SECONDS, scheduler_manifests
+from det_k8s.live.lease import LEASE_NAME, SERVED_BY, LeaseState
+from tests.support.master_pods import create_task, master_task
+from tests.support.needs import need
 
 pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,7 +177,7 @@ def running(argv: list[str], name: str, log: Path) -> Iterator[subprocess.Popen[
 
 def test_the_image_runs_as_the_charts_pod_serves_binds_a_gang_and_stops_on_sigterm(image, real_cluster, shipped,
                                                                                     tmp_path):
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     for i in range(2):
         real_cluster.api.put(node(f"gpu-{i}", gpus=4))

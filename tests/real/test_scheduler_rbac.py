@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from det_k8s.kube.deploy import scheduler_manifests
-from tests.k8s_emulator import node
-from tests.master_pods import create_task, master_task
+from det_k8s.chart.deploy import scheduler_manifests
+from tests.support.k8s_emulator import node
+from tests.support.master_pods import create_task, master_task
 
 pytestmark = pytest.mark.real
 SA = "system:serviceaccount:determined:det-k8s-scheduler"
@@ -67,7 +67,7 @@ def test_the_loop_as_the_shipped_service_account_binds_whole_and_is_never_refuse
 def test_kubectl_describe_shows_the_condition_and_the_events(real_cluster, kubectl):
     real_cluster.api.put(node("gpu-0", gpus=4))
     task = create_task(real_cluster.connect(), master_task("0.38.1", slots_per_trial=8), job_controller=True)
-    from det_k8s.kube.scheduler import LiveScheduler
+    from det_k8s.live.scheduler import LiveScheduler
     from det_k8s.scheduling.model import Policy
 
     LiveScheduler(real_cluster.connect(), "default", Policy(), "t", serve="coscheduler").run_pass()

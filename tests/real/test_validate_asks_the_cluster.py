@@ -18,7 +18,7 @@ taskContainerDefaults:
 
 
 def test_admission_refusals_are_errors_naming_the_key_and_nothing_is_created(run_cli, real_cluster, tmp_path):
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     real_cluster.api.put(node("gpu-0", gpus=4))
     for name, level in (("strict", "restricted"), ("open", "privileged")):
@@ -64,7 +64,7 @@ def _namespace(real_cluster, name):
 def test_the_charts_objects_are_judged_by_the_api_server_quota_names_the_key(run_cli, real_cluster, tmp_path):
     """A ResourceQuota on storage refuses the chart's database volume: no offline check can know; `validate` and
     the install preflight say so naming db.storageSize, and nothing is created."""
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     real_cluster.api.put(node("gpu-0", gpus=4))
     _namespace(real_cluster, "fits")
@@ -97,7 +97,7 @@ def test_the_charts_objects_are_judged_by_the_api_server_quota_names_the_key(run
 
 
 def test_an_admission_policy_refusing_the_charts_master_names_the_object(run_cli, real_cluster, tmp_path):
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     real_cluster.api.put(node("gpu-0", gpus=4))
     _namespace(real_cluster, "policed")
@@ -131,7 +131,7 @@ def test_an_admission_policy_refusing_the_charts_master_names_the_object(run_cli
 def test_kubeconfig_alone_checks_the_live_cluster_as_kube_context_does(run_cli, real_cluster, tmp_path, monkeypatch):
     """Issue 38, item 7: `validate --kubeconfig FILE` said `settings are valid` without reading the cluster; it now
     checks the live nodes (and sends the dry runs) exactly as `--kube-context` does."""
-    from tests.k8s_emulator import node
+    from tests.support.k8s_emulator import node
 
     real_cluster.api.put(node("gpu-0", gpus=4))
     settings = tmp_path / "site.yaml"

@@ -4,7 +4,8 @@ quantities, enums, label and annotation syntax, env names, probes, pod and conta
 aliases, volume mounts, tolerations, node affinity, topology spread), and each is judged twice: by det-k8s offline
 (`check_pod_spec`, as `validate` and `plan` judge a gpuPodSpec or an experiment's pod_spec) and by a server-side dry
 run of the task pod the master would build from it (`validation_corpus.as_pod`). Every disagreement found becomes a
-named case of tests/validation_corpus.py (the first: two volumes of one name, `spec.volumes[1].name: Duplicate value`).
+named case of tests/support/validation_corpus.py
+(the first: two volumes of one name, `spec.volumes[1].name: Duplicate value`).
 
 CI: a bounded, derandomized budget (VALIDATION_ORACLE_EXAMPLES, default 150). A long campaign:
 `VALIDATION_ORACLE_EXAMPLES=20000 VALIDATION_ORACLE_RANDOM=1 .venv/bin/python -m pytest
@@ -21,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import validation_corpus as corpus
+from tests.support import validation_corpus as corpus
 from tests.unit.settings.test_validation_corpus import judge
 
 pytestmark = pytest.mark.real

@@ -1,4 +1,4 @@
-"""The validation corpus (tests/validation_corpus.py) judged twice: by det-k8s offline, and by the real
+"""The validation corpus (tests/support/validation_corpus.py) judged twice: by det-k8s offline, and by the real
 kube-apiserver (1.37, or the release DET_K8S_KUBE_VERSION builds) as a server-side dry run of the Pod each case
 makes (`as_pod`, as Determined's master builds its task pods). Agreement is reported as a number; the goal is every
 case (issue 20)."""
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests import validation_corpus as corpus
+from tests.support import validation_corpus as corpus
 from tests.unit.settings.test_validation_corpus import judge
 
 pytestmark = pytest.mark.real

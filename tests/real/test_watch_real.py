@@ -11,9 +11,9 @@ import pytest
 
 from det_k8s.kube.api import KubeApi
 from det_k8s.kube.watch import ClusterView
-from tests.needs import need
-from tests.realkube.cluster import ControlPlane, Options, fake_node
-from tests.realkube.components import cached
+from tests.support.needs import need
+from tests.support.realkube.cluster import ControlPlane, Options, fake_node
+from tests.support.realkube.components import cached
 
 pytestmark = pytest.mark.real
 

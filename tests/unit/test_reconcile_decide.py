@@ -1,4 +1,4 @@
-"""The pure decide step of a live pass (det_k8s/kube/reconcile/decide.py): each kind of intent decided from what a
+"""The pure decide step of a live pass (det_k8s/live/decide.py): each kind of intent decided from what a
 pass observed, with no cluster at all. What acting on them does is tested against the emulator (tests/kube)."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from types import MappingProxyType
 from det_k8s.cli.live import entry_for
 from det_k8s.cluster.model import Pod
 from det_k8s.cluster.read import pod_from_object
-from det_k8s.kube.queue import FAILED, PAUSED, QUEUED, RUNNING, QueueEntry
-from det_k8s.kube.reconcile.decide import (
+from det_k8s.live.decide import (
     QUOTA_REFUSED,
     Adopt,
     ClearLeftovers,
@@ -26,12 +25,13 @@ from det_k8s.kube.reconcile.decide import (
     Wait,
     decide,
 )
+from det_k8s.live.queue import FAILED, PAUSED, QUEUED, RUNNING, QueueEntry
 from det_k8s.scheduling.experiments import parse_experiment
 from det_k8s.scheduling.explain import describe
 from det_k8s.scheduling.groups import build_group
 from det_k8s.scheduling.model import Policy
 from det_k8s.settings import Document, load_settings
-from tests.builders import node, snapshot
+from tests.support.builders import node, snapshot
 
 SETTINGS = load_settings([Document("s", "maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")]).settings()
 NOW = datetime.datetime(2026, 11, 27, 12, 0, tzinfo=datetime.UTC)

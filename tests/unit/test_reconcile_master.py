@@ -1,4 +1,4 @@
-"""The pure decisions a pass makes for the Determined master's pods (det_k8s/kube/reconcile/master.py): which
+"""The pure decisions a pass makes for the Determined master's pods (det_k8s/live/master_actions.py): which
 groups are repaired, queued or running (`collect`), and what the plan means for them (`intents`)."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import copy
 import datetime
 
-from det_k8s.kube import binder as B
-from det_k8s.kube.reconcile.master import Bind, MarkPreempted, Repair, ReportWaiting, Seen, collect, intents, reason_text
+from det_k8s.live import binder as B
+from det_k8s.live.master_actions import Bind, MarkPreempted, Repair, ReportWaiting, Seen, collect, intents, reason_text
 from det_k8s.scheduling.master import State, master_groups
 from det_k8s.scheduling.model import Policy
 from det_k8s.scheduling.plan import schedule
-from tests.builders import node, snapshot
-from tests.master_pods import master_task
+from tests.support.builders import node, snapshot
+from tests.support.master_pods import master_task
 
 NOW = datetime.datetime(2026, 11, 27, 12, 0, tzinfo=datetime.UTC)
 

@@ -281,7 +281,7 @@ def test_the_command_that_deletes_a_left_probe(url, command):
 
 
 def test_the_scheduler_deployment_gives_the_undo_time_before_sigkill():
-    from det_k8s.kube.deploy import scheduler_manifests
+    from det_k8s.chart.deploy import scheduler_manifests
 
     deployment = scheduler_manifests("img:1", "ml")[-1]
     grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]

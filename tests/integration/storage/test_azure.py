@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from det_k8s.storage import Reason, Status, Step, check_storage
-from tests.emulators import AZURITE_ACCOUNT, AZURITE_KEY, report_text, storage_settings
+from tests.support.emulators import AZURITE_ACCOUNT, AZURITE_KEY, report_text, storage_settings
 
 pytestmark = pytest.mark.emulator
 

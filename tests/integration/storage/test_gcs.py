@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from det_k8s.storage import Reason, Status, Step, check_storage
-from tests.emulators import storage_settings
+from tests.support.emulators import storage_settings
 
 pytestmark = pytest.mark.emulator
 

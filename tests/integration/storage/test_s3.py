@@ -8,7 +8,7 @@ from botocore.config import Config
 
 from det_k8s.errors import SettingsError
 from det_k8s.storage import Reason, Status, Step, check_storage
-from tests.emulators import report_text, storage_settings
+from tests.support.emulators import report_text, storage_settings
 
 pytestmark = pytest.mark.emulator
 

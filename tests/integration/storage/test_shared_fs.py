@@ -7,7 +7,7 @@ import os
 import pytest
 
 from det_k8s.storage import Reason, Status, Step, check_storage
-from tests.emulators import storage_settings
+from tests.support.emulators import storage_settings
 
 
 def shared_fs(path):

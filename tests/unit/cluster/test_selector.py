@@ -10,7 +10,7 @@ import pytest
 
 from det_k8s.cluster.selector import matches, parse_selector
 from det_k8s.errors import UsageError
-from tests.k8s_emulator import label_selector_matches
+from tests.support.k8s_emulator import label_selector_matches
 
 LABELS = [
     {},

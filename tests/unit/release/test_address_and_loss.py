@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from det_k8s.release.address import master_address, node_address
 from det_k8s.release.loss import summarize
-from tests.k8s_emulator import node
+from tests.support.k8s_emulator import node
 
 
 def service(kind: str, *, ingress=None, node_port=None, port=8080):

@@ -7,7 +7,7 @@ import yaml
 from det_k8s.release.diagnose import Observed, diagnose, pod_state
 from det_k8s.release.gpu_check import gpu_check_pod, scheduling_problem
 from det_k8s.release.manifests import redact_secrets
-from tests.k8s_emulator import pod
+from tests.support.k8s_emulator import pod
 
 IMAGE = "registry.example.com/determined/determined-master:0.17.99"
 

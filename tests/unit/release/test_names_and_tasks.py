@@ -9,7 +9,7 @@ import pytest
 from det_k8s.errors import UsageError
 from det_k8s.release.names import MAX_RELEASE, validate_release_name
 from det_k8s.release.tasks import age, describe_task, group_tasks, is_live, only_task_pods, owning_job, units
-from tests.k8s_emulator import pod
+from tests.support.k8s_emulator import pod
 
 
 @pytest.mark.parametrize("name", ["determined", "det-1", "a", "x" * MAX_RELEASE])

@@ -19,7 +19,7 @@ from det_k8s.scheduling.groups import build_group, pod_manifests
 from det_k8s.scheduling.model import Plan, Policy, ReasonCode
 from det_k8s.scheduling.plan import running_in, schedule
 from det_k8s.settings import Document, load_settings
-from tests import kube_model as kube
+from tests.support import kube_model as kube
 
 CLOUDS = Path(__file__).parents[2] / "data" / "clouds"
 NS = "research"

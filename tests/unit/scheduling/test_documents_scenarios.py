@@ -5,7 +5,7 @@ from __future__ import annotations
 from det_k8s.scheduling.explain import describe
 from det_k8s.scheduling.model import Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
-from tests.builders import gang, node, queue, snapshot
+from tests.support.builders import gang, node, queue, snapshot
 
 THREE_4GPU_NODES = snapshot([node(f"gpu-{i}", 4) for i in range(3)])
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from det_k8s.cluster.read import snapshot_from_objects
 from det_k8s.scheduling.explain import describe, to_dict
 from det_k8s.scheduling.model import ReasonCode
-from tests.dra_objects import device_class, resource_slice
-from tests.kube_objects import node, plan, queued, spec
+from tests.support.dra_objects import device_class, resource_slice
+from tests.support.kube_objects import node, plan, queued, spec
 
 DRA_CLUSTER = [node("dp-1", 4), node("dp-2", 4), node("dra-1"), node("dra-2"), device_class(),
                resource_slice("dra-1"), resource_slice("dra-2")]

@@ -6,7 +6,7 @@ from det_k8s.cluster.model import Taint
 from det_k8s.scheduling.explain import describe
 from det_k8s.scheduling.model import Policy, Reason, ReasonCode
 from det_k8s.scheduling.plan import schedule
-from tests.builders import gang, node, other_pod, queue, snapshot
+from tests.support.builders import gang, node, other_pod, queue, snapshot
 
 
 def test_the_documented_example_line():

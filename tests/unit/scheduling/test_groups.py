@@ -13,8 +13,8 @@ from det_k8s.scheduling import labels as L
 from det_k8s.scheduling.experiments import parse_experiment
 from det_k8s.scheduling.groups import build_group, headless_service_manifest, pod_manifests, pods_for
 from det_k8s.settings import Document, load_settings
-from tests.builders import node_of
 from tests.conftest import example
+from tests.support.builders import node_of
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 

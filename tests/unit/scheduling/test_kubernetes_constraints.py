@@ -1,5 +1,5 @@
 """The constraints kube-scheduler and the kubelet hold, each as the issue found it broken, planned from
-raw objects and every placement replayed against the independent model (`tests/kube_model.py`)."""
+raw objects and every placement replayed against the independent model (`tests/support/kube_model.py`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from det_k8s.scheduling.explain import describe
 from det_k8s.scheduling.model import Plan, Policy, ReasonCode
-from tests import kube_model as kube
-from tests.kube_objects import GPU, HOST, ZONE, node, plan, pod, queued, running, spec
+from tests.support import kube_model as kube
+from tests.support.kube_objects import GPU, HOST, ZONE, node, plan, pod, queued, running, spec
 
 GKE_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
 NO_TOPOLOGY = Policy(topology_key="")

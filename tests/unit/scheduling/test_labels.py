@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from det_k8s.cluster.model import Pod
 from det_k8s.scheduling import labels as L
 from det_k8s.scheduling.model import RunningPod
-from tests.builders import other_pod, requests, task_pods
+from tests.support.builders import other_pod, requests, task_pods
 
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -84,7 +84,7 @@ def test_pods_labelled_determined_by_someone_else_are_not_ours():
 
 def test_no_det_k8s_pod_carries_a_label_the_master_acts_on():
     """The 0.17 master deletes `determined` pods at start; `determined-system` pods shrink its CPU slots."""
-    from tests.builders import gang
+    from tests.support.builders import gang
 
     group = gang("g", 2, gpus=4)
     assert not set(L.pod_labels(group, 0)) & set(L.MASTER_LABELS)

@@ -94,7 +94,8 @@ def test_scheduler_messages_never_keep_the_phrase_the_determined_master_rewrites
 
 
 def test_kube_scheduler_137_messages_are_quoted_whole_without_their_tails():
-    # As the real kube-scheduler 1.37 writes them (tests/realkube); with DynamicResources on, a post-filter note comes
+    # As the real kube-scheduler 1.37 writes them (tests/support/realkube); with
+    # DynamicResources on, a post-filter note comes
     # before the preemption tail, and the quote ended mid-sentence ("... no new claims to deallocate,").
     from det_k8s.scheduling.lifecycle import scheduler_message
 

@@ -8,7 +8,7 @@ import pytest
 
 from det_k8s.cluster.model import GPU
 from det_k8s.scheduling.master import State, as_pod_group, as_running_group, master_groups
-from tests.master_pods import VERSIONS, master_task
+from tests.support.master_pods import VERSIONS, master_task
 
 
 def as_stored(task, *, priority: int = 50, created: str = "2026-01-01T10:00:00Z", node: str | None = None):
@@ -170,7 +170,7 @@ def test_a_running_trial_started_when_it_was_bound_and_is_the_newest_victim():
     from det_k8s.cluster.read import constraints_from_spec, effective_requests, snapshot_from_objects
     from det_k8s.scheduling.model import PodGroup, PodRequest, Policy
     from det_k8s.scheduling.plan import running_in, schedule
-    from tests.kube_objects import node, running, spec
+    from tests.support.kube_objects import node, running, spec
 
     task = master_task("0.38.1", slots_per_trial=4, priority=10)
     (bound,) = as_stored(task, priority=10, created="2026-01-01T10:00:00Z", node="gpu-0")

@@ -15,8 +15,8 @@ from det_k8s.scheduling.labels import running_groups
 from det_k8s.scheduling.model import Policy
 from det_k8s.scheduling.narrow import MIN_NODES, NodeIndex, clean, narrowed
 from det_k8s.scheduling.plan import schedule
-from tests.builders import gang as new_gang
-from tests.builders import node, other_pod, snapshot, task_pods
+from tests.support.builders import gang as new_gang
+from tests.support.builders import node, other_pod, snapshot, task_pods
 
 
 def gang(*args, **kwargs):

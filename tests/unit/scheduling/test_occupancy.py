@@ -30,7 +30,7 @@ from det_k8s.scheduling.occupancy import (
 )
 from det_k8s.scheduling.plan import schedule
 from det_k8s.settings import Document, load_settings
-from tests.builders import (
+from tests.support.builders import (
     GPU_TAINT,
     TOLERATE_GPU,
     determined_pod,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from det_k8s.scheduling.model import Policy
 from det_k8s.scheduling.plan import schedule
-from tests.builders import gang, node, queue, snapshot, task_pods
+from tests.support.builders import gang, node, queue, snapshot, task_pods
 
 EIGHT = snapshot([node("n", 8)])
 

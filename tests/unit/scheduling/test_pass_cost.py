@@ -9,7 +9,7 @@ from dataclasses import replace
 from det_k8s.cluster.model import Taint
 from det_k8s.scheduling.model import Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
-from tests.builders import gang, node, other_pod, queue, snapshot
+from tests.support.builders import gang, node, other_pod, queue, snapshot
 
 
 def test_a_pass_leaves_nothing_for_the_cycle_collector():

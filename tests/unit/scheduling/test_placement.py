@@ -5,7 +5,7 @@ from __future__ import annotations
 from det_k8s.cluster.model import Constraints, Requirement, Taint
 from det_k8s.scheduling.model import Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
-from tests.builders import GPU_TAINT, TOLERATE_GPU, gang, node, other_pod, queue, snapshot, task_pods
+from tests.support.builders import GPU_TAINT, TOLERATE_GPU, gang, node, other_pod, queue, snapshot, task_pods
 
 
 def nodes_of(plan, group_id):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from det_k8s.scheduling.explain import describe
 from det_k8s.scheduling.model import Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
-from tests.builders import gang, node, other_pod, queue, snapshot, task_pods
+from tests.support.builders import gang, node, other_pod, queue, snapshot, task_pods
 
 PREEMPT = Policy(preemption=True)
 

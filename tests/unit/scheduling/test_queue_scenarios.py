@@ -19,7 +19,7 @@ from det_k8s.scheduling.explain import describe
 from det_k8s.scheduling.model import Plan, PodGroup, PodRequest, Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
 from det_k8s.scheduling.queues import parse_queues
-from tests.kube_objects import node, running, spec
+from tests.support.kube_objects import node, running, spec
 
 GPU = "nvidia.com/gpu"
 

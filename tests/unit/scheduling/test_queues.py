@@ -10,12 +10,12 @@ import pytest
 
 from det_k8s.cluster.read import constraints_from_spec, effective_requests, snapshot_from_objects
 from det_k8s.errors import PolicyError
-from det_k8s.kube.policy import checked_queues, policy_data, policy_from_data
+from det_k8s.live.policy import checked_queues, policy_data, policy_from_data
 from det_k8s.scheduling.explain import describe, reclaiming, to_dict
 from det_k8s.scheduling.model import Plan, PodGroup, PodRequest, Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
 from det_k8s.scheduling.queues import DEFAULT_QUEUE, parse_queues, queues_data
-from tests.kube_objects import node, running, spec
+from tests.support.kube_objects import node, running, spec
 
 DOC: dict[str, Any] = {
     "version": 1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from det_k8s.cluster.model import Constraints
 from det_k8s.scheduling.model import Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
-from tests.builders import gang, node, queue, snapshot
+from tests.support.builders import gang, node, queue, snapshot
 
 A100 = Constraints(node_selector={"pool": "a100"})
 # a free 4-GPU v100 node and a free 8-GPU a100 node: 12 GPUs

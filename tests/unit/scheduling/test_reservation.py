@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 from det_k8s.scheduling.explain import describe
 from det_k8s.scheduling.model import DEFAULT_RESERVE_AFTER, Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
-from tests.builders import gang, node, other_pod, queue, snapshot, task_pods
+from tests.support.builders import gang, node, other_pod, queue, snapshot, task_pods
 
-SUBMITTED = datetime(2024, 1, 1, tzinfo=UTC)  # tests.builders.gang's submitted_at
+SUBMITTED = datetime(2024, 1, 1, tzinfo=UTC)  # tests.support.builders.gang's submitted_at
 NOW = SUBMITTED + timedelta(hours=1)
 
 # four 4-GPU nodes; det-k8s groups hold 3 of them; n3 is free

@@ -13,7 +13,7 @@ from det_k8s.scheduling.explain import describe, to_dict
 from det_k8s.scheduling.model import Plan, PodGroup, PodRequest, Policy, ReasonCode
 from det_k8s.scheduling.plan import schedule
 from det_k8s.scheduling.serialize import group_from_dict, group_to_dict
-from tests.kube_objects import GPU, node, spec
+from tests.support.kube_objects import GPU, node, spec
 
 NS = "team-a"
 

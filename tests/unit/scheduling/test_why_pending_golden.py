@@ -1,5 +1,5 @@
 """Golden why-pending lines for the cases the issue found wrong, each line's numbers recomputed by the
-independent model (`tests/kube_model.py`) from the same raw objects.
+independent model (`tests/support/kube_model.py`) from the same raw objects.
 
 The issue: "16 in use" where 12 were free but reserved; the largest nodes shown in GPUs when CPU
 was the limit; the allocatable total called "in use"; nodes with nothing free listed as the
@@ -16,8 +16,8 @@ from typing import Any
 
 from det_k8s.scheduling.explain import describe, to_dict
 from det_k8s.scheduling.model import Plan, Policy, Reason
-from tests import kube_model as kube
-from tests.kube_objects import GPU, HOST, node, plan, pod, queued, running, spec
+from tests.support import kube_model as kube
+from tests.support.kube_objects import GPU, HOST, node, plan, pod, queued, running, spec
 
 NOW = datetime(2024, 1, 1, 1, tzinfo=UTC)
 NO_TOPOLOGY = Policy(topology_key="")

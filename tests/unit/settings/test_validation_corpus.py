@@ -1,4 +1,4 @@
-"""The validation corpus (`tests/validation_corpus.py`) judged by det-k8s offline: agreement with what the real API
+"""The validation corpus (`tests/support/validation_corpus.py`) judged by det-k8s offline: agreement with what the real API
 server (and the Determined master) do, reported as a number; the goal is every case.
 
 A pod-spec case is checked as `validate` and `plan` check one (`check_pod_spec`: the OpenAPI schema and the values);
@@ -16,7 +16,7 @@ from det_k8s.settings.loader import Document, load_settings
 from det_k8s.settings.podspec import check_pod_spec
 from det_k8s.settings.rules import missing_initial_password
 from det_k8s.settings.source import load_yaml_text
-from tests import validation_corpus as corpus
+from tests.support import validation_corpus as corpus
 
 
 def judge(case: corpus.Case) -> tuple[str, list[str]]:
