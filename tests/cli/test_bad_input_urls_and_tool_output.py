@@ -1,7 +1,7 @@
 """Bad input on the URL, search, map and helm-output surfaces: each reproduction failed before its fix.
 
 URLs for `-f`, searches in experiment files, the GPU map, helm's `history`/`get manifest`/`get values` output of
-another shape, the scheduler's manifest and names. Every case ends as the README documents: one `error:` line
+another shape, the scheduler's manifest and names. Every case ends as docs/usage.md documents: one `error:` line
 naming what is wrong, exit 1 (2 for usage), never a traceback, an `internal error` or a hang.
 """
 

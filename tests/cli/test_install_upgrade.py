@@ -130,8 +130,9 @@ def test_the_coscheduler_plugin_on_kubernetes_125_or_later_is_named_as_what_brea
 
 
 def test_the_coscheduler_with_det_k8s_binding_the_pods_is_no_warning(run_cli, cluster, fake_helm):
-    # The README's set-up for gang scheduling the master's pods: the bundled chart deploys no scheduler, so
-    # nothing about Kubernetes 1.25+ breaks it (it was warned about, with "leave defaultScheduler empty").
+    # The documented set-up (docs/determined-master.md) for gang scheduling the master's pods: the bundled chart
+    # deploys no scheduler, so nothing about Kubernetes 1.25+ breaks it (it was warned about, with "leave
+    # defaultScheduler empty").
     ready_cluster(cluster)
     result = run_cli("install", "demo", *SETTINGS, "--set", "defaultScheduler=coscheduler")
     assert result.code == 0, result.err

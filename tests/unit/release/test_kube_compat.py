@@ -39,8 +39,8 @@ def test_the_118_scheduler_plugin_is_named_on_125_and_later(scheduler):
 @pytest.mark.parametrize("minor", ["22", "25", "31"])
 def test_det_k8s_as_the_gang_scheduler_deploys_nothing_so_nothing_breaks(minor):
     # The documented set-up (docs/determined-master.md: defaultScheduler: coscheduler, gangScheduler: det-k8s,
-    # `det-k8s scheduler
-    # run`) was warned about as if the bundled chart ran the 1.18 plugin, with "leave defaultScheduler empty".
+    # `det-k8s scheduler run`) was warned about as if the bundled chart ran the 1.18 plugin, with "leave
+    # defaultScheduler empty".
     for scheduler in ("coscheduler", "preemption"):
         assert check_kubernetes(version(minor), default_scheduler=scheduler, app_version="0.26.2") == []
 

@@ -170,7 +170,8 @@ def test_a_group_already_leaving_is_waited_for_not_joined_by_a_second_victim():
 
 def test_a_leaving_group_of_any_priority_gives_its_capacity_back_without_a_victim():
     # "same" is leaving whatever this pass does (killed, or preempted earlier): its GPUs are coming back, so they
-    # cost no victim, whatever its priority (the rule of README "Preemption": capacity coming back is counted first)
+    # cost no victim, whatever its priority (the rule of docs/scheduling.md, "Preemption": capacity coming back is
+    # counted first)
     full = cluster(
         task_pods("same", ["n0"], gpus=8, priority=90, deleting=True),
         task_pods("low", ["n1"], gpus=8, priority=10),
