@@ -33,7 +33,7 @@ EXAMPLES = ROOT / "examples"
 @pytest.fixture(autouse=True)
 def _forget_secrets():
     """Each test starts with no registered secrets (commands run in one process share the scrubber's registry)."""
-    from det_k8s.scrub import forget
+    from det_k8s.scrub_output import forget
 
     forget()
     yield

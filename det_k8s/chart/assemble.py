@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from ..bounded import URL_AS_PATH, load_yaml, read_file
 from ..errors import InputError, UsageError
+from ..safe_read import URL_AS_PATH, load_yaml, read_file
 from ..settings.jsonschema_export import values_json_schema
 from ..settings.merge import deep_merge
 from .deploy import CHART_FILE as SCHEDULER_FILE

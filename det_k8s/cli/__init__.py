@@ -176,7 +176,7 @@ def _say_stopped() -> None:
     import contextlib
 
     from .. import stopping
-    from ..scrub import scrub
+    from ..scrub_output import scrub
 
     signum = stopping.received()
     head = "interrupted" if signum == 2 else f"stopped by {stopping.name()}"

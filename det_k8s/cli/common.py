@@ -161,7 +161,7 @@ def check_user_chart(tool: Helm, built: ChartResult, chart: Path, loaded: Loaded
     drops. A chart helm cannot template is an InputError (exit 1): nothing gets installed from it. For an upgrade
     without an initial password, the check render gets a placeholder one: the chart's fresh-install check (a lookup
     of the database Service) cannot see the installed release offline, and the upgrade needs none."""
-    from ..chart.reach import deployed_schedulers, master_config, unparsed, unreached
+    from ..chart.dropped import deployed_schedulers, master_config, unparsed, unreached
     from ..release.manifests import secret_values
     from ..tools.helm import manifests_from_render, render_argv
 

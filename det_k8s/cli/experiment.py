@@ -92,8 +92,8 @@ EXPERIMENT_KEYS = frozenset(("entrypoint", "searcher", "hyperparameters", "resou
 
 def experiment_argument(file: Path | None, values: list[str] | None) -> tuple[Path, list[str] | None]:
     """FILE, or (kubectl's habit) the `-f` file that is an experiment rather than settings, with a note."""
-    from ..bounded import load_yaml
     from ..errors import DetK8sError
+    from ..safe_read import load_yaml
     from ..settings.schema import SCHEMA
 
     if file is not None:

@@ -40,11 +40,11 @@ _stdin_read: list[Any] = []  # the stdin objects already read (one per process; 
 
 
 def read_text(path: Path, what: str = "file", limit: int = SETTINGS_LIMIT) -> str:
-    """A whole UTF-8 file or stdin (`-`), bounded: see `det_k8s.bounded.read_file`.
+    """A whole UTF-8 file or stdin (`-`), bounded: see `det_k8s.safe_read.read_file`.
 
     Stdin can be read once per command: `-f - --snapshot -` is a usage error, not an empty second file.
     """
-    from ..bounded import read_file
+    from ..safe_read import read_file
 
     if str(path) == STDIN:
         import sys
@@ -71,8 +71,8 @@ def stdin_once(*inputs: str | Path | Sequence[str | Path] | None) -> None:
 
 
 def decode_bounded(handle: Any, shown: str, what: str, limit: int) -> str:
-    """A binary stream's UTF-8 text (a fetched URL's body), with a file's bounds: see `det_k8s.bounded.read_stream`."""
-    from ..bounded import read_stream
+    """A binary stream's UTF-8 text (a fetched URL's body), with a file's bounds: see `det_k8s.safe_read.read_stream`."""
+    from ..safe_read import read_stream
 
     return read_stream(handle, shown, what, limit)
 
@@ -87,8 +87,8 @@ def load_settings_from_cli(files: Sequence[str | Path] | None, sets: Sequence[st
 
     if required and not files and not sets and not set_strings:
         raise UsageError("no settings given", hint="pass a settings file with -f, e.g. -f examples/gpu-cluster.yaml")
-    from ..scrub import register, register_plain
-    from ..settings.redact import plain_in, secrets_in
+    from ..scrub_output import register, register_plain
+    from ..settings.secret_settings import plain_in, secrets_in
 
     stdin_once(files)
     documents = [Document(*read_source(given, "settings file", SETTINGS_LIMIT)) for given in files or ()]
@@ -107,14 +107,14 @@ def load_settings_from_cli(files: Sequence[str | Path] | None, sets: Sequence[st
 def load_documents(path: Path) -> list[Any]:
     """All documents of a JSON or YAML file (JSON parsed natively: big snapshots load 10x faster).
 
-    Bounded like every input (`det_k8s.bounded`): YAML's depth is checked before it is composed;
+    Bounded like every input (`det_k8s.safe_read`): YAML's depth is checked before it is composed;
     JSON's C scanner stops at its own recursion guard (the text is then read as YAML, whose checks
     name the line), and the snapshot's readers read only known fields whose shapes they check, so a
     big JSON snapshot is not walked a second time.
     """
     import json
 
-    from ..bounded import load_yaml_all
+    from ..safe_read import load_yaml_all
 
     text = read_text(path, "snapshot file", limit=SNAPSHOT_LIMIT)
     if text.lstrip().startswith(("{", "[")):

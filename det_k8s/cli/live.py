@@ -47,8 +47,8 @@ def scheduling_settings(api: KubeApi, values: Sequence[str | Path] | None, sets:
                            "Deployment is unreadable, or its image tag is not a release det-k8s supports); taking "
                            f"{versions.DEFAULT}; pass -f with your settings to name yours")
         loaded = load_settings([Document(config.where, yaml.safe_dump(found))], bundled_chart=False)
-        from ..scrub import register, register_plain
-        from ..settings.redact import plain_in, secrets_in
+        from ..scrub_output import register, register_plain
+        from ..settings.secret_settings import plain_in, secrets_in
 
         register_plain(*plain_in(loaded.user_values))
         register(*secrets_in(loaded.user_values))

@@ -8,7 +8,7 @@ aligned columns, like kubectl) and nothing moves. Table headers are upper-case e
 `NO_COLOR` (any non-empty value, https://no-color.org) turns every style off, bold and italic
 included, not only colour; `TERM=dumb` does too and also stops the spinner, as for a pipe.
 
-Every text passes through the one scrubber (`det_k8s.scrub`) on its way out, so no secret that
+Every text passes through the one scrubber (`det_k8s.scrub_output`) on its way out, so no secret that
 det-k8s read, in any form, and nothing secret-looking (a URL's user:password@, a bearer token)
 can be printed, whichever command or message carries it.
 """
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..scrub import scrub as _scrub
+from ..scrub_output import scrub as _scrub
 from .options import OutputFormat
 
 # Characters that drive a terminal instead of showing: C0 and C1 controls (ESC starts a sequence, U+009B is CSI on
@@ -138,7 +138,7 @@ def data(obj: Any, fmt: OutputFormat) -> None:
 
 def text(content: str, *, own_words: bool = False) -> None:
     """Text for stdout as it is (manifests, describe's events), scrubbed like everything else (`own_words`: text made
-    without the secrets, whose words a short secret only matches by chance; det_k8s/scrub.py:scrub)."""
+    without the secrets, whose words a short secret only matches by chance; det_k8s/scrub_output.py:scrub)."""
     sys.stdout.write(_scrub(content, own_words=own_words))
     sys.stdout.flush()
 

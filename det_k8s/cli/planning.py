@@ -289,8 +289,8 @@ def with_policy_file(flags: Policy, path: Path) -> Policy:
     """The policy a file gives (`det-k8s scheduler policy -o yaml` prints one; or a queue document alone, as
     `scheduler policy --queues` takes it; its queues are checked like settings), with the switches the command line
     turns on; keys the file leaves out come from the command line."""
-    from ..bounded import load_yaml
     from ..live.policy import policy_from_data
+    from ..safe_read import load_yaml
 
     shown = "stdin" if str(path) == "-" else str(path)
     raw = load_yaml(read_text(path, "policy file"), shown)

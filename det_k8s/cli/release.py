@@ -112,7 +112,7 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
     # else is touched (searching for the value text made `image: postgres:10.14` `<redacted>:10.14`).
     import yaml
 
-    from ..bounded import load_yaml
+    from ..safe_read import load_yaml
 
     masked, marks = placeholder_values(load_yaml(Path(values_file).read_text(encoding="utf-8"), values_file) or {})
     # in the private directory, removed with it; helm reads the chart's own values.yaml under it, every secret of

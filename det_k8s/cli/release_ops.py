@@ -42,8 +42,8 @@ def installed_secrets(tool: Helm, release: str, kube: KubeFlags, revision: int |
     revision's manifests may hold them where no Secret does (an official chart's database password in a
     Deployment's env, the default password in a Job's args), and the new settings do not know old passwords."""
     from ..errors import DetK8sError
-    from ..scrub import register
-    from ..settings.redact import secrets_in
+    from ..scrub_output import register
+    from ..settings.secret_settings import secrets_in
     from ..tools.helm import get_values_argv
 
     try:

@@ -403,8 +403,8 @@ def policy(
 
 def read_queues(path: Path) -> QueueTree:
     """The queue document in a file (YAML or JSON), checked: PolicyError lists every problem with its key path."""
-    from ..bounded import load_yaml
     from ..live.policy import checked_queues
+    from ..safe_read import load_yaml
     from .inputs import read_text, stdin_once
 
     stdin_once(path)

@@ -41,7 +41,7 @@ def read_source(given: str | Path, what: str, limit: int) -> tuple[str, str]:
     if scheme is None:
         path = Path(text)
         return ("stdin" if text == "-" else text), read_text(path, what, limit)
-    from ..settings.redact import mask_url
+    from ..settings.secret_settings import mask_url
 
     unsafe = any(not c.isprintable() or c.isspace() for c in text)
     shown = mask_url("".join(c if c.isprintable() else repr(c)[1:-1] for c in text) if unsafe else text)
@@ -140,7 +140,7 @@ def _basic_auth(url: str) -> tuple[str, str | None]:
     import base64
     from urllib.parse import unquote, urlsplit, urlunsplit
 
-    from ..scrub import register
+    from ..scrub_output import register
 
     parts = urlsplit(url)
     if "@" not in parts.netloc:

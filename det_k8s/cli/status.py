@@ -40,8 +40,8 @@ def _list_or_empty(api: KubeApi, kind: Any, **kwargs: Any) -> list[dict[str, Any
 def _external_host(api: KubeApi, release: str, namespace: str, version: Version | None,
                    notes: list[str]) -> str | None:
     """db.host from the master's configuration (a ConfigMap, or from 0.26.2 a Secret: only that key is read)."""
-    from ..bounded import load_yaml
     from ..release.master_config import read_release_config, secrets_forbidden
+    from ..safe_read import load_yaml
 
     try:
         config = read_release_config(api, release, namespace, version)

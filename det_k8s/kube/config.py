@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..bounded import load_yaml, read_file
 from ..errors import InputError, UsageError
 from ..names import check_namespace
-from ..settings.redact import mask_url
+from ..safe_read import load_yaml, read_file
+from ..settings.secret_settings import mask_url
 
 KUBECONFIG_LIMIT = 16 * 2**20
 
@@ -195,7 +195,7 @@ def register_credentials(data: dict[str, Any], ctx: dict[str, Any]) -> None:
     """The context's credentials go to the scrubber before anything can print them (and the server's user-info)."""
     from urllib.parse import unquote, urlsplit
 
-    from ..scrub import register
+    from ..scrub_output import register
 
     user = user_of(data, ctx)
     values = [user.get(key) for key in SECRET_USER_KEYS]

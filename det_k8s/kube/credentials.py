@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..bounded import load_json
 from ..errors import ClusterError, InputError, OperationTimeout, ToolNotFound
-from ..scrub import register, scrub
+from ..safe_read import load_json
+from ..scrub_output import register, scrub
 from ..tools.process import child_env, run, trim_stderr
 
 TIMEOUT = 60.0  # seconds; a plugin that has not answered by then is not going to (det-k8s never prompts)

@@ -12,10 +12,10 @@ import json
 import math
 from collections.abc import Mapping
 
-from ..bounded import load_json
 from ..errors import InputError, Location, NotFound, PolicyError, Problem, Severity
 from ..kube.api import KubeApi
 from ..kube.kinds import CONFIGMAPS
+from ..safe_read import load_json
 from ..scheduling.model import DEFAULT_RESERVE_AFTER, PLACEMENTS, ZONE, Policy
 from ..scheduling.queues import QueueTree, parse_queues, queues_data
 

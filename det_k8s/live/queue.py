@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..bounded import load_json
 from ..errors import InputError, NotFound, UsageError
 from ..kube.api import KubeApi
 from ..kube.kinds import CONFIGMAPS
+from ..safe_read import load_json
 
 ENTRY_LABEL = "det-k8s.io/queue-entry"
 STATE_LABEL = "det-k8s.io/state"

@@ -21,7 +21,7 @@ Nothing secret is ever shown:
 The hash is keyed with a random key per run: equal hashes in one output mean an unchanged value,
 and no hash can be looked up or compared across runs (a bare SHA-256 of a short password could).
 
-Every document and every value parsed as YAML is bounded (`det_k8s.bounded`: depth, aliases, numbers)
+Every document and every value parsed as YAML is bounded (`det_k8s.safe_read`: depth, aliases, numbers)
 and read whatever its shape: a document that is no Kubernetes object, too deep, or a Secret's `data`
 that is not a mapping is shown as a hash, never a crash.
 
@@ -42,8 +42,8 @@ from typing import Any
 
 import yaml
 
-from ..scrub import replace_secret
-from ..settings.redact import POD_SPEC_KEYS, looks_secret, mask_url
+from ..scrub_output import replace_secret
+from ..settings.secret_settings import POD_SPEC_KEYS, looks_secret, mask_url
 
 _KEY = _random.token_bytes(32)
 _SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
@@ -133,8 +133,8 @@ def mask_yaml_document(text: str, known: Sequence[str], mask: str) -> str | None
 
 def _load(text: str) -> Any:
     """One YAML document, bounded; None when it is not one (a syntax error, too deep, too many aliases)."""
-    from ..bounded import load_yaml
     from ..errors import InputError
+    from ..safe_read import load_yaml
 
     try:
         return load_yaml(text, "manifest")

@@ -30,12 +30,12 @@ from ..settings.node_rules import check_nodes
 from ..settings.podspec import DEFAULT, KubeVersion, cluster_version, recheck_settings
 from ..settings.source import SourceMap
 from ..tools.helm import Helm, KubeFlags, list_argv
-from . import preflight, record, stuck
+from . import pending, preflight, record
 from .kube_compat import check_kubernetes
-from .loss import LossSummary, summarize
 from .names import db_deployment, db_pvc, master_deployment
 from .storage_hook import check_checkpoint_storage
 from .tasks import MASTER_TASKS, TaskUnits, is_master_task, only_task_pods, owning_job, units
+from .uninstall_effects import LossSummary, summarize
 
 
 def _skipped(what: str, exc: Forbidden) -> Problem:
@@ -165,16 +165,16 @@ def release_exists(api: KubeApi, release: str, namespace: str) -> bool:
     return api.exists(DEPLOYMENTS, master_deployment(release), namespace)
 
 
-def stuck_release(api: KubeApi, release: str, namespace: str) -> stuck.Stuck | None:
-    """The release if helm left it pending-install/-upgrade/-rollback (release/stuck.py); None when it is not, or
+def stuck_release(api: KubeApi, release: str, namespace: str) -> pending.Stuck | None:
+    """The release if helm left it pending-install/-upgrade/-rollback (release/pending.py); None when it is not, or
     when helm's records cannot be read (the command goes on, and helm says what it finds)."""
-    found: list[stuck.Record] = []
+    found: list[pending.Record] = []
     for kind in (SECRETS, CONFIGMAPS):
         try:
-            found += stuck.records(api.list(kind, namespace, label_selector=f"owner=helm,name={release}"), release)
+            found += pending.records(api.list(kind, namespace, label_selector=f"owner=helm,name={release}"), release)
         except DetK8sError:  # unreadable (RBAC, a 5xx, a timeout): helm says what it finds
             continue
-    return stuck.stuck(sorted(found, key=lambda r: r.revision), release, namespace)
+    return pending.stuck(sorted(found, key=lambda r: r.revision), release, namespace)
 
 
 def task_units(api: KubeApi, namespace: str | None, *, all_namespaces: bool = False,

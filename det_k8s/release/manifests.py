@@ -19,8 +19,8 @@ import secrets as _random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..bounded import load_yaml
 from ..errors import InputError
+from ..safe_read import load_yaml
 from ..settings import Settings
 
 MASK = "<redacted>"
@@ -81,7 +81,7 @@ def placeholder_values(values: Any) -> tuple[Any, dict[str, str]]:
     placeholder of its own, and what each placeholder stands for in output (MASK). Rendered from these, a manifest
     holds no secret, and a placeholder marks exactly where a secret goes, whatever the chart does with it; an
     empty one stays empty, so the chart's `required` still refuses it."""
-    from ..settings.redact import holds_secret
+    from ..settings.secret_settings import holds_secret
 
     marks: dict[str, str] = {}
 

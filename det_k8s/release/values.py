@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..settings import schema
-from ..settings.redact import POD_SPEC_KEYS, looks_secret, mask_url
+from ..settings.secret_settings import POD_SPEC_KEYS, looks_secret, mask_url
 
 MASK = "<redacted>"
 

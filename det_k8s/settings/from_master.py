@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..bounded import load_yaml
 from ..errors import InputError
+from ..safe_read import load_yaml
 
 
 def values_from_master_config(text: str, where: str) -> dict[str, Any]:

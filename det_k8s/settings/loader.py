@@ -17,8 +17,8 @@ from . import schema
 from .merge import deep_merge
 from .model import Settings, build_settings
 from .problems import HasProblems
-from .redact import set_location
 from .rules import check_semantics, check_structure
+from .secret_settings import set_location
 from .setvalues import apply_assignment, parse_set
 from .source import SourceMap, load_yaml_text, require_mapping
 

@@ -21,7 +21,6 @@ from ..quantity import QuantityError, parse_quantity
 from .podspec import check_settings_pod_specs, settings_pod_specs
 from .podvalues import MAIN_CONTAINER
 from .problems import ProblemCollector, get_path
-from .redact import clip, mask_url
 from .schema import (
     DEFAULT_SCHEDULER_IMAGE,
     DET_K8S_SCHEDULER_NAME,
@@ -31,6 +30,7 @@ from .schema import (
     deploys_det_k8s_scheduler,
     walk,
 )
+from .secret_settings import clip, mask_url
 from .source import Path, SourceMap, format_path, type_name
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

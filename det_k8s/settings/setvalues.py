@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..bounded import MAX_DEPTH
 from ..errors import UsageError
+from ..safe_read import MAX_DEPTH
 from .source import Path
 
 MAX_INDEX = 65536
@@ -87,7 +87,10 @@ def parse_set(expression: str, *, as_string: bool = False, flag: str = "--set") 
     """Parse one `--set` argument into assignments; a malformed one is a UsageError naming it."""
 
     def fail(reason: str) -> UsageError:
-        from .redact import clip, mask_set_expression  # late: redact needs the key table, which needs nothing of this
+        from .secret_settings import (  # late: redact needs the key table, which needs nothing of this
+            clip,
+            mask_set_expression,
+        )
 
         shown = mask_set_expression(expression)
         if shown != expression:  # a secret is involved: even the parser's reason could quote part of it

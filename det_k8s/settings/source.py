@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from ..bounded import MAX_VALUES, Loader, check_yaml, number_problem, yaml_error
 from ..errors import InputError, Location, Problem, Severity
+from ..safe_read import MAX_VALUES, Loader, check_yaml, number_problem, yaml_error
 
 Path = tuple[str | int, ...]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .. import stopping
 from ..errors import StorageError
-from ..scrub import Scrubber
+from ..scrub_output import Scrubber
 from .probe import Backend, probe_key, run_probe
 from .report import StepResult, StorageReport
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 
 from ..errors import ClusterError, ClusterUnreachable, DetK8sError, Forbidden, NotFound, ToolFailed, UsageError
-from ..scrub import replace_secret
+from ..scrub_output import replace_secret
 
 _KLOG = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[\w./-]+:\d+\]\s?")
 # `dial tcp 10.0.0.9:6443: connect: connection refused`, also at the end of kubectl's structured klog lines

@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..bounded import load_json
 from ..errors import DetK8sError, InputError, ToolFailed, ToolNotFound
+from ..safe_read import load_json
 from .failures import explain, scrub
 from .locate import locate, version_of
 from .process import Completed, run

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from .. import stopping
 from ..errors import OperationTimeout, ToolFailed, ToolNotFound
-from ..scrub import scrub
+from ..scrub_output import scrub
 
 # What a child may inherit. helm and kubectl need their own settings (HELM_*, KUBECONFIG), a home
 # for their caches, proxies and CA bundles to reach the API server, and the variables of the

@@ -139,7 +139,7 @@ def test_status_of_a_release_before_0_26_2_reads_its_config_map(run_cli, cluster
     result = run_cli("status", "demo", "-o", "json")
     assert '"external_host": "db.example.com"' in result.out
     # its chart writes no Secret: none asked for (the list of helm's own release records, labelled owner=helm, is
-    # `status`'s look for a release a killed helm left pending: release/stuck.py)
+    # `status`'s look for a release a killed helm left pending: release/pending.py)
     asked = [path for method, path, _ in cluster.api.calls if method == "GET" and "/secrets" in path]
     assert not [path for path in asked if "determined-master-config" in path], asked
     assert all(path.endswith("/secrets") for path in asked), asked

@@ -161,7 +161,7 @@ def test_a_short_s3_access_key_that_is_also_the_hosts_name_leaves_other_messages
 
 
 def test_a_short_secret_that_is_no_settings_word_is_still_masked_everywhere():
-    from det_k8s.scrub import Scrubber
+    from det_k8s.scrub_output import Scrubber
 
     scrub = Scrubber(["minio", "hunter2"], plain=["http://minio:9000"])
     assert scrub("found 'minio:9000' for hunter2") == "found 'minio:9000' for ***"

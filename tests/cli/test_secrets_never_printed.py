@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from det_k8s.settings.redact import mask_set_expression, mask_url, set_location
+from det_k8s.settings.secret_settings import mask_set_expression, mask_url, set_location
 from tests.conftest import example
 
 SECRETS = {

@@ -114,7 +114,7 @@ def test_a_kubeconfig_namespace_is_checked_and_named(tmp_path):
 
 
 def test_server_credentials_are_masked_and_registered(tmp_path):
-    from det_k8s.scrub import scrub
+    from det_k8s.scrub_output import scrub
 
     kc = tmp_path / "kc"
     kc.write_text(yaml.safe_dump({

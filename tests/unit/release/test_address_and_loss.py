@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from det_k8s.release.address import master_address, node_address
-from det_k8s.release.loss import summarize
+from det_k8s.release.uninstall_effects import summarize
 from tests.support.k8s_emulator import node
 
 

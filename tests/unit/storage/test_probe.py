@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from det_k8s.scrub import Scrubber
+from det_k8s.scrub_output import Scrubber
 from det_k8s.storage.probe import PROBE_PREFIX, probe_key, run_probe
 from det_k8s.storage.report import Failure, Reason, Status, Step
 

@@ -1,10 +1,10 @@
-"""release/stuck.py: a release helm left pending-*, read from its records' labels, and the command that recovers it."""
+"""release/pending.py: a release helm left pending-*, read from its records' labels, and the command that recovers it."""
 
 from __future__ import annotations
 
 import datetime
 
-from det_k8s.release.stuck import records, stuck
+from det_k8s.release.pending import records, stuck
 
 
 def record(version: int, status: str, release: str = "demo", modified: str = "1795000000") -> dict:

@@ -22,7 +22,8 @@ it is a secret-looking field's value, so `minio:9000` in an endpoint error stays
 
 Known secrets are registered once, where they are read (`register`), and `scrub` applies them to
 every line `cli/output.py` prints and to every tool's stderr (`tools/process.py`), so a path that
-forgets to scrub cannot exist.
+forgets to scrub cannot exist. (Which settings keys are secret, and masking them while a message about
+settings is composed, is `settings/secret_settings.py`.)
 """
 
 from __future__ import annotations

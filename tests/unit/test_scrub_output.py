@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from det_k8s.scrub import MASK, Scrubber
+from det_k8s.scrub_output import MASK, Scrubber
 
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 CONN = f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={KEY};EndpointSuffix=core.windows.net"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from det_k8s import bounded
+from det_k8s import safe_read
 from det_k8s.errors import InputError
 from det_k8s.settings.source import load_yaml_text
 
@@ -21,9 +21,9 @@ def nested(depth: int, flow: bool = True) -> str:
 
 @pytest.mark.parametrize("flow", [True, False])
 def test_depth_is_refused_before_the_composer_runs(flow):
-    bounded.check_yaml(nested(bounded.MAX_DEPTH - 1, flow), "ok.yaml")
+    safe_read.check_yaml(nested(safe_read.MAX_DEPTH - 1, flow), "ok.yaml")
     with pytest.raises(InputError, match=r"deep.yaml:\d+: nested more than 100 levels deep"):
-        bounded.check_yaml(nested(bounded.MAX_DEPTH + 5, flow), "deep.yaml")
+        safe_read.check_yaml(nested(safe_read.MAX_DEPTH + 5, flow), "deep.yaml")
 
 
 def test_thirty_thousand_levels_are_an_error_not_a_crash():
@@ -37,10 +37,10 @@ def test_thirty_thousand_levels_are_an_error_not_a_crash():
 
 
 def test_an_alias_counts_as_deep_as_what_it_names():
-    half = bounded.MAX_DEPTH // 2 + 5
+    half = safe_read.MAX_DEPTH // 2 + 5
     text = f"a: &x {'[' * half}1{']' * half}\nb: {'[' * half}*x{']' * half}\n"
     with pytest.raises(InputError, match=r"nested more than 100 levels deep \(through an alias\)"):
-        bounded.check_yaml(text, "alias.yaml")
+        safe_read.check_yaml(text, "alias.yaml")
 
 
 def test_alias_expansion_is_bounded():
@@ -48,69 +48,69 @@ def test_alias_expansion_is_bounded():
     lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, "
               f"*a{i - 1}, *a{i - 1}]" for i in range(1, 9)]
     with pytest.raises(InputError, match="more than 1,000,000 values once YAML aliases are expanded"):
-        bounded.load_yaml("\n".join(lines), "bomb.yaml")
+        safe_read.load_yaml("\n".join(lines), "bomb.yaml")
 
 
 def test_a_control_character_is_located():
     with pytest.raises(InputError, match=r"^snap.yaml:3: the control character 0x07 is not allowed in YAML"):
-        bounded.load_yaml_all("kind: List\nitems: []\nx: \x07\n", "snap.yaml")
+        safe_read.load_yaml_all("kind: List\nitems: []\nx: \x07\n", "snap.yaml")
 
 
 def test_a_number_python_will_not_convert_is_an_error_on_its_line():
     with pytest.raises(InputError, match=r"s.yaml:2: maxSlotsPerPod: a number with more than 4300 digits"):
         load_yaml_text("a: 1\nmaxSlotsPerPod: " + "9" * 5000 + "\n", "s.yaml")
     with pytest.raises(InputError, match="more than 4300 digits"):
-        bounded.load_json("[" + "9" * 5000 + "]", "x.json")
+        safe_read.load_json("[" + "9" * 5000 + "]", "x.json")
 
 
 def test_json_depth_and_recursion_are_clear_errors():
     with pytest.raises(InputError, match="nested more than 100 levels deep"):
-        bounded.load_json("[" * 101 + "]" * 101, "entry.json")
+        safe_read.load_json("[" * 101 + "]" * 101, "entry.json")
     with pytest.raises(InputError, match="nested more than"):
-        bounded.load_json("[" * 100_000 + "]" * 100_000, "entry.json", max_depth=None, limit=None)
-    assert bounded.load_json("[" * 100 + "]" * 100, "ok.json") is not None
+        safe_read.load_json("[" * 100_000 + "]" * 100_000, "entry.json", max_depth=None, limit=None)
+    assert safe_read.load_json("[" * 100 + "]" * 100, "ok.json") is not None
     with pytest.raises(InputError, match=r"^bad.json:2: not valid JSON"):
-        bounded.load_json('{\n"a": }', "bad.json")
+        safe_read.load_json('{\n"a": }', "bad.json")
 
 
 def test_deeper_than_never_recurses():
     data: list = []
     for _ in range(50_000):
         data = [data]
-    assert bounded.deeper_than(data, 100) and not bounded.deeper_than([[{"a": [1]}]], 4)
+    assert safe_read.deeper_than(data, 100) and not safe_read.deeper_than([[{"a": [1]}]], 4)
 
 
 def test_text_size_is_bounded():
     with pytest.raises(InputError, match="larger than 1 MiB"):
-        bounded.load_json(" " * (2**20 + 1), "helm list -o json", limit=2**20)
+        safe_read.load_json(" " * (2**20 + 1), "helm list -o json", limit=2**20)
 
 
 def test_only_regular_files_are_read(tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     with pytest.raises(InputError, match="a named pipe, not a regular file"):
-        bounded.read_file(fifo, "settings file")  # returns at once: never opened, so never blocks
+        safe_read.read_file(fifo, "settings file")  # returns at once: never opened, so never blocks
     with pytest.raises(InputError, match="is a directory"):
-        bounded.read_file(tmp_path, "settings file")
+        safe_read.read_file(tmp_path, "settings file")
     with pytest.raises(InputError, match="a device"):
-        bounded.read_file("/dev/zero", "settings file")
+        safe_read.read_file("/dev/zero", "settings file")
     with pytest.raises(InputError, match="cannot read the settings file: File name too long"):
-        bounded.read_file(tmp_path / ("a" * 300), "settings file")
+        safe_read.read_file(tmp_path / ("a" * 300), "settings file")
 
 
 def test_stdin_is_read_bounded(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"maxSlotsPerPod: 4\n")))
-    assert bounded.read_file("-", "settings file") == "maxSlotsPerPod: 4\n"
+    assert safe_read.read_file("-", "settings file") == "maxSlotsPerPod: 4\n"
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"x" * 100)))
     with pytest.raises(InputError, match="stdin: larger than"):
-        bounded.read_file("-", "settings file", limit=10)
+        safe_read.read_file("-", "settings file", limit=10)
 
 
 def _event_depth(text: str) -> int:
     import yaml
 
     depth = deepest = 0
-    for event in yaml.parse(text, Loader=bounded.Loader):
+    for event in yaml.parse(text, Loader=safe_read.Loader):
         if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
             depth += 1
             deepest = max(deepest, depth)

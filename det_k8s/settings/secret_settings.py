@@ -4,6 +4,10 @@ Problems name where a value came from, and for `--set` that is the argument itse
 type is explained by showing the value. Both are fine for `maxSlotsPerPod=3` and wrong for
 `db.password=...`: the key table knows which keys are secret, and URLs may carry credentials
 (user:password@host) or SAS tokens in their query string.
+
+Which settings are secret, and masking them where a message about settings is composed (a `--set` argument,
+a value shown to explain a wrong type). The secret values themselves, wherever they end up in printed text,
+are removed by `det_k8s/scrub_output.py` as the last step before anything is printed.
 """
 
 from __future__ import annotations
