@@ -15,12 +15,11 @@ if TYPE_CHECKING:
 
 from ..errors import Problem, SettingsError, Severity
 from . import output
-from .common import HelmBinaryOpt, check_user_chart, helm
+from .common import HelmBinaryOpt, check_user_chart, helm, report_warnings
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot, stdin_once
 from .options import (
     OFFLINE,
     KubeVersionOpt,
-    OutputFormat,
     OutputOpt,
     cluster_pod_spec_version,
     current,
@@ -28,12 +27,7 @@ from .options import (
     timed,
     with_options,
 )
-
-
-def report_warnings(loaded: LoadedSettings) -> None:
-    for item in loaded.warnings:
-        output.problem(item, stream=sys.stderr)
-
+from .output import OutputFormat
 
 FORMAT_WORDS = ("table", "json", "yaml", "wide", "name", "jsonpath", "go-template", "custom-columns", "template")
 
@@ -197,7 +191,7 @@ def _dry_run_chart(api: KubeApi, loaded: LoadedSettings, upgrading: bool) -> lis
     from ..release.dryrun import dry_run_chart_objects
     from ..release.manifests import secret_values
     from .common import UPGRADE_CHECK_PASSWORD, private_chart
-    from .release import rendered_manifests
+    from .release_steps import rendered_manifests
 
     settings = loaded.settings()
     try:

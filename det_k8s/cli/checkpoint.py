@@ -14,7 +14,8 @@ import typer
 from ..errors import StorageCheckFailed
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
-from .options import OFFLINE, OutputFormat, OutputOpt, with_options
+from .options import OFFLINE, OutputOpt, with_options
+from .output import OutputFormat
 
 if TYPE_CHECKING:  # the storage package and settings load when the command runs, not for --help
     from ..settings import Settings

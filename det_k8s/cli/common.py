@@ -127,6 +127,11 @@ def report_problems(problems: Sequence[Problem]) -> None:
                               "nothing was changed")
 
 
+def report_warnings(loaded: LoadedSettings) -> None:
+    for item in loaded.warnings:
+        output.problem(item, stream=sys.stderr)
+
+
 @contextlib.contextmanager
 def private_chart(loaded: LoadedSettings, settings: Settings, chart: Path | None) -> Iterator[ChartResult]:
     """The chart rendered into a fresh 0700 directory (values.yaml 0600), removed afterwards whatever happens."""

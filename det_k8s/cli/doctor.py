@@ -8,7 +8,8 @@ import typer
 
 from ..errors import DetK8sError, Forbidden
 from . import output
-from .options import OutputFormat, OutputOpt, current, with_global_options
+from .options import OutputOpt, current, with_global_options
+from .output import OutputFormat
 
 if TYPE_CHECKING:
     from ..cluster.model import Snapshot

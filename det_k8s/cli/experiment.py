@@ -19,7 +19,8 @@ from ..errors import OperationTimeout, Unschedulable, UsageError
 from ..tools.duration import HELP as DURATION_HELP
 from . import output
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, read_text, stdin_once
-from .options import OutputFormat, OutputOpt, cluster_pod_spec_version, current, with_global_options
+from .options import OutputOpt, cluster_pod_spec_version, current, with_global_options
+from .output import OutputFormat
 
 if TYPE_CHECKING:
     from ..kube.api import KubeApi

@@ -17,7 +17,7 @@ import typer
 
 from ..errors import DetK8sError
 from . import output
-from .options import OutputFormat
+from .output import OutputFormat
 
 if TYPE_CHECKING:
     from ..cluster.model import Pod, Snapshot
@@ -168,7 +168,7 @@ def queues_for_map(by: str, snapshot_file: Path | None, policy_file: Path | None
         return None
     if policy_file is not None:
         from ..scheduling.model import Policy
-        from .planning import with_policy_file
+        from .inputs import with_policy_file
 
         tree = with_policy_file(Policy(), policy_file).queues
         where = str(policy_file)
@@ -191,16 +191,15 @@ def queues_for_map(by: str, snapshot_file: Path | None, policy_file: Path | None
 def run_map(snapshot_file: Path | None, values: Sequence[str] | None, sets: Sequence[str] | None,
             set_strings: Sequence[str] | None, request: MapRequest, output_format: OutputFormat) -> None:
     """`det-k8s nodes map`: read the cluster (or the snapshot file), draw who holds each slot."""
-    from .inputs import load_settings_from_cli, load_snapshot, stdin_once
+    from .inputs import load_settings_from_cli, load_snapshot, no_gc, stdin_once
     from .options import current, timed
-    from .planning import no_gc
 
     stdin_once(snapshot_file, values)
     given = bool(values or sets or set_strings)
     settings = load_settings_from_cli(values, sets, set_strings, required=False).settings() if given else None
     plan: Plan | None = None
     queue: list[PodGroup] = []
-    with no_gc():  # a snapshot is millions of acyclic objects: see planning.no_gc
+    with no_gc():  # a snapshot is millions of acyclic objects: see inputs.no_gc
         if snapshot_file is not None:
             with timed(f"reading the snapshot {snapshot_file}"):
                 snapshot = load_snapshot(snapshot_file)
@@ -256,7 +255,7 @@ def group_map(snapshot: Snapshot, group_id: str, group_data: Mapping[str, Any] |
     unit = group_unit(group) if group is not None else GPU_SLOTS
     constraints = group.pods[0].constraints if group is not None and group.pods else NO_CONSTRAINTS
     if group is not None and group.pods:  # as planning takes its pods: admitted (tolerations the API server adds)
-        from ..scheduling.admission import detect
+        from ..cluster.admission import detect
 
         constraints = detect(snapshot).admit(constraints, group.pods[0].requests)
     return build(snapshot, unit, constraints=constraints, plan=mine, queue=[group] if group is not None else [],

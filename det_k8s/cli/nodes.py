@@ -23,7 +23,8 @@ from . import output
 from .common import KubectlBinaryOpt, cluster, kube_flags, kubectl
 from .inputs import SetOpt, SetStringOpt, ValuesOpt
 from .nodemap import ByOpt, GroupByOpt, HtmlOpt, QueuesFileOpt, SummaryOpt, SvgOpt
-from .options import OutputFormat, OutputOpt, current, with_global_options, with_options
+from .options import OutputOpt, current, with_global_options, with_options
+from .output import OutputFormat
 
 app = typer.Typer(help="Cluster nodes: capacity, a map of who holds each GPU, the agent label, taints, a GPU check.",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},

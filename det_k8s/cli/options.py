@@ -14,10 +14,12 @@ import functools
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+
+from . import output
+from .output import OutputFormat
 
 if TYPE_CHECKING:
     from ..kube.api import KubeApi
@@ -49,8 +51,6 @@ class GlobalOptions:
         with contextlib.suppress(Forbidden):  # an RBAC answer comes from a Kubernetes API server all the same
             api.server_version()
         if api.insecure:
-            from . import output
-
             output.warning(f"context {api.target.context} skips TLS verification (insecure-skip-tls-verify): the "
                            f"identity of {api.target.server} is not checked")
         return api
@@ -66,12 +66,6 @@ def current() -> GlobalOptions:
 
 def set_current(options: GlobalOptions) -> None:
     _CURRENT.set(options)
-
-
-class OutputFormat(str, Enum):
-    table = "table"
-    json = "json"
-    yaml = "yaml"
 
 
 def _namespace(value: str | None) -> str | None:
@@ -134,8 +128,6 @@ def timed(step: str) -> Iterator[None]:
         yield
     finally:
         if current().verbose >= 2:
-            from . import output
-
             output.message(f"timing: {step}: {time.monotonic() - started:.2f} s")
 
 

@@ -20,10 +20,19 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from ..scrub_output import scrub as _scrub
-from .options import OutputFormat
+
+
+class OutputFormat(str, Enum):
+    """What -o takes: a table for people, JSON or YAML for programs."""
+
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
 
 # Characters that drive a terminal instead of showing: C0 and C1 controls (ESC starts a sequence, U+009B is CSI on
 # its own), DEL, and the bidirectional overrides that make a name read backwards. A table cell or a map holds names

@@ -14,7 +14,8 @@ import typer
 
 from .inputs import SetOpt, SetStringOpt, ValuesOpt
 from .nodemap import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
-from .options import OFFLINE, KubeVersionOpt, OutputFormat, OutputOpt, pod_spec_version, with_options
+from .options import OFFLINE, KubeVersionOpt, OutputOpt, pod_spec_version, with_options
+from .output import OutputFormat
 
 
 @with_options("namespace", *OFFLINE, namespace_help=(

@@ -12,13 +12,11 @@ plan decide with the one function (`scheduling.plan.pass_plan`). Nothing talks t
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import math
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,8 +38,9 @@ from ..scheduling.queues import unnamed_workspaces
 from ..scheduling.searchers import Search, trials_at_once
 from ..settings.model import Settings
 from . import output
-from .inputs import load_settings_from_cli, load_snapshot, read_text, stdin_once
-from .options import OutputFormat, timed
+from .inputs import load_settings_from_cli, load_snapshot, no_gc, read_text, stdin_once, with_policy_file
+from .options import timed
+from .output import OutputFormat
 
 if TYPE_CHECKING:
     from ..scheduling.occupancy import OccupancyMap
@@ -67,23 +66,6 @@ class Entry:
         if self.search is None:
             return self.experiment.name
         return f"{self.experiment.name} (trial {self.trial}/{self.search.trials})"
-
-
-@contextlib.contextmanager
-def no_gc() -> Iterator[None]:
-    """Pause the cycle collector while a snapshot's millions of acyclic objects are built and used.
-
-    Parsing a 30,000-pod snapshot allocates so many containers that the collector runs hundreds
-    of times for nothing (JSON data has no cycles); pausing it makes `plan` about 2x faster. The
-    command is short-lived, so nothing accumulates.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def default_max_slots(snapshot: Snapshot) -> tuple[int, list[int]]:
@@ -284,28 +266,6 @@ def plan_namespace() -> str:
 
     return current().namespace or os.environ.get("HELM_NAMESPACE") or "default"
 
-
-def with_policy_file(flags: Policy, path: Path) -> Policy:
-    """The policy a file gives (`det-k8s scheduler policy -o yaml` prints one; or a queue document alone, as
-    `scheduler policy --queues` takes it; its queues are checked like settings), with the switches the command line
-    turns on; keys the file leaves out come from the command line."""
-    from ..live.policy import policy_from_data
-    from ..safe_read import load_yaml
-
-    shown = "stdin" if str(path) == "-" else str(path)
-    raw = load_yaml(read_text(path, "policy file"), shown)
-    raw = {} if raw is None else raw
-    if isinstance(raw, dict) and isinstance(raw.get("queues"), list):  # a queue document, as --queues takes it
-        raw = {"queues": raw}
-    policy = policy_from_data(raw, shown)
-    given = raw if isinstance(raw, dict) else {}
-    return replace(policy, preemption=policy.preemption or flags.preemption,
-                   autoscaling=policy.autoscaling or flags.autoscaling,
-                   topology_required=policy.topology_required or flags.topology_required,
-                   topology_key=policy.topology_key if "topology_key" in given else flags.topology_key,
-                   extended_resource_toleration=(policy.extended_resource_toleration
-                                                 if "extended_resource_toleration" in given
-                                                 else flags.extended_resource_toleration))
 
 
 def run(experiments: Sequence[Path], snapshot_file: Path, values: Sequence[str | Path] | None,

@@ -15,7 +15,8 @@ import typer
 
 from . import output
 from .common import AllNamespacesOpt, YesOpt, confirm
-from .options import OutputFormat, OutputOpt, current, with_global_options
+from .options import OutputOpt, current, with_global_options
+from .output import OutputFormat
 
 app = typer.Typer(help="Task pods the Determined master started (label `determined`).", no_args_is_help=True,
                   context_settings={"help_option_names": ["-h", "--help"]}, rich_markup_mode=None)

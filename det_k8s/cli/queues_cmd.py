@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import output
-from .options import OutputFormat, OutputOpt, current, with_global_options
+from .options import OutputOpt, current, with_global_options
+from .output import OutputFormat
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

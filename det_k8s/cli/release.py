@@ -17,11 +17,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import DetK8sError, NotFound, SettingsError, Severity, UsageError
-from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import go_duration, parse_duration
 from ..tools.process import display
 from . import output
-from .chart_cmds import report_warnings
 from .common import (
     UPGRADE_CHECK_PASSWORD,
     AllNamespacesOpt,
@@ -35,58 +33,29 @@ from .common import (
     offline_namespace,
     private_chart,
     report_problems,
+    report_warnings,
     upgrade_check_values,
 )
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
-from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
-from .options import output_format as output_format_of
+from .options import KubeVersionOpt, OutputOpt, current, pod_spec_version, with_global_options
+from .output import OutputFormat
+from .release_options import (
+    AlwaysWaitsOpt,
+    ChartOpt,
+    DryRunOpt,
+    ReleaseArg,
+    ReleaseOutputOpt,
+    RollbackOpt,
+    SkipStorageOpt,
+    TimeoutOpt,
+    VersionOpt,
+)
+from .release_steps import announce_restarts, rendered_manifests, show_upgrade_diff
 
 if TYPE_CHECKING:
     from ..kube.api import KubeApi
     from ..settings import Settings
     from ..tools.helm import Helm
-
-ReleaseArg = Annotated[str, typer.Argument(metavar="RELEASE", help="The helm release name, e.g. determined.",
-                                           show_default=False)]
-ChartOpt = Annotated[Path | None, typer.Option(
-    "--chart", metavar="PATH", help="Install your copy of the Determined chart (directory or .tgz) instead of the "
-    "bundled one; it is copied and rendered, never modified.")]
-TimeoutOpt = Annotated[str, typer.Option("--timeout", metavar="DURATION",
-                                         help=f"How long helm waits: {DURATION_HELP}.")]
-DryRunOpt = Annotated[bool, typer.Option(
-    "--dry-run", help="Print the helm command and the manifests (Secret values redacted); contact no cluster.")]
-RollbackOpt = Annotated[bool, typer.Option(
-    "--rollback-on-failure", "--atomic", help="Undo a failed change (helm 4 --rollback-on-failure, helm 3 --atomic).")]
-ReleaseOutputOpt = Annotated[OutputFormat, typer.Option(
-    "--output", "-o", parser=output_format_of, metavar="FORMAT",
-    help="table: the messages only; json or yaml: also the release (name, namespace, status, Determined version, "
-    "master URL) on stdout, as helm's -o.")]
-AlwaysWaitsOpt = Annotated[bool, typer.Option(
-    "--wait", help="Accepted as helm takes it: det-k8s always waits until the master and database are ready (up to "
-    "--timeout).")]
-def _no_chart_version(value: str | None) -> str | None:
-    if value is not None:
-        raise UsageError(f"--version {value}: the bundled chart has no versions of its own; the Determined release is "
-                         "appVersion", hint=f"add --set appVersion={value} (or appVersion: in a -f file)")
-    return value
-
-
-VersionOpt = Annotated[str | None, typer.Option(
-    "--version", metavar="VERSION", hidden=True, callback=_no_chart_version, show_default=False,
-    help="helm's chart version: refused with the appVersion to set instead.")]
-SkipStorageOpt = Annotated[bool, typer.Option("--skip-storage-check", help="Do not probe the checkpoint storage.")]
-
-
-def rendered_manifests(tool: Helm, release: str, built_chart: str, values_file: str, namespace: str,
-                       secrets: Sequence[str], *, upgrading: bool = False, extra: Sequence[str] = ()) -> str:
-    """The YAML stream of the objects helm would apply, rendered without a cluster (an upgrade as one)."""
-    from ..tools.helm import manifests_from_render, render_argv, upgrade_render_argv
-
-    if upgrading:
-        argv = upgrade_render_argv(release, built_chart, values_file, namespace) + list(extra)
-        return tool.run(argv, secrets=tuple(secrets)).stdout
-    rendered = tool.run(render_argv(tool.major, release, built_chart, values_file, namespace), secrets=tuple(secrets))
-    return manifests_from_render(tool.major, rendered.stdout)
 
 
 def _default_passwords(command: str, settings: Settings) -> None:
@@ -140,25 +109,6 @@ def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> str 
         output.message(f"  ({address.note})")
     output.message(f"Next: det-k8s status {release} -n {namespace}   (master readiness, logs, diagnosis)")
     return address.url
-
-
-def announce_restarts(api: KubeApi, what: str, question: str, action: str, yes: bool) -> None:
-    """`what` (an upgrade, a rollback) restarts the master: name the running experiments, then ask (or refuse
-    without a terminal)."""
-    from ..release import live
-    from ..release.tasks import group_tasks
-
-    groups = group_tasks(live.running_tasks(api, api.namespace))
-    if groups:
-        output.warning(f"{len(groups)} task(s) are running in {api.namespace}; the master restarts during the "
-                       f"{what} and they resume from their latest checkpoint (work since then is redone). "
-                       "Consider pausing experiments first:")
-        for group in groups:
-            allocation = f" (allocation {group.allocation})" if group.allocation else " (no allocation label)"
-            output.message(f"  {group.description}{allocation}: {', '.join(group.pods)}")
-    else:
-        output.message(f"no task pods are running in {api.namespace}")
-    confirm(question, yes=yes, action=action)
 
 
 def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_string: SetStringOpt,
@@ -229,8 +179,6 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
         _default_passwords(command, settings)
         if command == "upgrade":
             if show_diff:
-                from .release_ops import show_upgrade_diff
-
                 show_upgrade_diff(tool, release, kube, api.namespace, str(built.directory), str(built.values_file),
                                   secret_values(settings))
             announce_restarts(api, "upgrade", f"Upgrade release {release} in namespace {api.namespace}? The master "

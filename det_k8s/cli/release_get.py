@@ -9,8 +9,9 @@ import typer
 
 from . import output
 from .common import HelmBinaryOpt, cluster, helm, kube_flags
-from .options import OutputFormat, with_global_options
-from .release import ReleaseArg
+from .options import with_global_options
+from .output import OutputFormat
+from .release_options import ReleaseArg
 
 app = typer.Typer(name="get", no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
                   rich_markup_mode=None, help="Read what an installed release holds, as helm get does (secrets masked).")

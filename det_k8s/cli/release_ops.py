@@ -22,11 +22,12 @@ from ..errors import DetK8sError, NotFound, ToolFailed, UsageError
 from . import output
 from .common import HelmBinaryOpt, YesOpt, cluster, helm, kube_flags, private_chart
 from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
-from .options import KubeVersionOpt, OutputFormat, OutputOpt, current, pod_spec_version, with_global_options
-from .release import AlwaysWaitsOpt, ReleaseArg, SkipStorageOpt, TimeoutOpt
+from .options import KubeVersionOpt, OutputOpt, current, pod_spec_version, with_global_options
+from .output import OutputFormat
+from .release_options import AlwaysWaitsOpt, ReleaseArg, SkipStorageOpt, TimeoutOpt
+from .release_steps import announce_restarts, installed_manifests, installed_secrets, show_changes, show_upgrade_diff
 
 if TYPE_CHECKING:
-    from ..release.diff import Change
     from ..tools.helm import Helm, KubeFlags
 
 CHANGES = 2  # `diff` exits 2 when the release would change, as helm diff --detailed-exitcode does
@@ -35,63 +36,6 @@ DiffChartOpt = Annotated[Path | None, typer.Option(
     "would, instead of the bundled one; it is copied, never modified.")]
 UnifiedOpt = Annotated[int, typer.Option("--unified", "-U", metavar="N", min=0,
                                          help="Lines of context around each change, as diff -U.")]
-
-
-def installed_secrets(tool: Helm, release: str, kube: KubeFlags, revision: int | None = None) -> tuple[str, ...]:
-    """Every secret a revision was installed with (`helm get values`), registered with the scrubber at once: the
-    revision's manifests may hold them where no Secret does (an official chart's database password in a
-    Deployment's env, the default password in a Job's args), and the new settings do not know old passwords."""
-    from ..errors import DetK8sError
-    from ..scrub_output import register
-    from ..settings.secret_settings import secrets_in
-    from ..tools.helm import get_values_argv
-
-    try:
-        values = tool.json(get_values_argv(release, kube, all_values=False, revision=revision))
-    except DetK8sError:  # the manifests alone are still shown, secret-looking values hashed (release/diff.py)
-        return ()
-    found = tuple(dict.fromkeys(secrets_in(values))) if isinstance(values, dict) else ()
-    register(*found)
-    return found
-
-
-def installed_manifests(tool: Helm, release: str, kube: KubeFlags, revision: int | None = None) -> str:
-    """A revision's manifests and hooks as one stream (the latest revision by default)."""
-    from ..tools.helm import get_hooks_argv, get_manifest_argv
-
-    manifest = tool.run(get_manifest_argv(release, kube, revision)).stdout
-    hooks = tool.run(get_hooks_argv(release, kube, revision)).stdout
-    return manifest.rstrip("\n") + "\n---\n" + hooks
-
-
-def rendered_manifests(tool: Helm, release: str, chart: str, values_file: str, namespace: str,
-                       secrets: tuple[str, ...]) -> str:
-    """What the chart renders to for an upgrade with these values, without contacting a cluster."""
-    from ..tools.helm import upgrade_render_argv
-
-    return tool.run(upgrade_render_argv(release, chart, values_file, namespace), secrets=secrets).stdout
-
-
-def show_changes(changes: list[Change], where: str) -> None:
-    """Each changed object's unified diff on stdout, then one summary line on stderr."""
-    from ..release.diff import summary
-
-    for change in changes:
-        output.diff_lines(change.title, change.lines)
-    output.message(f"{where}: {summary(changes)}" if changes else f"{where}: no changes")
-
-
-def show_upgrade_diff(tool: Helm, release: str, kube: KubeFlags, namespace: str, chart: str, values_file: str,
-                      secrets: tuple[str, ...], context: int = 3) -> list[Change]:
-    """The changes an upgrade of `release` to this rendered chart makes, shown; returned for the exit code."""
-    from ..release.diff import diff_manifests, parse_manifests
-
-    new = rendered_manifests(tool, release, chart, values_file, namespace, secrets)
-    old = installed_manifests(tool, release, kube)
-    secrets = (*secrets, *installed_secrets(tool, release, kube))
-    changes = diff_manifests(parse_manifests(old, namespace, secrets), parse_manifests(new, namespace, secrets), context)
-    show_changes(changes, f"upgrade of release {release} (namespace {namespace})")
-    return changes
 
 
 @with_global_options
@@ -112,7 +56,7 @@ def diff(
     from ..release.manifests import secret_values
     from ..release.names import validate_release_name
     from ..settings.podspec import checking_against
-    from .chart_cmds import report_warnings
+    from .common import report_warnings
 
     validate_release_name(release)
     with checking_against(pod_spec_version(kube_version)):
@@ -237,7 +181,6 @@ def rollback(
     from ..tools.helm import get_values_argv, rollback_argv
     from . import change as changing
     from .common import report_problems
-    from .release import announce_restarts
 
     validate_release_name(release)
     seconds = parse_duration(timeout)

@@ -15,7 +15,8 @@ from ..errors import DetK8sError, InputError, PolicyError, UsageError
 from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import parse_duration
 from . import output
-from .options import OFFLINE, OutputFormat, OutputOpt, current, with_global_options, with_options
+from .options import OFFLINE, OutputOpt, current, with_global_options, with_options
+from .output import OutputFormat
 
 if TYPE_CHECKING:
     from ..scheduling.queues import QueueTree

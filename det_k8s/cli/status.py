@@ -15,7 +15,8 @@ import typer
 
 from ..errors import ClusterError, DetK8sError, Forbidden, InputError, NotFound
 from . import output
-from .options import OutputFormat, OutputOpt, current, with_global_options
+from .options import OutputOpt, current, with_global_options
+from .output import OutputFormat
 
 if TYPE_CHECKING:
     from ..determined.versions import Version

@@ -15,12 +15,12 @@ can be changed by a caller.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import InputError, MalformedObject
 from ..quantity import QuantityError, format_milli, parse_milli
-from .dra import DeviceClass, DeviceSlice, device_class_from_object, device_slice_from_object
 from .gangs import foreign_gang, may_belong
 from .model import (
     NO_CONSTRAINTS,
@@ -29,6 +29,8 @@ from .model import (
     RUNTIME_CLASS_MERGE,
     Claim,
     Constraints,
+    DeviceClass,
+    DeviceSlice,
     HostPort,
     LabelSelector,
     Node,
@@ -40,6 +42,7 @@ from .model import (
     SpreadConstraint,
     StorageClass,
     Taint,
+    Term,
     Toleration,
     Volume,
     VolumeClaim,
@@ -622,3 +625,62 @@ def _one_node_per_name(nodes: Sequence[Node], source: str) -> None:
 def describe_resources(resources: Resources) -> str:
     """`cpu=7910m, nvidia.com/gpu=4` for messages."""
     return ", ".join(f"{name}={format_milli(name, amount)}" for name, amount in sorted(resources.items()))
+
+
+# -- DRA objects (the model: model.py) ------------------------------------------------------------------------------
+
+_DRIVER_IS = re.compile(r"""^\s*device\.driver\s*==\s*(?:"([^"]+)"|'([^']+)')\s*$""")
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(_mapping(obj.get("metadata")).get("name") or "")
+
+
+def device_class_from_object(obj: Mapping[str, Any]) -> DeviceClass:
+    """A DeviceClass object read leniently (a field of another shape reads as absent)."""
+    spec = _mapping(obj.get("spec"))
+    drivers: set[str] = set()
+    unread = False
+    selectors = spec.get("selectors")
+    for selector in selectors if isinstance(selectors, list) else ():
+        expression = str(_mapping(_mapping(selector).get("cel")).get("expression") or "")
+        match = _DRIVER_IS.match(expression)
+        if match:
+            drivers.add(match.group(1) or match.group(2))
+        else:
+            unread = True  # a selector det-k8s cannot evaluate: the class may select any driver's devices
+    name = spec.get("extendedResourceName")
+    return DeviceClass(_name(obj), name if isinstance(name, str) else "",
+                       None if unread or not drivers else frozenset(drivers))
+
+
+def device_slice_from_object(obj: Mapping[str, Any]) -> DeviceSlice:
+    """A ResourceSlice object read leniently (a field of another shape reads as absent)."""
+    spec = _mapping(obj.get("spec"))
+    pool = _mapping(spec.get("pool"))
+    raw_devices = spec.get("devices")
+    devices: list[Any] = raw_devices if isinstance(raw_devices, list) else []
+    generation = pool.get("generation")
+    selector = spec.get("nodeSelector")
+    per_device: list[str] = []
+    if spec.get("perDeviceNodeSelection") is True:
+        for device in devices:
+            node = _mapping(device).get("nodeName")
+            if isinstance(node, str) and node:
+                per_device.append(node)
+    terms: tuple[Term, ...] = ()
+    if isinstance(selector, Mapping):
+        try:
+            terms = node_terms(selector)
+        except (TypeError, AttributeError, ValueError):  # not a NodeSelector's shape: it selects no node
+            terms = ((),)
+    node = spec.get("nodeName")
+    return DeviceSlice(
+        _name(obj), str(spec.get("driver") or ""), str(pool.get("name") or ""),
+        generation if isinstance(generation, int) and not isinstance(generation, bool) else 0,
+        node if isinstance(node, str) else "", terms,
+        spec.get("allNodes") is True, len(devices), tuple(per_device))

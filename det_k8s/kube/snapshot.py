@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..cluster.dra import device_class_from_object, device_slice_from_object
 from ..cluster.model import Node, Pod, Snapshot
 from ..cluster.quota import quota_from_object
 from ..cluster.read import (
     claim_from_object,
+    device_class_from_object,
+    device_slice_from_object,
     node_from_object,
     pod_from_object,
     storage_class_from_object,

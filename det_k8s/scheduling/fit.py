@@ -24,8 +24,8 @@ from collections import Counter
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..cluster.admission import Admission
 from ..cluster.model import GPU, PODS, Constraints, Node
-from .admission import Admission
 from .capacity import Capacity, Demand, FreeIndex, count, take
 from .interpod import Space
 from .model import Placement, PodGroup, PodRequest

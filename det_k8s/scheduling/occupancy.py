@@ -34,13 +34,12 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
-from ..cluster.dra import GPU_RESOURCES
-from ..cluster.model import AMD_GPU, GPU, NO_CONSTRAINTS, PODS, Constraints, Node, Pod, Snapshot
+from ..cluster.admission import detect
+from ..cluster.model import AMD_GPU, GPU, GPU_RESOURCES, NO_CONSTRAINTS, PODS, Constraints, Node, Pod, Snapshot
 from ..quantity import format_decimal
 from ..settings.model import Settings
 from ..settings.node_rules import task_constraints
 from . import labels as L
-from .admission import detect
 from .model import Plan, PodGroup
 
 SYSTEM_LABEL = "determined-system"  # the chart's master and database pods

@@ -34,8 +34,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from ..cluster.admission import Admission, detect
 from ..cluster.model import Pod, Snapshot
-from .admission import Admission, detect
 from .capacity import Capacity
 from .fit import Fitter, Nodes, Shape, Shaper, Taken, assign, placed_pods
 from .interpod import Space

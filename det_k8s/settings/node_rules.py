@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ..cluster.dra import DeviceView
-from ..cluster.model import Constraints, Node, Pod
+from ..cluster.admission import detect
+from ..cluster.model import GPU, Constraints, DeviceView, Node, Pod, Snapshot
 from ..cluster.read import constraints_from_spec
 from ..errors import Problem, Severity
 from ..quantity import format_cpu, format_decimal
@@ -79,10 +79,7 @@ def without_pods(settings: Settings, sources: SourceMap, origin: str) -> Problem
 def admitted_task_constraints(settings: Settings, nodes: Sequence[Node], pods: Sequence[Pod] = ()) -> Constraints:
     """Task pods' constraints once the API server admitted them: a GPU task pod gets the ExtendedResourceToleration
     plugin's `nvidia.com/gpu` toleration where the cluster runs it (decided as planning decides it,
-    `scheduling.admission.detect`; GKE and EKS taint GPU nodes with that name and rely on it)."""
-    from ..cluster.model import GPU, Snapshot
-    from ..scheduling.admission import detect
-
+    `cluster.admission.detect`; GKE and EKS taint GPU nodes with that name and rely on it)."""
     constraints = task_constraints(settings)
     if settings.slot_type == "cpu":
         return constraints

@@ -104,9 +104,9 @@ def test_url_redirect_loops_and_odd_answers_are_named(run_cli, hostile_web, path
 
 
 def test_a_url_that_drips_forever_stops_at_the_overall_limit(run_cli, hostile_web, monkeypatch):
-    from det_k8s.cli import sources
+    from det_k8s.cli import inputs
 
-    monkeypatch.setattr(sources, "URL_DEADLINE", 1.0)
+    monkeypatch.setattr(inputs, "URL_DEADLINE", 1.0)
     line = one_error(run_cli("validate", "-f", f"{hostile_web}/drip"))
     assert line == f"error: {hostile_web}/drip: not read completely within 1s (the server sends too slowly)"
 

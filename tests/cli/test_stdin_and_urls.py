@@ -133,9 +133,9 @@ def test_url_failures_are_one_line_with_the_url_whole(run_cli, web, path, messag
 
 
 def test_a_silent_url_times_out(run_cli, tarpit, monkeypatch):
-    from det_k8s.cli import sources
+    from det_k8s.cli import inputs
 
-    monkeypatch.setattr(sources, "URL_TIMEOUT", 0.5)
+    monkeypatch.setattr(inputs, "URL_TIMEOUT", 0.5)
     result = run_cli("validate", "-f", f"{tarpit.url}/site.yaml")
     assert result.code == 1 and result.err.strip() == f"error: {tarpit.url}/site.yaml: no answer within 0.5s"
 

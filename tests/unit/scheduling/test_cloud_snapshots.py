@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from det_k8s.cluster.admission import detect
 from det_k8s.cluster.read import snapshot_from_objects
-from det_k8s.scheduling.admission import detect
 from det_k8s.scheduling.experiments import parse_experiment
 from det_k8s.scheduling.explain import describe
 from det_k8s.scheduling.groups import build_group, pod_manifests

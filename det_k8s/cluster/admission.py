@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..cluster.model import Constraints, Pod, Snapshot, Taint, Toleration
+from .model import Constraints, Pod, Snapshot, Taint, Toleration
 
 # node labels each managed Kubernetes service sets, and its name
 PLATFORMS = (
