@@ -191,3 +191,28 @@ class PolicyError(SettingsError):
 
 class Unschedulable(DetK8sError):
     """A task can never run as asked: its slots are not a multiple of maxSlotsPerPod (exit 1)."""
+
+
+class GroupCreationFailed(DetK8sError):
+    """Some pod of a group could not be created; the others were removed again, as far as that was possible.
+
+    `leftovers`: what could not be deleted (still there, as far as det-k8s knows). `unconfirmed`: pods
+    whose creation got no answer (a timeout, a lost connection, a 5xx) and which were not there to
+    delete: the creation may still take effect later. `remaining` is both: what may hold resources
+    for a group that is not running, which the caller marks in the queue entry (live/creation_records.py).
+    """
+
+    def __init__(self, message: str, *, leftovers: Sequence[str] = (), hint: str | None = None,
+                 lasting: bool = False, unconfirmed: Sequence[str] = (), attempt: str = "",
+                 pod_group_denied: bool = False) -> None:
+        super().__init__(message, hint=hint)
+        self.pod_group_denied = pod_group_denied  # the PodGroup's creation was denied (RBAC): no pod was created
+        self.leftovers = tuple(leftovers)
+        self.lasting = lasting  # trying again unchanged will fail again (see `lasting_refusal`)
+        self.unconfirmed = tuple(unconfirmed)
+        self.attempt = attempt  # the det-k8s.io/attempt label of this creation's pods ("" when unlabelled)
+
+    @property
+    def remaining(self) -> tuple[str, ...]:
+        """Pods of this failed creation that exist or may appear (not the Service)."""
+        return tuple(n for n in (*self.leftovers, *self.unconfirmed) if "/" not in n)

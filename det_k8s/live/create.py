@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DetK8sError
+from ..errors import DetK8sError, GroupCreationFailed
 from ..scheduling.groups import pin
 from ..scheduling.lifecycle import next_attempt
 from .creation_records import (
@@ -37,7 +37,7 @@ from .creation_records import (
 )
 from .decide import QUOTA_BACKOFF, QUOTA_REFUSED, Create, attempts_text
 from .native import VERSIONS, member, pod_group_manifest, pod_group_name
-from .submit import GroupCreationFailed, create_group, pod_group_ref
+from .submit import create_group, pod_group_ref
 
 if TYPE_CHECKING:
     from ..kube.api import KubeApi

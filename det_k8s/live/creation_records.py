@@ -26,13 +26,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DetK8sError
+from ..errors import DetK8sError, GroupCreationFailed
 from ..kube.kinds import PODS
 
 if TYPE_CHECKING:
     from ..kube.api import KubeApi
     from .queue import QueueEntry
-    from .submit import GroupCreationFailed
 
 ATTEMPT_LABEL = "det-k8s.io/attempt"
 GROUP_LABEL = "det-k8s.io/group"

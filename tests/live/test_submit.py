@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from det_k8s.live.submit import GroupCreationFailed, create_group, delete_group
+from det_k8s.errors import GroupCreationFailed
+from det_k8s.live.submit import create_group, delete_group
 from tests.support.k8s_emulator import pod
 
 
