@@ -27,7 +27,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -329,3 +329,24 @@ def deeper_than(data: Any, max_depth: int) -> bool:
             return True
         pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
+
+
+def type_name(value: Any) -> str:
+    """A user-facing name for the type of a value read from YAML or JSON (settings, objects, kubeconfigs).
+
+    The one wording of every `expected X, found Y` message: an int is "an integer", a float "a number"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return type(value).__name__

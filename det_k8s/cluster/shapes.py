@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..safe_read import type_name
+
 # field path -> expected type; "[]" in a path means "every item of that list"
 MAPPING, LIST, STRING = dict, list, str
 _META: dict[str, type] = {"metadata": MAPPING, "metadata.name": STRING, "metadata.namespace": STRING,
@@ -38,22 +40,6 @@ POD: dict[str, type] = {
 }
 SHAPES = {"Node": NODE, "Pod": POD}
 _NAMES: dict[type, str] = {dict: "a mapping", list: "a list", str: "a string"}
-
-
-def type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    return type(value).__name__
 
 
 def _split(path: str) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import InputError, UsageError
 from ..names import check_namespace
-from ..safe_read import load_yaml, read_file
+from ..safe_read import load_yaml, read_file, type_name
 from ..settings.secret_settings import mask_url
 
 KUBECONFIG_LIMIT = 16 * 2**20
@@ -96,8 +96,6 @@ _SECTIONS: dict[str, tuple[str, dict[str, type]]] = {
 def checked(data: dict[str, Any], path: Path) -> dict[str, Any]:
     """The kubeconfig, its fields of the shapes kubectl expects; one InputError naming the first that is not."""
     def fail(where: str, expected: type, value: Any) -> InputError:
-        from ..settings.source import type_name
-
         kind = {str: "a string", bool: "true or false", dict: "a mapping", list: "a list"}[expected]
         return InputError(f"{path}: {where}: expected {kind}, found {type_name(value)}",
                           hint="fix the kubeconfig (kubectl config view shows how kubectl reads it)")

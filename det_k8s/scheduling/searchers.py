@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..determined.versions import DEFAULT, has, parse_version
+from ..safe_read import type_name
 
 DIVISOR = 4.0  # every searcher's `divisor` default
 MAX_RUNGS = 5  # adaptive_asha's `max_rungs` default
@@ -157,8 +158,6 @@ def _count(number: int) -> str:
 
 
 def _kind(value: Any) -> str:
-    from ..settings.source import type_name
-
     return type_name(value)
 
 

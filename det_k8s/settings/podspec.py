@@ -34,8 +34,9 @@ from pathlib import Path as PathType
 from typing import Any
 
 from ..errors import Problem, Severity
+from ..safe_read import type_name
 from .podvalues import check_pod_values
-from .source import Path, SourceMap, format_path, type_name
+from .source import Path, SourceMap, format_path
 
 _API_VERSION = "v1"
 _KIND = "Pod"

@@ -18,6 +18,7 @@ from ..determined import versions
 from ..errors import Problem, Severity
 from ..names import is_image_reference
 from ..quantity import QuantityError, parse_quantity
+from ..safe_read import type_name
 from .podspec import check_settings_pod_specs, settings_pod_specs
 from .podvalues import MAIN_CONTAINER
 from .problems import ProblemCollector, get_path
@@ -31,7 +32,7 @@ from .schema import (
     walk,
 )
 from .secret_settings import clip, mask_url
-from .source import Path, SourceMap, format_path, type_name
+from .source import Path, SourceMap, format_path
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 PORT_RANGE = re.compile(r"^(\d{1,5}):(\d{1,5})$")

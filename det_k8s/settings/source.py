@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from ..errors import InputError, Location, Problem, Severity
-from ..safe_read import MAX_VALUES, Loader, check_yaml, number_problem, yaml_error
+from ..safe_read import MAX_VALUES, Loader, check_yaml, number_problem, type_name, yaml_error
 
 Path = tuple[str | int, ...]
 
@@ -129,20 +129,3 @@ def require_mapping(loaded: LoadedYaml, name: str) -> Mapping[str, Any]:
     return loaded.data
 
 
-def type_name(value: Any) -> str:
-    """A user-facing name for a YAML value's type."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__

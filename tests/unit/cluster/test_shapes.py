@@ -29,7 +29,7 @@ def with_(obj: dict, path: str, value: object) -> dict:
     ("status.conditions", "ready", "status.conditions: expected a list, found a string"),
     ("status.conditions", ["ready"], "status.conditions[0]: expected a mapping, found a string"),
     ("spec.taints", "all", "spec.taints: expected a list, found a string"),
-    ("spec.taints", [1], "spec.taints[0]: expected a mapping, found a number"),
+    ("spec.taints", [1], "spec.taints[0]: expected a mapping, found an integer"),
     ("metadata.labels", ["a"], "metadata.labels: expected a mapping, found a list"),
     ("status.allocatable", "4", "status.allocatable: expected a mapping, found a string"),
 ])
