@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -129,6 +131,18 @@ class Cluster:
         from det_k8s.kube.api import KubeApi
 
         return KubeApi.connect(kubeconfig=str(self.kubeconfig), namespace=namespace)
+
+
+def _stop_as_on_ctrl_c(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (a timeout's kill, scripts/flakes, a cancelled CI job) ends the run as Ctrl-C does: pytest then tears its
+    session fixtures down, which stop the real control plane and the master they started, instead of leaving them
+    running with no parent."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _stop_as_on_ctrl_c)
 
 
 def pytest_collection(session: pytest.Session) -> None:
