@@ -32,10 +32,11 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..labels import APP_INSTANCE, APP_NAME, MANAGED_BY, MANAGER
 from ..stopping import GRACE_SECONDS
 
 NAME = "det-k8s-scheduler"
-LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "det-k8s"}
+LABELS = {APP_NAME: NAME, MANAGED_BY: MANAGER}
 
 CLUSTER_RULES: list[dict[str, Any]] = [
     # patch: the short-lived `det-k8s.io/binding` taint that fences a node while the master's pods are bound to it
@@ -107,7 +108,7 @@ def scheduler_manifests(image: str, namespace: str, *, scheduler_name: str = "co
     Deployment's selector. `replicas` and `preemption` may be placeholders (the chart's template is made from
     these manifests, see `chart_template`)."""
     cluster_name = cluster_name or name
-    labels = {**LABELS, **({"app.kubernetes.io/instance": instance} if instance else {})}
+    labels = {**LABELS, **({APP_INSTANCE: instance} if instance else {})}
     args = ["scheduler", "run", "--namespace", namespace, "--scheduler-name", scheduler_name,
             "--health-port", str(HEALTH_PORT)]
     if preemption:
@@ -141,7 +142,7 @@ def scheduler_manifests(image: str, namespace: str, *, scheduler_name: str = "co
     }
     if image_pull_secret:
         pod_spec["imagePullSecrets"] = [{"name": image_pull_secret}]
-    selector = {"app.kubernetes.io/name": NAME, **({"app.kubernetes.io/instance": instance} if instance else {})}
+    selector = {APP_NAME: NAME, **({APP_INSTANCE: instance} if instance else {})}
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, namespace, labels),
         "spec": {"replicas": replicas, "selector": {"matchLabels": selector},

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import DetK8sError, Forbidden
+from ..labels import APP_INSTANCE, APP_NAME, QUEUE_ENTRY
 from . import output
 from .options import OutputOpt, current, with_global_options
 from .output import OutputFormat
@@ -52,11 +53,10 @@ def _queue_namespaces(api: KubeApi, all_namespaces: bool) -> list[str]:
     if not all_namespaces:
         return [api.namespace]
     from ..kube.kinds import CONFIGMAPS
-    from ..live.queue import ENTRY_LABEL
 
     found = {api.namespace}
     try:
-        objects = list(api.iter_list(CONFIGMAPS, all_namespaces=True, label_selector=ENTRY_LABEL))
+        objects = list(api.iter_list(CONFIGMAPS, all_namespaces=True, label_selector=QUEUE_ENTRY))
     except Forbidden as exc:
         output.warning(f"cannot list queue entries in every namespace, so only namespace {api.namespace}'s are "
                        f"checked: {exc.message}")
@@ -86,14 +86,14 @@ def _det_k8s_schedulers(api: KubeApi, all_namespaces: bool) -> list[tuple[str, l
     from ..settings.schema import DEFAULT_SCHEDULER_IMAGE
 
     try:
-        pods = api.list(PODS, api.namespace, all_namespaces=all_namespaces, label_selector=f"app.kubernetes.io/name={NAME}")
+        pods = api.list(PODS, api.namespace, all_namespaces=all_namespaces, label_selector=f"{APP_NAME}={NAME}")
     except Forbidden as exc:
         output.warning(f"cannot list pods, so det-k8s's scheduler pods are not checked: {exc.message}")
         return []
     by_deployment: dict[str, list[Any]] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
-        instance = (meta.get("labels") or {}).get("app.kubernetes.io/instance")
+        instance = (meta.get("labels") or {}).get(APP_INSTANCE)
         name = chart_name(instance) if instance else NAME
         by_deployment.setdefault(f"{meta.get('namespace')}/{name}" if all_namespaces else name, []).append(
             pod_state(pod))

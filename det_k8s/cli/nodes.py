@@ -60,7 +60,7 @@ def list_nodes(output_format: OutputOpt = OutputFormat.table, namespace: NoNames
     """Per node: readiness, GPUs and CPUs allocatable/requested, taints, the agent label."""
     from ..cluster.model import GPU
     from ..kube.snapshot import read_snapshot
-    from ..tools.kubectl import AGENT_LABEL, AGENT_VALUE
+    from ..labels import AGENT_LABEL, AGENT_VALUE
 
     api = current().connect()
     snapshot = read_snapshot(api)
@@ -116,7 +116,8 @@ def map_(
 @with_options(*CLUSTER_SCOPED)  # nodes belong to no namespace: no -n
 def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None, namespace: NoNamespaceOpt = None) -> None:
     """Add the agent label determined.ai/pedl-agent=present (kubectl label --overwrite)."""
-    from ..tools.kubectl import AGENT_LABEL, AGENT_VALUE, label_argv
+    from ..labels import AGENT_LABEL, AGENT_VALUE
+    from ..tools.kubectl import label_argv
 
     argv = label_argv(nodes, kube_flags(None))  # node names checked before anything else is read
     kubectl(kubectl_binary, cluster()).run(argv)
@@ -127,7 +128,8 @@ def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None, namespace: N
 @with_options(*CLUSTER_SCOPED)  # nodes belong to no namespace: no -n
 def unlabel(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None, namespace: NoNamespaceOpt = None) -> None:
     """Remove the agent label (kubectl label NODE determined.ai/pedl-agent-)."""
-    from ..tools.kubectl import AGENT_LABEL, unlabel_argv
+    from ..labels import AGENT_LABEL
+    from ..tools.kubectl import unlabel_argv
 
     argv = unlabel_argv(nodes, kube_flags(None))  # node names checked before anything else is read
     kubectl(kubectl_binary, cluster()).run(argv)

@@ -42,13 +42,14 @@ SelectorOpt = Annotated[str | None, typer.Option(
 def _row(pod: dict[str, Any]) -> dict[str, Any]:
     from ..cluster.model import GPU
     from ..cluster.read import effective_requests
-    from ..release.tasks import TASK_LABEL, age, owning_job
+    from ..labels import DETERMINED
+    from ..release.tasks import age, owning_job
 
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     gpus = effective_requests(spec, f"pod {meta.get('name')}").get(GPU, 0) // 1000
     return {"name": meta.get("name", ""), "namespace": meta.get("namespace", ""), "phase": status.get("phase", ""),
             "node": spec.get("nodeName") or "", "gpus": gpus, "age": age(str(meta.get("creationTimestamp") or "")),
-            "allocation": (meta.get("labels") or {}).get(TASK_LABEL, ""), "job": owning_job(pod) or ""}
+            "allocation": (meta.get("labels") or {}).get(DETERMINED, ""), "job": owning_job(pod) or ""}
 
 
 def _task_pods(selector: str | None, all_namespaces: bool) -> tuple[Any, list[dict[str, Any]]]:

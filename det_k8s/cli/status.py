@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import ClusterError, DetK8sError, Forbidden, InputError, NotFound
+from ..labels import APP_INSTANCE, APP_NAME, SERVED_BY, SERVING
 from . import output
 from .options import OutputOpt, current, with_global_options
 from .output import OutputFormat
@@ -139,7 +140,7 @@ def gang_scheduler(api: KubeApi, release: str, namespace: str) -> dict[str, Any]
 
     from ..chart.deploy import chart_name
     from ..kube.kinds import DEPLOYMENTS, LEASES
-    from ..live.lease import LEASE_NAME, NAMESPACE_ENV, SERVED_BY, SERVING, LeaseState, utcnow
+    from ..live.lease import LEASE_NAME, NAMESPACE_ENV, LeaseState, utcnow
 
     name = chart_name(release)
     deployment = _get(api, DEPLOYMENTS, name, namespace)
@@ -190,7 +191,7 @@ def scheduler_pods(api: KubeApi, namespace: str, release: str) -> list[PodState]
     from ..kube.kinds import PODS
     from ..release.diagnose import pod_state
 
-    selector = f"app.kubernetes.io/name={NAME},app.kubernetes.io/instance={release}"
+    selector = f"{APP_NAME}={NAME},{APP_INSTANCE}={release}"
     return [pod_state(p) for p in _list_or_empty(api, PODS, namespace=namespace, label_selector=selector)]
 
 

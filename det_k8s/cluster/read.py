@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import InputError, MalformedObject
+from ..labels import BINDING_FENCE as BINDING_FENCE
+from ..labels import PLANNED_NODE
 from ..quantity import QuantityError, format_milli, parse_milli
 from .gangs import foreign_gang, may_belong
 from .model import (
@@ -373,7 +375,6 @@ def _malformed(kind: str, obj: Any, exc: BaseException | None) -> MalformedObjec
     return MalformedObject(kind, object_name(obj), problem)
 
 
-BINDING_FENCE = "det-k8s.io/binding"  # live/fence.py's taint
 
 
 def _read_node(obj: Mapping[str, Any]) -> Node:
@@ -470,7 +471,6 @@ def _controller(refs: Any) -> str:
 
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-PLANNED_NODE = "det-k8s.io/planned-node"  # a det-k8s pod kube-scheduler places (native gang): counted there until bound
 
 
 def _storage_bytes(raw: Any, where: str) -> int:

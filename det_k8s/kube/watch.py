@@ -35,7 +35,7 @@ from typing import Any
 from ..cluster.model import Node, Pod, Snapshot
 from ..cluster.read import node_from_object, pod_from_object
 from ..errors import DetK8sError, Expired, Forbidden, MalformedObject, NotFound
-from ..scheduling.labels import MANAGED_BY, MANAGER
+from ..labels import MANAGED_BY, MANAGER, QUEUE_ENTRY
 from ..scheduling.master import MasterPod, ServedReader, master_pod
 from ..scheduling.master import served as _served
 from .api import KubeApi
@@ -43,7 +43,6 @@ from .kinds import CONFIGMAPS, NODES, PODS, Kind
 from .snapshot import PLACEMENT_KINDS, object_key, placement_object, read_placement_objects, snapshot_of, unserved
 
 ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
-QUEUE_LABEL = "det-k8s.io/queue-entry"
 ASSUME_FOR = 30.0  # seconds a binding of ours outlives older events that still show the pod pending
 
 
@@ -151,7 +150,7 @@ class ClusterView:
             (NODES, None, None, None), (PODS, None, None, ACTIVE),
             *((kind, None, None, None) for kind in PLACEMENT_KINDS if kind not in skip)]
         if self.queue_namespace:
-            kinds.append((CONFIGMAPS, self.queue_namespace, QUEUE_LABEL, None))
+            kinds.append((CONFIGMAPS, self.queue_namespace, QUEUE_ENTRY, None))
         for kind, namespace, labels, fields in kinds:
             thread = threading.Thread(target=self._run, args=(kind, namespace, labels, fields), daemon=True,
                                       name=f"det-k8s-watch-{kind.plural}")

@@ -37,7 +37,8 @@ from ..errors import Conflict, DetK8sError, Forbidden, NotFound, Rejected
 from ..kube.api import KubeApi
 from ..kube.events import EventRecorder, safe_message
 from ..kube.kinds import PODS
-from ..scheduling.labels import MANAGED_BY, MANAGER, PREEMPTED_AT, PREEMPTION_NOTICE, label_value
+from ..labels import MANAGED_BY, MANAGER, PREEMPTED_AT, PREEMPTION_NOTICE, PURPOSE
+from ..scheduling.labels import label_value
 from ..scheduling.master import JOB_UID, PREEMPTION, UNSCHEDULABLE, MasterGroup, MasterPod
 
 # Event reasons (CamelCase, as Kubernetes' own: FailedScheduling, Preempted, Scheduled)
@@ -318,7 +319,7 @@ class Binder:
             "name": group.job, "namespace": group.namespace,
             "labels": {PREEMPTION: "true", PREEMPTION_NOTICE: label_value(group.allocation or group.name),
                        MANAGED_BY: MANAGER},
-            "annotations": {"det-k8s.io/purpose": "tells the Determined master to preempt the trial of this Job: "
+            "annotations": {PURPOSE: "tells the Determined master to preempt the trial of this Job: "
                                                   "it finds a labelled pod by the Job's name"}}
         if job_uid:
             meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": group.job, "uid": job_uid}]

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from .. import labels as label_keys
 from ..errors import DetK8sError, GroupCreationFailed
 from ..kube.kinds import PODS
 
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
     from ..kube.api import KubeApi
     from .queue import QueueEntry
 
-ATTEMPT_LABEL = "det-k8s.io/attempt"
-GROUP_LABEL = "det-k8s.io/group"
+ATTEMPT_LABEL = label_keys.ATTEMPT
+GROUP_LABEL = label_keys.GROUP
 INTENT_CREATE = "create"  # an intent record's `intent`: the creation of the recorded pods is under way
 MAX_RECORDS = 10  # failed attempts remembered per entry (the oldest go first)
 FORGET_AFTER = datetime.timedelta(days=1)  # a lost write lands within the API server's request timeout

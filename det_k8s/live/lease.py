@@ -13,7 +13,7 @@ client-go does, a client that has itself watched the Lease stay unchanged for
 watched nothing yet, so a renewTime older than the duration plus a generous skew allowance also
 counts as gone: a crashed holder never blocks short-lived commands for more than about 90 s. And a
 holder whose process is known to have ended is gone at once: every write names the holder's process
-(`PROCESS`: boot id, PID namespace, PID), and a client on the same machine and PID namespace that finds
+(`HOLDER_PROCESS`: boot id, PID namespace, PID), and a client on the same machine and PID namespace that finds
 that process ended (kill -9, a crash) takes the Lease over without waiting. A process stopped by a
 signal releases it itself (det_k8s/stopping.py).
 
@@ -45,17 +45,13 @@ from .. import stopping
 from ..errors import Conflict, DetK8sError, Forbidden, NotFound
 from ..kube.api import KubeApi
 from ..kube.kinds import LEASES
+from ..labels import HOLDER_PROCESS, LAST_PASS, MANAGED_BY, MANAGER, PODS_VERSION, SERVED_BY, SERVING
 
 LEASE_NAME = "det-k8s-scheduler"
-FENCE = "det-k8s.io/pods-version"  # annotation: the newest pod revision the last holder's writes are within
-SERVING = "det-k8s.io/serving"  # annotation: "<scheduler name> until <RFC 3339>": a loop binds the master's pods
-SERVED_BY = "det-k8s.io/served-by"  # annotation: the holder identity of the loop that last wrote SERVING
 NAMESPACE_ENV = "DET_K8S_LEASE_NAMESPACE"
 DEFAULT_DURATION = 30  # seconds a pass may hold the Lease without renewing it
 SKEW_ALLOWANCE = 60  # seconds of clock difference tolerated when judging a renewTime we never watched
 DEFAULT_NAMESPACE = "default"
-PROCESS = "det-k8s.io/holder-process"  # annotation: "<boot id>/<pid namespace>/<pid>" of the holder's process
-LAST_PASS = "det-k8s.io/last-pass"  # annotation: when the last pass under this Lease ended
 RECHECK = 60.0  # seconds: a take-back of our own released Lease checks the other locations at most this often
 T = TypeVar("T")
 ACTIVE_WINDOW = datetime.timedelta(minutes=10)  # a scheduler loop backs off to at most 5 minutes between passes
@@ -116,12 +112,13 @@ def died_here(key: str) -> bool:
 
 
 def _with_process(obj: dict[str, Any]) -> dict[str, Any]:
-    """The Lease object naming this process as the holder's (PROCESS), or without a stale name when /proc says none."""
+    """The Lease object naming this process as the holder's (HOLDER_PROCESS), or without a stale name when /proc says
+    none."""
     meta = dict(obj.get("metadata") or {})
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != PROCESS}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != HOLDER_PROCESS}
     key = process_key()
     if key:
-        annotations[PROCESS] = key
+        annotations[HOLDER_PROCESS] = key
     meta["annotations"] = annotations
     return {**obj, "metadata": meta}
 
@@ -186,7 +183,7 @@ class SchedulingLease:
     clock: Clock = utcnow
     name: str = LEASE_NAME
     monotonic: Callable[[], float] = time.monotonic
-    fence: str = ""  # written with the release (FENCE), for the next holder's watch to catch up to
+    fence: str = ""  # written with the release (PODS_VERSION), for the next holder's watch to catch up to
     serving: str = ""  # written with the release (SERVING): "<scheduler name> until <time>" ("" leaves it)
     _watched: tuple[tuple[str, str], float] | None = field(default=None, repr=False)
     _written: dict[str, Any] | None = field(default=None, repr=False)  # the Lease as our own last write left it
@@ -200,7 +197,7 @@ class SchedulingLease:
         if state.stale(self.clock()):
             return True
         annotations = (current.get("metadata") or {}).get("annotations") or {}
-        if isinstance(annotations, dict) and died_here(str(annotations.get(PROCESS) or "")):
+        if isinstance(annotations, dict) and died_here(str(annotations.get(HOLDER_PROCESS) or "")):
             return True  # its process ended on this machine without releasing it (kill -9, a crash)
         record = (str((current.get("metadata") or {}).get("resourceVersion", "")), state.holder)
         now = self.monotonic()
@@ -244,7 +241,7 @@ class SchedulingLease:
                 created = self.api.create(LEASES, _with_process({
                     "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace,
-                                 "labels": {"app.kubernetes.io/managed-by": "det-k8s"}},
+                                 "labels": {MANAGED_BY: MANAGER}},
                     "spec": spec}), self.namespace)
             except Conflict:
                 return False  # another client created it first
@@ -300,9 +297,9 @@ class SchedulingLease:
 
     @property
     def previous_fence(self) -> str:
-        """The FENCE the Lease held when this client took it (the previous holder's writes), or ""."""
+        """The PODS_VERSION the Lease held when this client took it (the previous holder's writes), or ""."""
         annotations = ((self._written or {}).get("metadata") or {}).get("annotations") or {}
-        return str(annotations.get(FENCE) or "")
+        return str(annotations.get(PODS_VERSION) or "")
 
     def holder_now(self) -> LeaseState | None:
         try:
@@ -326,7 +323,7 @@ class SchedulingLease:
             if LeaseState.of(current).holder != self.holder:
                 return
         body = {**current, "spec": {**(current.get("spec") or {}), "holderIdentity": "", "renewTime": None}}
-        added = {key: value for key, value in ((FENCE, self.fence), (SERVING, self.serving)) if value}
+        added = {key: value for key, value in ((PODS_VERSION, self.fence), (SERVING, self.serving)) if value}
         if self.serving:
             added[SERVED_BY] = self.holder  # who serves between passes, when the Lease itself is free (`status`)
         if passed:

@@ -31,10 +31,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..cluster.model import Pod
-from ..cluster.read import PLANNED_NODE
 from ..errors import DetK8sError
 from ..kube.api import KubeApi
 from ..kube.kinds import pod_groups
+from ..labels import GROUP, MANAGED_BY, MANAGER, PLANNED_NODE
 from ..scheduling.model import PLACEMENTS
 
 VERSIONS = ("v1beta1", "v1alpha2")  # preferred first
@@ -73,7 +73,7 @@ def pod_group_manifest(name: str, namespace: str, version: str, size: int, group
     """The PodGroup of a det-k8s group: a gang of all its pods. `owner` (the queue entry's ConfigMap: name and
     uid) makes the garbage collector delete it with the experiment."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace,
-                            "labels": {"app.kubernetes.io/managed-by": "det-k8s", "det-k8s.io/group": group_id}}
+                            "labels": {MANAGED_BY: MANAGER, GROUP: group_id}}
     if owner and owner.get("uid"):
         meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner["name"],
                                     "uid": owner["uid"]}]

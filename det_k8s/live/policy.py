@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from ..errors import InputError, Location, NotFound, PolicyError, Problem, Severity
 from ..kube.api import KubeApi
 from ..kube.kinds import CONFIGMAPS
+from ..labels import MANAGED_BY, MANAGER
 from ..safe_read import load_json
 from ..scheduling.model import DEFAULT_RESERVE_AFTER, PLACEMENTS, ZONE, Policy
 from ..scheduling.queues import QueueTree, parse_queues, queues_data
@@ -95,7 +96,7 @@ def write_policy(api: KubeApi, namespace: str, policy: Policy) -> None:
     body: Mapping[str, object] = {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": POLICY_NAME, "namespace": namespace,
-                     "labels": {"app.kubernetes.io/managed-by": "det-k8s"}},
+                     "labels": {MANAGED_BY: MANAGER}},
         "data": {"policy.json": json.dumps(policy_data(policy), sort_keys=True)},
     }
     if api.exists(CONFIGMAPS, POLICY_NAME, namespace):

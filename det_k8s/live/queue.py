@@ -18,10 +18,9 @@ from typing import Any
 from ..errors import InputError, NotFound, UsageError
 from ..kube.api import KubeApi
 from ..kube.kinds import CONFIGMAPS
+from ..labels import GROUP, MANAGED_BY, MANAGER, QUEUE_ENTRY, QUEUE_STATE, SUBMITTED_AT, USER
 from ..safe_read import load_json
 
-ENTRY_LABEL = "det-k8s.io/queue-entry"
-STATE_LABEL = "det-k8s.io/state"
 PREFIX = "det-k8s-queue-"
 
 QUEUED, RUNNING, PAUSED, COMPLETED, FAILED, KILLED = "queued", "running", "paused", "completed", "failed", "killed"
@@ -70,13 +69,13 @@ def to_configmap(entry: QueueEntry, namespace: str) -> dict[str, Any]:
         "name": entry.configmap_name,
         "namespace": namespace,
         "labels": {
-            ENTRY_LABEL: "true",
-            STATE_LABEL: entry.state,
-            "det-k8s.io/group": entry.id,
-            "det-k8s.io/user": _label_value(entry.user),
-            "app.kubernetes.io/managed-by": "det-k8s",
+            QUEUE_ENTRY: "true",
+            QUEUE_STATE: entry.state,
+            GROUP: entry.id,
+            USER: _label_value(entry.user),
+            MANAGED_BY: MANAGER,
         },
-        "annotations": {"det-k8s.io/submitted-at": entry.submitted_at},
+        "annotations": {SUBMITTED_AT: entry.submitted_at},
     }
     if entry.resource_version:
         meta["resourceVersion"] = entry.resource_version
@@ -208,9 +207,9 @@ class QueueStore:
 
     def entries(self, states: Sequence[str] | None = None) -> list[QueueEntry]:
         """Entries in submission order, optionally only those in `states`."""
-        selector = ENTRY_LABEL
+        selector = QUEUE_ENTRY
         if states:
-            selector += f",{STATE_LABEL} in ({','.join(states)})"
+            selector += f",{QUEUE_STATE} in ({','.join(states)})"
         found = []
         for obj in self.api.list(CONFIGMAPS, self.namespace, label_selector=selector):
             try:

@@ -42,13 +42,13 @@ from typing import Any
 
 import yaml
 
+from ..labels import KEEP_POLICY
 from ..scrub_output import replace_secret
 from ..settings.secret_settings import POD_SPEC_KEYS, looks_secret, mask_url
 
 _KEY = _random.token_bytes(32)
 _SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
-KEEP_POLICY = "helm.sh/resource-policy"
 
 
 def secret_token(value: bytes | str) -> str:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..labels import CHECK, MANAGED_BY, MANAGER
+
 IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 NAME_PREFIX = "det-k8s-gpu-check-"
-CHECK_LABEL = "det-k8s.determined.ai/check"
 GPU_TOLERATIONS = (
     {"key": "nvidia.com/gpu", "operator": "Exists"},
     {"key": "determined.ai/pedl-agent", "operator": "Exists"},
@@ -36,7 +37,7 @@ def gpu_check_pod(node: str | None = None, image: str = IMAGE) -> dict[str, Any]
             "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"generateName": NAME_PREFIX,
-                         "labels": {CHECK_LABEL: "gpu", "app.kubernetes.io/managed-by": "det-k8s"}},
+                         "labels": {CHECK: "gpu", MANAGED_BY: MANAGER}},
             "spec": spec}
 
 

@@ -25,6 +25,7 @@ from ..kube.kinds import (
     STORAGECLASSES,
 )
 from ..kube.snapshot import read_nodes, read_snapshot
+from ..labels import APP_NAME
 from ..settings import LoadedSettings, Settings
 from ..settings.node_rules import check_nodes
 from ..settings.podspec import DEFAULT, KubeVersion, cluster_version, recheck_settings
@@ -56,7 +57,7 @@ def other_releases(api: KubeApi, helm: Helm, kube: KubeFlags) -> tuple[list[pref
         problems.append(Problem(Severity.WARNING, "", f"other namespaces not checked for Determined releases: {exc}"))
         listed = helm.json(list_argv(helm.major, kube))
     try:
-        deployments = api.list(DEPLOYMENTS, all_namespaces=True, label_selector="app.kubernetes.io/name=determined")
+        deployments = api.list(DEPLOYMENTS, all_namespaces=True, label_selector=f"{APP_NAME}=determined")
     except Forbidden:
         deployments = []
     refs = preflight.merge_releases(preflight.determined_releases(listed),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Problem, Severity, ToolFailed
+from ..labels import APP_INSTANCE, APP_VERSION
 from ..quantity import QuantityError, parse_quantity
 from ..settings import Settings
 from ..settings.source import SourceMap
@@ -64,10 +65,10 @@ def releases_from_deployments(deployments: Sequence[Mapping[str, Any]]) -> list[
     for obj in deployments:
         meta = obj.get("metadata") or {}
         labels = meta.get("labels") or {}
-        name = labels.get("app.kubernetes.io/instance") or labels.get("release")
+        name = labels.get(APP_INSTANCE) or labels.get("release")
         if name and str(meta.get("name", "")).startswith("determined-master-deployment-"):
             out.append(ReleaseRef(str(name), str(meta.get("namespace") or ""),
-                                  app_version=str(labels.get("app.kubernetes.io/version") or "")))
+                                  app_version=str(labels.get(APP_VERSION) or "")))
     return out
 
 

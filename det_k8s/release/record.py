@@ -30,7 +30,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-READY_LABEL = "det-k8s.io/seen-ready"
+from ..labels import SEEN_READY
+
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 DESCRIPTION_LIMIT = 400  # characters of det-k8s's reason kept in info.description (helm prints it in one cell)
 
@@ -64,7 +65,7 @@ def revisions(items: Iterable[Mapping[str, Any]], release: str, kind: str) -> li
         if labels.get("owner") != "helm" or labels.get("name") != release or not version.isdigit():
             continue
         found.append(Revision(kind, str((item.get("metadata") or {}).get("name") or ""), int(version),
-                              str(labels.get("status") or ""), labels.get(READY_LABEL) == version, item))
+                              str(labels.get("status") or ""), labels.get(SEEN_READY) == version, item))
     return sorted(found, key=lambda r: r.revision)
 
 
@@ -99,14 +100,14 @@ def failed_patch(record: Revision, description: str) -> dict[str, Any]:
     info["status"] = "failed"
     info["description"] = description[:DESCRIPTION_LIMIT]
     labels: dict[str, Any] = {"status": "failed"}
-    if READY_LABEL in _labels(record.obj):
-        labels[READY_LABEL] = None  # copied from an earlier revision, or this one's no longer true
+    if SEEN_READY in _labels(record.obj):
+        labels[SEEN_READY] = None  # copied from an earlier revision, or this one's no longer true
     return {"metadata": {"labels": labels, "resourceVersion": (record.obj.get("metadata") or {}).get("resourceVersion")},
             "data": {"release": encode(release, record.kind)}}
 
 
 def ready_patch(record: Revision) -> dict[str, Any]:
-    return {"metadata": {"labels": {READY_LABEL: str(record.revision)}}}
+    return {"metadata": {"labels": {SEEN_READY: str(record.revision)}}}
 
 
 def last_seen_ready(records: Iterable[Revision], before: int) -> Revision | None:

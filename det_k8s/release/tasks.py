@@ -20,11 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-TASK_LABEL = "determined"
+from ..labels import DETERMINED as TASK_LABEL
+from ..labels import MANAGED_BY, MANAGER
+
 # det-k8s's own gang-scheduled pods never carry `determined` (the 0.17 master deletes such pods when it starts;
 # scheduling/labels.py), so this selector finds only the master's. The managed-by guard stays for pods an older
 # det-k8s labelled `determined`: they belong to its queue, and `det-k8s experiment kill` is the way to stop them.
-MASTER_TASKS = f"{TASK_LABEL},app.kubernetes.io/managed-by!=det-k8s"
+MASTER_TASKS = f"{TASK_LABEL},{MANAGED_BY}!={MANAGER}"
 _TRIAL = re.compile(r"^(?:det-[0-9a-z]{1,8}-)?exp-(\d+)-trial-(\d+)")  # 0.34+: det-<clusterID[:8]>-exp-...
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")  # set by the Job controller (job-name before 1.27)
 
@@ -111,7 +113,7 @@ def owning_job(pod: Mapping[str, Any]) -> str | None:
 def is_master_task(obj: Mapping[str, Any]) -> bool:
     """Labelled `determined` and not det-k8s's own (what MASTER_TASKS selects)."""
     labels = _meta(obj).get("labels") or {}
-    return TASK_LABEL in labels and labels.get("app.kubernetes.io/managed-by") != "det-k8s"
+    return TASK_LABEL in labels and labels.get(MANAGED_BY) != MANAGER
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..labels import KEEP_POLICY
 from .names import db_pvc
-
-KEEP_POLICY = "helm.sh/resource-policy"
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..cluster.model import GPU, Pod, Snapshot, add, fits
+from ..labels import GROUP, SIZE
 
-DET_K8S_GROUP = "det-k8s.io/group"
-DET_K8S_SIZE = "det-k8s.io/size"
 DETERMINED = "determined"
 POD_GROUP_LABELS = ("pod-group.scheduling.sigs.k8s.io/name", "scheduling.x-k8s.io/pod-group")
 MIN_AVAILABLE = "pod-group.scheduling.sigs.k8s.io/min-available"
@@ -65,8 +64,8 @@ class Diagnosis:
 
 def _group_key(pod: Pod) -> tuple[str, str] | None:
     labels = pod.labels
-    if labels.get(DET_K8S_GROUP):
-        return "det-k8s", labels[DET_K8S_GROUP]
+    if labels.get(GROUP):
+        return "det-k8s", labels[GROUP]
     if labels.get(DETERMINED) and any(labels.get(label) for label in POD_GROUP_LABELS):
         # the master's gang: before 0.34 every attempt of a trial shares the pod-group name; the allocation does not
         return "determined", labels[DETERMINED]
@@ -80,7 +79,7 @@ def _group_key(pod: Pod) -> tuple[str, str] | None:
 
 def _expected_size(pods: Sequence[Pod]) -> int:
     for pod in pods:
-        for label in (DET_K8S_SIZE, MIN_AVAILABLE):
+        for label in (SIZE, MIN_AVAILABLE):
             value = pod.labels.get(label, "")
             if value.isdigit() and int(value) > 0:
                 return int(value)

@@ -25,12 +25,12 @@ from typing import Any
 from ..determined import expconf
 from ..determined.versions import DEFAULT, Version
 from ..errors import ExperimentError, Problem, Severity
+from ..labels import MASTER_LABELS
 from ..names import is_label_value
 from ..safe_read import type_name
 from ..settings.podspec import check_pod_spec
 from ..settings.problems import HasProblems, ProblemCollector
 from ..settings.source import Path, SourceMap, format_path, load_yaml_text
-from .labels import MASTER_LABELS
 from .model import DEFAULT_PRIORITY
 from .searchers import searcher_problems
 

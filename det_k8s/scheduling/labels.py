@@ -1,4 +1,4 @@
-"""Labels and annotations on det-k8s task pods, and reading running groups back from them.
+"""A group's labels on det-k8s task pods, and reading running groups back from them (the keys: det_k8s/labels.py).
 
 det-k8s's pods carry det-k8s.io/* labels that let any det-k8s process rebuild the running groups
 (who, what priority, which rank of how many) from a pod list alone, and `app.kubernetes.io/managed-by:
@@ -17,22 +17,46 @@ import re
 from collections.abc import Iterable, Mapping
 
 from ..cluster.model import Pod
+from ..labels import (  # the keys' one home; re-exported for the readers of `labels as L`
+    DETERMINED as DETERMINED,
+)
+from ..labels import (
+    EXPERIMENT as EXPERIMENT,
+)
+from ..labels import (
+    GROUP as GROUP,
+)
+from ..labels import (
+    MANAGED_BY as MANAGED_BY,
+)
+from ..labels import (
+    MANAGER as MANAGER,
+)
+from ..labels import (
+    MASTER_LABELS as MASTER_LABELS,
+)
+from ..labels import (
+    PREEMPTED_AT as PREEMPTED_AT,
+)
+from ..labels import (
+    PREEMPTION_NOTICE as PREEMPTION_NOTICE,
+)
+from ..labels import (
+    PRIORITY as PRIORITY,
+)
+from ..labels import (
+    RANK as RANK,
+)
+from ..labels import (
+    SIZE as SIZE,
+)
+from ..labels import (
+    SUBMITTED_AT as SUBMITTED_AT,
+)
+from ..labels import (
+    USER as USER,
+)
 from .model import DEFAULT_PRIORITY, PodGroup, RunningGroup, RunningPod
-
-DETERMINED = "determined"  # the Determined master's task label (value: the allocation id); never on det-k8s pods
-MASTER_LABELS = (DETERMINED, "determined-system", "determined-preemption")  # never on det-k8s pods
-MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGER = "det-k8s"
-GROUP = "det-k8s.io/group"
-EXPERIMENT = "det-k8s.io/experiment"
-USER = "det-k8s.io/user"
-PRIORITY = "det-k8s.io/priority"
-RANK = "det-k8s.io/rank"
-SIZE = "det-k8s.io/size"
-SUBMITTED_AT = "det-k8s.io/submitted-at"  # annotation, RFC 3339
-PREEMPTED_AT = "det-k8s.io/preempted-at"  # annotation on a victim's pods, RFC 3339: when det-k8s marked them
-# label of the preemption notice of a Job-based master (live/binder.py), whose value is the victim's allocation
-PREEMPTION_NOTICE = "det-k8s.io/preemption-notice"
 
 _INVALID = re.compile(r"[^A-Za-z0-9._-]+")
 _EDGES = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")

@@ -50,7 +50,8 @@ from ..cluster.gangs import foreign_gang
 from ..cluster.model import AMD_GPU, GPU, Pod
 from ..cluster.read import pod_from_object
 from ..determined.versions import fact
-from .labels import PREEMPTED_AT, determined_task, is_managed
+from ..labels import PREEMPTED_AT
+from .labels import determined_task, is_managed
 from .model import PodGroup, PodRequest, RunningGroup, RunningPod
 
 DEFAULT_SCHEDULER_NAME = "coscheduler"

@@ -36,10 +36,11 @@ from datetime import datetime
 
 from ..cluster.admission import Admission, detect
 from ..cluster.model import Pod, Snapshot
+from ..labels import GROUP
 from .capacity import Capacity
 from .fit import Fitter, Nodes, Shape, Shaper, Taken, assign, placed_pods
 from .interpod import Space
-from .labels import GROUP, is_managed, running_groups
+from .labels import is_managed, running_groups
 from .model import DraHold, Lent, Placement, Plan, PodGroup, Policy, Reason, ReasonCode, RunningGroup
 from .order import FairOrder
 from .preempt import Evictions

@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..cluster.model import Snapshot
+from ..labels import EXPERIMENT, GROUP
 from .fit import SHOWN_NODES, Failure, Fitter, Limits, Nodes, Shape
-from .labels import EXPERIMENT, GROUP, determined_task, is_managed
+from .labels import determined_task, is_managed
 from .model import PodGroup, QueueHold, Reason, ReasonCode
 from .reserve import Reservations
 

@@ -12,10 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import InputError, ToolFailed, UsageError
+from ..labels import AGENT_LABEL, AGENT_VALUE
 from ..names import check_node_name, is_label_key, is_label_value
 from ..safe_read import load_json
-from . import AGENT_LABEL as AGENT_LABEL  # (defined there: see det_k8s/tools/__init__.py)
-from . import AGENT_VALUE as AGENT_VALUE
 from . import DEFAULT_TAINT as DEFAULT_TAINT
 from .helm import KubeFlags, failed
 from .locate import locate, version_of

@@ -13,7 +13,8 @@ import threading
 
 import pytest
 
-from det_k8s.live.lease import LAST_PASS, LeaseLocationConflict, SchedulingLease
+from det_k8s.labels import LAST_PASS
+from det_k8s.live.lease import LeaseLocationConflict, SchedulingLease
 from tests.cli.test_completion import det_k8s
 from tests.conftest import example
 from tests.support.builders import node_of

@@ -12,8 +12,9 @@ import threading
 import pytest
 
 from det_k8s.kube.watch import ClusterView
+from det_k8s.labels import HOLDER_PROCESS
 from det_k8s.live.creation_records import ATTEMPT_LABEL, close_intents, mark_intent, unfinished
-from det_k8s.live.lease import LEASE_NAME, PROCESS, LeaseHeld, SchedulingLease, died_here, process_key
+from det_k8s.live.lease import LEASE_NAME, LeaseHeld, SchedulingLease, died_here, process_key
 from det_k8s.live.queue import QueueStore
 from det_k8s.live.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
@@ -56,7 +57,7 @@ def crashed(cluster, group: str, created: int, attempt: str = "dead0001") -> lis
     stamp = now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     cluster.api.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                      "metadata": {"name": LEASE_NAME, "namespace": "default",
-                                  "annotations": {PROCESS: process_key(dead_pid())}},
+                                  "annotations": {HOLDER_PROCESS: process_key(dead_pid())}},
                      "spec": {"holderIdentity": "killed@host-1", "leaseDurationSeconds": 30, "renewTime": stamp,
                               "acquireTime": stamp}})
     return names
@@ -197,7 +198,7 @@ def test_a_lease_whose_process_ended_here_is_taken_at_once_a_live_ones_is_not(cl
 
     def held_by(key: str) -> None:
         cluster.api.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                         "metadata": {"name": LEASE_NAME, "namespace": "default", "annotations": {PROCESS: key}},
+                         "metadata": {"name": LEASE_NAME, "namespace": "default", "annotations": {HOLDER_PROCESS: key}},
                          "spec": {"holderIdentity": "other@host", "leaseDurationSeconds": 30, "renewTime": stamp}})
 
     assert died_here(process_key(dead_pid())) and not died_here(process_key(1)) and not died_here("")
@@ -208,7 +209,7 @@ def test_a_lease_whose_process_ended_here_is_taken_at_once_a_live_ones_is_not(cl
     lease = SchedulingLease(api, "default", "me")
     assert lease.try_acquire()
     annotations = cluster.api.get("leases", LEASE_NAME)["metadata"]["annotations"]
-    assert annotations[PROCESS] == process_key()  # the next one can tell whether this process still runs
+    assert annotations[HOLDER_PROCESS] == process_key()  # the next one can tell whether this process still runs
     lease.release()
 
 

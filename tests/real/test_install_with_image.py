@@ -27,7 +27,8 @@ import pytest
 import yaml
 
 from det_k8s.chart.deploy import chart_name
-from det_k8s.live.lease import LEASE_NAME, SERVED_BY, LeaseState
+from det_k8s.labels import SERVED_BY
+from det_k8s.live.lease import LEASE_NAME, LeaseState
 from tests.cli.test_documented_commands import Documented, page_commands
 from tests.conftest import ROOT, TOOLS
 from tests.real.test_release_lifecycle import MANUAL, volume

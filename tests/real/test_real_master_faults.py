@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from det_k8s.live.lease import LAST_PASS, SERVED_BY
+from det_k8s.labels import LAST_PASS, SERVED_BY
 from tests.support.realkube.determined import PASSWORD, SYSTEM_NS, DeterminedOnKube, _experiment_id
 from tests.support.realkube.holdproxy import HoldProxy
 from tests.support.realkube.scheduler_run import scheduler_run

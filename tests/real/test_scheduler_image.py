@@ -27,7 +27,8 @@ import pytest
 
 from det_k8s import __version__
 from det_k8s.chart.deploy import NAME, TERMINATION_GRACE_SECONDS, scheduler_manifests
-from det_k8s.live.lease import LEASE_NAME, SERVED_BY, LeaseState
+from det_k8s.labels import SERVED_BY
+from det_k8s.live.lease import LEASE_NAME, LeaseState
 from tests.support.master_pods import create_task, master_task
 from tests.support.needs import need
 

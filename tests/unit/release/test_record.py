@@ -7,7 +7,8 @@ import base64
 import gzip
 import json
 
-from det_k8s.release.record import READY_LABEL, decode, encode, failed_patch, last_seen_ready, revisions, state
+from det_k8s.labels import SEEN_READY
+from det_k8s.release.record import decode, encode, failed_patch, last_seen_ready, revisions, state
 
 
 def _secret(version: int, status: str, release: dict | None = None, **labels: str) -> dict:
@@ -28,17 +29,17 @@ def test_a_record_round_trips_as_helm_stores_it():
 
 
 def test_marking_failed_sets_the_label_and_the_json_and_drops_a_copied_ready_label():
-    (found,) = revisions([_secret(3, "deployed", **{READY_LABEL: "2"})], "demo", "Secret")
+    (found,) = revisions([_secret(3, "deployed", **{SEEN_READY: "2"})], "demo", "Secret")
     assert not found.seen_ready  # copied from revision 2 by helm's upgrade: says nothing of revision 3
     patch = failed_patch(found, "det-k8s: upgrade not ready: " + "x" * 1000)
-    assert patch["metadata"] == {"labels": {"status": "failed", READY_LABEL: None}, "resourceVersion": "7"}
+    assert patch["metadata"] == {"labels": {"status": "failed", SEEN_READY: None}, "resourceVersion": "7"}
     info = decode({"data": patch["data"]}, "Secret")["info"]
     assert info["status"] == "failed" and info["description"].startswith("det-k8s: upgrade not ready: x")
     assert len(info["description"]) == 400
 
 
 def test_rollback_goes_to_the_last_revision_seen_ready_and_status_names_the_command():
-    found = revisions([_secret(1, "superseded", **{READY_LABEL: "1"}), _secret(2, "superseded", **{READY_LABEL: "1"}),
+    found = revisions([_secret(1, "superseded", **{SEEN_READY: "1"}), _secret(2, "superseded", **{SEEN_READY: "1"}),
                        _secret(3, "failed")], "demo", "Secret")
     assert last_seen_ready(found, 3).revision == 1
     said = state(found, "demo", "det", None, None)
