@@ -23,6 +23,7 @@ what is wrong; nothing here lets a parser's own exception through.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -293,8 +294,6 @@ def load_json(text: str | bytes, name: str, *, max_depth: int | None = MAX_DEPTH
               limit: int | None = TEXT_LIMIT) -> Any:
     """A JSON document, bounded: size (`limit`), depth (`max_depth`, checked after the C scanner, which
     guards its own recursion; None skips the check for big documents read field by field), and numbers."""
-    import json
-
     if limit is not None and len(text) > limit:
         raise InputError(f"{name}: larger than {_size(limit)}")
     try:

@@ -29,6 +29,7 @@ without a secret left on disk. What the cut-off command leaves, the next det-k8s
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import shutil
 import signal
@@ -169,8 +170,6 @@ def _exit_soon(code: int) -> None:
 def _last_word() -> None:
     """The main thread did not end within the grace and the last word after it: leave from here (see the module
     docstring). Written with os.write, not print: the main thread may be stuck holding stderr's lock."""
-    import faulthandler
-
     with _state.lock:
         if not (_state.installed and _state.last_word is not None and _state.signum is not None):
             return

@@ -8,6 +8,7 @@ it (a marker file says so). The user's own chart is read, never written. values.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -21,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from .. import stopping
+from ..determined.versions import parse_version, supported
 from ..errors import InputError, UsageError
 from ..safe_read import URL_AS_PATH, load_yaml, read_file
 from ..settings.jsonschema_export import values_json_schema
@@ -75,8 +78,6 @@ def chart_app_version(source: Path) -> str | None:
     """The appVersion a user's chart (directory or .tgz) names, when it names a Determined release det-k8s supports:
     the release to install when the settings name none (the v0.38.1 chart's unpackaged placeholder 0.0.0 names
     none). A chart that cannot be read is reported by `write_chart`, later, with its reason."""
-    from ..determined.versions import parse_version, supported
-
     with tempfile.TemporaryDirectory(prefix="det-k8s-chart-") as scratch:
         try:
             data = _copy_user_chart(source, Path(scratch) / "chart")
@@ -116,8 +117,6 @@ def _extract_chart_archive(source: Path, target: Path) -> None:
     unpacking before its data is decompressed; links, devices, absolute paths and `..` are refused,
     never skipped silently.
     """
-    import gzip
-
     try:
         with gzip.open(source, "rb") as raw:
             bounded: Any = _Bounded(raw, MAX_CHART_BYTES + 2**20, source)
@@ -233,8 +232,6 @@ def write_chart(out: Path, values: Mapping[str, Any], app_version: str, chart: P
 def _write_chart(out: Path, values: Mapping[str, Any], app_version: str, chart: Path | None) -> ChartResult:
     _prepare_destination(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    from .. import stopping
-
     staging = stopping.private_dir(f".{out.name}.", out.parent)  # removed whatever stops det-k8s (main's sweep)
     try:
         build = staging / "chart"

@@ -29,7 +29,10 @@ two never differ in RBAC or Deployment shape.
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+import yaml
 
 from .. import __version__
 from ..labels import APP_INSTANCE, APP_NAME, MANAGED_BY, MANAGER
@@ -190,10 +193,6 @@ def chart_template() -> str:
     chart and `scheduler manifest` deploy the same RBAC and Deployment: rendered with gangScheduler: det-k8s
     (the default) unless detK8sScheduler.enabled is false, serving the scheduler name the master gives its
     task pods (coscheduler when defaultScheduler is unset), with --preemption for defaultScheduler: preemption."""
-    import re
-
-    import yaml
-
     documents = scheduler_manifests(
         "ZZIMAGEZZ", "ZZNAMESPACEZZ", scheduler_name="ZZSCHEDULERZZ", replicas="ZZREPLICASZZ",
         lease_namespace="ZZLEASENAMESPACEZZ", preemption="ZZPREEMPTIONZZ", image_pull_secret="ZZPULLSECRETZZ",

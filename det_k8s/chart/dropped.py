@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from ..determined.versions import master_keys
 from ..errors import Problem, Severity
 from ..settings.problems import get_path
 from ..settings.source import SourceMap, format_path
@@ -133,8 +134,6 @@ def _leaves(config: Mapping[str, Any], prefix: str = "") -> list[str]:
 def unparsed(config: Mapping[str, Any], version: Any, chart: str) -> list[Problem]:
     """Keys a user's chart wrote into the strictly parsed parts of master.yaml that the release `version` does not
     parse (the version table's `master.yaml:` rows): a chart of another release, whose master would not start."""
-    from ..determined.versions import master_keys
-
     table = master_keys(version)
     found = [path for path in _leaves(config) if path.split(".")[0] in _STRICT and path not in table]
     return [Problem(Severity.WARNING, "appVersion", f"{chart} writes {path} into the master configuration, which "

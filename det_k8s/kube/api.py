@@ -10,8 +10,11 @@ ClusterUnreachable (no connection, naming the context), OperationTimeout, or Clu
 from __future__ import annotations
 
 import json
+import os
 import re
+import ssl
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +30,10 @@ from ..errors import (
     OperationTimeout,
     Rejected,
 )
-from .config import Target, resolve, user_of
+from .config import Target, kubeconfig_paths, resolve, user_of
 from .credentials import Credential, plugin_of, run_plugin, with_credential
-from .kinds import NAMESPACES, Kind
+from .incluster import in_cluster_target
+from .kinds import NAMESPACES, PODS, Kind
 
 DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds
 # 429 Too Many Requests: API Priority and Fairness turned the request away before handling it, so any verb is
@@ -71,15 +75,10 @@ class KubeApi:
         naming the context and the plugin, instead of the client carrying on without credentials.
         Inside a pod with no kubeconfig file, the pod's service account is used (`incluster.py`).
         """
-        import os
-
         from kubernetes import config as k8s_config
         from kubernetes.client import ApiClient, Configuration
         from kubernetes.config.config_exception import ConfigException
         from urllib3.util.retry import Retry
-
-        from .config import kubeconfig_paths
-        from .incluster import in_cluster_target
 
         configuration = Configuration()
         credential: Credential | None = None
@@ -126,8 +125,6 @@ class KubeApi:
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, POOL_SIZE)
         if not configuration.verify_ssl:
             # urllib3 would print InsecureRequestWarning and a source line on every request; the CLI says it once.
-            import warnings
-
             from urllib3.exceptions import InsecureRequestWarning
 
             warnings.filterwarnings("ignore", category=InsecureRequestWarning)
@@ -339,8 +336,6 @@ class KubeApi:
         query: list[tuple[str, Any]] = [("tailLines", tail_lines)]
         if container:
             query.append(("container", container))
-        from .kinds import PODS
-
         ns = self._ns(PODS, namespace)
         text: str = self.request("GET", PODS.path(ns, name, "log"), query=query, raw=True,
                                  what=f"logs of pod {ns}/{name}")
@@ -541,8 +536,6 @@ def _what(kind: Kind, name: str, namespace: str | None) -> str:
 def _certificate_refused(reason: Any) -> str | None:
     """What is wrong with the TLS certificate or the certificate authority, when that is why a connection failed
     (kubectl says the same: "x509: ..."); None for any other reason (a refused connection, a timeout)."""
-    import ssl
-
     error = reason
     for _ in range(4):  # urllib3 wraps the ssl module's error: SSLError(SSLCertVerificationError(...))
         if isinstance(error, ssl.SSLError) or error is None:

@@ -15,10 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from ..errors import InputError, UsageError
 from ..names import check_namespace
 from ..safe_read import load_yaml, read_file, type_name
+from ..scrub_output import register
 from ..settings.secret_settings import mask_url
 
 KUBECONFIG_LIMIT = 16 * 2**20
@@ -191,10 +193,6 @@ SECRET_USER_KEYS = ("token", "password", "client-key-data")
 
 def register_credentials(data: dict[str, Any], ctx: dict[str, Any]) -> None:
     """The context's credentials go to the scrubber before anything can print them (and the server's user-info)."""
-    from urllib.parse import unquote, urlsplit
-
-    from ..scrub_output import register
-
     user = user_of(data, ctx)
     values = [user.get(key) for key in SECRET_USER_KEYS]
     provider = user.get("auth-provider")

@@ -46,6 +46,7 @@ from ..errors import Conflict, DetK8sError, Forbidden, NotFound
 from ..kube.api import KubeApi
 from ..kube.kinds import LEASES
 from ..labels import HOLDER_PROCESS, LAST_PASS, MANAGED_BY, MANAGER, PODS_VERSION, SERVED_BY, SERVING
+from ..names import check_namespace
 
 LEASE_NAME = "det-k8s-scheduler"
 NAMESPACE_ENV = "DET_K8S_LEASE_NAMESPACE"
@@ -168,8 +169,6 @@ def served_now(api: KubeApi, clock: Callable[[], datetime.datetime] | None = Non
 
 
 def lease_namespace() -> str:
-    from ..names import check_namespace
-
     value = os.environ.get(NAMESPACE_ENV)
     return check_namespace(value, NAMESPACE_ENV) if value else DEFAULT_NAMESPACE
 

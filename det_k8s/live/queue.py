@@ -20,6 +20,7 @@ from ..kube.api import KubeApi
 from ..kube.kinds import CONFIGMAPS
 from ..labels import GROUP, MANAGED_BY, MANAGER, QUEUE_ENTRY, QUEUE_STATE, SUBMITTED_AT, USER
 from ..safe_read import load_json
+from ..scheduling.serialize import group_from_dict
 
 PREFIX = "det-k8s-queue-"
 
@@ -106,8 +107,6 @@ def to_configmap(entry: QueueEntry, namespace: str) -> dict[str, Any]:
 
 def _checked_payload(group: Any, pods: Any, service: Any) -> None:
     """Raise ValueError unless the stored group, pods and service have the shape a pass relies on."""
-    from ..scheduling.serialize import group_from_dict
-
     if not isinstance(pods, list) or not all(
             isinstance(p, dict) and isinstance((p.get("metadata") or {}).get("name"), str)
             and isinstance(p.get("spec"), dict) for p in pods):

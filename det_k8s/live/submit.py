@@ -19,6 +19,7 @@ from .. import stopping
 from ..errors import Conflict, DetK8sError, Forbidden, GroupCreationFailed, Rejected
 from ..kube.api import KubeApi
 from ..kube.kinds import PODS, SERVICES, Kind, pod_groups
+from .creation_records import ATTEMPT_LABEL
 
 IN_FLIGHT_WAIT = 2.0  # seconds an interrupted creation waits for the answers already on their way
 
@@ -72,8 +73,6 @@ def create_group(api: KubeApi, namespace: str, pods: Sequence[Mapping[str, Any]]
     every pod carries it as the `det-k8s.io/attempt` label, so a pod of this creation that appears
     later (a write that lands after the timeout) can be recognised and deleted on sight.
     """
-    from .creation_records import ATTEMPT_LABEL
-
     created: list[str] = []
     attempted: list[str] = []
     duplicates: set[str] = set()

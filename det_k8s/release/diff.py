@@ -42,7 +42,9 @@ from typing import Any
 
 import yaml
 
+from ..errors import InputError
 from ..labels import KEEP_POLICY
+from ..safe_read import load_yaml
 from ..scrub_output import replace_secret
 from ..settings.secret_settings import POD_SPEC_KEYS, looks_secret, mask_url
 
@@ -133,9 +135,6 @@ def mask_yaml_document(text: str, known: Sequence[str], mask: str) -> str | None
 
 def _load(text: str) -> Any:
     """One YAML document, bounded; None when it is not one (a syntax error, too deep, too many aliases)."""
-    from ..errors import InputError
-    from ..safe_read import load_yaml
-
     try:
         return load_yaml(text, "manifest")
     except InputError:

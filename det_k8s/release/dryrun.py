@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from ..errors import DetK8sError, Forbidden, Location, NotFound, Problem, Rejected, Severity
 from ..kube.api import KubeApi
 from ..kube.kinds import PODS, Kind
@@ -144,8 +146,6 @@ def _resources(api: KubeApi, api_version: str, cache: dict[str, dict[str, _Resou
 
 def chart_objects(manifests: str) -> list[dict[str, Any]]:
     """The objects of a rendered chart (`helm template`'s YAML stream): mappings with a kind and a name."""
-    import yaml
-
     objects = []
     for document in yaml.safe_load_all(manifests):
         if isinstance(document, Mapping) and document.get("kind") and isinstance(document.get("metadata"), Mapping) \

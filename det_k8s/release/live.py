@@ -32,10 +32,12 @@ from ..settings.podspec import DEFAULT, KubeVersion, cluster_version, recheck_se
 from ..settings.source import SourceMap
 from ..tools.helm import Helm, KubeFlags, list_argv
 from . import pending, preflight, record
+from .dryrun import dry_run_chart_objects, dry_run_pod_specs
 from .kube_compat import check_kubernetes
 from .names import db_deployment, db_pvc, master_deployment
+from .readiness import deployment_waiting
 from .storage_hook import check_checkpoint_storage
-from .tasks import MASTER_TASKS, TaskUnits, is_master_task, only_task_pods, owning_job, units
+from .tasks import MASTER_TASKS, TaskUnits, is_live, is_master_task, only_task_pods, owning_job, units
 from .uninstall_effects import LossSummary, summarize
 
 
@@ -85,8 +87,6 @@ def run_preflight(api: KubeApi, helm: Helm, loaded: LoadedSettings, settings: Se
                                     plugin=settings.values.get("gangScheduler") == "plugin")
         problems += recheck_settings(loaded.values, loaded.sources, pod_specs_checked, cluster_version(version))
         if not any(p.is_error for p in problems):
-            from .dryrun import dry_run_chart_objects, dry_run_pod_specs
-
             there = api.namespace_exists(namespace)
             if there:
                 problems += dry_run_pod_specs(api, loaded.values, loaded.sources, namespace)
@@ -149,8 +149,6 @@ def priority_class_problems(api: KubeApi, release: str, settings: Settings, *, u
 
 
 def running_tasks(api: KubeApi, namespace: str) -> list[dict[str, Any]]:
-    from .tasks import is_live
-
     return [p for p in api.list(PODS, namespace, label_selector=MASTER_TASKS) if is_live(p)]
 
 
@@ -311,8 +309,6 @@ def mark_ready(api: KubeApi, release: str, namespace: str) -> record.Revision | 
 
 def release_state(api: KubeApi, release: str, namespace: str) -> record.State:
     """Where `release` stands, read back from helm's record and the cluster (release/record.py:state)."""
-    from .readiness import deployment_waiting
-
     name = master_deployment(release)
     try:
         deployment = api.get(DEPLOYMENTS, name, namespace)

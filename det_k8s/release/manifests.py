@@ -19,9 +19,13 @@ import secrets as _random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..determined import versions
 from ..errors import InputError
 from ..safe_read import load_yaml
 from ..settings import Settings
+from ..settings.rules import parse_app_version
+from ..settings.secret_settings import holds_secret
+from .diff import dump_readable, mask_yaml_document
 
 MASK = "<redacted>"
 _SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
@@ -30,8 +34,6 @@ _SEPARATOR = re.compile(r"^---\s*$", re.MULTILINE)
 def _masked(value: Any, known: Sequence[str]) -> str:
     """A Secret's value as a dry run shows it: a master.yaml with the values of its secret-looking keys masked
     (the file an admin most wants to review), anything else masked whole."""
-    from .diff import mask_yaml_document
-
     shown = mask_yaml_document(value, known, MASK) if isinstance(value, str) else None
     return MASK if shown is None else shown
 
@@ -39,8 +41,6 @@ def _masked(value: Any, known: Sequence[str]) -> str:
 def redact_secrets(stream: str, known: Sequence[str] = ()) -> str:
     """The manifests with every Secret's values masked; a YAML document in a Secret's stringData (master.yaml
     from Determined 0.26.2) is shown with only its secrets masked. `known` are the settings' secrets."""
-    from .diff import dump_readable
-
     docs = [d for d in _SEPARATOR.split(stream) if d.strip()]
     out = []
     for text in docs:
@@ -81,8 +81,6 @@ def placeholder_values(values: Any) -> tuple[Any, dict[str, str]]:
     placeholder of its own, and what each placeholder stands for in output (MASK). Rendered from these, a manifest
     holds no secret, and a placeholder marks exactly where a secret goes, whatever the chart does with it; an
     empty one stays empty, so the chart's `required` still refuses it."""
-    from ..settings.secret_settings import holds_secret
-
     marks: dict[str, str] = {}
 
     def walk(node: Any, path: tuple[str | int, ...]) -> Any:
@@ -106,9 +104,6 @@ DEFAULT_DB_PASSWORD = "postgres"  # the chart's db.password (settings/schema.py)
 def default_passwords(values: Mapping[str, Any], app_version: Any, *, installing: bool) -> list[str]:
     """Warnings for passwords everybody knows that these values would install: the database's default, and (an
     install of Determined before 0.31 without defaultPassword) the admin and determined users' empty password."""
-    from ..determined import versions
-    from ..settings.rules import parse_app_version
-
     found = []
     db = values.get("db") if isinstance(values.get("db"), Mapping) else {}
     if isinstance(db, Mapping) and db.get("password") == DEFAULT_DB_PASSWORD:

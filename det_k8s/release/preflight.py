@@ -11,9 +11,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..cluster.model import Constraints, limiting
+from ..cluster.quota import QuotaFacts, amount, usage_of
 from ..errors import Problem, Severity, ToolFailed
 from ..labels import APP_INSTANCE, APP_VERSION
-from ..quantity import QuantityError, parse_quantity
+from ..quantity import QuantityError, format_milli, parse_quantity
 from ..settings import Settings
 from ..settings.source import SourceMap
 
@@ -286,10 +288,6 @@ def check_system_pods(pods: Sequence[SystemPod], nodes: Sequence[Any], quotas: S
     """Does each of the chart's own pods fit a node's allocatable resources (nodes it may run on: ready or not,
     not cordoned, no taint it does not tolerate), and do they all fit the namespace's ResourceQuotas? The same
     question det-k8s asks of task slots; the answer now rather than a master Pending for ever."""
-    from ..cluster.model import Constraints, limiting
-    from ..cluster.quota import QuotaFacts, amount, usage_of
-    from ..quantity import format_milli
-
     def where(key: str) -> Any:
         return sources.find(tuple(key.split("."))) if sources is not None else None
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from ..errors import Problem, Severity
 from ..settings import Settings
+from ..storage import DEFAULT_TIMEOUT, check_storage
+from ..storage.shared_fs import TESTING_ONLY
 
 PATH = "checkpointStorage"
 
 
 def check_checkpoint_storage(settings: Settings, *, timeout: float | None = None) -> list[Problem]:
     """Problems with the checkpoint storage the settings name; `--skip-storage-check` skips the call."""
-    from ..storage import DEFAULT_TIMEOUT, check_storage
-    from ..storage.shared_fs import TESTING_ONLY
-
     report = check_storage(settings, timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
     said = TESTING_ONLY.format(path=settings.checkpoint.host_path or "")  # the settings' own warning says it once
     problems = [Problem(Severity.WARNING, PATH, warning) for warning in report.warnings if warning != said]

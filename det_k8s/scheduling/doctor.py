@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..cluster.gangs import mechanism
 from ..cluster.model import GPU, Pod, Snapshot, add, fits
 from ..labels import GROUP, SIZE
 
@@ -181,8 +182,6 @@ class SchedulerSeen:
 
 def schedulers_seen(snapshot: Snapshot, served: str | None) -> tuple[SchedulerSeen, ...]:
     """Every schedulerName of the snapshot's unfinished pods, the most pods first."""
-    from ..cluster.gangs import mechanism
-
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     gangs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     names: dict[str, list[str]] = defaultdict(list)

@@ -27,13 +27,15 @@ import contextlib
 import contextvars
 import difflib
 import functools
+import importlib.util
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path as PathType
 from typing import Any
 
-from ..errors import Problem, Severity
+from ..errors import DetK8sError, Problem, Severity
 from ..safe_read import type_name
 from .podvalues import check_pod_values
 from .source import Path, SourceMap, format_path
@@ -123,9 +125,6 @@ def _schema_dirs() -> dict[str, PathType]:
     The package's data is read where the package is installed, without importing it (its module imports
     cost more than the check itself); its own `validate` reads the same `kubernetes-json-schema/` tree.
     """
-    import importlib.util
-
-    from ..errors import DetK8sError
 
     spec = importlib.util.find_spec("kubernetes_validate")
     locations = list(spec.submodule_search_locations or ()) if spec is not None else []
@@ -152,8 +151,6 @@ class _Schema:
 
 @functools.cache
 def _schema(version: str) -> _Schema:
-    import json
-
     import jsonschema
     from referencing import Registry, Resource
 

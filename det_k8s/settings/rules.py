@@ -9,6 +9,7 @@ Both return lists; nothing raises, so a user sees all problems at once.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -273,8 +274,6 @@ def _bucket_not_a_name(bucket: str, base: tuple[str, ...], out: ProblemCollector
 def _database_host(host: str, out: ProblemCollector) -> None:
     """db.hostAddress is a host name or address: the master joins it with db.port into its connection, so a port or
     a URL in it (`pg:5433`, `postgres://...`) makes one it cannot open."""
-    import ipaddress
-
     if "://" in host or "@" in host or "/" in host:
         out.error(("db", "hostAddress"), f"must be the database's host name or address, not a URL ({mask_url(host)!r})",
                   "put the host in db.hostAddress and the rest in db.port, db.name, db.user and db.password")

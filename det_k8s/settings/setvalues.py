@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..safe_read import MAX_DEPTH
+from .secret_settings import clip, mask_set_expression
 from .source import Path
 
 MAX_INDEX = 65536
@@ -87,11 +88,6 @@ def parse_set(expression: str, *, as_string: bool = False, flag: str = "--set") 
     """Parse one `--set` argument into assignments; a malformed one is a UsageError naming it."""
 
     def fail(reason: str) -> UsageError:
-        from .secret_settings import (  # late: redact needs the key table, which needs nothing of this
-            clip,
-            mask_set_expression,
-        )
-
         shown = mask_set_expression(expression)
         if shown != expression:  # a secret is involved: even the parser's reason could quote part of it
             reason = "cannot parse it (the value of a secret key is not shown)"

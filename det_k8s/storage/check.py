@@ -16,8 +16,12 @@ from typing import TYPE_CHECKING
 from .. import stopping
 from ..errors import StorageError
 from ..scrub_output import Scrubber
+from . import shared_fs
+from .azure import AzureBackend
+from .gcs import GCSBackend
 from .probe import Backend, probe_key, run_probe
 from .report import StepResult, StorageReport
+from .s3 import S3Backend
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -43,20 +47,12 @@ def check_storage(settings: Settings, *, timeout: float = DEFAULT_TIMEOUT) -> St
     directory = (storage.prefix or "").strip("/") if storage.type in ("s3", "gcs") else ""
     backend: Backend
     if storage.type == "s3":
-        from .s3 import S3Backend
-
         backend = S3Backend(storage, timeout=timeout, directory=directory)
     elif storage.type == "gcs":
-        from .gcs import GCSBackend
-
         backend = GCSBackend(storage, timeout=timeout, directory=directory)
     elif storage.type == "azure":
-        from .azure import AzureBackend
-
         backend = AzureBackend(storage, timeout=timeout)
     elif storage.type == "shared_fs":
-        from . import shared_fs
-
         path = storage.host_path or ""
         if not Path(path).exists():
             return shared_fs.not_checked(path)

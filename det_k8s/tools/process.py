@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -71,17 +74,12 @@ def trim_stderr(text: str, secrets: Sequence[str] = (), limit: int = STDERR_LIMI
 
 def display(argv: Sequence[str]) -> str:
     """An argv as a person would type it (for messages and --dry-run; argv never holds secrets)."""
-    import shlex
-
     return " ".join(shlex.quote(a) for a in argv)
 
 
 def _end_with_parent() -> Callable[[], None] | None:
     """On Linux, from the main thread: the child gets SIGTERM when det-k8s dies, even by kill -9 (PR_SET_PDEATHSIG),
     so a killed det-k8s leaves no helm running unwatched. (Tied to the forking thread, so only from the main one.)"""
-    import sys
-    import threading
-
     if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
         return None
     try:
