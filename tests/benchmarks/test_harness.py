@@ -216,3 +216,39 @@ def test_the_side_by_side_stages_see_a_busy_machine_and_wait_for_quiet_at_most_t
         for child in spinners:
             child.kill()
             child.wait()
+
+
+def test_the_side_by_side_ratios_are_against_the_tuned_peers_first_and_its_table_names_each_run():
+    """benchmarks/sidebyside.py runs each peer twice, with its client limit lifted ("-tuned") and with its defaults;
+    every ratio names which, the tuned ones (with the goals) first."""
+    from benchmarks.sidebyside import SCHEDULERS, TUNED_BURST, TUNED_QPS, label, markdown, ratios
+
+    def run(which: str, pods_s: float, p99: float, cpu_ms: float) -> dict[str, object]:
+        return {"scheduler": which, "pods_per_s": pods_s, "p99_s": p99, "p50_s": p99 / 2, "max_s": p99 * 2,
+                "apiserver_cpu_ms_per_pod": cpu_ms, "paced_partial": 0, "backlog_partial": 0, "backlog_groups": 10,
+                "requests_per_group": 9.0, "apiserver_cpu_s": 1.0, "scheduler_cpu_s": 2.0, "client_throttled_lines": 0,
+                "throttled_429": 0, "peak_mib": 100.0, "load_paced": [1.0], "load_backlog": [1.0],
+                "requests_by_verb": {"create pods/binding": 40}}
+
+    results = [run("det-k8s", 120.0, 0.1, 3.0), run("kube-scheduler-tuned", 240.0, 0.04, 2.0),
+               run("coscheduling-tuned", 150.0, 0.05, 2.5), run("kube-scheduler", 50.0, 0.05, 2.0),
+               run("coscheduling", 50.0, 0.2, 2.5)]
+    got = ratios(results)
+    keys = list(got)
+    assert keys[0] == "pods/s det-k8s / kube-scheduler tuned (>= 1.0)" and got[keys[0]] == 0.5
+    assert got["p99 det-k8s / coscheduling tuned (<= 1.0)"] == 2.0
+    assert got["API server CPU per bound pod det-k8s / kube-scheduler tuned (<= 1.0)"] == 1.5
+    assert got["pods/s det-k8s / kube-scheduler defaults"] == 2.4
+    assert got["p99 det-k8s / coscheduling defaults"] == 0.5
+    assert keys.index("pods/s det-k8s / kube-scheduler defaults") > keys.index("p99 det-k8s / coscheduling tuned (<= 1.0)")
+    assert set(SCHEDULERS) == {r["scheduler"] for r in results}
+    assert [label(s) for s in SCHEDULERS] == ["det-k8s", "kube-scheduler (tuned)", "coscheduling (tuned)",
+                                              "kube-scheduler (defaults)", "coscheduling (defaults)"]
+    report = {"machine": {"date": "d", "commit": "c", "cpu": "cpu", "cores": 2, "memory_gib": 24, "python": "3.11",
+                          "load_at_start": [0.1]},
+              "kubernetes": "1.37.2", "etcd": "3.6.16", "kwok": "0.8.0", "scheduler_plugins": "0.34.7",
+              "args": {"pods_per_group": 4, "nodes": 10, "paced_groups": 5, "rate": 4.0, "node_lease": 0},
+              "results": results, "ratios": got}
+    text = markdown(report)
+    assert f"QPS {TUNED_QPS}, burst {TUNED_BURST}" in text
+    assert "| kube-scheduler (tuned) | 0.02 s | 0.04 s |" in text

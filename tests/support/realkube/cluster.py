@@ -401,13 +401,14 @@ class ControlPlane:
             "--node-monitor-grace-period=300s", "--concurrent-gc-syncs=5", "--v=1", *self._gates(),
             *self.options.controller_manager_args])
 
-    def _start_scheduler(self) -> Child:
+    def _start_scheduler(self, extra_args: Sequence[str] = ()) -> Child:
         kubeconfig = self._component_kubeconfig("kube-scheduler", "system:kube-scheduler")
         say(f"  starting kube-scheduler {self.binaries.kube_version}")
         return self._spawn("kube-scheduler", [
             str(self.binaries.kube_scheduler), f"--kubeconfig={kubeconfig}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false", "--v=1", *self._gates()])
+            "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false", "--v=1", *self._gates(),
+            *extra_args])
 
     def _gates(self) -> list[str]:
         """The feature gates for kube-scheduler and kube-controller-manager too (GenericWorkload: the gang plugin and
@@ -459,9 +460,10 @@ class ControlPlane:
 
     # -- helpers for tests --
 
-    def start_scheduler(self) -> Child:
-        """Start kube-scheduler (default profile) now, on a plane started without it (`Options(scheduler=False)`)."""
-        return self._start_scheduler()
+    def start_scheduler(self, extra_args: Sequence[str] = ()) -> Child:
+        """Start kube-scheduler (default profile) now, on a plane started without it (`Options(scheduler=False)`),
+        with `extra_args` after the plane's own (e.g. `--kube-api-qps=1000`)."""
+        return self._start_scheduler(extra_args)
 
     def spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> Child:
         """Start a process beside the control plane (its log in the plane's directory); `stop()` stops it too."""
