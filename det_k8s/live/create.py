@@ -27,46 +27,40 @@ from ..scheduling.lifecycle import next_attempt
 from .creation_records import (
     Swept,
     close_intents,
+    delete_doomed,
     mark_failed,
     mark_intent,
     new_attempt,
     settle,
     sweep_namespace,
     uncleared,
-    unfinished,
 )
-from .decide import QUOTA_BACKOFF, QUOTA_REFUSED, Create, attempts_text
+from .decide import QUOTA_BACKOFF, QUOTA_REFUSED, Create, Recover, attempts_text
 from .native import VERSIONS, member, pod_group_manifest, pod_group_name
 from .submit import create_group, pod_group_ref
 
 if TYPE_CHECKING:
     from ..kube.api import KubeApi
+    from .effects import Effects
     from .queue import QueueEntry
-    from .scheduler import LiveScheduler, PassReport
+    from .scheduler import PassReport
 
 
-def recover(s: LiveScheduler, everything: list[QueueEntry], report: PassReport) -> list[QueueEntry]:
-    """Under the Lease, first of all: the pods of unfinished creations deleted, their records closed."""
-    swept = sweep_namespace(s.api, s.namespace, everything, intents=True)
+def recover(fx: Effects, intent: Recover, entries: dict[str, QueueEntry], report: PassReport) -> None:
+    """Act on a `Recover`, first of all under the Lease: the pods of interrupted and failed creations deleted, then
+    the unfinished records whose pods are all gone closed as failed creations' (`entries`: every entry by id)."""
+    swept = delete_doomed(fx.api, fx.namespace, intent.pods, intent.interrupted)
     report.problems.extend(x.message for x in swept)
-    return close(s, everything, swept, report)
+    kept = {x.pod.group for x in swept if not x.deleted}
+    for group in intent.close:
+        if group not in kept:
+            entries[group] = fx.write(close_intents(entries[group]), report)
 
 
 def sweep_failed(api: KubeApi, namespace: str, entries: Sequence[QueueEntry]) -> list[Swept]:
     """Without the Lease (`experiment list`, `doctor`): the pods of failed creations deleted; an unfinished one's
     only reported by the caller, never touched (its creation may be in flight in another process)."""
     return sweep_namespace(api, namespace, entries)
-
-
-def close(s: LiveScheduler, everything: list[QueueEntry], swept: Sequence[Swept], report: PassReport) -> list[QueueEntry]:
-    """Unfinished intents whose pods are all deleted now become failed-creation records (live/creation_records.py)."""
-    kept = {x.pod.group for x in swept if not x.deleted}
-    out = []
-    for entry in everything:
-        if entry.id not in kept and unfinished([entry]):
-            entry = s._write(close_intents(entry), report)
-        out.append(entry)
-    return out
 
 
 def refused_by_quota(exc: GroupCreationFailed) -> bool:
@@ -79,30 +73,30 @@ def pinned(manifest: Mapping[str, Any], nodes: Mapping[str, str]) -> dict[str, A
     return {**manifest, "spec": pin(manifest.get("spec") or {}, nodes[name])}
 
 
-def create(s: LiveScheduler, intent: Create, entry: QueueEntry, report: PassReport) -> QueueEntry:
+def create(fx: Effects, intent: Create, entry: QueueEntry, report: PassReport) -> QueueEntry:
     placement = intent.placement
     nodes = dict(placement)
-    mode, version = s.placement_of(entry)
+    mode, version = fx.placement_of(entry)
     pod_group = None
     if mode == "native" and version is None:
         why = ("placement native, but the cluster serves no PodGroup API (scheduling.k8s.io "
                f"{' or '.join(VERSIONS)} podgroups: feature gate GenericWorkload and --runtime-config); it waits "
                "(`det-k8s scheduler policy --placement auto` places it with det-k8s where the API is missing)")
         report.waiting[entry.id] = why
-        return s._note(entry, why, report)
+        return fx.note(entry, why, report)
     if version is not None:
         name = pod_group_name(entry.id)
-        pod_group = pod_group_manifest(name, s.namespace, version, len(entry.pods), entry.id,
+        pod_group = pod_group_manifest(name, fx.namespace, version, len(entry.pods), entry.id,
                                        {"name": entry.configmap_name, "uid": entry.uid})
         manifests = [member(m, name, nodes[str(m["metadata"]["name"])]) for m in entry.pods]
     else:
         manifests = [pinned(m, nodes) for m in entry.pods]
-    s._still_ours()
+    fx.still_ours()
     attempt = new_attempt()
     try:  # the intent first: a successor finishes what a killed process leaves (`recover`)
         # (with the PodGroup it names: an interrupted creation's teardown or a kill then deletes it too)
-        entry = s.store.update(replace(
-            mark_intent(entry, attempt, [str(m["metadata"]["name"]) for m in manifests], s.clock()),
+        entry = fx.record(replace(
+            mark_intent(entry, attempt, [str(m["metadata"]["name"]) for m in manifests], fx.now()),
             pod_group=pod_group_ref(pod_group) if pod_group is not None else entry.pod_group))
     except DetK8sError as exc:
         report.problems.append(f"{entry.id}: could not record its creation before starting it, so it was not "
@@ -110,7 +104,7 @@ def create(s: LiveScheduler, intent: Create, entry: QueueEntry, report: PassRepo
         return entry
     try:
         try:
-            create_group(s.api, s.namespace, manifests, entry.service, workers=s.workers,
+            create_group(fx.api, fx.namespace, manifests, entry.service, workers=fx.workers,
                          attempt=attempt, pod_group=pod_group)
         except GroupCreationFailed as exc:
             if not (mode == "auto" and pod_group is not None and exc.pod_group_denied):
@@ -122,58 +116,58 @@ def create(s: LiveScheduler, intent: Create, entry: QueueEntry, report: PassRepo
             pod_group = None
             entry = replace(entry, pod_group="")  # none was created: nothing of it to delete later
             manifests = [pinned(m, nodes) for m in entry.pods]
-            create_group(s.api, s.namespace, manifests, entry.service, workers=s.workers, attempt=attempt)
+            create_group(fx.api, fx.namespace, manifests, entry.service, workers=fx.workers, attempt=attempt)
     except GroupCreationFailed as exc:
-        return failed(s, entry, attempt, exc, report)
-    if s.view is not None:  # the next pass must see them before the watch brings them
+        return failed(fx, entry, attempt, exc, report)
+    if fx.view is not None:  # the next pass must see them before the watch brings them
         for manifest in manifests:
-            s.view.assume_created({**manifest, "metadata": {**manifest["metadata"], "namespace": s.namespace}})
+            fx.view.assume_created({**manifest, "metadata": {**manifest["metadata"], "namespace": fx.namespace}})
     report.placed[entry.id] = tuple(placement)
     where = ", ".join(f"{pod} on {node}" for pod, node in placement)
     entry = settle(entry, attempt)
     if pod_group is not None:
         report.native[entry.id] = pod_group_ref(pod_group)
-        return s._write(entry.with_event(
-            f"{s._now()} released to kube-scheduler as pod group {pod_group['metadata']['name']} (gang of "
+        return fx.write(entry.with_event(
+            f"{fx.stamp()} released to kube-scheduler as pod group {pod_group['metadata']['name']} (gang of "
             f"{len(manifests)}; planned: {where})", state="running", reason="", placement=nodes,
             pod_group=pod_group_ref(pod_group)), report)
-    return s._write(entry.with_event(f"{s._now()} placed: {where}", state="running", reason="",
+    return fx.write(entry.with_event(f"{fx.stamp()} placed: {where}", state="running", reason="",
                                      placement=nodes, pod_group=""), report)
 
 
-def failed(s: LiveScheduler, entry: QueueEntry, attempt: str, exc: GroupCreationFailed,
+def failed(fx: Effects, entry: QueueEntry, attempt: str, exc: GroupCreationFailed,
            report: PassReport) -> QueueEntry:
-    """A creation that failed and was undone (or could not be, wholly): its record settled as a failed one's, the
+    """A creation that failed and was undone (or could not be, wholly): its record settled as a failed one'fx, the
     loss charged (a transient failure and a quota's first refusal are free)."""
-    entry = mark_failed(settle(entry, attempt), exc, s.clock())  # its pods, if any remain, go on sight
+    entry = mark_failed(settle(entry, attempt), exc, fx.now())  # its pods, if any remain, go on sight
     if exc.remaining:
-        report.uncleared[entry.id] = uncleared(entry.id, exc, s.namespace)
+        report.uncleared[entry.id] = uncleared(entry.id, exc, fx.namespace)
     if exc.leftovers:
         report.problems.append(f"{entry.id}: could not delete {', '.join(exc.leftovers)}")
     left = "nothing was left running" if not exc.remaining else "some of its pods may remain"
     message, lasting = exc.message, exc.lasting
     if refused_by_quota(exc):
         if QUOTA_REFUSED in entry.reason:  # its one free retry was refused too: counted from now on
-            message, lasting = f"{message}; {QUOTA_REFUSED} again{s._quota_hint()}", True
+            message, lasting = f"{message}; {QUOTA_REFUSED} again{fx.quota_hint()}", True
         else:  # the quota changed since the pass read it (or it cannot be read): once more, after a pause
             why = (f"creating its pods failed, {left}: {message}; {QUOTA_REFUSED}: trying again once in "
-                   f"{QUOTA_BACKOFF:.0f} s (not counted as an attempt){s._quota_hint()}")
+                   f"{QUOTA_BACKOFF:.0f} s (not counted as an attempt){fx.quota_hint()}")
             report.requeued[entry.id] = why
-            return s._write(entry.with_event(f"{s._now()} {why}", reason=why), report)
+            return fx.write(entry.with_event(f"{fx.stamp()} {why}", reason=why), report)
     if not lasting:  # a timeout, a 5xx: may well pass next time, so not the group's fault
         why = f"creating its pods failed, {left}: {message}; trying again (not counted as an attempt)"
         report.requeued[entry.id] = why
         if entry.reason == why:  # the same failure as last pass: no new event (the intent record goes)
-            return s._write(entry, report)
-        return s._write(entry.with_event(f"{s._now()} {why}", reason=why), report)
-    attempts, again = next_attempt(entry.attempts, s.max_attempts)
+            return fx.write(entry, report)
+        return fx.write(entry.with_event(f"{fx.stamp()} {why}", reason=why), report)
+    attempts, again = next_attempt(entry.attempts, fx.max_attempts)
     if again:
-        why = f"creating its pods failed, {left}: {message} (attempt {attempts + 1} of {s.max_attempts})"
+        why = f"creating its pods failed, {left}: {message} (attempt {attempts + 1} of {fx.max_attempts})"
         report.requeued[entry.id] = why
     else:
         why = f"creating its pods failed, {left}: {message}; gave up after {attempts_text(attempts)}"
         report.failed[entry.id] = why
-    return s._write(entry.with_event(f"{s._now()} {why}", attempts=attempts, reason=why,
+    return fx.write(entry.with_event(f"{fx.stamp()} {why}", attempts=attempts, reason=why,
                                      state="queued" if again else "failed"), report)
 
 

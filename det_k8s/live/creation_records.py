@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -121,9 +121,19 @@ def sweep(api: KubeApi, namespace: str, entries: Sequence[QueueEntry],
     Safe without the scheduling Lease: such a pod never belongs to a running group. `intents` (only under the
     Lease: no other process can be creating them now) also deletes the pods of unfinished creations.
     """
+    return delete_doomed(api, namespace, doomed_pods(entries, pods, intents), interrupted(entries))
+
+
+def interrupted(entries: Iterable[QueueEntry]) -> frozenset[tuple[str, str]]:
+    """(group, attempt) of every creation in flight, or that was when its process stopped."""
+    return frozenset((e.id, str(r.get("attempt"))) for e, r in unfinished(entries))
+
+
+def delete_doomed(api: KubeApi, namespace: str, doomed: Iterable[Doomed],
+                  open_intents: Container[tuple[str, str]]) -> list[Swept]:
+    """Delete the pods `doomed_pods` found, saying what happened (`open_intents`: the interrupted creations)."""
     out: list[Swept] = []
-    open_intents = {(e.id, str(r.get("attempt"))) for e, r in unfinished(entries)}
-    for pod in doomed_pods(entries, pods, intents):
+    for pod in doomed:
         what = "an interrupted" if (pod.group, pod.attempt) in open_intents else "a failed"
         try:
             api.delete(PODS, pod.name, namespace, grace_seconds=0, missing_ok=True)
@@ -136,23 +146,37 @@ def sweep(api: KubeApi, namespace: str, entries: Sequence[QueueEntry],
     return out
 
 
-def sweep_objects(api: KubeApi, namespace: str, entries: Sequence[QueueEntry],
-                  objects: Iterable[Mapping[str, Any]], intents: bool = False) -> list[Swept]:
-    """`sweep` over pod objects as the API returns them."""
-    pairs = []
+def labelled(namespace: str, objects: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, str]]]:
+    """(name, labels) of the pod objects of `namespace`, as the API returns them."""
+    pairs: list[tuple[str, Mapping[str, str]]] = []
     for obj in objects:
         meta = obj.get("metadata") if isinstance(obj, Mapping) else None
         if (isinstance(meta, Mapping) and isinstance(meta.get("labels"), Mapping) and meta.get("name")
                 and meta.get("namespace", namespace) == namespace):
             pairs.append((str(meta["name"]), {str(k): str(v) for k, v in meta["labels"].items()}))
-    return sweep(api, namespace, entries, pairs, intents)
+    return pairs
+
+
+def sweep_objects(api: KubeApi, namespace: str, entries: Sequence[QueueEntry],
+                  objects: Iterable[Mapping[str, Any]], intents: bool = False) -> list[Swept]:
+    """`sweep` over pod objects as the API returns them."""
+    return sweep(api, namespace, entries, labelled(namespace, objects), intents)
+
+
+def attempt_pods(api: KubeApi, namespace: str, entries: Sequence[QueueEntry],
+                 intents: bool = False) -> list[tuple[str, Mapping[str, str]]]:
+    """(name, labels) of the namespace's pods of a creation attempt; no request at all when no entry records a
+    creation to clear (read only: `sweep` or the pass's recovery deletes what is doomed among them)."""
+    if not any(r for e in entries for r in e.doomed if intents or not r.get("intent")):
+        return []
+    return labelled(namespace, api.list(PODS, namespace, label_selector=ATTEMPT_LABEL))
 
 
 def sweep_namespace(api: KubeApi, namespace: str, entries: Sequence[QueueEntry], intents: bool = False) -> list[Swept]:
     """`sweep` over the namespace's labelled pods; no request at all when no entry records a creation to clear."""
     if not any(r for e in entries for r in e.doomed if intents or not r.get("intent")):
         return []
-    return sweep_objects(api, namespace, entries, api.list(PODS, namespace, label_selector=ATTEMPT_LABEL), intents)
+    return sweep(api, namespace, entries, attempt_pods(api, namespace, entries, intents), intents)
 
 
 def uncleared(group_id: str, exc: GroupCreationFailed, namespace: str) -> str:

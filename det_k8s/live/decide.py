@@ -9,6 +9,11 @@ frozen dataclass; the health verdicts, `charge()`, the quota backoff and the rec
 here, and the act step only carries them out (and finishes or undoes what an interrupted earlier attempt left: see
 the modules of this package).
 
+Before all of it, under the Lease, `recover` decides what interrupted creations left (`Recover`: their pods deleted,
+their records closed), from the queue and their pods as read; it is acted on before the cluster is read. The loop's
+fast pass decides through `decide` too (`Observed.fast`): only the master's ready groups, planned over the running
+ones, and their bindings.
+
 An intent names its group by id; acting on it reads the entry as the pass has it then (an earlier intent of the
 same pass may have written it). `decide` keeps the entries as it expects them after each intent (`after`), so a
 later decision (a group torn down and requeued, then planned) sees what the earlier one leaves.
@@ -17,7 +22,7 @@ later decision (a group torn down and requeued, then planned) sees what the earl
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -26,9 +31,11 @@ from ..scheduling.explain import describe, reclaiming
 from ..scheduling.lifecycle import FREE_REJECTIONS, Health, Verdict, charge, group_health
 from ..scheduling.master import MasterGroup
 from ..scheduling.model import Plan, PodGroup, Policy, RunningGroup
-from ..scheduling.plan import pass_plan
+from ..scheduling.narrow import clean, narrowed
+from ..scheduling.plan import pass_plan, pass_running, schedule
 from ..scheduling.serialize import group_from_dict
 from . import master_actions as master
+from .creation_records import Doomed, doomed_pods, interrupted, unfinished
 from .master_actions import Bind, MarkPreempted, MasterIntent, Repair, ReportWaiting, StopOverdue
 from .queue import COMPLETED, FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueEntry
 
@@ -125,6 +132,16 @@ class Create:
 
 
 @dataclass(frozen=True)
+class Recover:
+    """What interrupted or failed creations left (creation_records.py), first of all under the Lease: their pods
+    deleted, then the unfinished records (`close`, in queue order) whose pods are all gone closed as failed ones."""
+
+    pods: tuple[Doomed, ...]
+    interrupted: frozenset[tuple[str, str]]  # (group, attempt) of the unfinished creations
+    close: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Wait:
     """Why a group waits: reported, and noted in its entry when `record` (only when the reason changed)."""
 
@@ -136,6 +153,13 @@ class Wait:
 OwnIntent = (Complete | TearDown | ClearRejections | NoteUnplaced | ClearStale | Adopt | ClearLeftovers | Evict | Create
              | Wait)
 Intent = OwnIntent | MasterIntent
+
+
+def recover(entries: Sequence[QueueEntry], pods: Iterable[tuple[str, Mapping[str, str]]]) -> tuple[Recover, ...]:
+    """What the pods of creation attempts (`creation_records.attempt_pods`) and the entries' records ask for."""
+    doomed = tuple(doomed_pods(entries, pods, intents=True))
+    close = tuple(e.id for e in entries if unfinished([e]))
+    return (Recover(doomed, interrupted(entries), close),) if doomed or close else ()
 
 
 def split(intents: Sequence[Intent]) -> tuple[list[OwnIntent], list[MasterIntent]]:
@@ -168,13 +192,15 @@ class Observed:
     master_running: tuple[RunningGroup, ...] = ()  # the master's bound groups
     master_groups: frozenset[str] = frozenset()  # every master group id the pass knows (never evicted here)
     serving: Mapping[str, MasterGroup] | None = None  # the master's groups when this pass serves them (binds)
+    fast: bool = False  # the loop's fast pass: only the master's ready groups (see `decide`)
 
 
 @dataclass(frozen=True)
 class Decision:
     intents: tuple[Intent, ...]
-    plan: Plan
+    plan: Plan | None  # None: a fast pass with no gang ready (nothing planned)
     queue: tuple[PodGroup, ...]  # what was planned (for the master's messages: its groups' priorities)
+    running: tuple[RunningGroup, ...] = ()  # a fast pass's: what it planned around
     after: Mapping[str, QueueEntry] = field(default_factory=lambda: MappingProxyType({}))  # entries as expected
 
 
@@ -271,7 +297,14 @@ def leftovers(entry: QueueEntry, pods: Sequence[Pod], unready: set[str], namespa
 
 
 def decide(seen: Observed) -> Decision:
-    """The pass's intents, in the order they are acted on (see the module docstring)."""
+    """The pass's intents, in the order they are acted on (see the module docstring).
+
+    A fast pass (`seen.fast`: the loop's, scheduler.py) observes no queue of det-k8s's own: the master's ready groups
+    are planned, with the running groups, over the tightest nodes with room for them where that places them as the
+    whole cluster would (`fast_plan`), and only their bindings decided (and the marks and waits that cannot wait,
+    none: what the plan cannot place without evicting or waiting is left to the next full pass)."""
+    if seen.fast:
+        return _decide_fast(seen)
     intents: list[Intent] = []
     now = seen.now
     entries = {e.id: e for e in seen.entries if e.state in (QUEUED, RUNNING)}
@@ -349,4 +382,28 @@ def decide(seen: Observed) -> Decision:
             intents.append(Wait(group_id, describe(reason)))
     if seen.serving is not None:  # the master's: marked, bound, or told why they wait (master_pods.py acts)
         intents += master.intents(plan, seen.serving, {group.id: group.priority for group in queue})
-    return Decision(tuple(intents), plan, tuple(queue), MappingProxyType(after))
+    return Decision(tuple(intents), plan, tuple(queue), after=MappingProxyType(after))
+
+
+def _decide_fast(seen: Observed) -> Decision:
+    queue = seen.master_queue
+    if not queue:
+        return Decision((), None, ())
+    running = pass_running(seen.snapshot, seen.namespace, seen.master_running)
+    plan = fast_plan(seen.snapshot, queue, seen.policy, running, seen.now)
+    decided = master.intents(plan, seen.serving or {}, {group.id: group.priority for group in queue}, fast=True)
+    return Decision(decided, plan, queue, running=running)
+
+
+def fast_plan(snapshot: Snapshot, queue: Sequence[PodGroup], policy: Policy, running: Sequence[RunningGroup],
+              now: datetime.datetime, guesses: bool = False) -> Plan:
+    """A fast pass's plan: made on the candidate nodes where that places the gang as the whole snapshot would
+    (scheduling/narrow.py: the tightest nodes with room, as kube-scheduler scores a sample of a large cluster's
+    nodes), else on the whole snapshot. Only one gang at a time (several: their order by fair share is the whole
+    cluster's), or `guesses` (the fast pass's guesses of the next gangs' nodes, whose order decides nothing)."""
+    narrow = narrowed(snapshot, queue, policy, running) if len(queue) == 1 or guesses else None
+    if narrow is not None:
+        plan = schedule(narrow.snapshot, queue, policy, narrow.running, now=now)
+        if clean(plan, queue, narrow):
+            return plan
+    return schedule(snapshot, queue, policy, running, now=now)

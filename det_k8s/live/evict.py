@@ -12,17 +12,18 @@ from .decide import Evict
 from .submit import delete_group
 
 if TYPE_CHECKING:
+    from .effects import Effects
     from .queue import QueueEntry
-    from .scheduler import LiveScheduler, PassReport
+    from .scheduler import PassReport
 
 
-def evict(s: LiveScheduler, intent: Evict, entry: QueueEntry | None, report: PassReport) -> QueueEntry | None:
-    s._still_ours()
-    left = delete_group(s.api, s.namespace, intent.pods, intent.service, pod_group=intent.pod_group)
+def evict(fx: Effects, intent: Evict, entry: QueueEntry | None, report: PassReport) -> QueueEntry | None:
+    fx.still_ours()
+    left = delete_group(fx.api, fx.namespace, intent.pods, intent.service, pod_group=intent.pod_group)
     report.preempted[intent.group] = intent.by
     if left:
         report.problems.append(f"{intent.group}: could not delete {', '.join(left)}")
     if entry is None or intent.why is None:
         return entry
-    return s._write(entry.with_event(f"{s._now()} {intent.why}", state="queued", reason=intent.why, placement={}),
+    return fx.write(entry.with_event(f"{fx.stamp()} {intent.why}", state="queued", reason=intent.why, placement={}),
                     report)

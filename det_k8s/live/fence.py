@@ -499,8 +499,14 @@ class Fence:
 
     def sweep(self, nodes: Iterable[Node]) -> list[str]:
         """Remove fences older than STALE seconds (left by a process that died between steps 1 and 4)."""
+        swept = self.stale(nodes)
+        self.remove_stale(swept)
+        return swept
+
+    def stale(self, nodes: Iterable[Node]) -> list[str]:
+        """The nodes whose fence is older than STALE seconds (read from `nodes`, nothing written)."""
         now = self.clock()
-        swept = []
+        found = []
         for node in nodes:
             if not node.fence:
                 continue
@@ -509,6 +515,10 @@ class Fence:
             except ValueError:
                 stale = True
             if stale:
-                self._untaint(node.name, anyone=True)
-                swept.append(node.name)
-        return swept
+                found.append(node.name)
+        return found
+
+    def remove_stale(self, names: Iterable[str]) -> None:
+        """Remove the fence from these nodes, whoever wrote it (`stale`)."""
+        for name in names:
+            self._untaint(name, anyone=True)

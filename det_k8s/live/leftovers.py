@@ -15,39 +15,40 @@ from .decide import Adopt, ClearLeftovers, ClearStale
 from .submit import delete_group
 
 if TYPE_CHECKING:
+    from .effects import Effects
     from .queue import QueueEntry
-    from .scheduler import LiveScheduler, PassReport
+    from .scheduler import PassReport
 
 
-def clear_stale(s: LiveScheduler, intent: ClearStale, report: PassReport) -> None:
-    s._still_ours()
+def clear_stale(fx: Effects, intent: ClearStale, report: PassReport) -> None:
+    fx.still_ours()
     report.problems.extend(f"{intent.group}: could not delete {name}" for name in
-                           delete_group(s.api, s.namespace, intent.pods, intent.service, pod_group=intent.pod_group))
+                           delete_group(fx.api, fx.namespace, intent.pods, intent.service, pod_group=intent.pod_group))
 
 
-def adopt(s: LiveScheduler, intent: Adopt, entry: QueueEntry, report: PassReport) -> QueueEntry:
-    s._still_ours()
-    missing = ensure_service(s, entry)
+def adopt(fx: Effects, intent: Adopt, entry: QueueEntry, report: PassReport) -> QueueEntry:
+    fx.still_ours()
+    missing = ensure_service(fx, entry)
     if missing:  # its pods cannot find each other without it; try again next pass
         report.problems.append(f"{entry.id}: {missing}")
-        return s._note(entry, f"found all its pods running, but {missing}", report)
+        return fx.note(entry, f"found all its pods running, but {missing}", report)
     report.placed[entry.id] = intent.placement
-    return s._write(entry.with_event(f"{s._now()} found all its pods running; adopted them", state="running",
+    return fx.write(entry.with_event(f"{fx.stamp()} found all its pods running; adopted them", state="running",
                                      reason="", placement=dict(intent.placement)), report)
 
 
-def clear_leftovers(s: LiveScheduler, intent: ClearLeftovers, entry: QueueEntry, report: PassReport) -> QueueEntry:
+def clear_leftovers(fx: Effects, intent: ClearLeftovers, entry: QueueEntry, report: PassReport) -> QueueEntry:
     if intent.pods:
-        s._still_ours()
+        fx.still_ours()
         # Gracefully: they may be running, and their GPUs are only free once they have stopped.
-        left = delete_group(s.api, s.namespace, intent.pods, None)
+        left = delete_group(fx.api, fx.namespace, intent.pods, None)
         if left:
             report.problems.append(f"{entry.id}: could not delete {', '.join(left)}")
     report.waiting[entry.id] = intent.why
-    return s._note(entry, intent.why, report)
+    return fx.note(entry, intent.why, report)
 
 
-def ensure_service(s: LiveScheduler, entry: QueueEntry) -> str:
+def ensure_service(fx: Effects, entry: QueueEntry) -> str:
     """Create the group's headless Service if it is missing (an interrupted creation may have deleted it).
 
     Returns "" when it exists now, else what went wrong.
@@ -55,7 +56,7 @@ def ensure_service(s: LiveScheduler, entry: QueueEntry) -> str:
     if not entry.service:
         return ""
     try:
-        s.api.create(SERVICES, entry.service, s.namespace)
+        fx.api.create(SERVICES, entry.service, fx.namespace)
     except Conflict:
         return ""  # already there
     except DetK8sError as exc:

@@ -4,8 +4,9 @@ Two steps, as the pass needs them: `collect` before the plan (the master's group
 ones confirmed by a fresh read and their lost nodes confirmed gone: `Repair` intents, the ready groups for the
 queue, the bound ones as running groups), `intents` after it (`MarkPreempted` for the victims, `Bind` for the
 placed groups, all of them inside one binding fence, `ReportWaiting` for the rest). `master_pods.MasterPods`
-observes and acts; the loop's fast pass (`quick`) decides with the same functions, leaving to a full pass what
-cannot change its outcome.
+observes and acts; the loop's fast pass (`fast`) decides with the same functions, leaving to a full pass what
+cannot change its outcome. `collect` also decides the removal of binding taints a det-k8s that stopped left
+(`SweepFences`), first of the repairs.
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ def seen_in_snapshot(groups: Sequence[MasterGroup], nodes: Container[str]) -> li
 
 
 @dataclass(frozen=True)
+class SweepFences:
+    """Binding taints older than STALE on these nodes (left by a det-k8s that stopped mid-binding): removed."""
+
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Repair:
     """A group that can never run whole (partly bound, or bound to a node that is gone): its bound pods deleted so
     that Determined restarts it whole (what an interrupted binding leaves is repaired this way)."""
@@ -101,6 +109,7 @@ class StopOverdue:
 
 
 MasterIntent = Repair | StopOverdue | MarkPreempted | Bind | ReportWaiting
+MasterRepair = SweepFences | Repair | StopOverdue  # decided by `collect`, acted on before the pass's other intents
 
 
 def overdue(group: MasterGroup, now: datetime, grace: float) -> float | None:
@@ -117,19 +126,36 @@ def overdue(group: MasterGroup, now: datetime, grace: float) -> float | None:
 
 
 @dataclass(frozen=True)
+class MasterObserved:
+    """What a pass read of the master's groups (`master_pods.MasterPods.observe`)."""
+
+    seen: tuple[Seen, ...]
+    stale_fences: tuple[str, ...] = ()  # nodes whose binding taint a det-k8s that stopped left
+    now: datetime | None = None  # for a marked victim's grace (None: not counted)
+
+
+@dataclass(frozen=True)
 class Collected:
     repairs: tuple[Repair | StopOverdue, ...]
     queue: tuple[PodGroup, ...]
     running: tuple[RunningGroup, ...]
     groups: Mapping[str, MasterGroup]  # every group by id (for the plan's ids)
-    skipped: tuple[str, ...] = ()  # quick: left for a full pass (partly bound, lost node)
+    skipped: tuple[str, ...] = ()  # fast: left for a full pass (partly bound, lost node)
+    sweep: tuple[SweepFences, ...] = ()  # acted on before the repairs
+
+    @property
+    def first(self) -> tuple[MasterRepair, ...]:
+        """What is acted on before the pass's other intents, in order: the stale fences, then the repairs."""
+        return (*self.sweep, *self.repairs)
 
 
-def collect(seen: Sequence[Seen], *, read_only: bool = False, quick: bool = False, now: datetime | None = None,
-            grace: float | None = None) -> Collected:
+def collect(seen: Sequence[Seen], *, read_only: bool = False, fast: bool = False, now: datetime | None = None,
+            grace: float | None = None, stale_fences: Sequence[str] = ()) -> Collected:
     """The ready groups for the queue, the bound ones as running groups; partly bound or orphaned ones repaired,
-    and victims still there `grace` seconds after they were marked stopped (with `now`)."""
+    and victims still there `grace` seconds after they were marked stopped (with `now`); first of all, the stale
+    binding taints on `stale_fences` removed (never by a read-only or fast pass)."""
     repairs: list[Repair | StopOverdue] = []
+    sweep = (SweepFences(tuple(stale_fences)),) if stale_fences and not read_only and not fast else ()
     queue: list[PodGroup] = []
     running: list[RunningGroup] = []
     groups: dict[str, MasterGroup] = {}
@@ -137,7 +163,7 @@ def collect(seen: Sequence[Seen], *, read_only: bool = False, quick: bool = Fals
     for found in seen:
         group = found.group
         groups[group.id] = group
-        if quick and (found.lost or group.state is State.PARTIAL):
+        if fast and (found.lost or group.state is State.PARTIAL):
             skipped.append(group.id)  # repaired by the next full pass, never by a fast one
             continue
         if found.lost and not read_only:
@@ -147,7 +173,7 @@ def collect(seen: Sequence[Seen], *, read_only: bool = False, quick: bool = Fals
             if not read_only:  # (read-only: the loop that serves them repairs it)
                 repairs.append(Repair(group))
             continue
-        if now is not None and grace is not None and not read_only and not quick and group.trial:
+        if now is not None and grace is not None and not read_only and not fast and group.trial:
             waited = overdue(group, now, grace)
             if waited is not None:
                 repairs.append(StopOverdue(group, waited))
@@ -161,7 +187,7 @@ def collect(seen: Sequence[Seen], *, read_only: bool = False, quick: bool = Fals
             if more is not None:
                 groups[more.id] = more
                 queue.append(as_pod_group(more))
-    return Collected(tuple(repairs), tuple(queue), tuple(running), MappingProxyType(groups), tuple(skipped))
+    return Collected(tuple(repairs), tuple(queue), tuple(running), MappingProxyType(groups), tuple(skipped), sweep)
 
 
 def told(victims: Sequence[str], groups: Mapping[str, MasterGroup]) -> str:
@@ -172,12 +198,12 @@ def told(victims: Sequence[str], groups: Mapping[str, MasterGroup]) -> str:
 
 
 def intents(plan: Plan, groups: Mapping[str, MasterGroup], priorities: Mapping[str, int], *,
-            quick: bool = False) -> tuple[MasterIntent, ...]:
+            fast: bool = False) -> tuple[MasterIntent, ...]:
     """What the plan means for the master's groups, in the order it is acted on (marks, waits for victims, the
     bindings, then why the rest wait)."""
     out: list[MasterIntent] = []
     preemptor_of = {victim: g for g, victims in plan.preempting.items() for victim in victims}
-    for victim in () if quick else plan.victims:
+    for victim in () if fast else plan.victims:
         group = groups.get(victim)
         if group is not None:
             by = preemptor_of.get(victim, "")
@@ -188,7 +214,7 @@ def intents(plan: Plan, groups: Mapping[str, MasterGroup], priorities: Mapping[s
         if group is None:
             continue
         waits_for = plan.preempting.get(group_id, ())
-        if waits_for and quick:
+        if waits_for and fast:
             continue  # a full pass says why it waits
         if waits_for:
             what = f"gang {group.name}" if group.size > 1 else f"pod {group.name}"
@@ -201,7 +227,7 @@ def intents(plan: Plan, groups: Mapping[str, MasterGroup], priorities: Mapping[s
         to_bind.append((group, tuple(placement)))
     if to_bind:
         out.append(Bind(tuple(to_bind)))
-    if quick:  # reasons and events of waiting groups: the full pass's (never ahead of a binding)
+    if fast:  # reasons and events of waiting groups: the full pass's (never ahead of a binding)
         return tuple(out)
     for group_id, reason in {**plan.waiting, **plan.rejected}.items():
         group = groups.get(group_id)

@@ -1,11 +1,11 @@
-"""The master's pods in a live pass: observed here, decided in `reconcile/master.py` (pure), acted on here.
+"""The master's pods in a live pass: observed here, decided in `master_actions.py` (pure), acted on here.
 
-`LiveScheduler` calls `collect` before planning (it observes the master's groups, confirming partly bound ones and
-lost nodes by reading them afresh, and acts on the `Repair` intents: the ready groups join its queue, the bound
-ones its running groups) and `act` after (the plan's `MarkPreempted`, `Bind` and `ReportWaiting` intents). Between
-the two is the one `schedule()` of the pass, over det-k8s's own queue and these groups together. A full pass
-decides the master's intents with its own (`reconcile/decide.py`) and acts on them through `carry_out`; the loop's
-fast pass calls `act`, which decides them with the same function.
+`LiveScheduler` calls `observe` before planning (it reads the master's groups, confirming partly bound ones and
+lost nodes by reading them afresh, and the binding taints a det-k8s that stopped left; nothing is written), then
+`collect` decides on that (`master_actions.collect`: the repairs, the ready groups for its queue, the bound ones
+for its running groups), `decide.decide` plans them with det-k8s's own (the one `schedule()` of the pass) and
+decides the master's intents, and `carry_out` acts on them, repairs first, each by the method its kind names in
+`_ACTORS`. The loop's fast pass goes the same way (`fast`), leaving to a full pass what cannot change its outcome.
 
 A pass that does not serve the master's pods itself (`experiment create`) still plans them, read-only,
 while a `scheduler run` loop says in the Lease that it serves them: its own groups then keep the one
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .. import stopping
 from ..errors import DetK8sError, NotFound
@@ -30,20 +30,22 @@ from ..scheduling.master import (
     master_groups,
     master_pod,
 )
-from ..scheduling.model import Plan, PodGroup, RunningGroup
 from . import binder as B
 from .fence import BATCH as FENCE_BATCH
 from .fence import Fence, batches
 from .master_actions import (
     Bind,
+    Collected,
     MarkPreempted,
     MasterIntent,
+    MasterObserved,
+    MasterRepair,
     Repair,
     ReportWaiting,
     Seen,
     StopOverdue,
+    SweepFences,
     collect,
-    intents,
     reason_text,
 )
 
@@ -65,40 +67,36 @@ class MasterPods:
     still_ours: Callable[[], None] = lambda: None
     read_only: bool = False  # a pass of `experiment create` while a loop serves them: planned, never touched
     fence: bool = True  # taint the planned nodes against kube-scheduler while binding (live/fence.py)
-    quick: bool = False  # the loop's fast pass: ready groups bound, nothing else written (scheduler.py)
+    fast: bool = False  # the loop's fast pass: ready groups bound, nothing else written (scheduler.py)
     fences: Fence | None = None  # with fence: the loop's own, whose taints may linger after a binding (live/fence.py)
     fence_batch: int = FENCE_BATCH  # nodes fenced at once (fence.batches)
-    planned_at: str = ""  # the pods revision of the view `collect` was given (the plan's): fence.still_fits
+    planned_at: str = ""  # the pods revision of the view `observe` was given (the plan's): fence.still_fits
     preemption_grace: float | None = None  # seconds a marked victim may take to stop before its pods are deleted
-    groups: dict[str, MasterGroup] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)  # quick: groups left for a full pass (partly bound, lost node)
+    skipped: list[str] = field(default_factory=list)  # fast: groups acting left for a full pass (nodes taken)
 
-    def collect(self, state: ClusterState, report: PassReport) -> tuple[list[PodGroup], list[RunningGroup]]:
-        """The ready groups for the queue, the bound ones as running groups; partly bound ones are torn down."""
-        if not self.read_only and self.fence and not self.quick:  # a fence a process that died left behind
-            for name in Fence(self.api).sweep(state.snapshot.nodes):
-                report.problems.append(f"removed a binding taint left on node {name} by a det-k8s that stopped")
+    def observe(self, state: ClusterState) -> MasterObserved:
+        """What the pass reads of the master's groups (nothing written): the groups (`seen`), the binding taints a
+        det-k8s that stopped left on nodes, the time a marked victim's grace is counted to."""
+        stale = Fence(self.api).stale(state.snapshot.nodes) if not self.read_only and self.fence and not self.fast \
+            else []
         self.planned_at = state.pods_version if self.view is not None else ""
         overdue_at = self.binder.clock() if self.binder is not None and self.preemption_grace is not None else None
-        found = collect(self.observe(state), read_only=self.read_only, quick=self.quick,
-                        now=overdue_at, grace=self.preemption_grace)
-        self.groups.update(found.groups)
-        self.skipped.extend(found.skipped)
-        for repair in found.repairs:
-            if isinstance(repair, StopOverdue):
-                self.stop_overdue(repair, report)
-            else:
-                self.repair(repair, report)
-        return list(found.queue), list(found.running)
+        return MasterObserved(tuple(self.seen(state)), tuple(stale), overdue_at)
 
-    def observe(self, state: ClusterState) -> list[Seen]:
+    def collect(self, observed: MasterObserved) -> Collected:
+        """Decide (`master_actions.collect`, pure) on what was observed, as this pass may: the repairs, the ready
+        groups for the queue, the bound ones as running groups."""
+        return collect(observed.seen, read_only=self.read_only, fast=self.fast, now=observed.now,
+                       grace=self.preemption_grace, stale_fences=observed.stale_fences)
+
+    def seen(self, state: ClusterState) -> list[Seen]:
         """The master's groups, a partly bound one confirmed by reading its pods afresh and the nodes of bound pods
         that are missing from the view confirmed gone (never a deletion on a view that lags)."""
         known = state.snapshot.nodes_by_name
         seen = []
         for group in master_groups(state.served, self.scheduler_name):
             lost = self._lost_nodes(group, known) if not self.read_only and group.state is not State.LEAVING else []
-            if group.state is State.PARTIAL and not lost and not self.read_only and not self.quick:
+            if group.state is State.PARTIAL and not lost and not self.read_only and not self.fast:
                 group = self._confirm(group)
             seen.append(Seen(group, tuple(lost)))
         return seen
@@ -139,6 +137,12 @@ class MasterPods:
                 continue  # unreadable: not proof that it is gone
         return lost
 
+    def sweep_fences(self, intent: SweepFences, report: PassReport) -> None:
+        """Act on a `SweepFences`: the stale binding taints removed."""
+        Fence(self.api).remove_stale(intent.nodes)
+        for name in intent.nodes:
+            report.problems.append(f"removed a binding taint left on node {name} by a det-k8s that stopped")
+
     def repair(self, intent: Repair, report: PassReport) -> None:
         """Act on a `Repair`: the group's bound pods deleted (binder.repair) so that Determined restarts it whole."""
         group = intent.group
@@ -165,30 +169,39 @@ class MasterPods:
         if leftovers:
             report.problems.append(f"{intent.group.id}: could not delete {', '.join(leftovers)}")
 
-    def act(self, plan: Plan, report: PassReport, priorities: Mapping[str, int]) -> None:
-        """Carry out the plan for the master's groups; `priorities` are the queued groups' (for messages)."""
-        self.carry_out(intents(plan, self.groups, priorities, quick=self.quick), report)
-
-    def carry_out(self, decided: Sequence[MasterIntent], report: PassReport) -> None:
+    def carry_out(self, decided: Sequence[MasterIntent | MasterRepair], report: PassReport) -> None:
         """Act on the master's intents in order, then report what the binder and its events could not do."""
         for intent in decided:
-            if isinstance(intent, Repair):
-                self.repair(intent, report)
-            elif isinstance(intent, MarkPreempted):
-                failed = self.binder.preempt(intent.group, intent.by, intent.priority, self.still_ours)
-                report.marked[intent.group.id] = intent.by
-                if failed:
-                    report.problems.append(f"{intent.group.id}: could not mark {', '.join(failed)} for preemption")
-            elif isinstance(intent, Bind):
-                self._fenced_bind([(group, placement) for group, placement in intent.groups], report)
-            elif isinstance(intent, ReportWaiting):
-                report.waiting[intent.group.id] = intent.text
-                if intent.event:
-                    self.binder.report_waiting(intent.group, intent.event, intent.text, warning=intent.warning,
-                                               before=self.still_ours)
+            self.act_on(intent, report)
+        self.flush(report)
+
+    def act_on(self, intent: MasterIntent | MasterRepair, report: PassReport) -> None:
+        """Act on one of the master's intents, by the method its kind names in `_ACTORS`."""
+        _ACTORS[type(intent)](self, intent, report)
+
+    def flush(self, report: PassReport) -> None:
+        """What the binder and its events could not do, into the report."""
         for problems in (self.binder.problems, self.binder.recorder.problems):
             report.problems.extend(problems)
             problems.clear()
+
+    def mark(self, intent: MarkPreempted, report: PassReport) -> None:
+        """Act on a `MarkPreempted`: the victim told to stop (binder.preempt)."""
+        failed = self.binder.preempt(intent.group, intent.by, intent.priority, self.still_ours)
+        report.marked[intent.group.id] = intent.by
+        if failed:
+            report.problems.append(f"{intent.group.id}: could not mark {', '.join(failed)} for preemption")
+
+    def bind(self, intent: Bind, report: PassReport) -> None:
+        """Act on a `Bind`: the placed groups bound inside one fence (`_fenced_bind`)."""
+        self._fenced_bind([(group, placement) for group, placement in intent.groups], report)
+
+    def report_waiting(self, intent: ReportWaiting, report: PassReport) -> None:
+        """Act on a `ReportWaiting`: in the report, and with its event on the group's pods."""
+        report.waiting[intent.group.id] = intent.text
+        if intent.event:
+            self.binder.report_waiting(intent.group, intent.event, intent.text, warning=intent.warning,
+                                       before=self.still_ours)
 
     def _fenced_bind(self, to_bind: list[tuple[MasterGroup, Sequence[tuple[str, str]]]], report: PassReport
                      ) -> list[tuple[MasterGroup, Sequence[tuple[str, str]]]]:
@@ -225,7 +238,7 @@ class MasterPods:
         for group, planned in to_bind:
             self._bound(group, planned, results[group.id], report)
         for group in taken:  # said after the bindings, never ahead of one
-            if self.quick:
+            if self.fast:
                 self.skipped.append(group.id)  # placed again by the next full pass, which says why it waits
                 continue
             text = (f"det-k8s: gang {group.name} waits: its planned node(s) were taken meanwhile (a pod another "
@@ -262,3 +275,22 @@ class MasterPods:
 def _pods(count: int) -> str:
     """`1 bound pod`, `2 bound pods`."""
     return f"{count} bound pod{'' if count == 1 else 's'}"
+
+
+K = TypeVar("K")
+_Actor = Callable[[MasterPods, K, "PassReport"], None]
+
+
+def _kind(kind: type[K], actor: _Actor[K]) -> tuple[type, _Actor[MasterIntent | MasterRepair]]:
+    """A row of `_ACTORS`: the method is checked against its kind here, the table holds it by kind."""
+    return kind, cast("_Actor[MasterIntent | MasterRepair]", actor)
+
+
+_ACTORS: Mapping[type, _Actor[MasterIntent | MasterRepair]] = dict([
+    _kind(SweepFences, MasterPods.sweep_fences),
+    _kind(Repair, MasterPods.repair),
+    _kind(StopOverdue, MasterPods.stop_overdue),
+    _kind(MarkPreempted, MasterPods.mark),
+    _kind(Bind, MasterPods.bind),
+    _kind(ReportWaiting, MasterPods.report_waiting),
+])

@@ -1,9 +1,13 @@
-"""One scheduling pass against a live cluster, under the scheduling Lease.
+"""One scheduling pass against a live cluster, under the scheduling Lease: observe -> decide -> act -> result.
 
-    recover (what an interrupted creation left) -> observe (the queue, one cluster state, the master's
-    groups, their interrupted bindings repaired) -> decide (pure: the ordered intents and the plan) ->
-    act on each intent (complete, tear down, clear, adopt, evict, create all or none, say why it waits;
-    mark, bind, report for the master's) -> the PassReport
+    observe   the queue and the pods interrupted creations left; then the cluster (one state), det-k8s's pods by
+              group, the master's groups (a partly bound one read afresh, a lost node confirmed gone); nothing written
+    decide    pure: `decide.recover`, then `master_actions.collect` (the master's repairs) and `decide.decide` (the
+              ordered intents and the plan)
+    act       the recovery first (before the cluster is read), then the master's repairs, det-k8s's own intents
+              (complete, tear down, clear, adopt, evict, create all or none, say why it waits), the master's (mark,
+              bind, report), each by its kind's actor (act.py, master_pods.py) through the pass's `Effects`
+    result    the PassReport (`run_pass`); for the loop, a `PassResult` (`reconcile`)
 
 `live/` holds the steps (its package docstring, and DEVELOPERS.md "A live pass is a
 reconcile"): every entry point that runs a pass (`experiment create`, `scheduler run --once`, the
@@ -26,15 +30,15 @@ known: a binding, a failed write).
 
 The loop's fast path (`run_pass(fast=True)`): when only the master's pods changed since the last pass and
 that pass left nothing waiting (no group of det-k8s's own queued, none of the master's waiting, rejected or
-preempting), the master's gangs that became complete are bound at once: the same `schedule()` over the view's
-cluster, with the master's ready groups as the queue and every running group as running (on a large cluster, over
-the tightest nodes with room for them where that finds the same placement: scheduling/narrow.py), under the Lease and
-inside the binding fence like any pass; only the work that cannot change the outcome is left to the next full
-pass (queue entries, det-k8s's own groups, reasons and events of waiting groups, repairs, stale fences). What the
-fast pass cannot place without evicting or waiting is not touched: it marks the backlog, and the loop's next pass
-is a full one. So a gang is bound a pass after its last pod appears, not after a whole-cluster pass that reports
-every waiting group (issue 24: p50 ~10 s, p99 ~12 s before). The full pass that only --interval asks for lets a gang
-ready or on its way (`arriving`) go first, until it is twice --interval old (`cli/scheduler_cmd.fast_next`).
+preempting), the master's gangs that became complete are bound at once: the same kernel, observing only the view and
+the master's groups, deciding through the same `decide` (its fast form: the master's ready groups as the queue and
+every running group as running, on a large cluster over the tightest nodes with room for them where that finds the
+same placement: scheduling/narrow.py), under the Lease and inside the binding fence like any pass; only the work
+that cannot change the outcome is left to the next full pass (queue entries, det-k8s's own groups, reasons and
+events of waiting groups, repairs, stale fences). What the fast pass cannot place without evicting or waiting is not
+touched: it marks the backlog, and the loop's next pass is a full one. So a gang is bound a pass after its last pod
+appears, not after a whole-cluster pass that reports every waiting group. The full pass that only --interval asks
+for lets a gang ready or on its way (`arriving`) go first, until it is twice --interval old (`loop.fast_next`).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from typing import NamedTuple
 
 from ..cluster.model import Pod, Snapshot
 from ..cluster.read import pod_from_object
-from ..errors import Conflict, DetK8sError
+from ..errors import DetK8sError
 from ..kube.api import KubeApi
 from ..kube.events import EventRecorder
 from ..kube.kinds import PODS
@@ -59,24 +63,35 @@ from ..scheduling import labels as L
 from ..scheduling.lifecycle import DEFAULT_MAX_ATTEMPTS
 from ..scheduling.master import State, master_groups, planned_forms
 from ..scheduling.model import Plan, PodGroup, Policy, RunningGroup
-from ..scheduling.narrow import clean, narrowed
-from ..scheduling.plan import pass_plan, pass_running, schedule
+from ..scheduling.plan import pass_plan
 from ..scheduling.serialize import group_from_dict
-from . import create
 from .act import act
 from .binder import Binder
 from .create import refused_by_quota
-from .decide import QUOTA_BACKOFF, QUOTA_REFUSED, Intent, Observed, decide, quota_backoff, split
+from .creation_records import attempt_pods
+from .decide import (
+    QUOTA_BACKOFF,
+    QUOTA_REFUSED,
+    Decision,
+    Intent,
+    Observed,
+    decide,
+    fast_plan,
+    quota_backoff,
+    recover,
+    split,
+)
+from .effects import PassEffects
 from .fence import BATCH as FENCE_BATCH
 from .fence import Fence
 from .lease import SchedulingLease, lease_namespace, served_now, utcnow
+from .master_actions import Collected, MasterObserved
 from .master_pods import MasterPods
 from .native import served_version
 from .queue import QUEUED, RUNNING, QueueEntry, QueueStore
-from .submit import delete_group
 
-__all__ = ["QUOTA_BACKOFF", "QUOTA_REFUSED", "DryCluster", "LiveScheduler", "PassReport", "dry_cluster", "dry_plan",
-           "quota_backoff", "refused_by_quota"]
+__all__ = ["QUOTA_BACKOFF", "QUOTA_REFUSED", "DryCluster", "LiveScheduler", "PassReport", "PassResult", "dry_cluster",
+           "dry_plan", "quota_backoff", "refused_by_quota"]
 
 Log = Callable[[str], None]
 WARM = 8  # gangs ahead whose likely nodes a fast pass fences early (`_warm`)
@@ -109,15 +124,38 @@ class PassReport:
     intents: tuple[Intent, ...] = ()  # what the pass decided for det-k8s's own groups, in order (live/)
 
 
+@dataclass(frozen=True)
+class PassResult:
+    """What one pass tells the loop that ran it (`LiveScheduler.reconcile`): its report, and whether it is done (left
+    nothing waiting: the next pass may be a fast one). A fast pass that is not done asks for a full pass at once
+    (`requeue`)."""
+
+    report: PassReport
+    fast: bool
+    done: bool
+
+    @property
+    def requeue(self) -> bool:
+        return self.fast and not self.done
+
+
 class _Fast(NamedTuple):
-    """A fast pass's decision (`LiveScheduler._fast_decide`), carried out by `_fast_pass`."""
+    """A fast pass's observation and decision (`LiveScheduler._fast_decide`), carried out by `_fast_pass`."""
 
     report: PassReport
     state: ClusterState
     master: MasterPods
-    queue: tuple[PodGroup, ...]
-    mine: tuple[RunningGroup, ...]  # the bound groups (det-k8s's own and the master's)
-    plan: Plan | None  # None: no gang ready after all
+    found: Collected  # the master's groups as collected (the fast pass's leave repairs to a full pass: `skipped`)
+    decision: Decision
+
+
+class _Seen(NamedTuple):
+    """What a full pass observed of the cluster (`LiveScheduler._observe_cluster`); nothing was written."""
+
+    state: ClusterState
+    pods: Mapping[str, tuple[Pod, ...]]  # det-k8s's pods of the namespace by group
+    master: MasterPods | None  # None: no served name, the master's pods are not planned
+    master_seen: MasterObserved | None
 
 
 @dataclass
@@ -172,6 +210,11 @@ class LiveScheduler:
         """May the next pass be a fast one (see the module docstring)? The loop also asks whether anything but the
         master's pods changed since the last full pass."""
         return self.view is not None and bool(self.serve) and not self.backlog
+
+    def reconcile(self, fast: bool = False) -> PassResult:
+        """One pass (`run_pass`) and what it tells the loop."""
+        report = self.run_pass(fast=fast)
+        return PassResult(report, fast, not self.backlog)
 
     def run_pass(self, fast: bool = False) -> PassReport:
         """Take the Lease, run one pass, give the Lease back (raises LeaseHeld when it stays taken).
@@ -343,7 +386,7 @@ class LiveScheduler:
     def arriving(self, within: float = ARRIVING) -> bool:
         """A served gang is on its way: some of its pods exist, not yet all, and a served pod appeared within `within`
         seconds (the master creates a gang's pods back to back; one whose pods stopped coming is not on its way). The
-        loop lets a full pass that only --interval asks for wait for it (`scheduler_cmd.fast_next`)."""
+        loop lets a full pass that only --interval asks for wait for it (`loop.fast_next`)."""
         if not self.can_go_fast():
             return False
         assert self.view is not None and self.serve
@@ -353,7 +396,7 @@ class LiveScheduler:
 
     def gang_coming(self, within: float = ARRIVING) -> bool:
         """A served gang is ready, or on its way (`arriving`): the loop puts off work of its own that its binding
-        would wait for (lowering lingering taints, `scheduler_cmd._loop`)."""
+        would wait for (lowering lingering taints, `loop.run`)."""
         return self.ready() or self.arriving(within)
 
     def _any_ready(self) -> bool:
@@ -362,46 +405,47 @@ class LiveScheduler:
         return any(g.state is State.READY for g in master_groups(self.view.served(), self.serve))
 
     def _fast_decide(self, report: PassReport | None = None) -> _Fast:
-        """A fast pass's decision: the master's ready gangs of the view, planned. It reads only the view (a node the
-        view lacks is read to confirm it gone) and writes nothing, so it may run before the Lease is held (`run_pass`)."""
+        """A fast pass's observation and decision: the master's ready gangs of the view, planned by `decide` (its fast
+        form). It reads only the view (a node the view lacks is read to confirm it gone) and writes nothing, so it may
+        run before the Lease is held (`run_pass`)."""
         assert self.view is not None and self.serve
         report = report if report is not None else PassReport()
         state = self.view.state()
-        fences = self.loop_fence()
         master = MasterPods(self.api, self.binder(), self.serve, self.view, self._still_ours, fence=self.fence,
-                            quick=True, fences=fences, fence_batch=self.fence_batch)
-        queue, running = master.collect(state, report)
-        if not queue:
-            return _Fast(report, state, master, (), (), None)
-        mine = pass_running(state.snapshot, self.namespace, running)
-        return _Fast(report, state, master, tuple(queue), mine, self._plan(state.snapshot, queue, mine))
+                            fast=True, fences=self.loop_fence(), fence_batch=self.fence_batch)
+        found = master.collect(master.observe(state))
+        observed = Observed(self.namespace, (), MappingProxyType({}), state.snapshot, self.policy, self.clock(),
+                            self.max_attempts, found.queue, found.running, frozenset(found.groups), found.groups,
+                            fast=True)
+        return _Fast(report, state, master, found, decide(observed))
 
     def _fast_pass(self, fast: _Fast) -> PassReport:
-        """The master's ready gangs placed and bound at once (see the module docstring), as `_fast_decide` planned."""
+        """The master's ready gangs placed and bound at once (see the module docstring), as `_fast_decide` decided."""
         assert self.view is not None and self.serve
-        report, state, master, queue, mine, plan = fast
+        report, state, master, found, decision = fast
         fences = master.fences
-        if master.skipped:
+        if found.skipped:
             self.backlog = True  # a partly bound gang, a lost node: the next full pass repairs it
+        plan = decision.plan
         if plan is None:
             return report
         report.plan = plan
         report.problems.extend(plan.warnings)
         if plan.waiting or plan.rejected or plan.victims or plan.preempting:
             self.backlog = True  # reasons, reservations, preemption: the next full pass's work
-        placing = [group for group in queue if group.id in plan.placements]
+        placing = [group for group in decision.queue if group.id in plan.placements]
         if fences is not None and placing and not self.backlog and not fences.settled(
                 [node for group in placing for _, node in plan.placements[group.id]]):
             # a miss: these gangs wait for the fence to settle on their nodes; the guess of the next gangs' nodes goes
             # up now, beside them, and settles in the same wait (not after, costing the next gang a wait of its own)
-            self._warm(fences, placing, mine, state.snapshot, ahead_of=placing, force=True)
+            self._warm(fences, placing, decision.running, state.snapshot, ahead_of=placing, force=True)
         before = set(report.placed)
-        master.act(plan, report, {group.id: group.priority for group in queue})
+        master.carry_out(split(decision.intents)[1], report)
         if master.skipped or report.repaired:
             self.backlog = True
         if fences is not None and not self.backlog:
-            self._warm(fences, [group for group in queue if group.id in report.placed and group.id not in before],
-                       mine)
+            self._warm(fences, [group for group in decision.queue
+                                if group.id in report.placed and group.id not in before], decision.running)
         return report
 
     def _warm(self, fences: Fence, bound: Sequence[PodGroup], running: Sequence[RunningGroup],
@@ -418,30 +462,55 @@ class LiveScheduler:
         guesses = [replace(like, id=f"{like.id}/next-{n}", sequence=like.sequence + n,
                            pods=tuple(replace(pod, name=f"{pod.name}/next-{n}") for pod in like.pods))
                    for n in range(1, WARM + 1)]
-        plan = self._plan(snapshot if snapshot is not None else self.view.state().snapshot, [*ahead_of, *guesses],
-                          running, guesses=True)
+        plan = fast_plan(snapshot if snapshot is not None else self.view.state().snapshot, [*ahead_of, *guesses],
+                         self.policy, running, self.clock(), guesses=True)
         nodes = sorted({node for guess in guesses for _, node in plan.placements.get(guess.id, ())})
         if nodes and not plan.victims and not plan.preempting:
             self._still_ours()
             fences.raise_ahead(nodes)  # (in the background; a signal meanwhile: the loop lowers what it raised)
 
-    def _plan(self, snapshot: Snapshot, queue: Sequence[PodGroup], running: Sequence[RunningGroup],
-              guesses: bool = False) -> Plan:
-        """A fast pass's plan: made on the candidate nodes where that places the gang as the whole snapshot would
-        (scheduling/narrow.py: the tightest nodes with room, as kube-scheduler scores a sample of a large cluster's
-        nodes), else on the whole snapshot. Only one gang at a time (several: their order by fair share is the whole
-        cluster's), or `guesses` (`_warm`'s, whose order decides nothing)."""
-        now = self.clock()
-        narrow = narrowed(snapshot, queue, self.policy, running) if len(queue) == 1 or guesses else None
-        if narrow is not None:
-            plan = schedule(narrow.snapshot, queue, self.policy, narrow.running, now=now)
-            if clean(plan, queue, narrow):
-                return plan
-        return schedule(snapshot, queue, self.policy, running, now=now)
-
     def _pass(self) -> PassReport:
-        """observe -> decide -> act -> confirm (live/)."""
+        """observe -> decide -> act (live/): first what interrupted creations left (the queue and their pods read, a
+        `Recover` decided and acted on), then the pass itself."""
         report = PassReport()
+        everything = self._read_queue(report)
+        # First of all, under the Lease: what an interrupted creation (a process killed mid-way) left is deleted.
+        recovery = recover(everything, attempt_pods(self.api, self.namespace, everything, intents=True))
+        if recovery:
+            by_id = {e.id: e for e in everything}
+            fx = self.effects()
+            for step in recovery:
+                act(fx, step, by_id, report)
+            everything = [by_id[e.id] for e in everything]
+        seen = self._observe_cluster(everything)
+        master = seen.master
+        found = master.collect(seen.master_seen) if master is not None and seen.master_seen is not None else None
+        decision = decide(Observed(
+            self.namespace, tuple(everything), seen.pods, seen.state.snapshot, self.policy, self.clock(),
+            self.max_attempts, found.queue if found else (), found.running if found else (),
+            frozenset(found.groups) if found else frozenset(),
+            MappingProxyType(dict(found.groups)) if found is not None and self.serve else None))
+        if master is not None and found is not None:
+            for repair in found.first:  # (a stale fence, a partly bound gang, a victim overdue) before the rest
+                master.act_on(repair, report)
+        plan = decision.plan
+        assert plan is not None  # (a full pass always plans)
+        report.plan = plan
+        report.problems.extend(plan.warnings)
+        report.intents = decision.intents
+        entries = {e.id: e for e in everything if e.state in (QUEUED, RUNNING)}
+        own, theirs = split(decision.intents)
+        fx = self.effects()
+        for intent in own:
+            act(fx, intent, entries, report)
+        if master is not None and self.serve:
+            master.carry_out(theirs, report)
+        self.backlog = bool(plan.waiting or plan.rejected or plan.victims or plan.preempting or report.requeued
+                            or report.repaired or any(e.state == QUEUED for e in entries.values()))
+        return report
+
+    def _read_queue(self, report: PassReport) -> list[QueueEntry]:
+        """Every entry of the namespace's queue (not listed again while a view says none changed since it was empty)."""
         store = self.store
         if self.view is not None and self.view.queue_changes == self._empty_queue_at:
             everything = []  # the queue was empty and no entry has changed since: no need to list it again
@@ -450,27 +519,11 @@ class LiveScheduler:
             everything = store.entries()
             self._empty_queue_at = seen if not everything and not store.skipped else -1
         report.problems.extend(store.skipped)
-        # First of all, under the Lease: what an interrupted creation (a process killed mid-way) left is deleted.
-        everything = create.recover(self, everything, report)
-        observed, master = self._observe_cluster(everything, report)
-        decision = decide(observed)
-        report.plan = decision.plan
-        report.problems.extend(decision.plan.warnings)
-        report.intents = decision.intents
-        entries = {e.id: e for e in everything if e.state in (QUEUED, RUNNING)}
-        own, theirs = split(decision.intents)
-        for intent in own:
-            act(self, intent, entries, report)
-        if master is not None and self.serve:
-            master.carry_out(theirs, report)
-        plan = decision.plan
-        self.backlog = bool(plan.waiting or plan.rejected or plan.victims or plan.preempting or report.requeued
-                            or report.repaired or any(e.state == QUEUED for e in entries.values()))
-        return report
+        return everything
 
-    def _observe_cluster(self, everything: list[QueueEntry], report: PassReport) -> tuple[Observed, MasterPods | None]:
-        """One reading of the cluster for `decide`: the snapshot, det-k8s's pods by group, the master's groups
-        (collecting them repairs what an interrupted binding left: master_pods.py)."""
+    def _observe_cluster(self, everything: list[QueueEntry]) -> _Seen:
+        """One reading of the cluster for `decide`: the snapshot, det-k8s's pods by group, the master's groups (a
+        partly bound one read afresh, a lost node confirmed gone: master_pods.py). Nothing is written."""
         state = self._cluster()
         snapshot = state.snapshot  # holds only pods that hold resources (not finished ones)
         # (without queue entries and without det-k8s pods here there is nothing of det-k8s's own to read)
@@ -481,21 +534,16 @@ class LiveScheduler:
         for pod in ours:
             by_group.setdefault(pod.labels[L.GROUP], []).append(pod)
         master = None
-        ready: list[PodGroup] = []
-        bound: list[RunningGroup] = []
+        master_seen = None
         served = self._served_name()
         if served:  # the master's pods: served by this pass, or planned read-only while a loop serves them
             master = MasterPods(self.api, self.binder(), served, self.view, self._still_ours,
                                 read_only=not self.serve, fence=self.fence, fence_batch=self.fence_batch,
                                 fences=self.loop_fence() if self.serve else None,
                                 preemption_grace=self.preemption_grace)
-            ready, bound = master.collect(state, report)
+            master_seen = master.observe(state)
         self._quotas_listed = "ResourceQuota" in snapshot.listed
-        observed = Observed(self.namespace, tuple(everything), MappingProxyType({k: tuple(v) for k, v in by_group.items()}),
-                            snapshot, self.policy, self.clock(), self.max_attempts, tuple(ready), tuple(bound),
-                            frozenset(master.groups) if master is not None else frozenset(),
-                            MappingProxyType(dict(master.groups)) if master is not None and self.serve else None)
-        return observed, master
+        return _Seen(state, MappingProxyType({k: tuple(v) for k, v in by_group.items()}), master, master_seen)
 
     def native_version(self) -> str | None:
         """The PodGroup API version the cluster serves (discovered once per pass), or None."""
@@ -510,43 +558,10 @@ class LiveScheduler:
             return mode, None
         return mode, self.native_version()
 
-    # -- helpers -----------------------------------------------------------------------------
-
-    def _quota_hint(self) -> str:
-        if self._quotas_listed:
-            return ""
-        return ("; det-k8s may not list resourcequotas here, so it cannot hold the group until the quota has room "
-                "(grant list and watch on resourcequotas)")
-
-    def _note(self, entry: QueueEntry, reason: str, report: PassReport) -> QueueEntry:
-        """Record why a group waits, writing only when the reason changed (no churn every pass)."""
-        if entry.reason == reason:
-            return entry
-        return self._write(replace(entry, reason=reason), report)
-
-    def _write(self, entry: QueueEntry, report: PassReport) -> QueueEntry:
-        self._still_ours()
-        try:
-            return self.store.update(entry)
-        except Conflict:
-            report.problems.append(f"{entry.id}: changed by someone else during the pass; left for the next one")
-            return entry
-        except DetK8sError as exc:
-            report.problems.append(f"{entry.id}: could not record its state: {exc.message}")
-            return entry
-
-    def _delete(self, entry: QueueEntry, pods: Sequence[str], report: PassReport) -> list[str]:
-        return delete_group(self.api, self.namespace, pods, self._service_of(entry, pods),
-                            pod_group=entry.pod_group or None)
-
-    @staticmethod
-    def _service_of(entry: QueueEntry | None, pods: Sequence[str]) -> str | None:
-        if entry is not None and entry.service:
-            return str((entry.service.get("metadata") or {}).get("name") or "") or None
-        return None
-
-    def _now(self) -> str:
-        return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+    def effects(self) -> PassEffects:
+        """What this pass's actors may do (live/effects.py): its writes go through the Lease (`_still_ours`)."""
+        return PassEffects(self.api, self.namespace, self.view, self.workers, self.max_attempts, self.clock,
+                           self._still_ours, self.placement_of, self._quotas_listed)
 
 
 @dataclass(frozen=True)

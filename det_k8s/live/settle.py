@@ -15,36 +15,37 @@ from .decide import ClearRejections, Complete, NoteUnplaced, TearDown, torn_down
 from .native import unplaced_reason
 
 if TYPE_CHECKING:
+    from .effects import Effects
     from .queue import QueueEntry
-    from .scheduler import LiveScheduler, PassReport
+    from .scheduler import PassReport
 
 
-def complete(s: LiveScheduler, intent: Complete, entry: QueueEntry, report: PassReport) -> QueueEntry:
+def complete(fx: Effects, intent: Complete, entry: QueueEntry, report: PassReport) -> QueueEntry:
     if intent.found:
-        s._still_ours()
-    s._delete(entry, [], report)  # the pods stay for their logs; the Service is no longer needed
+        fx.still_ours()
+    fx.delete(entry, [])  # the pods stay for their logs; the Service is no longer needed
     report.completed.append(entry.id)
-    return s._write(entry.with_event(f"{s._now()} {intent.why}", state="completed", reason=""), report)
+    return fx.write(entry.with_event(f"{fx.stamp()} {intent.why}", state="completed", reason=""), report)
 
 
-def tear_down(s: LiveScheduler, intent: TearDown, entry: QueueEntry, report: PassReport) -> QueueEntry:
-    s._still_ours()
-    left = s._delete(entry, intent.pods, report)
+def tear_down(fx: Effects, intent: TearDown, entry: QueueEntry, report: PassReport) -> QueueEntry:
+    fx.still_ours()
+    left = fx.delete(entry, intent.pods)
     if left:
         report.problems.append(f"{entry.id}: could not delete {', '.join(left)}")
         if len(left) == len(intent.pods):
-            return s._note(entry, f"{intent.detail}; tearing the group down (could not delete {', '.join(left)} yet)",
+            return fx.note(entry, f"{intent.detail}; tearing the group down (could not delete {', '.join(left)} yet)",
                            report)
     (report.requeued if intent.again else report.failed)[entry.id] = intent.why
-    return s._write(torn_down(entry, intent, s.clock()), report)
+    return fx.write(torn_down(entry, intent, fx.now()), report)
 
 
-def clear_rejections(s: LiveScheduler, intent: ClearRejections, entry: QueueEntry, report: PassReport) -> QueueEntry:
-    return s._write(replace(entry, rejections=0), report)
+def clear_rejections(fx: Effects, intent: ClearRejections, entry: QueueEntry, report: PassReport) -> QueueEntry:
+    return fx.write(replace(entry, rejections=0), report)
 
 
-def note_unplaced(s: LiveScheduler, intent: NoteUnplaced, entry: QueueEntry, report: PassReport) -> QueueEntry:
-    why = unplaced_reason(s.api, s.namespace, entry.pod_group, intent.unbound) if intent.unbound else ""
-    return s._note(entry, why, report)
+def note_unplaced(fx: Effects, intent: NoteUnplaced, entry: QueueEntry, report: PassReport) -> QueueEntry:
+    why = unplaced_reason(fx.api, fx.namespace, entry.pod_group, intent.unbound) if intent.unbound else ""
+    return fx.note(entry, why, report)
 
 

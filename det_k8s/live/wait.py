@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 from .decide import Wait
 
 if TYPE_CHECKING:
+    from .effects import Effects
     from .queue import QueueEntry
-    from .scheduler import LiveScheduler, PassReport
+    from .scheduler import PassReport
 
 
-def wait(s: LiveScheduler, intent: Wait, entry: QueueEntry, report: PassReport) -> QueueEntry:
+def wait(fx: Effects, intent: Wait, entry: QueueEntry, report: PassReport) -> QueueEntry:
     report.waiting[intent.group] = intent.text
-    return s._note(entry, intent.text, report) if intent.record else entry
+    return fx.note(entry, intent.text, report) if intent.record else entry

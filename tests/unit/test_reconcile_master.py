@@ -46,7 +46,7 @@ def test_ready_groups_are_queued_bound_ones_run_and_partly_bound_or_orphaned_one
     planned = collect(seen, read_only=True)  # `experiment create` while a loop serves them: never repairs
     assert planned.repairs == ()
     assert not any(g.preemptible for g in planned.running)
-    quick = collect(seen, quick=True)  # the loop's fast pass leaves repairs to a full pass
+    quick = collect(seen, fast=True)  # the loop's fast pass leaves repairs to a full pass
     assert quick.repairs == () and quick.skipped == (partial.id, orphaned.id)
 
 
@@ -63,7 +63,7 @@ def test_the_plan_marks_victims_binds_the_placed_and_reports_why_the_rest_wait()
     (never,) = [i for i in decided[2:] if isinstance(i, ReportWaiting)]
     assert never.group == big and never.event == B.UNSCHEDULABLE_EVENT and never.warning
     assert never.text == reason_text(big, plan.rejected[big.id])
-    assert intents(plan, found.groups, priorities, quick=True) == ()  # nothing to bind: a fast pass writes nothing
+    assert intents(plan, found.groups, priorities, fast=True) == ()  # nothing to bind: a fast pass writes nothing
 
 
 def test_placed_groups_are_bound_together_in_one_fence_and_incomplete_ones_are_reported():
@@ -75,4 +75,4 @@ def test_placed_groups_are_bound_together_in_one_fence_and_incomplete_ones_are_r
     bind, waits = intents(plan, found.groups, {})
     assert isinstance(bind, Bind) and [g.id for g, _ in bind.groups] == [one.id, two.id]
     assert isinstance(waits, ReportWaiting) and waits.event == B.INCOMPLETE and "1 of 2 exist" in waits.text
-    assert intents(plan, found.groups, {}, quick=True) == (bind,)
+    assert intents(plan, found.groups, {}, fast=True) == (bind,)
