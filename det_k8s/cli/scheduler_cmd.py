@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import DetK8sError, InputError, PolicyError, UsageError
+from ..live.loop import fast_next as fast_next  # (the loop's, kept importable from here)
 from ..tools.duration import HELP as DURATION_HELP
 from ..tools.duration import parse_duration
 from . import output
@@ -19,6 +20,8 @@ from .options import OFFLINE, OutputOpt, current, with_global_options, with_opti
 from .output import OutputFormat
 
 if TYPE_CHECKING:
+    from ..health import Health
+    from ..live.scheduler import PassReport
     from ..scheduling.queues import QueueTree
 
 MAX_RESERVE_AFTER = 7 * 86400.0
@@ -80,11 +83,9 @@ def run(
     that while the master's gangs keep coming).
     """
     from ..kube.watch import ClusterView
-    from ..live.fence import LINGER
-    from ..live.lease import DEFAULT_DURATION
-    from ..live.scheduler import LiveScheduler
-    from ..scheduling.model import Policy
-    from .live import current_user, holder_id
+    from ..live.loop import live_scheduler
+    from ..live.loop import serve as serve_loop
+    from .live import current_user, effective_policy, holder_id
 
     interval = interval_seconds(interval_text)
     preemption_grace = parse_duration(preemption_grace_text, "--preemption-grace")
@@ -115,151 +116,44 @@ def run(
             if not view.wait_synced(timeout=120.0):
                 raise DetK8sError("could not list the cluster's nodes and pods within 2 minutes: "
                                   + ("; ".join(view.problems[-3:]) or "no answer"))
-    shown: dict[str, str] = {}
-    said: dict[str, float] = {}  # problem -> when it was last printed: one that lasts is said every 10 minutes
-    # One scheduler for the whole loop: its Lease remembers how long another holder has been silent.
-    # A loop tells other clients' passes (`experiment create`) in the Lease that it serves the master's pods, so
-    # that they plan them too (read-only) and keep one priority order; the word lapses if the loop stops.
-    scheduler = LiveScheduler(api, api.namespace, Policy(), holder, lease_wait=0 if not once else 10, serve=serve,
-                              view=view, renew_every=DEFAULT_DURATION / 3 if view is not None else 0.0,
-                              advertise_for=max(120.0, 3 * interval) if view is not None else 0.0,
-                              linger=LINGER if view is not None else 0.0, preemption_grace=preemption_grace)
-    switch = sys.getswitchinterval()
-    if view is not None:
-        sys.setswitchinterval(SWITCH_INTERVAL)
-    try:
-        _loop(scheduler, view, api, interval, once, preemption, health, shown, said)
-    finally:  # stopped (a signal, an error): no binding taint of the loop's left lingering on a node
-        from .. import stopping
-
-        sys.setswitchinterval(switch)
-        with stopping.shielded():
-            for problem in scheduler.lower_fences(everything=True):
-                output.warning(problem)
+    # One scheduler for the whole loop (live/loop.py): its Lease remembers how long another holder has been silent.
+    scheduler = live_scheduler(api, holder, serve, view, once=once, interval=interval,
+                               preemption_grace=preemption_grace)
+    serve_loop(scheduler, view, lambda: effective_policy(api, preemption=preemption), interval, once, health,
+               _LoopOutput())
 
 
-# The loop's threads (the watch, a gang's bindings, the Lease's take-back beside the plan, the Events) hand the
-# interpreter lock over at least this often (Python's default: 5 ms). A binding's answer or a watch event that arrives
-# while the main thread plans then waits at most this long for it. On the real control plane (issue 24, 2,000 nodes,
-# det-k8s alone) a gang's median from its last pod to its last binding was 19 ms with the take-back beside the plan
-# and 5 ms, 16 ms with 0.5 ms (the take-back's answer had waited for the plan to finish).
-SWITCH_INTERVAL = 0.0005
-LOWER_LATE = 1.0  # seconds a lingering binding taint's lowering may be put off while the master's gangs keep coming
+class _LoopOutput:
+    """What the loop (live/loop.py) says, printed: a pass's changes, the Lease held by another, a failed pass."""
 
+    def __init__(self) -> None:
+        self.shown: dict[str, str] = {}
+        self.said: dict[str, float] = {}  # problem -> when it was last printed: one that lasts is said every 10 min
 
-def _loop(scheduler: Any, view: Any, api: Any, interval: float, once: bool, preemption: Any, health: Any,
-          shown: dict[str, str], said: dict[str, float]) -> None:
-    from .. import stopping
-    from ..live.lease import LeaseHeld
-    from ..live.scheduler import ARRIVING
-    from .experiment import _print_pass, _require_cleared
-    from .live import effective_policy
+    def pass_done(self, report: PassReport, once: bool) -> None:
+        from .experiment import _print_pass, _require_cleared
 
-    announced = False
-    failures = 0
-    policy_read = -math.inf
-    full_at, full_seen = -math.inf, -1  # when the last full pass started; the view's other_changes then
-    fast = False
-    frozen = False
-    worked = False  # the last pass ran (it did not find the Lease held, nor fail)
-    while True:
-        health.beat()
-        try:
-            fast = view is not None and fast_next(scheduler, view, time.monotonic() - full_at, full_seen, interval)
-            if not fast and (once or time.monotonic() - policy_read >= interval):  # an admin may change it meanwhile:
-                scheduler.policy = effective_policy(api, preemption=preemption)  # read it at least every --interval
-                policy_read = time.monotonic()
-            if not fast and view is not None:
-                full_at, full_seen = time.monotonic(), view.other_changes
-            worked = False
-            report = scheduler.run_pass(fast=fast)
-            worked = True
-            if not frozen and view is not None:
-                _freeze()
-                frozen = True
-            if once:
-                _print_pass(report)
-                _require_cleared(report)
-            else:
-                _print_changes(report, shown, said)
-            announced, failures = False, 0
-        except LeaseHeld as exc:
-            if once:
-                raise
-            if not announced:
-                output.message(f"{exc.message}; waiting")
-                announced = True
-        except DetK8sError as exc:  # a pass that failed changed nothing it could not finish; try again
-            if once or stopping.received() is not None:  # (stopping: a request its cut undo refused, not a failure)
-                raise
-            failures += 1
+        if once:
+            _print_pass(report)
+            _require_cleared(report)
+        else:
+            _print_changes(report, self.shown, self.said)
+
+    def lease_held(self, message: str) -> None:
+        output.message(f"{message}; waiting")
+
+    def pass_failed(self, exc: Exception) -> None:
+        if isinstance(exc, DetK8sError):
             output.error(f"pass failed: {exc.message}", exc.hint)
-        except Exception as exc:  # a bug met by one pass must not stop scheduling for everyone: say it, go on
-            if once or stopping.received() is not None:
-                raise
-            failures += 1
+        else:
             output.error(f"pass failed: internal error: {type(exc).__name__}: {exc}",
                          "please report it; the loop keeps going")
-        if once:
-            return
-        health.beat(ready=True)  # an iteration done: a pass, or waiting as the standby of another holder
-        due = scheduler.fence_due()
-        if due is not None and due <= time.monotonic():
-            if time.monotonic() - due >= LOWER_LATE or not scheduler.gang_coming():
-                # the binding taints left up for a next gang that did not come: a round trip or two per node, so not
-                # while a gang's pods are arriving or it is ready (its binding would wait for them), at most LOWER_LATE
-                # late
-                for problem in scheduler.lower_fences():
-                    output.warning(problem)
-                due = scheduler.fence_due()
-            else:
-                due += LOWER_LATE  # (put off: the gang's pods wake the loop; this is the latest it waits)
-        wait = min(interval * 2 ** min(failures, 5), 300)  # back off while the cluster misbehaves
-        if fast and not failures and time.monotonic() - full_at >= interval:
-            wait = min(wait, ARRIVING)  # (a full pass put off for a gang on its way: run it once none is)
-        if due is not None:
-            wait = min(wait, max(due - time.monotonic(), 0.0) + 0.01)
-        if view is None or failures:
-            time.sleep(wait)
-        elif not (fast and scheduler.backlog) and not (fast and worked and (
-                view.other_changes != full_seen or scheduler.ready())):
-            # Not waited for: a fast pass that left a group waiting (a full pass now says why), and a fast pass of ours
-            # whose hold of the Lease consumed the wake-up of a change for a full pass or of a gang ready already.
-            # (Without the Lease, the wait stays: another holder's pass is not spun against. On the fast path a gang
-            # is bound as soon as its last pod is seen: no quiet waited for.)
-            view.wait_for_change(wait, debounce=0.0 if scheduler.can_go_fast() else 0.05)
+
+    def warning(self, text: str) -> None:
+        output.warning(text)
 
 
-def fast_next(scheduler: Any, view: Any, age: float, full_seen: int, interval: float, arriving: float | None = None
-              ) -> bool:
-    """Is the loop's next pass a fast one (live/scheduler.py)? Only the master's pods changed since the last full
-    pass, which left nothing waiting (`can_go_fast`), and that pass is not yet --interval old (`age`: seconds since
-    it began): the gangs that became complete are bound at once.
-
-    Older than --interval, a full pass is due; until it is twice that old, it waits while a gang of the master's is
-    ready or on its way (`LiveScheduler.arriving`, within `arriving` seconds, ARRIVING by default): such a pass only
-    looks again at what nothing has changed, and a gang completing during it would wait for it (issue 24's tail). So
-    it runs when no gang is ready or coming, between gangs, or once twice --interval old."""
-    if not scheduler.can_go_fast() or view.other_changes != full_seen:
-        return False
-    if age < interval:
-        return True
-    coming = scheduler.arriving() if arriving is None else scheduler.arriving(within=arriving)
-    return age < 2 * interval and (scheduler.ready() or coming)
-
-
-def _freeze() -> None:
-    """After the loop's first pass: what it read of the cluster (every node and pod of the view, a few hundred thousand
-    objects at 2,000 nodes) is moved out of the cycle collector's way (`gc.freeze`). Left in, each full collection
-    walked it all: 45-53 ms pauses every 2-3 s on the real control plane (issue 24's tail). Objects frozen are still
-    freed when nothing refers to them; only a cycle among them would stay (the view's models hold none)."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-
-
-def _serve_health(port: int, interval: float) -> Any:
+def _serve_health(port: int, interval: float) -> Health:
     """The probes' answers (`det_k8s/health.py`), served on `port` unless it is 0. The loop beats at least every
     300 s of back-off plus a pass; twice that without a beat is a stuck loop."""
     from .. import stopping
@@ -277,7 +171,7 @@ def _serve_health(port: int, interval: float) -> Any:
 REPEAT_PROBLEMS_AFTER = 600.0  # seconds: the loop says again a problem that lasts this long
 
 
-def _print_changes(report: Any, shown: dict[str, str], said: dict[str, float]) -> None:
+def _print_changes(report: PassReport, shown: dict[str, str], said: dict[str, float]) -> None:
     """The loop's output: what each pass did, and why a group waits only when that changed (its headline,
     the text before the first "; ": free capacity and queue positions change every pass); a problem that lasts
     (no RBAC to fence nodes, say) is printed when it appears and then every REPEAT_PROBLEMS_AFTER, not every pass."""
@@ -437,7 +331,6 @@ def manifest(
 ) -> None:
     """Print the manifests that run the scheduler in the cluster (`| kubectl apply -f -`): RBAC and a Deployment."""
     import os
-    import sys
 
     import yaml
 
