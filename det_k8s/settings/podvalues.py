@@ -441,17 +441,19 @@ _PROC_MOUNTS = ("Default", "Unmasked")
 _MAX_ID = 2**31 - 1
 
 
-def _security(out: _Out, path: Where, context: Any, host_users: Any) -> None:
+def _security(out: _Out, path: Where, context: Any, host_users: Any, kube: tuple[int, int]) -> None:
     """validation.go: ValidateSecurityContext: runAsUser and runAsGroup 0 to 2147483647 (IsValidUserID,
     IsValidGroupID), procMount Default or Unmasked (Unmasked only with hostUsers: false), allowPrivilegeEscalation
-    false neither with privileged nor with capability CAP_SYS_ADMIN."""
+    false neither with privileged nor with capability CAP_SYS_ADMIN. Before 1.33 the ProcMountType gate is off by
+    default (kube_features.go: beta, default true from 1.33), and the API server drops procMount before it validates
+    (pod/util.go: dropDisabledProcMountField): any value passes there."""
     if not isinstance(context, Mapping):
         return
     for field in ("runAsUser", "runAsGroup"):
         value = context.get(field)
         if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= _MAX_ID:
             out.add((*path, field), f"must be between 0 and {_MAX_ID}, found {value}")
-    proc = context.get("procMount")
+    proc = context.get("procMount") if kube >= (1, 33) else None
     if proc == "":
         out.add((*path, "procMount"), "must be Default or Unmasked, found ''")
     else:
@@ -850,7 +852,7 @@ def check_pod_values(document: Mapping[str, Any], kube: tuple[int, int] = NEWEST
         for index, container in enumerate(items if isinstance(items, list) else ()):
             if isinstance(container, Mapping):
                 _security(out, (*base, kind, index, "securityContext"), container.get("securityContext"),
-                          spec.get("hostUsers"))
+                          spec.get("hostUsers"), kube)
     _spread(out, (*base, "topologySpreadConstraints"), spec.get("topologySpreadConstraints"))
     tolerations(out, (*base, "tolerations"), spec.get("tolerations"))
     _choose(out, (*base, "restartPolicy"), spec.get("restartPolicy"), RESTART_POLICIES)

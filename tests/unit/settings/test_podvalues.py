@@ -24,6 +24,18 @@ def test_environment_variable_names_follow_the_version():
                                    "(letters, digits, '_', '-' and '.', not starting with a digit)"}
 
 
+def test_proc_mount_is_judged_only_where_the_api_server_keeps_it():
+    """Before 1.33 the ProcMountType gate is off by default and kube-apiserver drops procMount before validating (a
+    generated case found on the real 1.31.0: `Unmasked` without hostUsers false was accepted there)."""
+    unmasked = {"containers": [{"name": "determined-container", "securityContext": {"procMount": "Unmasked"}}]}
+    odd = {"containers": [{"name": "determined-container", "securityContext": {"procMount": "default"}}]}
+    assert found(unmasked, (1, 37)) == {"containers.0.securityContext.procMount":
+                                        "Unmasked needs the pod's hostUsers: false (a user namespace)"}
+    assert found(unmasked, (1, 33)) != {} and found(odd, (1, 33)) != {}
+    assert found(unmasked, (1, 32)) == {} and found(odd, (1, 31)) == {}
+    assert found({**unmasked, "hostUsers": False}, (1, 37)) == {}
+
+
 def test_env_values_are_never_echoed():
     secret = "hunter2-Secret"
     spec = {"containers": [{"name": "determined-container", "env": [
