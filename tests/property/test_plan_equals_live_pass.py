@@ -3,7 +3,8 @@ function (`cli.planning.plan_pass`, on the snapshot file's objects) and one live
 emulator make the same decisions: placements up to equivalent nodes, victims (the master's trials too), reclaims,
 what each placed group waits for, and why the others wait or are rejected.
 
-A state: 2 or 3 GPU nodes (4 or 8 GPUs, two zones); the Determined master's trials and commands in the shape of one
+A state: 2 or 3 GPU nodes (4 or 8 GPUs, two zones), and 0 to 2 nodes whose 8 GPUs DRA manages; the Determined
+master's trials and commands in the shape of one
 supported release (tests/support/master_pods.py: 0.17.15 and 0.26.2 bare pods, 0.38.1 Jobs), in namespace default or team-a,
 some gangs still missing a pod; det-k8s's own experiments in the queues of both namespaces; priorities 10, 50 or 90;
 a team queue with a guarantee for one namespace, or none; a ResourceQuota of GPUs in team-a, or none; preemption on
@@ -49,6 +50,7 @@ from det_k8s.scheduling.model import Plan, Policy
 from det_k8s.scheduling.serialize import group_from_dict
 from det_k8s.settings.loader import Document, load_settings
 from tests.conftest import Cluster
+from tests.support.dra_objects import device_class, resource_slice
 from tests.support.k8s_emulator import RunningEmulator, node
 from tests.support.master_pods import VERSIONS, create_task, master_task
 
@@ -91,6 +93,7 @@ class State:
     guarantee: int | None  # the guaranteed queue's GPUs (None: no team queues)
     guaranteed: str = "team-a"  # the namespace whose queue has the guarantee; the other's borrows
     quota: int | None = None  # a ResourceQuota of team-a on requests.nvidia.com/gpu (None: none)
+    dra: int = 0  # nodes whose 8 GPUs DRA manages (a ResourceSlice, a DeviceClass naming nvidia.com/gpu)
 
 
 def arrivals(priorities: tuple[int, ...], at_least: int = 0) -> st.SearchStrategy[tuple[Task | Own, ...]]:
@@ -108,7 +111,7 @@ def arrivals(priorities: tuple[int, ...], at_least: int = 0) -> st.SearchStrateg
 states = st.builds(State, st.sampled_from(VERSIONS), st.sampled_from(((4, 4), (4, 4), (8, 4), (4, 4, 4), (8, 8))),
                    arrivals((10, 10, 50, 90), at_least=2), arrivals((10, 50, 90, 90), at_least=1), st.booleans(),
                    st.one_of(st.none(), st.sampled_from((4, 8, 16))), st.sampled_from(("default", "team-a")),
-                   st.one_of(st.none(), st.none(), st.sampled_from((2, 4, 8))))
+                   st.one_of(st.none(), st.none(), st.sampled_from((2, 4, 8))), st.sampled_from((0, 0, 1, 2)))
 
 
 class Clock:
@@ -160,11 +163,27 @@ def arrive(cluster: Cluster, state: State, items: tuple[Task | Own, ...], start:
 
 
 def snapshot_objects(cluster: Cluster) -> list[dict[str, Any]]:
-    """What `kubectl get nodes,pods,resourcequotas -A -o json` prints (finished pods included, as kubectl lists
-    them)."""
+    """What `kubectl get nodes,pods,resourcequotas,deviceclasses,resourceslices -A -o json` prints (finished pods
+    included, as kubectl lists them)."""
     return [{**o, "kind": kind} for plural, kind in (("nodes", "Node"), ("pods", "Pod"),
-                                                     ("resourcequotas", "ResourceQuota"))
+                                                     ("resourcequotas", "ResourceQuota"),
+                                                     ("deviceclasses", "DeviceClass"),
+                                                     ("resourceslices", "ResourceSlice"))
             for o in cluster.api.items(plural)]
+
+
+def add_nodes(running: RunningEmulator, cluster: Cluster, state: State) -> None:
+    """The device-plugin GPU nodes, and the DRA-managed ones (no nvidia.com/gpu of their own: their devices are in a
+    ResourceSlice, and a DeviceClass names nvidia.com/gpu, KEP-5004), on an API server that serves resource.k8s.io/v1
+    (the live pass finds DRA by discovery)."""
+    running.emulator.serve_discovery()
+    for i, gpus in enumerate(state.nodes):
+        cluster.api.put(node(f"gpu-{i}", gpus=gpus, labels={ZONE: f"zone-{i % 2}"}))
+    for i in range(state.dra):
+        cluster.api.put(node(f"dra-{i}", labels={ZONE: f"zone-{i % 2}"}))
+        cluster.api.put(resource_slice(f"dra-{i}", 8))
+    if state.dra:
+        cluster.api.put(device_class())
 
 
 def offline(cluster: Cluster, policy: Policy, clock: Clock, namespace: str) -> Plan:
@@ -215,8 +234,7 @@ def run_state(state: State) -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             cluster = Cluster(running, running.write_kubeconfig(Path(tmp) / "kubeconfig"))
-            for i, gpus in enumerate(state.nodes):
-                cluster.api.put(node(f"gpu-{i}", gpus=gpus, labels={ZONE: f"zone-{i % 2}"}))
+            add_nodes(running, cluster, state)
             if state.quota is not None:
                 cluster.api.put({"apiVersion": "v1", "kind": "ResourceQuota",
                                  "metadata": {"name": "gpus", "namespace": "team-a"},
@@ -252,6 +270,9 @@ def run_state(state: State) -> None:
 @example(State("0.38.1", (4, 4), (Task(8, 10, "default"),), (Own(8, 90, False),), True, None))
 @example(State("0.17.15", (4, 4), (Task(8, 50, "default"),), (Task(8, 50, "team-a"),), False, 8, "team-a"))
 @example(State("0.26.2", (4, 4), (Task(8, 50, "team-a"),), (Own(8, 50, False),), False, 8, "default"))
+# DRA-managed nodes beside device-plugin ones: a trial only they could hold waits with the same reason in both
+@example(State("0.38.1", (4,), (Task(4, 50, "default"),), (Task(8, 50, "default"), Own(8, 90, False)), True, None,
+               dra=2))
 def test_plan_and_the_live_pass_make_the_same_decisions(state):
     run_state(state)
 
@@ -265,8 +286,7 @@ def run_fast(state: State, gang: Task) -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             cluster = Cluster(running, running.write_kubeconfig(Path(tmp) / "kubeconfig"))
-            for i, gpus in enumerate(state.nodes):
-                cluster.api.put(node(f"gpu-{i}", gpus=gpus, labels={ZONE: f"zone-{i % 2}"}))
+            add_nodes(running, cluster, state)
             clock = Clock()
             policy = policy_of(state)
             api = cluster.connect()

@@ -86,7 +86,8 @@ def _parse_path(path: str) -> kmock_parsing.ParsedPath:
 
 kmock_parsing.parse_path = _parse_path
 
-CLUSTER_SCOPED = {"nodes", "namespaces", "storageclasses", "priorityclasses", "persistentvolumes"}
+CLUSTER_SCOPED = {"nodes", "namespaces", "storageclasses", "priorityclasses", "persistentvolumes", "deviceclasses",
+                  "resourceslices"}
 KINDS = {
     "pods": ("v1", "Pod"), "nodes": ("v1", "Node"), "services": ("v1", "Service"),
     "configmaps": ("v1", "ConfigMap"), "secrets": ("v1", "Secret"), "events": ("v1", "Event"),
@@ -96,6 +97,7 @@ KINDS = {
     "storageclasses": ("storage.k8s.io/v1", "StorageClass"),
     "priorityclasses": ("scheduling.k8s.io/v1", "PriorityClass"), "jobs": ("batch/v1", "Job"),
     "resourcequotas": ("v1", "ResourceQuota"),
+    "deviceclasses": ("resource.k8s.io/v1", "DeviceClass"), "resourceslices": ("resource.k8s.io/v1", "ResourceSlice"),
 }
 # The registry's default garbage-collection policy is orphan for batch/v1 Jobs (kept for compatibility: the API
 # server warns "child pods are preserved by default when jobs are deleted"), background for everything else.
