@@ -2,6 +2,9 @@
 
 Each case ends the way the issue asks: exit codes and messages true, and no pod of a failed group
 alive once the next det-k8s command has run.
+
+Emulator-only: every case injects a fault (a refused or failed call, a creation landing late) the real API server
+cannot be made to do on demand.
 """
 
 from __future__ import annotations

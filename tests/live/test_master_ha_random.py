@@ -9,6 +9,9 @@ left to do: no node holds more GPUs than it has (also checked at every single bi
 group is partly bound, no binding ever failed (a loop planning from a stale view would meet pods the other
 bound), and every pod still waiting carries det-k8s's reason. One loop's watches lag behind writes, so if it
 took the Lease without catching up with the fence it would plan on a stale view.
+
+Emulator-only: it delays watches per client and checks every single binding for overcommit, which only the emulator
+can do (the real plane's Lease and fence are proved in tests/live/test_lease.py and test_fence_batches.py).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ each master version creates them (`tests/support/master_pods.py`).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,10 @@ from tests.live.test_master_scheduling import events_on, nodes, pods_of, run_pas
 from tests.support.master_pods import VERSIONS
 from tests.support.needs import need
 
+ON_REAL_CLUSTER_TOO = True
 
+
+@pytest.mark.emulator_only  # the emulator fails API calls on demand: fault injection
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_refused_condition_write_does_not_stop_the_pass_and_the_reason_still_goes_out_once(cluster, version):
     nodes(cluster, 1)
@@ -58,13 +62,22 @@ def test_a_node_removed_between_plan_and_binding_does_not_leave_the_gang_holding
     report = run_pass(cluster)
     (why,) = report.repaired.values()  # before the fix: nothing; gpu-0's GPUs held by a trial that can never start
     assert "no longer exists" in why and "deleted 2 bound pods" in why
-    assert pods_of(cluster, task) == []  # the master sees its pods go and restarts the trial whole
+    # the master sees its pods go and restarts the trial whole; on a real cluster kwok confirms the deletion on gpu-0,
+    # while the pod bound to gpu-1 (gone: no kubelet confirms) stays Terminating until PodGC force-deletes it
+    deadline = time.monotonic() + 60  # a guard against hanging, not a speed assertion
+    while [p for p in pods_of(cluster, task) if p["spec"].get("nodeName") != "gpu-1"]:
+        assert time.monotonic() < deadline, "det-k8s's deletion of the pod on gpu-0 never completed"
+        time.sleep(0.05)
+    assert [p["metadata"]["name"] for p in pods_of(cluster, task) if not p["metadata"].get("deletionTimestamp")] == []
+    if not getattr(cluster, "real", False):
+        assert pods_of(cluster, task) == []
     lost = [e for e in cluster.api.items("events") if e["reason"] == "GangNodeLost"]
     assert {e["involvedObject"]["name"] for e in lost} == set(task.names) and "gpu-1" in lost[0]["message"]
     result = run_cli("doctor")
     assert "GangNodeLost" in result.out
 
 
+@pytest.mark.emulator_only  # the emulator fails API calls on demand: fault injection
 def test_a_node_the_view_has_not_seen_yet_is_not_taken_for_gone(cluster):
     from det_k8s.kube.kinds import PODS
 
@@ -103,10 +116,18 @@ def test_scheduler_run_names_the_official_charts_coscheduler_that_would_fight_it
     for deployment in deployments:  # the master's Deployment too: it must not be taken for a scheduler
         deployment["metadata"].setdefault("namespace", "det")
         cluster.api.put(deployment)
+    try:
+        scheduler_run_refuses(cluster, run_cli, plugin[0])
+    finally:  # the plugin's Deployment is in kube-system, which a real cluster keeps from one test to the next
+        for deployment in deployments:
+            cluster.api.remove("deployments", deployment["metadata"]["name"], deployment["metadata"]["namespace"])
+
+
+def scheduler_run_refuses(cluster, run_cli, plugin) -> None:
     nodes(cluster, 1)
     refused = run_cli("scheduler", "run", "--once")  # an error, not a warning (issue 21): it would fight it
     assert refused.code == 1, refused.err
-    where = f"{plugin[0]['metadata']['namespace']}/{plugin[0]['metadata']['name']}"
+    where = f"{plugin['metadata']['namespace']}/{plugin['metadata']['name']}"
     assert f"Deployment {where} (" in refused.err and "also serves scheduler coscheduler" in refused.err
     assert "--replicas=0" in refused.err and "--force" in refused.err
     assert refused.err.count("also serves scheduler") == 1
@@ -119,15 +140,25 @@ def test_scheduler_run_names_the_official_charts_coscheduler_that_would_fight_it
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_gang_with_a_gated_pod_waits_for_its_gates_and_is_never_torn_down(cluster, version):
-    from tests.support.master_pods import create_task, master_task
+    from tests.support.master_pods import create_task_on, master_task
 
     nodes(cluster, 2)
     task = master_task(version, slots_per_trial=8)
-    gated = sorted(task.names)[1]
-    for pod in task.pods:  # Kueue's pod integration (or another queue controller) holds one pod back
-        if pod["metadata"]["name"] == gated:
-            pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
-    create_task(cluster.connect(), task)
+    gate = [{"name": "kueue.x-k8s.io/admission"}]
+    if task.job is not None and getattr(cluster, "real", False):
+        # the real Job controller makes every pod from the Job's template: all gated, then all but one let go
+        task.job["spec"]["template"]["spec"]["schedulingGates"] = gate
+        create_task_on(cluster, task)
+        gated = sorted(task.names)[1]
+        for name in task.names:
+            if name != gated:
+                cluster.api.update("pods", name, {"spec": {"schedulingGates": None}})
+    else:
+        gated = sorted(task.names)[1]
+        for pod in task.pods:  # Kueue's pod integration (or another queue controller) holds one pod back
+            if pod["metadata"]["name"] == gated:
+                pod["spec"]["schedulingGates"] = gate
+        create_task_on(cluster, task)
     for _ in range(2):  # before the fix: bound the other pod, the gated one's binding got 409, tore it down
         report = run_pass(cluster)
         assert report.placed == {} and report.repaired == {}

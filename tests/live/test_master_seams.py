@@ -13,7 +13,9 @@ import pytest
 from det_k8s.live.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
 from tests.support.k8s_emulator import node
-from tests.support.master_pods import create_task, master_task
+from tests.support.master_pods import create_task_on, master_task
+
+ON_REAL_CLUSTER_TOO = True
 
 DEFAULT_POLICY = Policy()
 
@@ -23,7 +25,8 @@ def run_pass(cluster, *, policy: Policy = DEFAULT_POLICY, namespace: str = "defa
 
 
 def pods_of(cluster, task):
-    return [p for p in cluster.api.items("pods") if p["metadata"]["labels"].get("determined") == task.allocation]
+    return [p for p in cluster.api.items("pods")
+            if (p["metadata"].get("labels") or {}).get("determined") == task.allocation]
 
 
 def where(cluster, task) -> list[str | None]:
@@ -34,6 +37,8 @@ def with_spec(task, **extra):
     """The task's pods with pod-spec fields added (what `environment.pod_spec` merges into them)."""
     for pod in task.pods:
         pod["spec"].update(extra)
+    if task.job is not None:  # the real Job controller makes the pods from the Job's template
+        task.job["spec"]["template"]["spec"].update(extra)
     return task
 
 
@@ -50,7 +55,7 @@ def test_a_trials_anti_affinity_among_its_own_pods_holds(cluster, version):
             "topologyKey": "kubernetes.io/hostname"}]}})
     for i in range(2):
         cluster.api.update("nodes", f"gpu-{i}", {"metadata": {"labels": {"kubernetes.io/hostname": f"gpu-{i}"}}}, None)
-    create_task(cluster.connect(), task)
+    create_task_on(cluster, task)
     run_pass(cluster)
     assert where(cluster, task) == ["gpu-0", "gpu-1"]
 
@@ -66,7 +71,7 @@ def test_another_pods_anti_affinity_against_the_masters_pods_holds(cluster):
                                                                           "operator": "Exists"}]},
                                   "topologyKey": "kubernetes.io/hostname"}]}}},
                      "status": {"phase": "Running"}})
-    task = create_task(cluster.connect(), master_task("0.38.1", slots_per_trial=4))
+    task = create_task_on(cluster, master_task("0.38.1", slots_per_trial=4))
     run_pass(cluster)
     assert where(cluster, task) == ["gpu-1"]
 
@@ -88,9 +93,9 @@ def test_a_claim_in_the_masters_namespace_is_found_there(cluster):
                               "resources": {"requests": {"storage": "10Gi"}}},
                      "status": {"phase": "Bound"}})
     task = master_task("0.38.1", slots_per_trial=4, namespace="det")
-    for pod in task.pods:
-        pod["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "data"}})
-    create_task(cluster.connect(), task)
+    with_spec(task, volumes=[*task.pods[0]["spec"]["volumes"],
+                             {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
+    create_task_on(cluster, task)
     report = run_pass(cluster)
     assert where(cluster, task) == ["gpu-1"], report.waiting
 
@@ -106,7 +111,7 @@ def test_a_trial_pinned_to_a_node_by_its_pod_spec_is_bound_there(cluster, versio
         "requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms") or [{}]
     with_spec(task, affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{**term, **pin} for term in terms]}}})
-    create_task(cluster.connect(), task)
+    create_task_on(cluster, task)
     report = run_pass(cluster)
     assert where(cluster, task) == ["gpu-1"], (report.waiting, report.placed)
 
@@ -118,10 +123,10 @@ def test_a_masters_pod_without_the_gpu_toleration_is_not_bound_to_a_tainted_node
     taint = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
     cluster.api.put(node("gpu-0", gpus=4, taints=taint))
     cluster.api.put(node("gpu-1", gpus=4))
-    busy = create_task(cluster.connect(), master_task("0.38.1", experiment=1, slots_per_trial=4))
+    busy = create_task_on(cluster, master_task("0.38.1", experiment=1, slots_per_trial=4))
     run_pass(cluster, policy=Policy(extended_resource_toleration=True))
     assert where(cluster, busy) == ["gpu-1"]
-    task = create_task(cluster.connect(), master_task("0.38.1", experiment=2, slots_per_trial=4))
+    task = create_task_on(cluster, master_task("0.38.1", experiment=2, slots_per_trial=4))
     report = run_pass(cluster, policy=Policy(extended_resource_toleration=True))
     assert where(cluster, task) == ["-"]
     assert "1 taint nvidia.com/gpu=present:NoSchedule" in next(iter(report.waiting.values()))
@@ -131,7 +136,10 @@ def test_a_masters_pod_with_a_runtime_class_is_planned_without_a_warning(cluster
     """`runtimeClassName: nvidia` (the GPU operator's): admission merged the class's scheduling into the pod's
     spec when the master created it, so nothing is left unmodelled; only pods det-k8s has yet to create warn."""
     cluster.api.put(node("gpu-0", gpus=4))
-    task = create_task(cluster.connect(), with_spec(master_task("0.38.1", slots_per_trial=4),
+    if getattr(cluster, "real", False):  # the RuntimeClass admission plugin refuses a pod naming a class not there
+        cluster.api.put({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"},
+                         "handler": "nvidia"})
+    task = create_task_on(cluster, with_spec(master_task("0.38.1", slots_per_trial=4),
                                                     runtimeClassName="nvidia"))
     report = run_pass(cluster)
     assert where(cluster, task) == ["gpu-0"]
@@ -155,7 +163,7 @@ def test_det_k8s_pods_naming_the_served_scheduler_are_never_taken_for_the_master
                         sequence=1)
     QueueStore(cluster.connect(), "default").add(entry_for(experiment, text, SETTINGS, group, "default"))
     assert list(run_pass(cluster).placed) == ["aaaa0001"]  # created, pinned to gpu-0, left to its scheduler
-    trial = create_task(cluster.connect(), master_task("0.38.1", slots_per_trial=4, priority=70))
+    trial = create_task_on(cluster, master_task("0.38.1", slots_per_trial=4, priority=70))
     report = run_pass(cluster)
     assert report.placed == {}  # gpu-0's GPUs are the experiment's
     assert where(cluster, trial) == ["-"]
@@ -170,8 +178,8 @@ def test_why_pending_names_the_masters_trials_that_hold_the_gpus(cluster):
     from tests.live.test_live_scheduler import submit as submit_experiment
 
     cluster.api.put(node("gpu-0", gpus=4))
-    create_task(cluster.connect(), master_task("0.38.1", experiment=7, trial=3, slots_per_trial=4, priority=80))
-    create_task(cluster.connect(), master_task("0.26.2", experiment=8, trial=5, slots_per_trial=4, priority=70))
+    create_task_on(cluster, master_task("0.38.1", experiment=7, trial=3, slots_per_trial=4, priority=80))
+    create_task_on(cluster, master_task("0.26.2", experiment=8, trial=5, slots_per_trial=4, priority=70))
     run_pass(cluster)
     submit_experiment(cluster, "aaaa0001", 4, 1, priority=20)
     report = run_pass(cluster)

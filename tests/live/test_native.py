@@ -11,6 +11,8 @@ from det_k8s.live.native import member, pod_group_manifest, served_version, why_
 from det_k8s.live.policy import policy_from_data
 from det_k8s.scheduling.groups import pin
 
+ON_REAL_CLUSTER_TOO = True
+
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "g-0", "namespace": "ml", "labels": {"a": "b"}},
        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "4"},
                                                                             "limits": {"nvidia.com/gpu": "4"}}}]}}

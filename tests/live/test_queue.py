@@ -13,6 +13,8 @@ from det_k8s.scheduling.experiments import parse_experiment
 from det_k8s.scheduling.groups import build_group
 from det_k8s.settings import Document, load_settings
 
+ON_REAL_CLUSTER_TOO = True
+
 SETTINGS = load_settings([Document("s", "maxSlotsPerPod: 4\ncheckpointStorage: {type: s3, bucket: b}\n")]).settings()
 
 
@@ -58,7 +60,9 @@ def test_entries_are_stored_in_the_cluster_and_listed_in_submission_order(cluste
     store.add(entry("a", 1))
     again = QueueStore(cluster.connect(), "default")  # a new client sees the same queue
     assert [e.id for e in again.entries()] == ["a", "b"]
-    assert len(cluster.api.items("configmaps")) == 2
+    entries = [cm for cm in cluster.api.items("configmaps")  # a real cluster has its own (kube-root-ca.crt)
+               if (cm["metadata"].get("labels") or {}).get("det-k8s.io/queue-entry") == "true"]
+    assert len(entries) == 2
 
 
 def test_filtering_by_state(cluster):
@@ -121,8 +125,17 @@ HOSTILE = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(HOSTILE))
+@pytest.mark.parametrize("case", sorted(set(HOSTILE) - {"data that is a list"}))
 def test_a_bad_entry_is_quarantined_and_never_blocks_the_namespace(cluster, run_cli, tmp_path, case):
+    quarantined(cluster, run_cli, tmp_path, case)
+
+
+@pytest.mark.emulator_only  # the real API server refuses a ConfigMap whose data is a list (400): only the emulator stores it
+def test_an_entry_whose_data_is_a_list_is_quarantined_and_never_blocks_the_namespace(cluster, run_cli, tmp_path):
+    quarantined(cluster, run_cli, tmp_path, "data that is a list")
+
+
+def quarantined(cluster, run_cli, tmp_path, case: str) -> None:
     from tests.support.k8s_emulator import node
 
     good = to_configmap(entry("good0001", 2), "default")

@@ -8,7 +8,9 @@ from det_k8s.live.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
 from det_k8s.scheduling.queues import parse_queues
 from tests.support.k8s_emulator import node
-from tests.support.master_pods import create_task, honour_preemption, master_task
+from tests.support.master_pods import create_task_on, honour_preemption, master_task
+
+ON_REAL_CLUSTER_TOO = True
 
 TEAMS, _ = parse_queues({"queues": [
     {"name": "nlp", "guarantee": {"nvidia.com/gpu": 8}, "members": {"users": ["nina"]}},
@@ -29,11 +31,11 @@ def bound(cluster, task) -> bool:
 def test_a_team_below_its_guarantee_reclaims_a_borrowed_trial_of_higher_priority(cluster):
     for i in range(3):
         cluster.api.put(node(f"gpu-{i}", gpus=4))
-    vera = [create_task(cluster.connect(), master_task("0.38.1", experiment=i + 1, user="vera", priority=80))
+    vera = [create_task_on(cluster, master_task("0.38.1", experiment=i + 1, user="vera", priority=80))
             for i in range(3)]
     run_pass(cluster)
     assert all(bound(cluster, task) for task in vera)  # vision uses all 12 GPUs: 8 of them borrowed
-    nina = create_task(cluster.connect(), master_task("0.38.1", experiment=9, user="nina", priority=20))
+    nina = create_task_on(cluster, master_task("0.38.1", experiment=9, user="nina", priority=20))
     report = run_pass(cluster)
     assert len(report.marked) == 1  # one of vision's trials, though of higher priority: nlp has 8 guaranteed
     assert not bound(cluster, nina)
@@ -92,8 +94,8 @@ def test_a_trial_its_queue_limit_holds_says_so_in_its_pods_condition(cluster):
     limited, _ = parse_queues({"queues": [{"name": "nlp", "limit": {"nvidia.com/gpu": 4}, "members": {"users": ["nina"]}}]})
     for i in range(3):
         cluster.api.put(node(f"gpu-{i}", gpus=4))
-    first = create_task(cluster.connect(), master_task("0.38.1", experiment=1, user="nina"))
-    second = create_task(cluster.connect(), master_task("0.38.1", experiment=2, user="nina"))
+    first = create_task_on(cluster, master_task("0.38.1", experiment=1, user="nina"))
+    second = create_task_on(cluster, master_task("0.38.1", experiment=2, user="nina"))
     LiveScheduler(cluster.connect(), "default", Policy(queues=limited), "sched", serve="coscheduler").run_pass()
     assert bound(cluster, first) and not bound(cluster, second)
     names = {q["metadata"]["name"] for q in second.pods}

@@ -240,6 +240,12 @@ def create_task(api: KubeApi, task: MasterTask, *, pods: int | None = None, job_
     return task
 
 
+def create_task_on(cluster: Any, task: MasterTask, **kwargs: Any) -> MasterTask:
+    """`create_task` as `cluster`'s admin (the emulator's or the real control plane's, tests/conftest.py `cluster`): on
+    the real one the real Job controller makes a Job's pods, as it does for the master."""
+    return create_task(cluster.connect(), task, job_controller=getattr(cluster, "real", False), **kwargs)
+
+
 def create_pods(api: KubeApi, task: MasterTask, which: list[dict[str, Any]] | None = None) -> None:
     from det_k8s.errors import Conflict, Forbidden
 

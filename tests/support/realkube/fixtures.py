@@ -42,6 +42,7 @@ PLURALS: dict[str, tuple[str, bool]] = {
     "validatingadmissionpolicies": ("/apis/admissionregistration.k8s.io/v1", False),
     "validatingadmissionpolicybindings": ("/apis/admissionregistration.k8s.io/v1", False),
     "deviceclasses": ("/apis/resource.k8s.io/v1", False), "resourceslices": ("/apis/resource.k8s.io/v1", False),
+    "runtimeclasses": ("/apis/node.k8s.io/v1", False),
 }
 KIND_PLURAL = {"Pod": "pods", "Node": "nodes", "Event": "events", "ConfigMap": "configmaps", "Secret": "secrets",
                "Service": "services", "Namespace": "namespaces", "ServiceAccount": "serviceaccounts",
@@ -53,7 +54,7 @@ KIND_PLURAL = {"Pod": "pods", "Node": "nodes", "Event": "events", "ConfigMap": "
                "ClusterRoleBinding": "clusterrolebindings",
                "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
                "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
-               "DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices"}
+               "DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices", "RuntimeClass": "runtimeclasses"}
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
 
 
@@ -273,8 +274,8 @@ def _clean(plane: ControlPlane, namespaces: set[str]) -> None:
             name = item["metadata"]["name"]
             if name not in keep.get(plural, set()):
                 r("DELETE", path_of(plural, "default", name), {"propagationPolicy": "Background"})
-    for plural in ("deviceclasses", "resourceslices"):  # DRA's (tests/real/test_dra.py): none of the system's own
-        r("DELETE", path_of(plural, None), None)
+    for plural in ("deviceclasses", "resourceslices", "runtimeclasses"):  # DRA's (tests/real/test_dra.py), and
+        r("DELETE", path_of(plural, None), None)  # RuntimeClasses: none of them the system's own
     for plural in ("clusterroles", "clusterrolebindings", "priorityclasses", "storageclasses", "persistentvolumes"):
         _, listed = r("GET", path_of(plural, None))
         for item in (listed or {}).get("items", []):
