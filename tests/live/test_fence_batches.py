@@ -15,6 +15,8 @@ from det_k8s.scheduling.model import Policy
 from tests.support.k8s_emulator import node
 from tests.support.master_pods import create_task, master_task
 
+ON_REAL_CLUSTER_TOO = True
+
 
 def _fenced(cluster) -> list[str]:
     return [n["metadata"]["name"] for n in cluster.api.items("nodes")
@@ -31,6 +33,7 @@ def test_batches_keep_order_and_hold_at_most_the_limit_of_distinct_nodes():
     assert batches([], 3) == []
 
 
+@pytest.mark.emulator_only  # the emulator records every API call: the real server keeps no call log
 def test_a_pass_binding_many_gangs_fences_one_batch_at_a_time_and_binds_them_all(cluster):
     for i in range(6):
         cluster.api.put(node(f"gpu-{i}", gpus=4))
@@ -149,6 +152,7 @@ def _placement(group, where: str):
     return [(group.id, [(p.name, where) for p in group.pending], {p.name: dict(p.pod.requests) for p in group.pending})]
 
 
+@pytest.mark.emulator_only  # counts the reads in the emulator's call log: the real server keeps none
 def test_a_node_read_once_its_fence_settled_is_not_read_again_while_the_watch_confirms_it(cluster):
     """Step 3 once per fenced node (issue 24's p99): read after our taint settled, the node cannot have been given to
     kube-scheduler since while the taint stays up, so the next gang there is checked against the watch's view only;
@@ -191,6 +195,7 @@ def test_a_node_read_once_its_fence_settled_is_not_read_again_while_the_watch_co
     fence.lower()
 
 
+@pytest.mark.emulator_only  # counts the reads in the emulator's call log: the real server keeps none
 def test_a_node_raised_ahead_is_read_in_the_background_once_settled_so_its_first_gang_reads_nothing(cluster):
     from det_k8s.live.fence import Fence
 
