@@ -710,19 +710,28 @@ def _node_field_requirement(out: _Out, path: Where, requirement: Any) -> None:
                 out.add((*path, "values", index), f"{_shown(value)} is not a valid node name (a DNS-1123 subdomain)")
 
 
-def _node_term(out: _Out, path: Where, term: Any) -> None:
-    """validation.go: ValidateNodeSelectorTerm."""
+def _node_term(out: _Out, path: Where, term: Any, label_values: bool = False) -> None:
+    """validation.go: ValidateNodeSelectorTerm; with `label_values`, every value of a matchExpressions requirement is
+    a label value (ValidateNodeSelectorRequirement, for a required term of a new pod from 1.32)."""
     if not isinstance(term, Mapping):
         return
     for name, check in (("matchExpressions", _node_requirement), ("matchFields", _node_field_requirement)):
         items = term.get(name)
         for index, requirement in enumerate(items if isinstance(items, list) else ()):
             check(out, (*path, name, index), requirement)
+            values = requirement.get("values") if isinstance(requirement, Mapping) else None
+            if label_values and name == "matchExpressions" and isinstance(values, list):
+                for at, value in enumerate(values):
+                    if isinstance(value, str) and not is_label_value(value):
+                        out.add((*path, name, index, "values", at), f"{_shown(value)} is not a valid label value (at "
+                                "most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit)")
 
 
-def _node_affinity(out: _Out, path: Where, affinity: Any) -> None:
+def _node_affinity(out: _Out, path: Where, affinity: Any, kube: tuple[int, int]) -> None:
     """validation.go: validateAffinity / validateNodeAffinity (ValidateNodeSelector, validatePreferredSchedulingTerms):
-    a required selector has at least one term, every requirement is checked, a preferred term weighs 1 to 100."""
+    a required selector has at least one term, every requirement is checked (from 1.32 a required term's values are
+    label values: AllowInvalidLabelValueInRequiredNodeAffinity is false for a new pod; a preferred term's never are
+    checked), a preferred term weighs 1 to 100."""
     node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
     if not isinstance(node, Mapping):
         return
@@ -734,7 +743,7 @@ def _node_affinity(out: _Out, path: Where, affinity: Any) -> None:
         if not terms:
             out.add(where, "required: at least one node selector term")
         for index, term in enumerate(terms if isinstance(terms, list) else ()):
-            _node_term(out, (*where, index), term)
+            _node_term(out, (*where, index), term, label_values=kube >= (1, 32))
     preferred = node.get("preferredDuringSchedulingIgnoredDuringExecution")
     for index, item in enumerate(preferred if isinstance(preferred, list) else ()):
         if not isinstance(item, Mapping):
@@ -846,7 +855,7 @@ def check_pod_values(document: Mapping[str, Any], kube: tuple[int, int] = NEWEST
     _host_ports(out, spec, base)
     _pod_security(out, (*base, "securityContext"), spec.get("securityContext"))
     _host_aliases(out, (*base, "hostAliases"), spec.get("hostAliases"))
-    _node_affinity(out, (*base, "affinity"), spec.get("affinity"))
+    _node_affinity(out, (*base, "affinity"), spec.get("affinity"), kube)
     for kind in ("initContainers", "containers"):
         items = spec.get(kind)
         for index, container in enumerate(items if isinstance(items, list) else ()):

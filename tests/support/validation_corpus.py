@@ -255,6 +255,13 @@ pod("node affinity matchFields two names", {"affinity": _required(
 pod("node affinity matchFields of a label", {"affinity": _required(
     {"matchFields": [{"key": "zone", "operator": "In", "values": ["a"]}]})}, REFUSE,
     "ValidateNodeFieldSelectorRequirement: not a valid field selector key")
+pod("node affinity In value of 64 characters", {"affinity": _required(_expr("In", ["a" * 64]))}, REFUSE,
+    "ValidateNodeSelectorRequirement: IsValidLabelValue (a required term of a new pod, from 1.32)")
+pod("node affinity preferred value of 64 characters", {"affinity": {"nodeAffinity": {
+    "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": _expr("In", ["a" * 64])}]}}},
+    ACCEPT)
+pod("securityContext procMount Unmasked with hostUsers false", {**main(securityContext={"procMount": "Unmasked"}),
+                                                                 "hostUsers": False}, ACCEPT)
 pod("node affinity preferred weight 0", {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
     {"weight": 0, "preference": _expr("In", ["a"])}]}}}, REFUSE, "validatePreferredSchedulingTerms: weight 1-100")
 pod("volume mount of a volume the pod has", {**main(volumeMounts=[{"name": "data", "mountPath": "/data"}]),

@@ -36,6 +36,23 @@ def test_proc_mount_is_judged_only_where_the_api_server_keeps_it():
     assert found({**unmasked, "hostUsers": False}, (1, 37)) == {}
 
 
+def test_required_node_affinity_values_are_label_values_from_1_32():
+    """A generated case found on the real kube-apiserver 1.37.2 (a 64-character value under `In`); 1.31 accepts it,
+    and a preferred term's values are never checked."""
+    long = "a" * 64
+    term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["ok", long]}]}
+    required = {"containers": [{"name": "determined-container"}], "affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}}
+    preferred = {"containers": [{"name": "determined-container"}], "affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": term}]}}}
+    where = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.0." \
+            "matchExpressions.0.values.1"
+    assert list(found(required, (1, 37))) == [where] and list(found(required, (1, 32))) == [where]
+    assert "is not a valid label value" in found(required, (1, 37))[where]
+    assert found(required, (1, 31)) == {}
+    assert found(preferred, (1, 37)) == {}
+
+
 def test_env_values_are_never_echoed():
     secret = "hunter2-Secret"
     spec = {"containers": [{"name": "determined-container", "env": [
