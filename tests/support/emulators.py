@@ -33,7 +33,7 @@ import yaml
 from det_k8s.settings import Document, Settings, load_settings
 from det_k8s.storage import StorageReport
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 AZURITE = ROOT / ".tools" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
 # Azurite's well-known development account (documented by Microsoft; not a secret).
 AZURITE_ACCOUNT = "devstoreaccount1"

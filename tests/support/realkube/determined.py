@@ -43,7 +43,7 @@ from tests.support.realkube.components import BuildError, _go_env, _run, build_l
 MASTER_VERSION = os.environ.get("DET_K8S_MASTER_VERSION", "0.38.1")
 # The releases whose source ../shared/vendor/determined holds; 0.29.1 is the first whose master runs out of cluster.
 OUT_OF_CLUSTER_FROM = (0, 29, 1)
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SHARED_SOURCE = REPO.parent / "shared" / "vendor" / "determined"
 # The password the master sets for `admin` and `determined` on a fresh database (security.initial_user_password).
 PASSWORD = "Det3rmined-kwok"
