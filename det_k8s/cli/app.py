@@ -3,7 +3,7 @@
 Every command module is listed in `COMMANDS`; the root group (`LazyGroup`, as pip, pre-commit and
 Click's documentation load theirs) knows the names without importing any of them and imports a
 command's module the first time Click asks for that command: `det-k8s render ...` imports
-`chart_cmds` and nothing of the other commands, `det-k8s --version` imports none. Help listing
+`commands.chart` and nothing of the other commands, `det-k8s --version` imports none. Help listing
 every command and shell completion ask for each, and so import each.
 """
 
@@ -28,25 +28,25 @@ distributed experiments all-or-nothing so they never deadlock the cluster."""
 # name -> (module in det_k8s.cli, attribute, help panel); the attribute is a command function, or a
 # Typer sub-app when it is called `app`. In this order in `det-k8s --help`.
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "render": ("chart_cmds", "render", "Chart"),
-    "validate": ("chart_cmds", "validate", "Chart"),
-    "install": ("release", "install", "Release"),
-    "upgrade": ("release", "upgrade", "Release"),
-    "uninstall": ("release", "uninstall", "Release"),
-    "list": ("release", "list_releases", "Release"),
-    "status": ("status", "status", "Release"),
-    "diff": ("release_ops", "diff", "Release"),
-    "get": ("release_get", "app", "Release"),
-    "history": ("release_ops", "history", "Release"),
-    "rollback": ("release_ops", "rollback", "Release"),
-    "pods": ("pods", "app", "Cluster"),
-    "nodes": ("nodes", "app", "Cluster"),
-    "plan": ("plan_cmd", "plan", "Scheduling"),
-    "experiment": ("experiment", "app", "Scheduling"),
-    "scheduler": ("scheduler_cmd", "app", "Scheduling"),
-    "queues": ("queues_cmd", "queues", "Scheduling"),
-    "doctor": ("doctor", "doctor", "Scheduling"),
-    "checkpoint": ("checkpoint", "check", "Storage"),
+    "render": ("commands.chart", "render", "Chart"),
+    "validate": ("commands.chart", "validate", "Chart"),
+    "install": ("commands.release", "install", "Release"),
+    "upgrade": ("commands.release", "upgrade", "Release"),
+    "uninstall": ("commands.release", "uninstall", "Release"),
+    "list": ("commands.release", "list_releases", "Release"),
+    "status": ("commands.status", "status", "Release"),
+    "diff": ("commands.revisions", "diff", "Release"),
+    "get": ("commands.get", "app", "Release"),
+    "history": ("commands.revisions", "history", "Release"),
+    "rollback": ("commands.revisions", "rollback", "Release"),
+    "pods": ("commands.pods", "app", "Cluster"),
+    "nodes": ("commands.nodes", "app", "Cluster"),
+    "plan": ("commands.plan", "plan", "Scheduling"),
+    "experiment": ("commands.experiment", "app", "Scheduling"),
+    "scheduler": ("commands.scheduler", "app", "Scheduling"),
+    "queues": ("commands.queues", "queues", "Scheduling"),
+    "doctor": ("commands.doctor", "doctor", "Scheduling"),
+    "checkpoint": ("commands.checkpoint", "check", "Storage"),
 }
 # Root options that take a value, and those that do not (as `root` below declares them).
 _VALUED = frozenset({"-n", "--namespace", "--kube-context", "--context", "--kubeconfig"})

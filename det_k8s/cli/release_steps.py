@@ -1,7 +1,7 @@
 """Steps the release commands share: rendering the chart without a cluster, diffing it against the installed
 revision, and naming the running experiments before the master restarts.
 
-The commands (release.py, release_ops.py, chart_cmds.py) never import each other: what two of them run is here.
+The commands (commands/release.py, revisions.py, chart.py) never import each other: what two of them run is here.
 """
 
 from __future__ import annotations

@@ -165,4 +165,4 @@ def test_no_known_input_reaches_internal_error():
         text = path.read_text()
         if "internal error:" in text:
             found.append(path.relative_to(ROOT).as_posix())
-    assert sorted(found) == ["det_k8s/cli/__init__.py", "det_k8s/cli/scheduler_cmd.py"]
+    assert sorted(found) == ["det_k8s/cli/__init__.py", "det_k8s/cli/commands/scheduler.py"]

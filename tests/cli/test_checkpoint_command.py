@@ -126,7 +126,7 @@ def test_a_bad_timeout_is_a_usage_error(run_cli, tmp_path, value):
 
 
 def test_timeout_takes_a_go_duration_like_every_other_timeout():
-    from det_k8s.cli.checkpoint import storage_timeout
+    from det_k8s.cli.commands.checkpoint import storage_timeout
 
     assert (storage_timeout("2"), storage_timeout("2s"), storage_timeout("1m30s"), storage_timeout(None)) == (
         2.0, 2.0, 90.0, None)

@@ -92,8 +92,8 @@ def test_a_command_imports_no_other_command_module(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
     loaded = set(eval(result.stderr.strip().splitlines()[-1]))  # noqa: S307 - our probe's list of names
-    other = {f"det_k8s.cli.{module}" for module, _, _ in COMMANDS.values()} - {"det_k8s.cli.chart_cmds"}
-    assert "det_k8s.cli.chart_cmds" in loaded and not loaded & other
+    other = {f"det_k8s.cli.{module}" for module, _, _ in COMMANDS.values()} - {"det_k8s.cli.commands.chart"}
+    assert "det_k8s.cli.commands.chart" in loaded and not loaded & other
 
 
 def test_an_unknown_command_still_gets_a_suggestion(run_cli):

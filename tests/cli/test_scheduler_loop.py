@@ -229,7 +229,7 @@ def test_a_loop_that_finds_the_lease_held_waits_instead_of_spinning(cluster):
 def test_a_lingering_binding_taint_is_lowered_while_the_masters_gangs_keep_coming(cluster):
     """The loop puts off lowering a lingering binding taint while a gang of the master's is ready or on its way (the
     gang's binding goes first), but only by LOWER_LATE: a stream of pods that never pauses must not keep a node fenced
-    against kube-scheduler for its whole length (`scheduler_cmd._loop`)."""
+    against kube-scheduler for its whole length (`live/loop.py`)."""
     from det_k8s.kube.api import KubeApi
     from tests.support.master_pods import create_pods, create_task, master_task
 

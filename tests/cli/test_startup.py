@@ -146,16 +146,8 @@ def test_each_commands_help_imports_its_own_command_module_and_not_what_runs_it(
         assert code == 0, name
         assert f"det_k8s.cli.{module}" in modules, name
         assert not under(modules, *NOT_FOR_HELP), (name, sorted(under(modules, *NOT_FOR_HELP)))
-        # no other command's module, except those this command's module itself builds on (release_ops on release)
-        assert not (modules & modules_of) - {f"det_k8s.cli.{module}"} - DEPENDS_ON.get(module, set()), name
-
-
-# Command modules that import another command's module (its shared helpers): nothing else may come along.
-DEPENDS_ON = {
-    "release": {"det_k8s.cli.chart_cmds"},
-    "release_ops": {"det_k8s.cli.release", "det_k8s.cli.chart_cmds"},
-    "release_get": {"det_k8s.cli.release", "det_k8s.cli.chart_cmds"},
-}
+        # no other command's module: command modules never import each other (cli/release_steps.py holds what two share)
+        assert not (modules & modules_of) - {f"det_k8s.cli.{module}"}, name
 
 
 def test_a_command_run_after_root_options_loads_only_itself(tmp_path):
@@ -165,7 +157,7 @@ def test_a_command_run_after_root_options_loads_only_itself(tmp_path):
     code, modules = imported("-nml", "plan", "--help")
     assert code == 0
     assert under(modules, *(f"det_k8s.cli.{m}" for m, _, _ in COMMANDS.values())) <= {
-        "det_k8s.cli.plan_cmd", "det_k8s.cli.inputs", "det_k8s.cli.nodemap"}
+        "det_k8s.cli.commands.plan", "det_k8s.cli.inputs", "det_k8s.cli.nodemap"}
 
 
 def test_validate_imports_what_it_checks_with_and_not_pydantic():

@@ -88,7 +88,8 @@ def oracle(tag: str, schema: str, instances: list[Any]) -> list[list[str]]:
     if not ORACLE.exists():
         pytest.fail(f"{ORACLE} missing: run ./scripts/test, which installs Determined's validator there")
     request = {"tag": tag, "schemas": str(SHARED / "schemas" / tag), "schema": schema, "instances": instances}
-    result = subprocess.run([str(ORACLE), str(ROOT / "tests" / "support" / "determined_oracle.py")], input=json.dumps(request),
+    oracle = ROOT / "tests" / "support" / "determined_oracle.py"
+    result = subprocess.run([str(ORACLE), str(oracle)], input=json.dumps(request),
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     found: list[list[str]] = json.loads(result.stdout)

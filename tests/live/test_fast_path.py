@@ -106,7 +106,7 @@ def test_a_full_pass_due_by_the_interval_waits_for_a_gang_on_its_way_and_runs_be
     """Issue 24's tail: the full pass every --interval took 0.1-0.2 s at 2,000 nodes on a busy machine, and a gang
     whose last pod came meanwhile waited for it. Once due, it now lets a gang ready or on its way go first (for at
     most another --interval), and runs between gangs."""
-    from det_k8s.cli.scheduler_cmd import fast_next
+    from det_k8s.live.loop import fast_next
 
     loop.run_pass()
     seen = loop.view.other_changes

@@ -130,7 +130,7 @@ def test_create_exits_1_and_names_a_pod_that_may_still_appear(cluster, tmp_path,
     submit(cluster, "aaaa0001", 12, 1)
     cluster.api.fail("POST", "pods", 500, "slow etcd", name="exp-aaaa0001-aaaa0001-1", late_write=True, delay=2.0)
     api = KubeApi.connect(kubeconfig=str(cluster.kubeconfig), timeout=(2.0, 0.5))
-    from det_k8s.cli.experiment import _require_cleared
+    from det_k8s.cli.commands.experiment import _require_cleared
 
     report = LiveScheduler(api, "default", Policy(), "client", workers=1).run_pass()
     try:

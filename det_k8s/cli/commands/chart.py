@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from ..kube.api import KubeApi
-    from ..settings import LoadedSettings
+    from ...kube.api import KubeApi
+    from ...settings import LoadedSettings
 
-from ..errors import Problem, SettingsError, Severity
-from . import output
-from .common import HelmBinaryOpt, check_user_chart, helm, report_warnings
-from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot, stdin_once
-from .options import (
+from ...errors import Problem, SettingsError, Severity
+from .. import output
+from ..common import HelmBinaryOpt, check_user_chart, helm, report_warnings
+from ..inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli, load_snapshot, stdin_once
+from ..options import (
     OFFLINE,
     KubeVersionOpt,
     OutputOpt,
@@ -27,7 +27,7 @@ from .options import (
     timed,
     with_options,
 )
-from .output import OutputFormat
+from ..output import OutputFormat
 
 FORMAT_WORDS = ("table", "json", "yaml", "wide", "name", "jsonpath", "go-template", "custom-columns", "template")
 
@@ -35,7 +35,7 @@ FORMAT_WORDS = ("table", "json", "yaml", "wide", "name", "jsonpath", "go-templat
 def output_directory(out_dir: Path | None, old_out: str | None) -> Path:
     """--output-dir, or -o/--output DIR with a note; -o json (an output format, as everywhere else) is refused
     rather than written as a directory named json."""
-    from ..errors import UsageError
+    from ...errors import UsageError
 
     if out_dir is not None and old_out is not None:
         raise UsageError("--output-dir and -o/--output both name the chart directory", hint="give --output-dir alone")
@@ -73,8 +73,8 @@ def render(
     kube_version: KubeVersionOpt = None,
 ) -> None:
     """Render values.yaml and Chart.yaml and write a complete chart directory helm can install."""
-    from ..chart.assemble import write_chart
-    from ..settings.podspec import checking_against
+    from ...chart.assemble import write_chart
+    from ...settings.podspec import checking_against
 
     out_dir = output_directory(out_dir, old_out)
 
@@ -115,9 +115,9 @@ def validate(
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Report every problem in the settings at once: errors exit 1, warnings alone exit 0."""
-    from ..settings.node_rules import check_nodes, without_pods
-    from ..settings.podspec import checking_against, recheck_settings
-    from ..settings.rules import missing_initial_password
+    from ...settings.node_rules import check_nodes, without_pods
+    from ...settings.podspec import checking_against, recheck_settings
+    from ...settings.rules import missing_initial_password
 
     checked = pod_spec_version(kube_version)
     with checking_against(checked):
@@ -137,8 +137,8 @@ def validate(
             node_list, pod_list, origin = snapshot.nodes, snapshot.pods, str(nodes)
             view = snapshot.devices
         else:
-            from ..errors import Forbidden
-            from ..kube.snapshot import read_nodes, read_snapshot
+            from ...errors import Forbidden
+            from ...kube.snapshot import read_nodes, read_snapshot
 
             api = options.connect()
             with output.spinner(f"reading nodes and pods of {api.target.context}"):
@@ -151,7 +151,7 @@ def validate(
                     node_list, pod_list, view = read_nodes(api), (), None
             problems.extend(recheck_settings(loaded.values, loaded.sources, checked, cluster))
             if not any(p.is_error for p in problems):  # ask the API server itself (admission included): a dry run
-                from ..release.dryrun import dry_run_pod_specs
+                from ...release.dryrun import dry_run_pod_specs
 
                 with output.spinner(f"sending task pods from the pod specs to {api.target.context} (dry run)"):
                     problems.extend(dry_run_pod_specs(api, loaded.values, loaded.sources, api.namespace))
@@ -187,11 +187,11 @@ VALIDATE_RELEASE = "det-k8s-validate"  # the release name the chart's objects ar
 def _dry_run_chart(api: KubeApi, loaded: LoadedSettings, upgrading: bool) -> list[Problem]:
     """The bundled chart's objects (release VALIDATE_RELEASE) judged by the API server as a dry run; without helm
     or where helm cannot render them, one warning."""
-    from ..errors import DetK8sError
-    from ..release.dryrun import dry_run_chart_objects
-    from ..release.manifests import secret_values
-    from .common import UPGRADE_CHECK_PASSWORD, private_chart
-    from .release_steps import rendered_manifests
+    from ...errors import DetK8sError
+    from ...release.dryrun import dry_run_chart_objects
+    from ...release.manifests import secret_values
+    from ..common import UPGRADE_CHECK_PASSWORD, private_chart
+    from ..release_steps import rendered_manifests
 
     settings = loaded.settings()
     try:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import output
-from .options import OutputOpt, current, with_global_options
-from .output import OutputFormat
+from .. import output
+from ..options import OutputOpt, current, with_global_options
+from ..output import OutputFormat
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 
 def _amounts(values: Mapping[str, int]) -> str:
-    from ..scheduling.queues import unit
+    from ...scheduling.queues import unit
 
     return ", ".join(unit(name, amount) for name, amount in sorted(values.items())) or "-"
 
@@ -21,13 +21,13 @@ def _amounts(values: Mapping[str, int]) -> str:
 @with_global_options
 def queues(output_format: OutputOpt = OutputFormat.table) -> None:
     """Show the team queues: guarantee, use, borrowed, lent, limit and waiting groups of each."""
-    from ..live.lease import utcnow
-    from ..live.queue import QUEUED, QueueStore
-    from ..live.scheduler import dry_cluster, dry_plan
-    from ..scheduling.plan import holding, running_in
-    from ..scheduling.queues import QueueBook, report, unheld
-    from ..scheduling.serialize import group_from_dict
-    from .live import effective_policy
+    from ...live.lease import utcnow
+    from ...live.queue import QUEUED, QueueStore
+    from ...live.scheduler import dry_cluster, dry_plan
+    from ...scheduling.plan import holding, running_in
+    from ...scheduling.queues import QueueBook, report, unheld
+    from ...scheduling.serialize import group_from_dict
+    from ..live import effective_policy
 
     api = current().connect()
     policy = effective_policy(api)

@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import ClusterError, DetK8sError, Forbidden, InputError, NotFound
-from ..labels import APP_INSTANCE, APP_NAME, SERVED_BY, SERVING
-from . import output
-from .options import OutputOpt, current, with_global_options
-from .output import OutputFormat
+from ...errors import ClusterError, DetK8sError, Forbidden, InputError, NotFound
+from ...labels import APP_INSTANCE, APP_NAME, SERVED_BY, SERVING
+from .. import output
+from ..options import OutputOpt, current, with_global_options
+from ..output import OutputFormat
 
 if TYPE_CHECKING:
-    from ..determined.versions import Version
-    from ..kube.api import KubeApi
-    from ..release.diagnose import Finding, Observed, PodState
+    from ...determined.versions import Version
+    from ...kube.api import KubeApi
+    from ...release.diagnose import Finding, Observed, PodState
 
 
 def _get(api: KubeApi, kind: Any, name: str, namespace: str) -> dict[str, Any] | None:
@@ -42,8 +42,8 @@ def _list_or_empty(api: KubeApi, kind: Any, **kwargs: Any) -> list[dict[str, Any
 def _external_host(api: KubeApi, release: str, namespace: str, version: Version | None,
                    notes: list[str]) -> str | None:
     """db.host from the master's configuration (a ConfigMap, or from 0.26.2 a Secret: only that key is read)."""
-    from ..release.master_config import read_release_config, secrets_forbidden
-    from ..safe_read import load_yaml
+    from ...release.master_config import read_release_config, secrets_forbidden
+    from ...safe_read import load_yaml
 
     try:
         config = read_release_config(api, release, namespace, version)
@@ -73,8 +73,8 @@ def _newest(pods: list[PodState], objects: list[dict[str, Any]]) -> str | None:
 def _no_master(api: KubeApi, release: str, namespace: str) -> NotFound:
     """No master Deployment: what helm's record says of the release (a failed install, a stopped one) and the
     command that restores service, or where else to look."""
-    from ..release.live import release_state
-    from ..release.names import master_deployment
+    from ...release.live import release_state
+    from ...release.names import master_deployment
 
     said = f"release {release}: no master Deployment {master_deployment(release)} in namespace {namespace}"
     state = release_state(api, release, namespace)
@@ -87,12 +87,12 @@ def _no_master(api: KubeApi, release: str, namespace: str) -> NotFound:
 def observe(api: KubeApi, release: str, namespace: str, tail: int,
             notes: list[str] | None = None) -> tuple[Observed, dict[str, Any], Any]:
     """What status reports; `notes` collects what could not be read (said after the spinner)."""
-    from ..kube.kinds import DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, SECRETS, SERVICES, STORAGECLASSES
-    from ..release.address import master_address
-    from ..release.diagnose import Observed, pod_state
-    from ..release.gpu_check import scheduling_problem
-    from ..release.master_config import master_version
-    from ..release.names import db_app, db_deployment, db_pvc, master_app, master_deployment, master_service
+    from ...kube.kinds import DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, SECRETS, SERVICES, STORAGECLASSES
+    from ...release.address import master_address
+    from ...release.diagnose import Observed, pod_state
+    from ...release.gpu_check import scheduling_problem
+    from ...release.master_config import master_version
+    from ...release.names import db_app, db_deployment, db_pvc, master_app, master_deployment, master_service
 
     deployment = _get(api, DEPLOYMENTS, master_deployment(release), namespace)
     if deployment is None:
@@ -138,9 +138,9 @@ def gang_scheduler(api: KubeApi, release: str, namespace: str) -> dict[str, Any]
     and whether one of its pods holds the scheduling Lease now (and which scheduler name it serves)."""
     from datetime import datetime
 
-    from ..chart.deploy import chart_name
-    from ..kube.kinds import DEPLOYMENTS, LEASES
-    from ..live.lease import LEASE_NAME, NAMESPACE_ENV, LeaseState, utcnow
+    from ...chart.deploy import chart_name
+    from ...kube.kinds import DEPLOYMENTS, LEASES
+    from ...live.lease import LEASE_NAME, NAMESPACE_ENV, LeaseState, utcnow
 
     name = chart_name(release)
     deployment = _get(api, DEPLOYMENTS, name, namespace)
@@ -187,9 +187,9 @@ def gang_scheduler(api: KubeApi, release: str, namespace: str) -> dict[str, Any]
 def scheduler_pods(api: KubeApi, namespace: str, release: str) -> list[PodState]:
     """The pods of det-k8s's scheduler as the bundled chart deploys it for `release` (none when they may not be
     listed)."""
-    from ..chart.deploy import NAME
-    from ..kube.kinds import PODS
-    from ..release.diagnose import pod_state
+    from ...chart.deploy import NAME
+    from ...kube.kinds import PODS
+    from ...release.diagnose import pod_state
 
     selector = f"{APP_NAME}={NAME},{APP_INSTANCE}={release}"
     return [pod_state(p) for p in _list_or_empty(api, PODS, namespace=namespace, label_selector=selector)]
@@ -214,8 +214,8 @@ def _scheduler_line(found: dict[str, Any]) -> str:
 
 
 def _scheduler_findings(found: dict[str, Any]) -> list[Finding]:
-    from ..release.diagnose import Finding, scheduler_findings
-    from ..settings.schema import DEFAULT_SCHEDULER_IMAGE
+    from ...release.diagnose import Finding, scheduler_findings
+    from ...settings.schema import DEFAULT_SCHEDULER_IMAGE
 
     if not found["deployed"] or found["ready"] > 0:
         return []
@@ -235,12 +235,12 @@ def status(
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Master readiness, its pods, its address, its last log lines, and what is wrong if it is not running."""
-    from ..release.diagnose import diagnose
-    from ..release.names import master_deployment, validate_release_name
+    from ...release.diagnose import diagnose
+    from ...release.names import master_deployment, validate_release_name
 
     validate_release_name(release)
     api = current().connect()
-    from ..release.live import stuck_release
+    from ...release.live import stuck_release
 
     if (found := stuck_release(api, release, api.namespace)) is not None:
         output.warning(f"{found.message}; {found.hint}")
@@ -304,11 +304,11 @@ def wait_until_ready(api: KubeApi, release: str, namespace: str, seconds: float,
     reasons) at the first look, whenever that changes, and at least every 20 s (readiness.Talk)."""
     import time
 
-    from ..errors import OperationTimeout
-    from ..kube.kinds import DEPLOYMENTS, PODS, PVCS
-    from ..release.diagnose import diagnose
-    from ..release.names import db_app, db_deployment, db_pvc, master_app, master_deployment
-    from ..release.readiness import Talk, progress_line, readiness
+    from ...errors import OperationTimeout
+    from ...kube.kinds import DEPLOYMENTS, PODS, PVCS
+    from ...release.diagnose import diagnose
+    from ...release.names import db_app, db_deployment, db_pvc, master_app, master_deployment
+    from ...release.readiness import Talk, progress_line, readiness
 
     started = time.monotonic()
     deadline = started + seconds

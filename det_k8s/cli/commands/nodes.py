@@ -14,17 +14,17 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import DetK8sError, UsageError
-from ..release.gpu_check import IMAGE
-from ..tools import DEFAULT_TAINT
-from ..tools.duration import HELP as DURATION_HELP
-from ..tools.duration import go_duration, parse_duration
-from . import output
-from .common import KubectlBinaryOpt, cluster, kube_flags, kubectl
-from .inputs import SetOpt, SetStringOpt, ValuesOpt
-from .nodemap import ByOpt, GroupByOpt, HtmlOpt, QueuesFileOpt, SummaryOpt, SvgOpt
-from .options import OutputOpt, current, with_global_options, with_options
-from .output import OutputFormat
+from ...errors import DetK8sError, UsageError
+from ...release.gpu_check import IMAGE
+from ...tools import DEFAULT_TAINT
+from ...tools.duration import HELP as DURATION_HELP
+from ...tools.duration import go_duration, parse_duration
+from .. import output
+from ..common import KubectlBinaryOpt, cluster, kube_flags, kubectl
+from ..inputs import SetOpt, SetStringOpt, ValuesOpt
+from ..nodemap import ByOpt, GroupByOpt, HtmlOpt, QueuesFileOpt, SummaryOpt, SvgOpt
+from ..options import OutputOpt, current, with_global_options, with_options
+from ..output import OutputFormat
 
 app = typer.Typer(help="Cluster nodes: capacity, a map of who holds each GPU, the agent label, taints, a GPU check.",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
@@ -36,7 +36,7 @@ POLL_SECONDS = 1.0
 def _cpu(milli: int) -> str:
     from fractions import Fraction
 
-    from ..quantity import format_cpu
+    from ...quantity import format_cpu
 
     return format_cpu(Fraction(milli, 1000))
 
@@ -58,9 +58,9 @@ NoNamespaceOpt = Annotated[str | None, typer.Option("--namespace", "-n", hidden=
 @with_options(*CLUSTER_SCOPED)  # nodes belong to no namespace: no -n
 def list_nodes(output_format: OutputOpt = OutputFormat.table, namespace: NoNamespaceOpt = None) -> None:
     """Per node: readiness, GPUs and CPUs allocatable/requested, taints, the agent label."""
-    from ..cluster.model import GPU
-    from ..kube.snapshot import read_snapshot
-    from ..labels import AGENT_LABEL, AGENT_VALUE
+    from ...cluster.model import GPU
+    from ...kube.snapshot import read_snapshot
+    from ...labels import AGENT_LABEL, AGENT_VALUE
 
     api = current().connect()
     snapshot = read_snapshot(api)
@@ -105,7 +105,7 @@ def map_(
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Who holds each GPU (or CPU slot) of each node: Determined, det-k8s, other pods, free, reserved."""
-    from .nodemap import MapRequest, queues_for_map, run_map
+    from ..nodemap import MapRequest, queues_for_map, run_map
 
     request = MapRequest(selector, group_by, summary, svg, html)  # usage errors first, before anything is read
     queues = queues_for_map(by, snapshot_file, policy_file)
@@ -116,8 +116,8 @@ def map_(
 @with_options(*CLUSTER_SCOPED)  # nodes belong to no namespace: no -n
 def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None, namespace: NoNamespaceOpt = None) -> None:
     """Add the agent label determined.ai/pedl-agent=present (kubectl label --overwrite)."""
-    from ..labels import AGENT_LABEL, AGENT_VALUE
-    from ..tools.kubectl import label_argv
+    from ...labels import AGENT_LABEL, AGENT_VALUE
+    from ...tools.kubectl import label_argv
 
     argv = label_argv(nodes, kube_flags(None))  # node names checked before anything else is read
     kubectl(kubectl_binary, cluster()).run(argv)
@@ -128,8 +128,8 @@ def label(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None, namespace: N
 @with_options(*CLUSTER_SCOPED)  # nodes belong to no namespace: no -n
 def unlabel(nodes: NodesArg, kubectl_binary: KubectlBinaryOpt = None, namespace: NoNamespaceOpt = None) -> None:
     """Remove the agent label (kubectl label NODE determined.ai/pedl-agent-)."""
-    from ..labels import AGENT_LABEL
-    from ..tools.kubectl import unlabel_argv
+    from ...labels import AGENT_LABEL
+    from ...tools.kubectl import unlabel_argv
 
     argv = unlabel_argv(nodes, kube_flags(None))  # node names checked before anything else is read
     kubectl(kubectl_binary, cluster()).run(argv)
@@ -147,7 +147,7 @@ def taint(
     namespace: NoNamespaceOpt = None,
 ) -> None:
     """Taint nodes so only pods that tolerate it (Determined's) run there; effect NoSchedule|PreferNoSchedule|NoExecute."""
-    from ..tools.kubectl import parse_taint, taint_argv
+    from ...tools.kubectl import parse_taint, taint_argv
 
     if len(args) < 2 or (":" not in args[-1] and not args[-1].endswith("-") and not remove):  # `KEY-`: kubectl's
         raise UsageError("nodes taint: give the nodes, then the taint",
@@ -170,10 +170,10 @@ def check_gpu(
     image: Annotated[str, typer.Option("--image", metavar="IMAGE", help="A CUDA image with nvidia-smi.")] = IMAGE,
 ) -> None:
     """Run a pod that requests one nvidia.com/gpu and runs nvidia-smi; show its output; always delete it."""
-    from ..errors import NotFound
-    from ..kube.kinds import EVENTS, NODES, PODS
-    from ..names import check_node_name, shown
-    from ..release.gpu_check import container_waiting, gpu_check_pod, scheduling_problem
+    from ...errors import NotFound
+    from ...kube.kinds import EVENTS, NODES, PODS
+    from ...names import check_node_name, shown
+    from ...release.gpu_check import container_waiting, gpu_check_pod, scheduling_problem
 
     seconds = parse_duration(timeout)
     if not image.strip() or not image.isprintable() or any(c.isspace() for c in image):

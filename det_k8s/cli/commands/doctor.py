@@ -6,22 +6,22 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import DetK8sError, Forbidden
-from ..labels import APP_INSTANCE, APP_NAME, QUEUE_ENTRY
-from . import output
-from .options import OutputOpt, current, with_global_options
-from .output import OutputFormat
+from ...errors import DetK8sError, Forbidden
+from ...labels import APP_INSTANCE, APP_NAME, QUEUE_ENTRY
+from .. import output
+from ..options import OutputOpt, current, with_global_options
+from ..output import OutputFormat
 
 if TYPE_CHECKING:
-    from ..cluster.model import Snapshot
-    from ..kube.api import KubeApi
-    from ..live.queue import QueueEntry
-    from ..scheduling.model import Policy
+    from ...cluster.model import Snapshot
+    from ...kube.api import KubeApi
+    from ...live.queue import QueueEntry
+    from ...scheduling.model import Policy
 
 
 def _failed_creations(api: KubeApi, namespace: str, entries: list[QueueEntry]) -> list[dict[str, Any]]:
     """Pods of failed creations recorded in the namespace's queue (live/creation_records.py): deleted, and reported."""
-    from ..live.create import sweep_failed
+    from ...live.create import sweep_failed
 
     return [{"pod": s.pod.name, "namespace": namespace, "group": s.pod.group, "attempt": s.pod.attempt,
              "deleted": s.deleted, "message": s.message} for s in sweep_failed(api, namespace, entries)]
@@ -30,8 +30,8 @@ def _failed_creations(api: KubeApi, namespace: str, entries: list[QueueEntry]) -
 def _unfinished(snapshot: Snapshot, namespace: str, entries: list[QueueEntry], prefix: str) -> list[dict[str, Any]]:
     """Creations recorded as under way (intent records, live/creation_records.py): in flight now, or their process died.
     Not deleted here (only the holder of the scheduling Lease may), reported."""
-    from ..live.creation_records import ATTEMPT_LABEL, unfinished
-    from ..scheduling import labels as L
+    from ...live.creation_records import ATTEMPT_LABEL, unfinished
+    from ...scheduling import labels as L
 
     out = []
     for entry, mark in unfinished(entries):
@@ -52,7 +52,7 @@ def _queue_namespaces(api: KubeApi, all_namespaces: bool) -> list[str]:
     """The namespace of the command, and with -A every namespace holding a det-k8s queue entry (one list call)."""
     if not all_namespaces:
         return [api.namespace]
-    from ..kube.kinds import CONFIGMAPS
+    from ...kube.kinds import CONFIGMAPS
 
     found = {api.namespace}
     try:
@@ -72,7 +72,7 @@ def _queue_namespaces(api: KubeApi, all_namespaces: bool) -> list[str]:
 def _scheduler_components(api: KubeApi) -> list[dict[str, str]]:
     """Deployments running a scheduler (`--scheduler-name NAME`, or a known scheduler image), and the name each
     serves ("" when not on its command line)."""
-    from ..live.rivals import scheduler_deployments
+    from ...live.rivals import scheduler_deployments
 
     return [{"deployment": name, "serves": serves} for name, serves in scheduler_deployments(api)]
 
@@ -80,10 +80,10 @@ def _scheduler_components(api: KubeApi) -> list[dict[str, str]]:
 def _det_k8s_schedulers(api: KubeApi, all_namespaces: bool) -> list[tuple[str, list[Any], list[Any]]]:
     """det-k8s's scheduler pods (the bundled chart's, or `scheduler manifest`'s), by Deployment: its name
     (namespace/name with -A), their states, and what keeps them from running (release/diagnose.py)."""
-    from ..chart.deploy import NAME, chart_name
-    from ..kube.kinds import PODS
-    from ..release.diagnose import pod_state, scheduler_findings
-    from ..settings.schema import DEFAULT_SCHEDULER_IMAGE
+    from ...chart.deploy import NAME, chart_name
+    from ...kube.kinds import PODS
+    from ...release.diagnose import pod_state, scheduler_findings
+    from ...settings.schema import DEFAULT_SCHEDULER_IMAGE
 
     try:
         pods = api.list(PODS, api.namespace, all_namespaces=all_namespaces, label_selector=f"{APP_NAME}={NAME}")
@@ -102,7 +102,7 @@ def _det_k8s_schedulers(api: KubeApi, all_namespaces: bool) -> list[tuple[str, l
 
 
 def _policy(api: KubeApi) -> Policy | None:
-    from ..live.policy import read_policy
+    from ...live.policy import read_policy
 
     try:
         return read_policy(api, api.namespace)
@@ -115,10 +115,10 @@ def _unreachable_reclaims(snapshot: Snapshot, namespace: str, entries: list[Queu
                           prefix: str) -> list[str]:
     """Queued experiments of the namespace whose queue could reclaim capacity lent to det-k8s experiments of other
     namespaces, which its passes cannot evict (a warning: they wait until those stop)."""
-    from ..live.lease import utcnow
-    from ..live.queue import QUEUED, RUNNING
-    from ..live.scheduler import dry_plan
-    from ..scheduling.explain import describe
+    from ...live.lease import utcnow
+    from ...live.queue import QUEUED, RUNNING
+    from ...live.scheduler import dry_plan
+    from ...scheduling.explain import describe
 
     if policy.queues is None or not any(e.state == QUEUED for e in entries):
         return []
@@ -134,7 +134,7 @@ def _unreachable_reclaims(snapshot: Snapshot, namespace: str, entries: list[Queu
 
 def _unheld_guarantees(policy: Policy | None, snapshot: Snapshot) -> list[str]:
     """The namespace's team queues whose guarantees the cluster cannot hold (a warning, not a finding)."""
-    from ..scheduling.queues import unheld
+    from ...scheduling.queues import unheld
 
     queues = policy.queues if policy is not None else None
     if queues is None:
@@ -162,12 +162,12 @@ def doctor(
     master's pods that failed part-way and the groups found partly bound, which det-k8s has already
     torn down (from its Warning events, kept by Kubernetes for an hour).
     """
-    from ..kube.kinds import EVENTS
-    from ..kube.snapshot import read_snapshot
-    from ..live.binder import FAILURE_REASONS
-    from ..live.queue import RUNNING, QueueStore
-    from ..scheduling import labels as L
-    from ..scheduling.doctor import dra_nodes, find_partial_groups, recorded_failures, schedulers_seen
+    from ...kube.kinds import EVENTS
+    from ...kube.snapshot import read_snapshot
+    from ...live.binder import FAILURE_REASONS
+    from ...live.queue import RUNNING, QueueStore
+    from ...scheduling import labels as L
+    from ...scheduling.doctor import dra_nodes, find_partial_groups, recorded_failures, schedulers_seen
 
     api = current().connect()
     with output.spinner("reading the cluster"):
@@ -309,9 +309,9 @@ def _preemptions(api: Any, snapshot: Any, all_namespaces: bool) -> list[dict[str
     import contextlib
     import datetime
 
-    from ..kube.kinds import EVENTS
-    from ..live.binder import PREEMPTED
-    from ..scheduling.master import ALLOCATION, PREEMPTION
+    from ...kube.kinds import EVENTS
+    from ...live.binder import PREEMPTED
+    from ...scheduling.master import ALLOCATION, PREEMPTION
 
     victims: dict[tuple[str, str], list[str]] = {}
     for pod in snapshot.pods:

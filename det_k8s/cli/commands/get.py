@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from . import output
-from .common import HelmBinaryOpt, cluster, helm, kube_flags
-from .options import with_global_options
-from .output import OutputFormat
-from .release_options import ReleaseArg
+from .. import output
+from ..common import HelmBinaryOpt, cluster, helm, kube_flags
+from ..options import with_global_options
+from ..output import OutputFormat
+from ..release_options import ReleaseArg
 
 app = typer.Typer(name="get", no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
                   rich_markup_mode=None, help="Read what an installed release holds, as helm get does (secrets masked).")
@@ -29,7 +29,7 @@ def values_format(value: str | ValuesFormat) -> ValuesFormat:
     try:
         return ValuesFormat(value.strip().lower())
     except ValueError:
-        from ..errors import UsageError
+        from ...errors import UsageError
 
         raise UsageError(f"-o {value}: not an output format of get values; the formats are yaml and json",
                          hint="e.g. -o json") from None
@@ -48,9 +48,9 @@ def values(
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """The values a release was installed with (helm get values), every password and key masked."""
-    from ..release.names import validate_release_name
-    from ..release.values import redact_values
-    from ..tools.helm import get_values_argv
+    from ...release.names import validate_release_name
+    from ...release.values import redact_values
+    from ...tools.helm import get_values_argv
 
     validate_release_name(release)
     target = cluster()

@@ -12,10 +12,10 @@ from typing import Annotated
 
 import typer
 
-from .inputs import SetOpt, SetStringOpt, ValuesOpt
-from .nodemap import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
-from .options import OFFLINE, KubeVersionOpt, OutputOpt, pod_spec_version, with_options
-from .output import OutputFormat
+from ..inputs import SetOpt, SetStringOpt, ValuesOpt
+from ..nodemap import GroupByOpt, HtmlOpt, SummaryOpt, SvgOpt
+from ..options import OFFLINE, KubeVersionOpt, OutputOpt, pod_spec_version, with_options
+from ..output import OutputFormat
 
 
 @with_options("namespace", *OFFLINE, namespace_help=(
@@ -73,10 +73,10 @@ def plan(
     html: HtmlOpt = None,
 ) -> None:
     """Show where experiments would run on a cluster snapshot, or why they would wait. Offline."""
-    from ..names import check_label_key
-    from ..settings.podspec import checking_against
-    from .nodemap import MapRequest
-    from .planning import run
+    from ...names import check_label_key
+    from ...settings.podspec import checking_against
+    from ..nodemap import MapRequest
+    from ..planning import run
 
     if topology_key:  # "" turns it off
         check_label_key(topology_key, "--topology-key")

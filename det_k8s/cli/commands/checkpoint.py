@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import StorageCheckFailed
-from . import output
-from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
-from .options import OFFLINE, OutputOpt, with_options
-from .output import OutputFormat
+from ...errors import StorageCheckFailed
+from .. import output
+from ..inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
+from ..options import OFFLINE, OutputOpt, with_options
+from ..output import OutputFormat
 
 if TYPE_CHECKING:  # the storage package and settings load when the command runs, not for --help
-    from ..settings import Settings
-    from ..storage import StorageReport
+    from ...settings import Settings
+    from ...storage import StorageReport
 
 HELP = "Checkpoint storage: prove the bucket works before Determined needs it."
 
@@ -34,7 +34,7 @@ MAX_STORAGE_TIMEOUT = 3600.0  # one storage call; beyond an hour it is not a tim
 
 def storage_timeout(text: str | None) -> float | None:
     """--timeout as seconds, parsed like every other duration (a bare number is seconds)."""
-    from ..tools.duration import parse_duration
+    from ...tools.duration import parse_duration
 
     return None if text is None else parse_duration(text, maximum=MAX_STORAGE_TIMEOUT)
 
@@ -60,7 +60,7 @@ def require_working_storage(settings: Settings, *, timeout: float | None = None,
 
     `timeout` bounds each storage call, in seconds (None: `storage.DEFAULT_TIMEOUT`).
     """
-    from ..storage import DEFAULT_TIMEOUT, check_storage
+    from ...storage import DEFAULT_TIMEOUT, check_storage
 
     with output.spinner(f"Probing {settings.checkpoint.type} checkpoint storage"):
         report = check_storage(settings, timeout=DEFAULT_TIMEOUT if timeout is None else timeout)

@@ -13,10 +13,10 @@ from typing import Annotated, Any
 
 import typer
 
-from . import output
-from .common import AllNamespacesOpt, YesOpt, confirm
-from .options import OutputOpt, current, with_global_options
-from .output import OutputFormat
+from .. import output
+from ..common import AllNamespacesOpt, YesOpt, confirm
+from ..options import OutputOpt, current, with_global_options
+from ..output import OutputFormat
 
 app = typer.Typer(help="Task pods the Determined master started (label `determined`).", no_args_is_help=True,
                   context_settings={"help_option_names": ["-h", "--help"]}, rich_markup_mode=None)
@@ -24,8 +24,8 @@ app = typer.Typer(help="Task pods the Determined master started (label `determin
 def _checked_selector(value: str | None) -> str | None:
     """-l as kubectl reads it, before any pod is listed or deleted: a selector it would refuse is a usage error."""
     if value is not None:
-        from ..cluster.selector import parse_selector
-        from ..errors import UsageError
+        from ...cluster.selector import parse_selector
+        from ...errors import UsageError
 
         try:
             parse_selector(value)
@@ -40,10 +40,10 @@ SelectorOpt = Annotated[str | None, typer.Option(
 
 
 def _row(pod: dict[str, Any]) -> dict[str, Any]:
-    from ..cluster.model import GPU
-    from ..cluster.read import effective_requests
-    from ..labels import DETERMINED
-    from ..release.tasks import age, owning_job
+    from ...cluster.model import GPU
+    from ...cluster.read import effective_requests
+    from ...labels import DETERMINED
+    from ...release.tasks import age, owning_job
 
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     gpus = effective_requests(spec, f"pod {meta.get('name')}").get(GPU, 0) // 1000
@@ -53,8 +53,8 @@ def _row(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def _task_pods(selector: str | None, all_namespaces: bool) -> tuple[Any, list[dict[str, Any]]]:
-    from ..kube.kinds import PODS
-    from ..release.tasks import only_task_pods
+    from ...kube.kinds import PODS
+    from ...release.tasks import only_task_pods
 
     api = current().connect()
     pods = api.list(PODS, all_namespaces=all_namespaces, label_selector=only_task_pods(selector))
@@ -90,7 +90,7 @@ def cleanup(
     yes: YesOpt = False,
 ) -> None:
     """Delete the master's task Jobs (with their pods), bare task pods and their ConfigMaps, after listing and asking."""
-    from ..release.live import delete_task_units, held_lines, task_units
+    from ...release.live import delete_task_units, held_lines, task_units
 
     api = current().connect()
     found, notes = task_units(api, api.namespace, all_namespaces=all_namespaces, selector=selector)

@@ -11,18 +11,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import DetK8sError, InputError, PolicyError, UsageError
-from ..live.loop import fast_next as fast_next  # (the loop's, kept importable from here)
-from ..tools.duration import HELP as DURATION_HELP
-from ..tools.duration import parse_duration
-from . import output
-from .options import OFFLINE, OutputOpt, current, with_global_options, with_options
-from .output import OutputFormat
+from ...errors import DetK8sError, InputError, PolicyError, UsageError
+from ...tools.duration import HELP as DURATION_HELP
+from ...tools.duration import parse_duration
+from .. import output
+from ..options import OFFLINE, OutputOpt, current, with_global_options, with_options
+from ..output import OutputFormat
 
 if TYPE_CHECKING:
-    from ..health import Health
-    from ..live.scheduler import PassReport
-    from ..scheduling.queues import QueueTree
+    from ...health import Health
+    from ...live.scheduler import PassReport
+    from ...scheduling.queues import QueueTree
 
 MAX_RESERVE_AFTER = 7 * 86400.0
 app = typer.Typer(name="scheduler", no_args_is_help=True,
@@ -82,10 +81,10 @@ def run(
     --interval seconds; it reads the policy (`scheduler policy`) again that often (up to twice
     that while the master's gangs keep coming).
     """
-    from ..kube.watch import ClusterView
-    from ..live.loop import live_scheduler
-    from ..live.loop import serve as serve_loop
-    from .live import current_user, effective_policy, holder_id
+    from ...kube.watch import ClusterView
+    from ...live.loop import live_scheduler
+    from ...live.loop import serve as serve_loop
+    from ..live import current_user, effective_policy, holder_id
 
     interval = interval_seconds(interval_text)
     preemption_grace = parse_duration(preemption_grace_text, "--preemption-grace")
@@ -96,7 +95,7 @@ def run(
                    + (f", and the pods of scheduler {serve} in every namespace" if serve else "")
                    + ("" if once else f"; a pass on every change, at least every {interval:g}s; Ctrl-C stops"))
     if serve:
-        from ..live.rivals import rival_schedulers
+        from ...live.rivals import rival_schedulers
 
         rivals = rival_schedulers(api, serve)
         for rival in rivals:
@@ -156,8 +155,8 @@ class _LoopOutput:
 def _serve_health(port: int, interval: float) -> Health:
     """The probes' answers (`det_k8s/health.py`), served on `port` unless it is 0. The loop beats at least every
     300 s of back-off plus a pass; twice that without a beat is a stuck loop."""
-    from .. import stopping
-    from ..health import Health, serve
+    from ... import stopping
+    from ...health import Health, serve
 
     health = Health(stale_after=2 * (300 + max(interval, 60.0)), stopping=lambda: stopping.received() is not None)
     if port:
@@ -175,7 +174,7 @@ def _print_changes(report: PassReport, shown: dict[str, str], said: dict[str, fl
     """The loop's output: what each pass did, and why a group waits only when that changed (its headline,
     the text before the first "; ": free capacity and queue positions change every pass); a problem that lasts
     (no RBAC to fence nodes, say) is printed when it appears and then every REPEAT_PROBLEMS_AFTER, not every pass."""
-    from ..live.binder import headline
+    from ...live.binder import headline
     from .experiment import _print_pass
 
     waiting = dict(report.waiting)
@@ -231,9 +230,9 @@ def policy(
     """Show the namespace's scheduling policy; with options, change it for every client."""
     from dataclasses import replace
 
-    from ..live.policy import policy_data, read_policy, write_policy
-    from ..names import check_label_key
-    from ..scheduling.model import PLACEMENTS, Policy
+    from ...live.policy import policy_data, read_policy, write_policy
+    from ...names import check_label_key
+    from ...scheduling.model import PLACEMENTS, Policy
 
     if topology_key:  # "" turns it off
         check_label_key(topology_key, "--topology-key")
@@ -298,9 +297,9 @@ def policy(
 
 def read_queues(path: Path) -> QueueTree:
     """The queue document in a file (YAML or JSON), checked: PolicyError lists every problem with its key path."""
-    from ..live.policy import checked_queues
-    from ..safe_read import load_yaml
-    from .inputs import read_text, stdin_once
+    from ...live.policy import checked_queues
+    from ...safe_read import load_yaml
+    from ..inputs import read_text, stdin_once
 
     stdin_once(path)
     shown = "stdin" if str(path) == "-" else str(path)
@@ -334,8 +333,8 @@ def manifest(
 
     import yaml
 
-    from ..chart.deploy import scheduler_manifests
-    from ..live.lease import NAMESPACE_ENV
+    from ...chart.deploy import scheduler_manifests
+    from ...live.lease import NAMESPACE_ENV
 
     namespace = current().namespace or os.environ.get("HELM_NAMESPACE") or "default"
     if not image.strip() or any(c.isspace() for c in image):

@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import DetK8sError, NotFound, ToolFailed, UsageError
-from . import output
-from .common import HelmBinaryOpt, YesOpt, cluster, helm, kube_flags, private_chart
-from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
-from .options import KubeVersionOpt, OutputOpt, current, pod_spec_version, with_global_options
-from .output import OutputFormat
-from .release_options import AlwaysWaitsOpt, ReleaseArg, SkipStorageOpt, TimeoutOpt
-from .release_steps import announce_restarts, installed_manifests, installed_secrets, show_changes, show_upgrade_diff
+from ...errors import DetK8sError, NotFound, ToolFailed, UsageError
+from .. import output
+from ..common import HelmBinaryOpt, YesOpt, cluster, helm, kube_flags, private_chart
+from ..inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
+from ..options import KubeVersionOpt, OutputOpt, current, pod_spec_version, with_global_options
+from ..output import OutputFormat
+from ..release_options import AlwaysWaitsOpt, ReleaseArg, SkipStorageOpt, TimeoutOpt
+from ..release_steps import announce_restarts, installed_manifests, installed_secrets, show_changes, show_upgrade_diff
 
 if TYPE_CHECKING:
-    from ..tools.helm import Helm, KubeFlags
+    from ...tools.helm import Helm, KubeFlags
 
 CHANGES = 2  # `diff` exits 2 when the release would change, as helm diff --detailed-exitcode does
 DiffChartOpt = Annotated[Path | None, typer.Option(
@@ -53,10 +53,10 @@ def diff(
     helm_binary: HelmBinaryOpt = None,
 ) -> int:
     """Show what an upgrade with these settings would change; exit 0 when nothing, 2 when something would."""
-    from ..release.manifests import secret_values
-    from ..release.names import validate_release_name
-    from ..settings.podspec import checking_against
-    from .common import report_warnings
+    from ...release.manifests import secret_values
+    from ...release.names import validate_release_name
+    from ...settings.podspec import checking_against
+    from ..common import report_warnings
 
     validate_release_name(release)
     with checking_against(pod_spec_version(kube_version)):
@@ -79,7 +79,7 @@ _HISTORY_FIELDS = ("updated", "status", "chart", "app_version", "description")
 def _history(tool: Helm, release: str, kube: KubeFlags, max_revisions: int | None = None) -> list[dict[str, Any]]:
     """helm history's entries by revision, each {revision: int, and the text fields as strings}; helm printing JSON
     of another shape (no list, an entry without a revision number) is one error line, never a crash."""
-    from ..tools.helm import history_argv
+    from ...tools.helm import history_argv
 
     entries = tool.json(history_argv(release, kube, max_revisions))
     if entries is None or entries == []:
@@ -114,7 +114,7 @@ def history(
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """The revisions of a release: when, status, chart and Determined version, and what happened (helm history)."""
-    from ..release.names import validate_release_name
+    from ...release.names import validate_release_name
 
     validate_release_name(release)
     target = cluster()
@@ -141,7 +141,7 @@ def _describe(entry: dict[str, Any]) -> str:
 
 
 def _downgrade_warning(current: str, target: str) -> None:
-    from ..determined.versions import parse_version
+    from ...determined.versions import parse_version
 
     now, then = parse_version(current), parse_version(target)
     if now is not None and then is not None and then < now:
@@ -168,19 +168,19 @@ def rollback(
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """Name what rolling back changes, check the cluster as upgrade does, ask, then helm rollback and wait."""
-    from ..release.diff import diff_manifests, parse_manifests, summary
-    from ..release.names import validate_release_name
+    from ...release.diff import diff_manifests, parse_manifests, summary
+    from ...release.names import validate_release_name
 
     del wait  # det-k8s's rollback always waits
     import yaml
 
-    from ..release import live
-    from ..release.preflight import CHART_PREFIX
-    from ..settings import Document, load_settings
-    from ..tools.duration import go_duration, parse_duration
-    from ..tools.helm import get_values_argv, rollback_argv
-    from . import change as changing
-    from .common import report_problems
+    from ...release import live
+    from ...release.preflight import CHART_PREFIX
+    from ...settings import Document, load_settings
+    from ...tools.duration import go_duration, parse_duration
+    from ...tools.helm import get_values_argv, rollback_argv
+    from .. import change as changing
+    from ..common import report_problems
 
     validate_release_name(release)
     seconds = parse_duration(timeout)
@@ -201,7 +201,7 @@ def rollback(
     current_revision = revisions[-1]
     wanted = revision if revision else None
     if wanted is None:  # the last revision det-k8s saw ready (its label on helm's record), else the one before
-        from ..release.record import last_seen_ready
+        from ...release.record import last_seen_ready
 
         seen = last_seen_ready(live.release_revisions(api, release, namespace), current_revision)
         wanted = seen.revision if seen is not None and seen.revision in revisions else next(
@@ -227,7 +227,7 @@ def rollback(
     app = str(target.get("app_version") or "")
     loaded = load_settings([Document(f"the values of revision {wanted}", yaml.safe_dump(user_values))],
                            set_strings=[f"appVersion={app}"] if app else [])
-    from ..release.manifests import secret_values
+    from ...release.manifests import secret_values
 
     secrets = (*(secret_values(loaded.settings()) if not loaded.errors else ()), *known)
     changes = diff_manifests(parse_manifests(old, namespace, secrets), parse_manifests(new, namespace, secrets))
@@ -258,7 +258,7 @@ def rollback(
     report_problems(problems)
     argv = rollback_argv(tool.major, release, wanted, kube, timeout=go_duration(timeout))
     if dry_run:
-        from ..tools.process import display
+        from ...tools.process import display
 
         output.message(f"would run: {display([tool.path, *argv])}  (dry run: nothing was changed)")
         return

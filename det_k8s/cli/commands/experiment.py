@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import OperationTimeout, Unschedulable, UsageError
-from ..tools.duration import HELP as DURATION_HELP
-from . import output
-from .inputs import SetOpt, SetStringOpt, ValuesOpt, read_text, stdin_once
-from .options import OutputOpt, cluster_pod_spec_version, current, with_global_options
-from .output import OutputFormat
+from ...errors import OperationTimeout, Unschedulable, UsageError
+from ...tools.duration import HELP as DURATION_HELP
+from .. import output
+from ..inputs import SetOpt, SetStringOpt, ValuesOpt, read_text, stdin_once
+from ..options import OutputOpt, cluster_pod_spec_version, current, with_global_options
+from ..output import OutputFormat
 
 if TYPE_CHECKING:
-    from ..kube.api import KubeApi
-    from ..live.queue import QueueEntry
-    from ..live.scheduler import DryCluster, PassReport
-    from ..scheduling.model import Plan
+    from ...kube.api import KubeApi
+    from ...live.queue import QueueEntry
+    from ...live.scheduler import DryCluster, PassReport
+    from ...scheduling.model import Plan
 
 app = typer.Typer(name="experiment", no_args_is_help=True,
                   help="Submit experiments to det-k8s's gang scheduler and follow them in its queue.")
@@ -80,8 +80,8 @@ def _queue_positions(plan: Plan) -> dict[str, int]:
 
 
 def _scheduler(api: KubeApi, policy: Any, user: str) -> Any:
-    from ..live.scheduler import LiveScheduler
-    from .live import holder_id
+    from ...live.scheduler import LiveScheduler
+    from ..live import holder_id
 
     return LiveScheduler(api, api.namespace, policy, holder_id(user))
 
@@ -93,9 +93,9 @@ EXPERIMENT_KEYS = frozenset(("entrypoint", "searcher", "hyperparameters", "resou
 
 def experiment_argument(file: Path | None, values: list[str] | None) -> tuple[Path, list[str] | None]:
     """FILE, or (kubectl's habit) the `-f` file that is an experiment rather than settings, with a note."""
-    from ..errors import DetK8sError
-    from ..safe_read import load_yaml
-    from ..settings.schema import SCHEMA
+    from ...errors import DetK8sError
+    from ...safe_read import load_yaml
+    from ...settings.schema import SCHEMA
 
     if file is not None:
         return file, values
@@ -147,19 +147,19 @@ def create(
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Submit an experiment: its pods start all together when they all fit, otherwise it waits in the queue."""
-    from ..errors import ExperimentError
-    from ..kube.snapshot import read_snapshot
-    from ..live.lease import LeaseHeld, utcnow
-    from ..live.queue import QUEUED, RUNNING, QueueStore
-    from ..live.scheduler import dry_cluster, dry_plan
-    from ..scheduling.experiments import parse_experiment
-    from ..scheduling.explain import describe
-    from ..scheduling.groups import build_group
-    from ..scheduling.model import PLACEMENTS
-    from ..scheduling.queues import unnamed_workspaces
-    from ..settings.podspec import DEFAULT, checking_against
-    from ..tools.duration import format_duration, parse_duration
-    from .live import current_user, effective_policy, entry_for, new_group_id, now, scheduling_settings
+    from ...errors import ExperimentError
+    from ...kube.snapshot import read_snapshot
+    from ...live.lease import LeaseHeld, utcnow
+    from ...live.queue import QUEUED, RUNNING, QueueStore
+    from ...live.scheduler import dry_cluster, dry_plan
+    from ...scheduling.experiments import parse_experiment
+    from ...scheduling.explain import describe
+    from ...scheduling.groups import build_group
+    from ...scheduling.model import PLACEMENTS
+    from ...scheduling.queues import unnamed_workspaces
+    from ...settings.podspec import DEFAULT, checking_against
+    from ...tools.duration import format_duration, parse_duration
+    from ..live import current_user, effective_policy, entry_for, new_group_id, now, scheduling_settings
 
     if placement is not None and placement not in PLACEMENTS:
         raise UsageError(f"--placement {placement!r}: expected {', '.join(PLACEMENTS)}")
@@ -204,8 +204,8 @@ def create(
         return
     scheduler = _scheduler(api, policy, who)
     if (placement or policy.placement) == "native" and scheduler.native_version() is None:
-        from ..errors import ClusterError
-        from ..live.native import VERSIONS
+        from ...errors import ClusterError
+        from ...live.native import VERSIONS
 
         raise ClusterError(f"placement native: the cluster serves no PodGroup API (scheduling.k8s.io "
                            f"{' or '.join(VERSIONS)} podgroups); nothing was submitted",
@@ -244,8 +244,8 @@ def refuse_searches(config: Any, app_version: str, source: str) -> None:
     """A search of several trials is Determined's to run, at once or one after another: det-k8s has no searcher to
     give each trial its hyperparameters and start the next, so it would run copies of one trial, or only the first.
     `det-k8s plan` plans such a search, trial by trial."""
-    from ..errors import DetK8sError
-    from ..scheduling.searchers import total_trials, trials_at_once
+    from ...errors import DetK8sError
+    from ...scheduling.searchers import total_trials, trials_at_once
 
     hint = ("submit the search to Determined (det experiment create); `det-k8s plan` shows where its trials would "
             "run, each as its own gang")
@@ -262,7 +262,7 @@ def refuse_searches(config: Any, app_version: str, source: str) -> None:
                           f"{why_not}", hint=hint)
 def _require_cleared(report: PassReport, group_id: str | None = None) -> None:
     """A creation whose rollback is not complete ends the command with exit 1, naming what remains."""
-    from ..errors import DetK8sError
+    from ...errors import DetK8sError
 
     found = {gid: text for gid, text in report.uncleared.items() if group_id in (None, gid)}
     if found:
@@ -271,14 +271,14 @@ def _require_cleared(report: PassReport, group_id: str | None = None) -> None:
 
 def _sweep(api: KubeApi, entries: list[QueueEntry]) -> None:
     """Delete pods of recorded failed creations in the namespace (live/creation_records.py), saying so."""
-    from ..live.create import sweep_failed
+    from ...live.create import sweep_failed
 
     for swept in sweep_failed(api, api.namespace, entries):
         output.warning(swept.message)
 
 
 def _show_dry_run(group_id: str, name: str, plan: Plan, output_format: OutputFormat) -> None:
-    from ..scheduling.explain import describe
+    from ...scheduling.explain import describe
 
     placement = plan.placements.get(group_id, ())
     reason = plan.reason(group_id)
@@ -318,10 +318,10 @@ def _entry_data(entry: QueueEntry, position: int | None = None, reason: str | No
 
 def _fresh_plan(api: KubeApi, entries: list[QueueEntry], cluster: DryCluster | None = None) -> Plan:
     """What the next pass will do (the master's groups in it while a loop serves them), writing nothing."""
-    from ..live.lease import utcnow
-    from ..live.queue import QUEUED, RUNNING
-    from ..live.scheduler import dry_cluster, dry_plan
-    from .live import effective_policy
+    from ...live.lease import utcnow
+    from ...live.queue import QUEUED, RUNNING
+    from ...live.scheduler import dry_cluster, dry_plan
+    from ..live import effective_policy
 
     with output.spinner("reading the cluster"):
         return dry_plan(cluster if cluster is not None else dry_cluster(api),
@@ -337,9 +337,9 @@ def list_(
     output_format: OutputOpt = OutputFormat.table,
 ) -> None:
     """Experiments in the queue: state, queue position, slots, age, and why each waits."""
-    from ..live.queue import ACTIVE_STATES, QueueStore
-    from ..scheduling.explain import describe
-    from .live import age
+    from ...live.queue import ACTIVE_STATES, QueueStore
+    from ...scheduling.explain import describe
+    from ..live import age
 
     api = current().connect()
     store = QueueStore(api, api.namespace)
@@ -368,7 +368,7 @@ def list_(
 def _reclaiming(plan: Plan, group_id: str, state: str) -> str | None:
     """A queued experiment the next pass places by reclaiming: what it waits to take back, from whom (None when it
     does not, so the entry's own reason stands)."""
-    from ..scheduling.explain import reclaiming
+    from ...scheduling.explain import reclaiming
 
     lent = plan.reclaims.get(group_id)
     if state != "queued" or not lent:
@@ -384,13 +384,13 @@ def _short(text: str, width: int = 70) -> str:
 @with_global_options
 def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.table) -> None:
     """One experiment: where its pods run, or exactly why it waits and who is ahead of it."""
-    from ..kube.kinds import PODS
-    from ..live.queue import QUEUED, QueueStore
-    from ..live.scheduler import dry_cluster
-    from ..scheduling import labels as L
-    from ..scheduling.explain import describe
-    from ..scheduling.occupancy import CellKind
-    from .nodemap import group_map
+    from ...kube.kinds import PODS
+    from ...live.queue import QUEUED, QueueStore
+    from ...live.scheduler import dry_cluster
+    from ...scheduling import labels as L
+    from ...scheduling.explain import describe
+    from ...scheduling.occupancy import CellKind
+    from ..nodemap import group_map
 
     api = current().connect()
     store = QueueStore(api, api.namespace)
@@ -406,14 +406,14 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
     data = _entry_data(entry, _queue_positions(plan).get(entry.id),
                        describe(reason) if reason else _reclaiming(plan, entry.id, entry.state))
     pods = api.list(PODS, api.namespace, label_selector=f"{L.GROUP}={entry.id}")
-    from ..cluster.read import pod_from_object
+    from ...cluster.read import pod_from_object
 
     read = [pod_from_object(p) for p in pods]  # node: where it is bound, or pinned to until kube-scheduler binds it
     data["pods"] = [{"name": p.name, "node": p.node, "bound": p.node_name is not None, "phase": p.phase}
                     for p in read]
     unbound = [p for p in read if p.node_name is None and not p.deleting]
     if entry.state == "running" and entry.pod_group and unbound:  # kube-scheduler's word, read now
-        from ..live.native import unplaced_reason
+        from ...live.native import unplaced_reason
 
         data["reason"] = unplaced_reason(api, api.namespace, entry.pod_group, unbound) or data["reason"]
     if reason is not None:
@@ -440,7 +440,7 @@ def describe_(experiment_id: IdArg, output_format: OutputOpt = OutputFormat.tabl
             output.warning(f"node {gone} is not in the cluster (deleted or replaced?): the pods bound or pinned to it "
                            "cannot run there")
     if rows is not None:
-        from .mapview import show
+        from ..mapview import show
 
         print()
         show(rows, summary=False, after_plan=bool(rows.count(CellKind.PLANNED) or rows.count(CellKind.VICTIM)))
@@ -455,12 +455,12 @@ def _change(experiment_id: str, action: str) -> None:
     the next pass finds a killed or paused entry with pods left and removes them, instead of
     finding a running entry without pods and starting it again.
     """
-    from ..kube.kinds import PODS
-    from ..live.lease import SchedulingLease, lease_namespace
-    from ..live.queue import FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueStore
-    from ..live.submit import delete_group
-    from ..scheduling import labels as L
-    from .live import current_user, holder_id
+    from ...kube.kinds import PODS
+    from ...live.lease import SchedulingLease, lease_namespace
+    from ...live.queue import FAILED, KILLED, PAUSED, QUEUED, RUNNING, QueueStore
+    from ...live.submit import delete_group
+    from ...scheduling import labels as L
+    from ..live import current_user, holder_id
 
     api = current().connect()
     store = QueueStore(api, api.namespace)
@@ -507,8 +507,8 @@ def pause(experiment_id: IdArg) -> None:
 @with_global_options
 def resume(experiment_id: IdArg) -> None:
     """Put a paused experiment back in the queue (at its original submission position) and schedule."""
-    from ..live.lease import LeaseHeld
-    from .live import current_user, effective_policy
+    from ...live.lease import LeaseHeld
+    from ..live import current_user, effective_policy
 
     _change(experiment_id, "resume")
     api = current().connect()

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import DetK8sError, NotFound, SettingsError, Severity, UsageError
-from ..tools.duration import go_duration, parse_duration
-from ..tools.process import display
-from . import output
-from .common import (
+from ...errors import DetK8sError, NotFound, SettingsError, Severity, UsageError
+from ...tools.duration import go_duration, parse_duration
+from ...tools.process import display
+from .. import output
+from ..common import (
     UPGRADE_CHECK_PASSWORD,
     AllNamespacesOpt,
     HelmBinaryOpt,
@@ -36,10 +36,10 @@ from .common import (
     report_warnings,
     upgrade_check_values,
 )
-from .inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
-from .options import KubeVersionOpt, OutputOpt, current, pod_spec_version, with_global_options
-from .output import OutputFormat
-from .release_options import (
+from ..inputs import SetOpt, SetStringOpt, ValuesOpt, load_settings_from_cli
+from ..options import KubeVersionOpt, OutputOpt, current, pod_spec_version, with_global_options
+from ..output import OutputFormat
+from ..release_options import (
     AlwaysWaitsOpt,
     ChartOpt,
     DryRunOpt,
@@ -50,17 +50,17 @@ from .release_options import (
     TimeoutOpt,
     VersionOpt,
 )
-from .release_steps import announce_restarts, rendered_manifests, show_upgrade_diff
+from ..release_steps import announce_restarts, rendered_manifests, show_upgrade_diff
 
 if TYPE_CHECKING:
-    from ..kube.api import KubeApi
-    from ..settings import Settings
-    from ..tools.helm import Helm
+    from ...kube.api import KubeApi
+    from ...settings import Settings
+    from ...tools.helm import Helm
 
 
 def _default_passwords(command: str, settings: Settings) -> None:
     """Warn of passwords everybody knows, once det-k8s is about to install them (release/manifests.py)."""
-    from ..release.manifests import default_passwords
+    from ...release.manifests import default_passwords
 
     for warning in default_passwords(settings.values, settings.app_version, installing=command == "install"):
         output.warning(warning)
@@ -70,7 +70,7 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
              namespace: str, secrets: tuple[str, ...], *, upgrading: bool = False, extra: Sequence[str] = ()) -> None:
     """What would run, and the manifests it would apply, rendered offline (an upgrade as one: helm template
     --is-upgrade, and `extra` values for a user's chart, see upgrade_check_values)."""
-    from ..release.manifests import placeholder_values, redact_secrets
+    from ...release.manifests import placeholder_values, redact_secrets
 
     output.message(f"would run: {display([tool.path, *spec_argv])}")
     output.message(f"  ({built_chart} and its {Path(values_file).name} are a private copy, removed when det-k8s exits, "
@@ -81,7 +81,7 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
     # else is touched (searching for the value text made `image: postgres:10.14` `<redacted>:10.14`).
     import yaml
 
-    from ..safe_read import load_yaml
+    from ...safe_read import load_yaml
 
     masked, marks = placeholder_values(load_yaml(Path(values_file).read_text(encoding="utf-8"), values_file) or {})
     # in the private directory, removed with it; helm reads the chart's own values.yaml under it, every secret of
@@ -96,9 +96,9 @@ def _dry_run(tool: Helm, release: str, spec_argv: list[str], built_chart: str, v
 
 
 def _show_address(api: KubeApi, release: str, namespace: str, tls: bool) -> str | None:
-    from ..kube.kinds import NODES, SERVICES
-    from ..release.address import master_address
-    from ..release.names import master_service
+    from ...kube.kinds import NODES, SERVICES
+    from ...release.address import master_address
+    from ...release.names import master_service
 
     service = api.get(SERVICES, master_service(release), namespace) if api.exists(
         SERVICES, master_service(release), namespace) else None
@@ -116,13 +116,13 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
                create_namespace: bool, rollback: bool, skip_storage_check: bool, yes: bool = False,
                kube_version: str | None = None, show_diff: bool = False,
                output_format: OutputFormat = OutputFormat.table) -> None:
-    from ..release import live
-    from ..release.manifests import secret_values
-    from ..release.names import validate_release_name
-    from ..settings.podspec import checking_against
-    from ..settings.rules import missing_initial_password
-    from ..tools.helm import ReleaseSpec, install_argv, upgrade_argv
-    from . import change
+    from ...release import live
+    from ...release.manifests import secret_values
+    from ...release.names import validate_release_name
+    from ...settings.podspec import checking_against
+    from ...settings.rules import missing_initial_password
+    from ...tools.helm import ReleaseSpec, install_argv, upgrade_argv
+    from .. import change
 
     validate_release_name(release)
     if dry_run and output_format is not OutputFormat.table:
@@ -285,10 +285,10 @@ def uninstall(
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """Say exactly what will be lost, ask, then helm uninstall and delete the leftover task pods."""
-    from ..kube.kinds import PVCS
-    from ..release import live
-    from ..release.names import db_pvc, validate_release_name
-    from ..tools.helm import uninstall_argv
+    from ...kube.kinds import PVCS
+    from ...release import live
+    from ...release.names import db_pvc, validate_release_name
+    from ...tools.helm import uninstall_argv
 
     validate_release_name(release)
     seconds = parse_duration(timeout)
@@ -349,8 +349,8 @@ def list_releases(
     helm_binary: HelmBinaryOpt = None,
 ) -> None:
     """The Determined releases (helm list, filtered to the Determined chart)."""
-    from ..release.preflight import determined_releases
-    from ..tools.helm import list_argv
+    from ...release.preflight import determined_releases
+    from ...tools.helm import list_argv
 
     tool = helm(helm_binary, cluster())
     options = current()
