@@ -80,7 +80,7 @@ def wait_and_record(api: KubeApi, tool: Helm, command: str, release: str, namesp
                     seconds: float, shown: str, *, rollback: bool, phase: Phase) -> None:
     """det-k8s's wait for the master after helm `command`, and its verdict written into helm's record; called inside
     `helm_changing`, which says where the release stands if a signal stops it."""
-    from .commands.status import wait_until_ready
+    from ..release.observe import wait_until_ready
 
     phase.waiting = True
     try:

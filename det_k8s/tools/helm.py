@@ -161,7 +161,7 @@ def history_argv(release: str, kube: KubeFlags, max_revisions: int | None = None
 
 
 def rollback_argv(major: int, release: str, revision: int, kube: KubeFlags, *, timeout: str | None = None) -> list[str]:
-    """Back to `revision`. det-k8s then waits for the master itself (cli/commands/status.py:wait_until_ready): helm's
+    """Back to `revision`. det-k8s then waits for the master itself (release/observe.py:wait_until_ready): helm's
     own wait would also wait for a load balancer's address, which never comes on clusters without one."""
     del major  # same flags in both majors
     argv = ["rollback", release, str(revision), *kube.helm()]

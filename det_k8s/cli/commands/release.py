@@ -183,7 +183,7 @@ def _lifecycle(command: str, release: str, values: ValuesOpt, set_: SetOpt, set_
                                   secret_values(settings))
             announce_restarts(api, "upgrade", f"Upgrade release {release} in namespace {api.namespace}? The master "
                               "restarts.", f"upgrade {release}", yes)
-        # det-k8s waits for the master itself (cli/commands/status.py:wait_until_ready), not with helm's --wait, which also
+        # det-k8s waits for the master itself (release/observe.py:wait_until_ready), not with helm's --wait, which also
         # waits for a load balancer's address that never comes on clusters without one; and so it also undoes a
         # release that did not become ready itself (helm's --atomic implies helm's wait).
         spec = ReleaseSpec(release, str(built.directory), str(built.values_file), kube, False, go_duration(timeout),
