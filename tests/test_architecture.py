@@ -60,16 +60,8 @@ LAZY_PACKAGES = ("det_k8s/cli/",)
 
 KUBE_MAX_LINES = 2_500
 
-# Function-level imports in modules another change is reshaping right now (the live scheduler's loop): listed one by
-# one, so that no other joins them; they move to the top of their modules with that change, and this list empties.
-RESHAPING: frozenset[tuple[str, str]] = frozenset({
-    ("det_k8s.live.fence", "det_k8s.cluster.read"),
-    ("det_k8s.live.loop", "det_k8s.scheduling.model"),
-    ("det_k8s.live.loop", "det_k8s.live.fence"),
-    ("det_k8s.live.loop", "det_k8s.live.lease"),
-    ("det_k8s.live.loop", "det_k8s.live.scheduler"),
-    ("det_k8s.live.loop", "gc"),
-})
+# Function-level imports in modules another change is reshaping: none now; an entry here must name one import.
+RESHAPING: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

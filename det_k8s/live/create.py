@@ -137,7 +137,7 @@ def create(fx: Effects, intent: Create, entry: QueueEntry, report: PassReport) -
 
 def failed(fx: Effects, entry: QueueEntry, attempt: str, exc: GroupCreationFailed,
            report: PassReport) -> QueueEntry:
-    """A creation that failed and was undone (or could not be, wholly): its record settled as a failed one'fx, the
+    """A creation that failed and was undone (or could not be, wholly): its record settled as a failed one's, the
     loss charged (a transient failure and a quota's first refusal are free)."""
     entry = mark_failed(settle(entry, attempt), exc, fx.now())  # its pods, if any remain, go on sight
     if exc.remaining:

@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 
 from .. import stopping
 from ..cluster.model import Node
-from ..cluster.read import BINDING_FENCE, effective_requests
+from ..cluster.read import BINDING_FENCE, effective_requests, node_from_object
 from ..errors import Conflict, DetK8sError, Forbidden, NotFound
 from ..kube.api import KubeApi
 from ..kube.kinds import NODES, PODS
@@ -106,8 +106,6 @@ def _taints(node: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _free(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """Allocatable less what the node's pods request (pods that ended hold nothing)."""
-    from ..cluster.read import node_from_object
-
     free = dict(node_from_object(node).allocatable)
     for pod in pods:
         if ((pod.get("status") or {}).get("phase")) in ("Succeeded", "Failed"):

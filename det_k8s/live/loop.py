@@ -9,6 +9,7 @@ for a full pass at once). What it says goes through an `Output` (the CLI's): thi
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
 import time
@@ -17,13 +18,15 @@ from typing import TYPE_CHECKING, Protocol
 
 from .. import stopping
 from ..errors import DetK8sError
+from ..scheduling.model import Policy
+from .fence import LINGER
+from .lease import DEFAULT_DURATION, LeaseHeld
+from .scheduler import ARRIVING, LiveScheduler, PassReport, PassResult
 
 if TYPE_CHECKING:
     from ..health import Health
     from ..kube.api import KubeApi
     from ..kube.watch import ClusterView
-    from ..scheduling.model import Policy
-    from .scheduler import LiveScheduler, PassReport, PassResult
 
 # The loop's threads (the watch, a gang's bindings, the Lease's take-back beside the plan, the Events) hand the
 # interpreter lock over at least this often (Python's default: 5 ms). A binding's answer or a watch event that arrives
@@ -56,10 +59,6 @@ def live_scheduler(api: KubeApi, holder: str, serve: str | None, view: ClusterVi
                    interval: float, preemption_grace: float) -> LiveScheduler:
     """The loop's one scheduler. It tells other clients' passes (`experiment create`) in the Lease that it serves the
     master's pods, so that they plan them too (read-only) and keep one priority order; the word lapses if it stops."""
-    from ..scheduling.model import Policy
-    from .fence import LINGER
-    from .lease import DEFAULT_DURATION
-    from .scheduler import LiveScheduler
 
     return LiveScheduler(api, api.namespace, Policy(), holder, lease_wait=0 if not once else 10, serve=serve,
                          view=view, renew_every=DEFAULT_DURATION / 3 if view is not None else 0.0,
@@ -86,8 +85,6 @@ def serve(scheduler: LiveScheduler, view: ClusterView | None, policy: Callable[[
 def run(scheduler: LiveScheduler, view: ClusterView | None, policy: Callable[[], Policy], interval: float,
         once: bool, health: Health, out: Output) -> None:
     """The loop itself (see the module docstring); `policy` reads the policy the passes follow."""
-    from .lease import LeaseHeld
-    from .scheduler import ARRIVING
 
     announced = False
     failures = 0
@@ -184,7 +181,6 @@ def _freeze() -> None:
     objects at 2,000 nodes) is moved out of the cycle collector's way (`gc.freeze`). Left in, each full collection
     walked it all, pausing the loop every few seconds. Objects frozen are still freed when nothing refers to them;
     only a cycle among them would stay (the view's models hold none)."""
-    import gc
 
     gc.collect()
     gc.freeze()

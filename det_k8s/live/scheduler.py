@@ -485,14 +485,16 @@ class LiveScheduler:
         seen = self._observe_cluster(everything)
         master = seen.master
         found = master.collect(seen.master_seen) if master is not None and seen.master_seen is not None else None
+        if master is not None and found is not None:
+            # (a stale fence, a partly bound gang, a victim overdue) before planning, so that a plan that fails or is
+            # stopped leaves them repaired; the plan does not depend on them (collect left those groups out)
+            for repair in found.first:
+                master.act_on(repair, report)
         decision = decide(Observed(
             self.namespace, tuple(everything), seen.pods, seen.state.snapshot, self.policy, self.clock(),
             self.max_attempts, found.queue if found else (), found.running if found else (),
             frozenset(found.groups) if found else frozenset(),
             MappingProxyType(dict(found.groups)) if found is not None and self.serve else None))
-        if master is not None and found is not None:
-            for repair in found.first:  # (a stale fence, a partly bound gang, a victim overdue) before the rest
-                master.act_on(repair, report)
         plan = decision.plan
         assert plan is not None  # (a full pass always plans)
         report.plan = plan
