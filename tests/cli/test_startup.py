@@ -107,7 +107,11 @@ sys.exit(code)
 """
 # Modules no `COMMAND --help` may import: what runs a command, not what describes it. pydantic is what Typer 0.29
 # converts a given value with (det_k8s.cli.app.PlainOption keeps it out of the options not given).
-NOT_FOR_HELP = ("pydantic", "jinja2", "jsonschema", "kubernetes_validate", *HEAVY)
+# ... nor what runs a command: the API client, the live runtime, the settings, the planner, the chart, the cluster
+# model, the storage probes, what reads a release (a module top-level import of one cost `status --help` 200 ms)
+RUNTIME = ("det_k8s.kube", "det_k8s.live", "det_k8s.settings", "det_k8s.scheduling", "det_k8s.chart",
+           "det_k8s.cluster", "det_k8s.storage", "det_k8s.release.live", "det_k8s.release.observe")
+NOT_FOR_HELP = ("pydantic", "jinja2", "jsonschema", "kubernetes_validate", *HEAVY, *RUNTIME)
 
 
 def imported(*args: str, env: dict[str, str] | None = None) -> tuple[int, set[str]]:

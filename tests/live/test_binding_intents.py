@@ -9,11 +9,11 @@ import time
 import pytest
 
 from det_k8s.kube.kinds import PODS
-from det_k8s.kube.watch import ClusterView
 from det_k8s.live.fence import KEY
 from det_k8s.live.lease import LEASE_NAME
 from det_k8s.live.scheduler import LiveScheduler
 from det_k8s.scheduling.model import Policy
+from tests.live.test_intents import _loop_pass
 from tests.support.k8s_emulator import node
 from tests.support.master_pods import create_task, master_task
 
@@ -27,16 +27,6 @@ def _pass(cluster, run_cli) -> None:
 def _scheduler_once(cluster, run_cli) -> None:
     result = run_cli("scheduler", "run", "--once", "--scheduler-name", "coscheduler")
     assert result.code == 0, result.err
-
-
-def _loop_pass(cluster, run_cli) -> None:
-    api = cluster.connect()
-    view = ClusterView(api.clone(), "coscheduler", queue_namespace="default").start()
-    try:
-        assert view.wait_synced()
-        LiveScheduler(api, "default", Policy(), "loop", lease_wait=0, serve="coscheduler", view=view).run_pass()
-    finally:
-        view.stop()
 
 
 SUCCESSORS = [_pass, _scheduler_once, _loop_pass]

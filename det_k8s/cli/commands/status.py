@@ -14,7 +14,6 @@ import typer
 
 from ...errors import DetK8sError, Forbidden, NotFound
 from ...labels import APP_INSTANCE, APP_NAME, SERVED_BY, SERVING
-from ...release.observe import get_or_none, list_or_empty, observe
 from .. import output
 from ..options import OutputOpt, current, with_global_options
 from ..output import OutputFormat
@@ -32,6 +31,7 @@ def gang_scheduler(api: KubeApi, release: str, namespace: str) -> dict[str, Any]
     from ...chart.deploy import chart_name
     from ...kube.kinds import DEPLOYMENTS, LEASES
     from ...live.lease import LEASE_NAME, NAMESPACE_ENV, LeaseState, utcnow
+    from ...release.observe import get_or_none
 
     name = chart_name(release)
     deployment = get_or_none(api, DEPLOYMENTS, name, namespace)
@@ -81,6 +81,7 @@ def scheduler_pods(api: KubeApi, namespace: str, release: str) -> list[PodState]
     from ...chart.deploy import NAME
     from ...kube.kinds import PODS
     from ...release.diagnose import pod_state
+    from ...release.observe import list_or_empty
 
     selector = f"{APP_NAME}={NAME},{APP_INSTANCE}={release}"
     return [pod_state(p) for p in list_or_empty(api, PODS, namespace=namespace, label_selector=selector)]
@@ -132,6 +133,7 @@ def status(
     validate_release_name(release)
     api = current().connect()
     from ...release.live import stuck_release
+    from ...release.observe import observe
 
     if (found := stuck_release(api, release, api.namespace)) is not None:
         output.warning(f"{found.message}; {found.hint}")
