@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import InputError, MalformedObject
-from ..labels import BINDING_FENCE as BINDING_FENCE
-from ..labels import PLANNED_NODE
+from ..labels import BINDING_FENCE, PLANNED_NODE
 from ..quantity import QuantityError, format_milli, parse_milli
 from .gangs import foreign_gang, may_belong
 from .model import (

@@ -49,10 +49,11 @@ from typing import Any, TypeVar
 
 from .. import stopping
 from ..cluster.model import Node
-from ..cluster.read import BINDING_FENCE, effective_requests, node_from_object
+from ..cluster.read import effective_requests, node_from_object
 from ..errors import Conflict, DetK8sError, Forbidden, NotFound
 from ..kube.api import KubeApi
 from ..kube.kinds import NODES, PODS
+from ..labels import BINDING_FENCE
 
 KEY = BINDING_FENCE  # "det-k8s.io/binding"; node readers leave it out of the model
 SETTLE = 0.25  # seconds; kube-scheduler's decision-to-binding time is milliseconds on a healthy API server
